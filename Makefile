@@ -1,0 +1,45 @@
+# Two commands for a fresh machine: `make run` (the app) and `make test` (the tests).
+# Both create .venv when missing, install what is needed once, and are fast afterwards.
+
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+ARGS   ?=
+PYTEST_ARGS ?=
+
+.PHONY: run test lint bench
+
+run: $(VENV)/.installed-run
+	$(PY) launch.py $(ARGS)
+
+test: $(VENV)/.installed-test
+	@command -v chromium >/dev/null 2>&1 || $(MAKE) --no-print-directory chromium
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-test
+	$(PY) -m ruff check .
+
+bench: $(VENV)/.installed-test
+	$(PY) bench/ingest.py
+
+$(PY):
+	python3 -m venv $(VENV)
+
+# torch first, as the CPU wheel: the pyproject range is then satisfied and nothing pulls CUDA.
+$(VENV)/.installed-run: pyproject.toml | $(PY)
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e .
+	@touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-run
+	$(PIP) install -e '.[test]'
+	@touch $@
+
+# Debian's Chromium for the browser tests (Playwright's own browser download is not used).
+.PHONY: chromium
+chromium:
+	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "chromium not found: install Debian's chromium package for the browser tests"; \
+	fi

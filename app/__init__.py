@@ -1,0 +1,1 @@
+"""The application layer: use-case services (Gradio-free), the CLI, and the Gradio UI in app.ui."""

@@ -1,0 +1,1 @@
+"""Use cases shared by the CLI and the UI. Nothing here imports Gradio."""

@@ -1,0 +1,1 @@
+"""Storage: the SQLAlchemy schema, engine/session set-up and the queries everyone uses."""

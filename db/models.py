@@ -1,0 +1,243 @@
+"""The typed ORM schema (SQLAlchemy 2.0). Alembic migrations in db/migrations mirror it exactly.
+
+Append-only where a reader's work is concerned: every save of an edit is a new `Revision`, every
+rating save a new `Rating` row; nothing a reader wrote is ever updated in place.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    Date,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+SECTIONS = ("findings", "impression")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON}
+
+
+class Meta(Base):
+    """Key/value facts about this database (e.g. the pseudonymisation salt)."""
+
+    __tablename__ = "meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class Patient(Base):
+    __tablename__ = "patient"
+    __table_args__ = (UniqueConstraint("source", "key", name="uq_patient_source_key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    source: Mapped[str] = mapped_column(String(64))
+    key: Mapped[str] = mapped_column(String(128))  # pseudonymous id as given, or hashed
+    studies: Mapped[list[Study]] = relationship(back_populates="patient")
+
+
+class Study(Base):
+    __tablename__ = "study"
+    __table_args__ = (
+        UniqueConstraint("source", "study_key", name="uq_study_source_key"),
+        Index("ix_study_patient_date", "patient_id", "study_date"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    patient_id: Mapped[int] = mapped_column(ForeignKey("patient.id", ondelete="CASCADE"))
+    source: Mapped[str] = mapped_column(String(64), index=True)
+    study_key: Mapped[str] = mapped_column(String(128))  # accession or dataset study id
+    study_date: Mapped[date | None] = mapped_column(Date)
+    split: Mapped[str | None] = mapped_column(String(32), index=True)
+    indication: Mapped[str | None] = mapped_column(Text)
+    comparison: Mapped[str | None] = mapped_column(Text)
+    demographics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    patient: Mapped[Patient] = relationship(back_populates="studies")
+    images: Mapped[list[Image]] = relationship(
+        back_populates="study", order_by="Image.position", cascade="all, delete-orphan"
+    )
+    reference: Mapped[ReferenceReport | None] = relationship(
+        back_populates="study", cascade="all, delete-orphan"
+    )
+
+
+class Image(Base):
+    __tablename__ = "image"
+    __table_args__ = (UniqueConstraint("study_id", "position", name="uq_image_study_position"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    uri: Mapped[str] = mapped_column(Text)  # absolute path, or "blob:<sha256>.<ext>"
+    format: Mapped[str] = mapped_column(String(8))
+    view_position: Mapped[str | None] = mapped_column(String(32))
+    view_group: Mapped[str | None] = mapped_column(String(8))  # frontal | lateral
+    laterality: Mapped[str | None] = mapped_column(String(8))
+    body_part: Mapped[str | None] = mapped_column(String(32))
+    rows: Mapped[int] = mapped_column(Integer)
+    cols: Mapped[int] = mapped_column(Integer)
+    photometric: Mapped[str] = mapped_column(String(16))
+    bits_stored: Mapped[int] = mapped_column(Integer)
+    checksum: Mapped[str] = mapped_column(String(64), index=True)
+
+    study: Mapped[Study] = relationship(back_populates="images")
+
+
+class ReferenceReport(Base):
+    __tablename__ = "reference_report"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(
+        ForeignKey("study.id", ondelete="CASCADE"), unique=True
+    )
+    findings: Mapped[str | None] = mapped_column(Text)
+    impression: Mapped[str | None] = mapped_column(Text)
+
+    study: Mapped[Study] = relationship(back_populates="reference")
+
+
+class Reader(Base):
+    __tablename__ = "reader"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    password_hash: Mapped[str | None] = mapped_column(String(255))  # None: the local reader
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Draft(Base):
+    """One generated section of one study by one model; failures are kept with their error."""
+
+    __tablename__ = "draft"
+    __table_args__ = (
+        Index("ix_draft_study_preset", "study_id", "preset", "section"),
+        CheckConstraint("section IN ('findings', 'impression')", name="ck_draft_section"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"))
+    section: Mapped[str] = mapped_column(String(16))
+    preset: Mapped[str] = mapped_column(String(64))
+    text: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    model_id: Mapped[str] = mapped_column(String(255))
+    model_revision: Mapped[str | None] = mapped_column(String(64))
+    generation: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    device: Mapped[str | None] = mapped_column(String(32))
+    dtype: Mapped[str | None] = mapped_column(String(16))
+    seconds: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Revision(Base):
+    """One save of a reader's edit of a section; `number` counts saves (1, 2, ...) per section."""
+
+    __tablename__ = "revision"
+    __table_args__ = (
+        UniqueConstraint("reader_id", "study_id", "section", "number", name="uq_revision_seq"),
+        CheckConstraint("section IN ('findings', 'impression')", name="ck_revision_section"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    reader_id: Mapped[int] = mapped_column(ForeignKey("reader.id", ondelete="CASCADE"))
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"))
+    section: Mapped[str] = mapped_column(String(16))
+    number: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    draft_id: Mapped[int | None] = mapped_column(ForeignKey("draft.id", ondelete="SET NULL"))
+    autosave: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+REXVAL_CATEGORIES = (
+    "false_finding",  # (1) false report of a finding
+    "missing_finding",  # (2) missing a finding
+    "wrong_location",  # (3) wrong anatomic location/position
+    "wrong_severity",  # (4) wrong severity
+    "false_comparison",  # (5) mentions a comparison not in the reference/prior
+    "omitted_comparison",  # (6) omits a comparison describing change
+)
+
+
+class Rating(Base):
+    """One save of a reader's rating of a study's drafts (Likert + ReXVal error counts)."""
+
+    __tablename__ = "rating"
+    __table_args__ = (
+        UniqueConstraint("reader_id", "study_id", "number", name="uq_rating_seq"),
+        CheckConstraint("likert IS NULL OR likert BETWEEN 1 AND 5", name="ck_rating_likert"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    reader_id: Mapped[int] = mapped_column(ForeignKey("reader.id", ondelete="CASCADE"))
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    preset: Mapped[str | None] = mapped_column(String(64))  # which model's drafts were rated
+    likert: Mapped[int | None] = mapped_column(Integer)
+    acceptable: Mapped[bool | None] = mapped_column(Boolean)
+    # {"false_finding": {"significant": n, "insignificant": m}, ...}
+    errors: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    comment: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class WorklistItem(Base):
+    """A study on a reader's worklist, its status and active time on task."""
+
+    __tablename__ = "worklist_item"
+    __table_args__ = (
+        UniqueConstraint("reader_id", "study_id", name="uq_worklist_reader_study"),
+        CheckConstraint(
+            "status IN ('new', 'drafted', 'in_review', 'done')", name="ck_worklist_status"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    reader_id: Mapped[int] = mapped_column(ForeignKey("reader.id", ondelete="CASCADE"))
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="new")
+    active_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+
+class MetricResult(Base):
+    """A cached metric value: (metric, version, metric model, hypothesis, reference) -> value."""
+
+    __tablename__ = "metric_result"
+    __table_args__ = (
+        UniqueConstraint(
+            "metric", "version", "model_id", "hyp_hash", "ref_hash", name="uq_metric_result_key"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    metric: Mapped[str] = mapped_column(String(64))
+    version: Mapped[str] = mapped_column(String(64))
+    model_id: Mapped[str] = mapped_column(String(255), default="")
+    hyp_hash: Mapped[str] = mapped_column(String(64))
+    ref_hash: Mapped[str] = mapped_column(String(64))
+    value: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

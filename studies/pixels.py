@@ -1,0 +1,303 @@
+"""Decode DICOM, PNG and JPEG chest radiographs into display pixels.
+
+The DICOM path follows the ReXGradient-160K conversion: pixel data through pydicom's handlers
+(compressed transfer syntaxes included), Modality LUT, VOI LUT or window, MONOCHROME1 inverted so
+bone is white, then min-max to 0..255. The full-bit-depth array after the Modality LUT is kept so
+the viewer can window/level on it.
+
+Speed: the VOI/invert/min-max chain is evaluated once per distinct stored value (a lookup table
+built with pydicom's own `apply_voi_lut`) and applied with one gather, so the display image costs
+little more than the decode itself (see bench/ingest.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass
+import numpy as np
+
+from studies.errors import StudyLoadError
+from studies.records import ImageSource
+
+# Integer ranges up to this many distinct values go through a lookup table.
+_LUT_MAX_RANGE = 1 << 20
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What the study store keeps about an image (no pixels, no PHI)."""
+
+    format: str  # "dicom" | "png" | "jpeg"
+    rows: int
+    cols: int
+    photometric: str
+    bits_stored: int
+    checksum: str  # sha256 of the file bytes
+    view_position: str | None = None
+    laterality: str | None = None
+    body_part: str | None = None
+
+
+@dataclass(frozen=True)
+class DecodedImage:
+    """Pixels ready to show, plus the full-bit-depth array for window/level."""
+
+    info: ImageInfo
+    raw: np.ndarray  # grayscale, after the Modality LUT (DICOM) or as stored (PNG/JPEG)
+    display: np.ndarray  # uint8, bone white
+    window: tuple[float, float] | None  # default (center, width) from the file, if any
+
+    @property
+    def inverted(self) -> bool:
+        """True when `raw` has bone dark (MONOCHROME1) and must be flipped for display."""
+        return self.info.photometric == "MONOCHROME1"
+
+
+def sniff_format(head: bytes, name: str) -> str:
+    """Tell DICOM, PNG and JPEG apart from the first bytes (extension only as a fallback)."""
+    if len(head) >= 132 and head[128:132] == b"DICM":
+        return "dicom"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if head.startswith(b"\xff\xd8"):
+        return "jpeg"
+    if name.lower().endswith((".dcm", ".dicom")):
+        return "dicom"  # DICOM without preamble; pydicom decides with force=False
+    raise StudyLoadError(name, "not a DICOM, PNG or JPEG file")
+
+
+def read_bytes(source: ImageSource, limit: int = -1) -> bytes:
+    """The image's bytes (all, or the first `limit`), with a clear error when unreadable."""
+    if source.data is not None:
+        return source.data if limit < 0 else source.data[:limit]
+    try:
+        with open(source.path, "rb") as fh:  # type: ignore[arg-type]
+            return fh.read(limit)
+    except OSError as exc:
+        raise StudyLoadError(source.name, f"cannot read file ({exc.strerror or exc})") from exc
+
+
+def decode(source: ImageSource) -> DecodedImage:
+    """Decode one image into display pixels; errors name the file and the reason.
+
+    No checksum here (that is `inspect`'s job at import): the viewer's hot path stays at decode cost.
+    """
+    fmt = sniff_format(read_bytes(source, 132), source.name)
+    if fmt == "dicom":
+        return _decode_dicom(source)
+    return _decode_raster(read_bytes(source), source, fmt, checksum="")
+
+
+def inspect(source: ImageSource) -> ImageInfo:
+    """Validate an image fully (pixels decoded) and return what the store keeps about it."""
+    data = read_bytes(source)
+    fmt = sniff_format(data[:132], source.name)
+    checksum = hashlib.sha256(data).hexdigest()
+    if fmt == "dicom":
+        ds = _read_dataset(data, source.name)
+        _decoded_pixels(ds, source.name)
+        return _dicom_info(ds, checksum, source)
+    return _open_raster(data, source, fmt, checksum)[1]
+
+
+# --- DICOM -----------------------------------------------------------------------------------
+
+def _read_dataset(data: bytes | str, name: str):
+    """Parse a DICOM file (bytes or a path) and refuse what is not a single-frame image."""
+    import pydicom
+    from pydicom.errors import InvalidDicomError
+
+    try:
+        ds = pydicom.dcmread(io.BytesIO(data) if isinstance(data, bytes) else data)
+    except InvalidDicomError as exc:
+        raise StudyLoadError(name, f"not a valid DICOM file ({exc})") from exc
+    except Exception as exc:  # truncated files raise EOFError/ValueError/struct.error
+        raise StudyLoadError(name, f"corrupt DICOM file ({type(exc).__name__}: {exc})") from exc
+    if "PixelData" not in ds and "FloatPixelData" not in ds:
+        sop = ds.get("SOPClassUID")
+        what = getattr(sop, "name", None) or str(sop or "unknown SOP class")
+        raise StudyLoadError(name, f"DICOM has no pixel data (not an image: {what})")
+    frames = int(ds.get("NumberOfFrames", 1) or 1)
+    if frames > 1:
+        raise StudyLoadError(name, f"multi-frame DICOM ({frames} frames) is not a radiograph")
+    photometric = str(ds.get("PhotometricInterpretation", ""))
+    if photometric not in ("MONOCHROME1", "MONOCHROME2", "RGB", "YBR_FULL", "YBR_FULL_422"):
+        raise StudyLoadError(name, f"unsupported photometric interpretation {photometric!r}")
+    return ds
+
+
+def _decoded_pixels(ds, name: str) -> np.ndarray:
+    try:
+        arr = ds.pixel_array
+    except Exception as exc:
+        ts = getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", None)
+        ts_name = getattr(ts, "name", ts)
+        raise StudyLoadError(
+            name, f"pixel data cannot be decoded (transfer syntax {ts_name}): {exc}"
+        ) from exc
+    if arr.ndim == 3:  # colour secondary capture: luminance, the radiograph itself is gray
+        arr = (arr[..., :3].astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32))
+        arr = np.rint(arr).astype(np.uint16)
+    if arr.ndim != 2:
+        raise StudyLoadError(name, f"unexpected pixel array shape {arr.shape}")
+    return arr
+
+
+def _text(ds, keyword: str) -> str | None:
+    value = ds.get(keyword)
+    if value is None or value == "":
+        return None
+    return str(value).strip() or None
+
+
+def _dicom_info(ds, checksum: str, source: ImageSource) -> ImageInfo:
+    photometric = str(ds.PhotometricInterpretation)
+    if photometric not in ("MONOCHROME1", "MONOCHROME2"):
+        photometric = "MONOCHROME2"  # colour input is converted to luminance
+    return ImageInfo(
+        format="dicom",
+        rows=int(ds.Rows),
+        cols=int(ds.Columns),
+        photometric=photometric,
+        bits_stored=int(ds.get("BitsStored", 8) or 8),
+        checksum=checksum,
+        view_position=_text(ds, "ViewPosition") or source.view_position,
+        laterality=_text(ds, "ImageLaterality"),
+        body_part=_text(ds, "BodyPartExamined"),
+    )
+
+
+def _default_window(ds) -> tuple[float, float] | None:
+    center, width = ds.get("WindowCenter"), ds.get("WindowWidth")
+    if center is None or width is None:
+        return None
+    first = (lambda v: float(v[0]) if hasattr(v, "__len__") and not isinstance(v, str) else float(v))
+    return first(center), first(width)
+
+
+def _decode_dicom(source: ImageSource) -> DecodedImage:
+    from pydicom.pixels import apply_modality_lut, apply_voi_lut
+
+    ds = _read_dataset(source.data if source.data is not None else source.path, source.name)
+    info = _dicom_info(ds, "", source)
+    stored = _decoded_pixels(ds, source.name)
+    raw = apply_modality_lut(stored, ds) if ds.PhotometricInterpretation.startswith("MONO") else stored
+    invert = info.photometric == "MONOCHROME1"
+    voi = (lambda values: apply_voi_lut(values, ds, index=0))
+    if str(ds.PhotometricInterpretation).startswith("MONO"):
+        display = _display_via_lut(raw, voi, invert)
+    else:
+        display = _minmax_u8(raw.astype(np.float32))
+    return DecodedImage(info=info, raw=raw, display=display, window=_default_window(ds))
+
+
+def _display_via_lut(raw: np.ndarray, voi, invert: bool) -> np.ndarray:
+    """VOI -> invert -> min-max over the pixels present, evaluated once per stored value."""
+    span = _lut_span(raw)
+    if span is not None:
+        lo, hi, first = span
+        values = np.arange(first, hi + 1, dtype=np.int64).astype(raw.dtype)
+        curve = np.asarray(voi(values), dtype=np.float64)
+        if invert:
+            curve = curve.max() - curve
+        index = raw - first if first else raw
+        used = curve[lo - first:]
+        diffs = np.diff(used)
+        if np.all(diffs >= 0) or np.all(diffs <= 0):
+            cmin, cmax = min(used[0], used[-1]), max(used[0], used[-1])
+        else:  # non-monotone VOI LUT: min/max over the values actually present
+            present = np.bincount(index.ravel(), minlength=curve.size).astype(bool)
+            cmin, cmax = curve[present].min(), curve[present].max()
+        return _gather(_scale_u8(curve, cmin, cmax), index)
+    out = np.asarray(voi(raw), dtype=np.float32)
+    if invert:
+        out = out.max() - out
+    return _minmax_u8(out)
+
+
+def _scale_u8(values: np.ndarray, vmin: float, vmax: float) -> np.ndarray:
+    if vmax <= vmin:
+        return np.zeros(values.shape, np.uint8)
+    return np.rint((values - vmin) * (255.0 / (vmax - vmin))).clip(0, 255).astype(np.uint8)
+
+
+def _minmax_u8(values: np.ndarray) -> np.ndarray:
+    return _scale_u8(values, float(values.min()), float(values.max()))
+
+
+def window_level(image: DecodedImage, center: float, width: float) -> np.ndarray:
+    """Render the full-bit-depth pixels with a linear window (DICOM PS3.3 C.11.2.1.2), bone white."""
+    raw = image.raw
+    width = max(float(width), 1.0)
+
+    def curve(v: np.ndarray) -> np.ndarray:
+        x = np.clip((v.astype(np.float64) - (center - 0.5)) / (width - 1.0) + 0.5, 0.0, 1.0)
+        return 1.0 - x if image.inverted else x
+
+    span = _lut_span(raw)
+    if span is not None:
+        _, hi, first = span
+        return _gather(_scale_u8(curve(np.arange(first, hi + 1)), 0.0, 1.0),
+                       raw - first if first else raw)
+    return _scale_u8(curve(raw), 0.0, 1.0)
+
+
+def _lut_span(raw: np.ndarray) -> tuple[int, int, int] | None:
+    """(min, max, first LUT entry) when a lookup table is cheaper than arithmetic, else None.
+
+    Unsigned data index the table from 0, which spares a subtraction pass over the image.
+    """
+    if raw.dtype.kind not in "iu":
+        return None
+    lo, hi = int(raw.min()), int(raw.max())
+    if hi - lo >= _LUT_MAX_RANGE:
+        return None
+    first = 0 if raw.dtype.kind == "u" and hi < _LUT_MAX_RANGE else lo
+    return lo, hi, first
+
+
+def _gather(lut: np.ndarray, index: np.ndarray) -> np.ndarray:
+    out = np.empty(index.shape, np.uint8)
+    return np.take(lut, index, out=out, mode="clip")
+
+
+# --- PNG / JPEG ------------------------------------------------------------------------------
+
+def _open_raster(data: bytes, source: ImageSource, fmt: str, checksum: str):
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        im = Image.open(io.BytesIO(data))
+        im.load()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise StudyLoadError(source.name, f"corrupt {fmt.upper()} image ({exc})") from exc
+    if getattr(im, "n_frames", 1) > 1:
+        raise StudyLoadError(source.name, f"animated {fmt.upper()} ({im.n_frames} frames)")
+    mode = im.mode
+    if mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+        bits = 16
+        if mode == "F":
+            raise StudyLoadError(source.name, "floating-point images are not supported")
+        if mode == "I":
+            arr = np.asarray(im)
+            if arr.min() < 0 or arr.max() > 0xFFFF:
+                raise StudyLoadError(source.name, "32-bit integer images are not supported")
+    else:
+        bits = 8
+        if mode != "L":
+            im = im.convert("L")  # RGB/palette radiographs are gray: take luminance
+    info = ImageInfo(
+        format=fmt, rows=im.height, cols=im.width, photometric="MONOCHROME2",
+        bits_stored=bits, checksum=checksum, view_position=source.view_position,
+    )
+    return im, info
+
+
+def _decode_raster(data: bytes, source: ImageSource, fmt: str, checksum: str) -> DecodedImage:
+    im, info = _open_raster(data, source, fmt, checksum)
+    raw = np.asarray(im)
+    if info.bits_stored == 8:
+        return DecodedImage(info=info, raw=raw, display=raw, window=None)
+    raw = raw.astype(np.uint16, copy=False)
+    return DecodedImage(info=info, raw=raw, display=_minmax_u8(raw.astype(np.float32)), window=None)
