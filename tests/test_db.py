@@ -1,0 +1,93 @@
+"""The SQLite store: pragmas, migrations matching the ORM, atomic writes, priors, append-only."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+
+from db.engine import open_database
+from db.models import Base, Reader, Revision, Study
+from db.store import add_study, counts, priors, pseudonym
+from studies.records import ReportSections, StudyRecord
+
+
+def record(key: str, patient: str, day: date | None) -> StudyRecord:
+    return StudyRecord(source="test", study_key=key, patient_key=patient, origin=key,
+                       study_date=day, reference=ReportSections("f", "i"))
+
+
+def test_sqlite_pragmas(db):
+    with db.engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
+        assert conn.execute(text("PRAGMA synchronous")).scalar() in (1, 2, 3)  # NORMAL or stricter
+
+
+def test_migrations_produce_exactly_the_orm_schema(db):
+    with db.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+        version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    assert diff == []
+    assert version == "0001"
+
+
+def test_reopening_an_upgraded_database_is_a_no_op(settings, db):
+    with db.write() as s:
+        add_study(s, record("a", "p", None), [])
+    again = open_database(settings.db_url)
+    with again.read() as s:
+        assert counts(s).studies == 1
+    again.dispose()
+
+
+def test_a_failed_write_leaves_nothing(db):
+    with pytest.raises(RuntimeError), db.write() as s:
+        add_study(s, record("a", "p", None), [])
+        raise RuntimeError("boom")
+    with db.read() as s:
+        assert counts(s).studies == 0 and counts(s).patients == 0
+
+
+def test_priors_are_the_same_patients_earlier_studies(db):
+    with db.write() as s:
+        add_study(s, record("old", "p1", date(2019, 1, 1)), [])
+        add_study(s, record("mid", "p1", date(2020, 1, 1)), [])
+        current = add_study(s, record("new", "p1", date(2021, 1, 1)), [])
+        add_study(s, record("other", "p2", date(2018, 1, 1)), [])
+        current_id = current.id
+    with db.read() as s:
+        study = s.get(Study, current_id)
+        assert [p.study_key for p in priors(s, study)] == ["mid", "old"]
+
+
+def test_revisions_are_append_only_per_number(db):
+    with db.write() as s:
+        study = add_study(s, record("a", "p", None), [])
+        reader = Reader(name="r")
+        s.add(reader)
+        s.flush()
+        s.add(Revision(reader_id=reader.id, study_id=study.id, section="findings", number=1,
+                       text="one"))
+    with pytest.raises(IntegrityError), db.write() as s:
+        s.add(Revision(reader_id=reader.id, study_id=study.id, section="findings", number=1,
+                       text="clash"))
+    with db.read() as s:
+        assert [r.text for r in s.query(Revision).all()] == ["one"]
+
+
+def test_foreign_keys_are_enforced(db):
+    with pytest.raises(IntegrityError), db.write() as s:
+        s.add(Revision(reader_id=999, study_id=999, section="findings", number=1, text="x"))
+
+
+def test_pseudonyms_are_stable_and_hide_the_identifier(db):
+    with db.write() as s:
+        a = pseudonym(s, "MRN-123")
+        b = pseudonym(s, "MRN-123")
+        c = pseudonym(s, "MRN-124")
+    assert a == b != c and "123" not in a
