@@ -14,6 +14,7 @@ run: $(VENV)/.installed-run
 
 test: $(VENV)/.installed-test
 	@command -v chromium >/dev/null 2>&1 || $(MAKE) --no-print-directory chromium
+	$(PY) -m ruff check --quiet .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test

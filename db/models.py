@@ -6,7 +6,7 @@ rating save a new `Rating` row; nothing a reader wrote is ever updated in place.
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -29,7 +29,7 @@ SECTIONS = ("findings", "impression")
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Base(DeclarativeBase):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 from dataclasses import dataclass
+
 import numpy as np
 
 from studies.errors import StudyLoadError
@@ -81,7 +82,8 @@ def read_bytes(source: ImageSource, limit: int = -1) -> bytes:
 def decode(source: ImageSource) -> DecodedImage:
     """Decode one image into display pixels; errors name the file and the reason.
 
-    No checksum here (that is `inspect`'s job at import): the viewer's hot path stays at decode cost.
+    No checksum here (that is `inspect`'s job at import): the viewer's hot path stays at
+    decode cost.
     """
     fmt = sniff_format(read_bytes(source, 132), source.name)
     if fmt == "dicom":
@@ -172,8 +174,14 @@ def _default_window(ds) -> tuple[float, float] | None:
     center, width = ds.get("WindowCenter"), ds.get("WindowWidth")
     if center is None or width is None:
         return None
-    first = (lambda v: float(v[0]) if hasattr(v, "__len__") and not isinstance(v, str) else float(v))
-    return first(center), first(width)
+    return _first_value(center), _first_value(width)
+
+
+def _first_value(value) -> float:
+    """WindowCenter/Width may be multi-valued; the first pair is the default."""
+    if hasattr(value, "__len__") and not isinstance(value, str):
+        return float(value[0])
+    return float(value)
 
 
 def _decode_dicom(source: ImageSource) -> DecodedImage:
@@ -182,12 +190,15 @@ def _decode_dicom(source: ImageSource) -> DecodedImage:
     ds = _read_dataset(source.data if source.data is not None else source.path, source.name)
     info = _dicom_info(ds, "", source)
     stored = _decoded_pixels(ds, source.name)
-    raw = apply_modality_lut(stored, ds) if ds.PhotometricInterpretation.startswith("MONO") else stored
-    invert = info.photometric == "MONOCHROME1"
-    voi = (lambda values: apply_voi_lut(values, ds, index=0))
     if str(ds.PhotometricInterpretation).startswith("MONO"):
-        display = _display_via_lut(raw, voi, invert)
-    else:
+        raw = apply_modality_lut(stored, ds)
+
+        def voi(values: np.ndarray) -> np.ndarray:
+            return apply_voi_lut(values, ds, index=0)
+
+        display = _display_via_lut(raw, voi, invert=info.photometric == "MONOCHROME1")
+    else:  # colour input already reduced to luminance
+        raw = stored
         display = _minmax_u8(raw.astype(np.float32))
     return DecodedImage(info=info, raw=raw, display=display, window=_default_window(ds))
 
@@ -227,7 +238,7 @@ def _minmax_u8(values: np.ndarray) -> np.ndarray:
 
 
 def window_level(image: DecodedImage, center: float, width: float) -> np.ndarray:
-    """Render the full-bit-depth pixels with a linear window (DICOM PS3.3 C.11.2.1.2), bone white."""
+    """Render full-bit-depth pixels with a linear window (DICOM PS3.3 C.11.2.1.2), bone white."""
     raw = image.raw
     width = max(float(width), 1.0)
 

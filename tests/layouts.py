@@ -39,7 +39,9 @@ def write(path: Path, data: bytes | str) -> Path:
 
 def iu_xml(uid: str, findings: str, impression: str, images: list[str],
            indication: str = "Cough", comparison: str = "None.") -> str:
-    parents = "".join(f'<parentImage id="{i}"><figureId>F1</figureId></parentImage>' for i in images)
+    parents = "".join(
+        f'<parentImage id="{i}"><figureId>F1</figureId></parentImage>' for i in images
+    )
     return (
         '<?xml version="1.0" encoding="utf-8"?><eCitation><meta type="rr"/>'
         f'<uId id="{uid}"/><MedlineCitation><Article><Abstract>'
@@ -85,7 +87,8 @@ def mimic_cxr(root: Path, pixels: np.ndarray) -> Path:
     for subject, study, day, dicoms, views in studies:
         for dicom, view in zip(dicoms, views, strict=True):
             meta.append(f"{dicom},{subject},{study},CHEST (PA AND LAT),{view},245,230,{day},1200")
-            split.append(f"{dicom},{study},{subject},{'test' if subject == '10000764' else 'train'}")
+            which = "test" if subject == "10000764" else "train"
+            split.append(f"{dicom},{study},{subject},{which}")
             write(root / "files" / f"p{subject[:2]}" / f"p{subject}" / f"s{study}" / f"{dicom}.jpg",
                   jpeg_bytes(pixels))
     write(root / "mimic-cxr-2.0.0-metadata.csv", "\n".join(meta) + "\n")

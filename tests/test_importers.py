@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from datetime import date
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select, text
@@ -181,7 +182,7 @@ def test_plain_folder_corrupt_dicom_is_reported_and_skipped(db, settings, tmp_pa
     (root / "case-c").mkdir()
     shutil.copy(rg1(), root / "case-c" / "ok.dcm")
     broken = root / "case-c" / "broken.dcm"
-    broken.write_bytes(open(rg1(), "rb").read()[:5000])
+    broken.write_bytes(Path(rg1()).read_bytes()[:5000])
     report = run_import(db, settings, root)
     assert report.added == 2 and report.failed == 1
     assert report.problems[0].where == str(broken)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pydicom
 import pytest
@@ -114,7 +116,7 @@ def test_inspect_checksums_file_bytes(tmp_path, rg1_small):
 
 
 def test_truncated_dicom_is_a_clear_error(tmp_path):
-    data = open(rg1("RG1_UNCI.dcm"), "rb").read()
+    data = Path(rg1("RG1_UNCI.dcm")).read_bytes()
     bad = tmp_path / "broken.dcm"
     bad.write_bytes(data[: len(data) // 3])
     with pytest.raises(StudyLoadError) as err:

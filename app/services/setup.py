@@ -1,0 +1,29 @@
+"""Start-up use case: open (and upgrade) the database, seed the demo worklist on an empty one."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from app.services.ingest import ImportReport, import_records
+from app.settings import Settings
+from db.engine import Database, open_database
+from db.models import Study
+from studies.demo import demo_records
+
+
+def seed_demo(db: Database, settings: Settings) -> ImportReport | None:
+    """Add the demo studies when the database has no study at all; None when it has some."""
+    with db.read() as session:
+        if session.scalar(select(func.count(Study.id))):
+            return None
+    return import_records(db, demo_records(settings.data_dir), blobs=settings.blobs, fmt="demo")
+
+
+def prepare(settings: Settings, *, demo: bool = True) -> Database:
+    db = open_database(settings.db_url)
+    if demo:
+        report = seed_demo(db, settings)
+        if report is not None and report.problems:
+            raise RuntimeError("demo studies could not be loaded: "
+                               + "; ".join(map(str, report.problems)))
+    return db

@@ -1,0 +1,139 @@
+"""Opening studies for the viewer: metadata, display-ready images (cached), priors, window/level."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import date
+
+import numpy as np
+from sqlalchemy import func, select
+
+from db.blobs import BlobStore, resolve_uri
+from db.engine import Database
+from db.models import Image, ReferenceReport, Study
+from db.store import get_study, priors
+from studies.pixels import DecodedImage, decode, window_level
+from studies.records import ImageSource, ReportSections
+
+
+@dataclass(frozen=True)
+class WorklistRow:
+    study_id: int
+    source: str
+    study_key: str
+    study_date: date | None
+    images: int
+    has_reference: bool
+
+
+@dataclass(frozen=True)
+class ImageView:
+    image_id: int
+    label: str
+    view_group: str | None
+    display: np.ndarray  # uint8, bone white, full resolution
+    window: tuple[float, float] | None
+
+    def preview(self, max_side: int = 1024) -> np.ndarray:
+        """A strided thumbnail for the grid (the full image is shown on enlarge)."""
+        step = max(1, int(np.ceil(max(self.display.shape) / max_side)))
+        return self.display[::step, ::step]
+
+
+@dataclass(frozen=True)
+class StudyView:
+    study_id: int
+    source: str
+    study_key: str
+    patient_key: str
+    study_date: date | None
+    split: str | None
+    indication: str | None
+    comparison: str | None
+    demographics: dict[str, str]
+    images: tuple[ImageView, ...]
+    reference: ReportSections | None
+    prior_ids: tuple[int, ...]
+
+
+class DecodedCache:
+    """A small LRU of decoded images, bounded in bytes, owned by the service that uses it."""
+
+    def __init__(self, max_bytes: int = 512 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[int, DecodedImage] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: int) -> DecodedImage | None:
+        item = self._items.get(key)
+        if item is not None:
+            self._items.move_to_end(key)
+        return item
+
+    def put(self, key: int, image: DecodedImage) -> None:
+        size = image.raw.nbytes + image.display.nbytes
+        self._items[key] = image
+        self._bytes += size
+        while self._bytes > self.max_bytes and len(self._items) > 1:
+            _, old = self._items.popitem(last=False)
+            self._bytes -= old.raw.nbytes + old.display.nbytes
+
+
+class StudyViewer:
+    def __init__(self, db: Database, blobs: BlobStore, cache: DecodedCache | None = None) -> None:
+        self.db = db
+        self.blobs = blobs
+        self.cache = cache or DecodedCache()
+
+    def worklist(self, source: str | None = None, limit: int = 500) -> list[WorklistRow]:
+        n_images = (select(func.count(Image.id)).where(Image.study_id == Study.id)
+                    .correlate(Study).scalar_subquery())
+        has_ref = (select(func.count(ReferenceReport.id))
+                   .where(ReferenceReport.study_id == Study.id).correlate(Study).scalar_subquery())
+        stmt = select(Study.id, Study.source, Study.study_key, Study.study_date, n_images, has_ref)
+        if source:
+            stmt = stmt.where(Study.source == source)
+        stmt = stmt.order_by(Study.source, Study.study_date.desc(), Study.id).limit(limit)
+        with self.db.read() as session:
+            return [WorklistRow(r[0], r[1], r[2], r[3], int(r[4]), bool(r[5]))
+                    for r in session.execute(stmt)]
+
+    def open(self, study_id: int) -> StudyView:
+        with self.db.read() as session:
+            study = get_study(session, study_id)
+            if study is None:
+                raise LookupError(f"study {study_id} does not exist")
+            prior_ids = tuple(p.id for p in priors(session, study))
+            images = tuple(self._image_view(img) for img in study.images)
+            reference = (ReportSections(study.reference.findings, study.reference.impression)
+                         if study.reference else None)
+            return StudyView(
+                study_id=study.id, source=study.source, study_key=study.study_key,
+                patient_key=study.patient.key, study_date=study.study_date, split=study.split,
+                indication=study.indication, comparison=study.comparison,
+                demographics=dict(study.demographics or {}), images=images,
+                reference=reference, prior_ids=prior_ids,
+            )
+
+    def decoded(self, image: Image) -> DecodedImage:
+        cached = self.cache.get(image.id)
+        if cached is None:
+            path = str(resolve_uri(image.uri, self.blobs))
+            cached = decode(ImageSource(name=path, path=path))
+            self.cache.put(image.id, cached)
+        return cached
+
+    def _image_view(self, image: Image) -> ImageView:
+        decoded = self.decoded(image)
+        label = " · ".join(x for x in (image.view_position, image.view_group) if x) or "image"
+        return ImageView(image.id, f"{image.position + 1}: {label}", image.view_group,
+                         decoded.display, decoded.window)
+
+    def window(self, image_id: int, center: float, width: float) -> np.ndarray:
+        """Window/level on the full-bit-depth pixels of one image."""
+        with self.db.read() as session:
+            image = session.get(Image, image_id)
+            if image is None:
+                raise LookupError(f"image {image_id} does not exist")
+            return window_level(self.decoded(image), center, width)

@@ -1,0 +1,1 @@
+"""The Gradio UI: thin handlers over app.services."""

@@ -1,0 +1,86 @@
+"""The CLI (fast --help, import with exit codes), the demo seed, settings and launch guards."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy import select
+
+from app.cli import main
+from app.services.setup import prepare, seed_demo
+from app.services.viewer import StudyViewer
+from app.settings import Settings
+from db.models import Study
+from launch import is_loopback
+from launch import main as launch_main
+from tests import layouts
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_help_is_fast_and_loads_no_heavy_library():
+    code = ("import sys, app.cli\n"
+            "try:\n    app.cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('torch', 'transformers', 'gradio', 'pydicom', 'sqlalchemy')"
+            " if m in sys.modules]\nprint('HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         check=True).stdout
+    assert "import" in out and "HEAVY []" in out
+
+
+def test_import_command_reports_counts_and_exit_codes(tmp_path, rg1_small, capsys):
+    root = layouts.rexgradient(tmp_path / "rex", rg1_small)
+    db = str(tmp_path / "cli.sqlite")
+    assert main(["import", str(root), "--db", db]) == 0
+    assert "rexgradient: 3 studies added (4 images), 0 already present, 0 failed" in (
+        capsys.readouterr().out)
+    assert main(["import", str(root), "--db", db, "--format", "rexgradient"]) == 0
+    assert "0 studies added (0 images), 3 already present" in capsys.readouterr().out
+    assert main(["studies", "--db", db]) == 0
+    assert "3 studies, 2 patients, 4 images" in capsys.readouterr().out
+
+
+def test_import_command_fails_clearly_on_bad_input(tmp_path, rg1_small, capsys):
+    root = layouts.mimic_cxr(tmp_path / "mimic", rg1_small)
+    (root / "files" / "p10" / "p10000764" / "s57375967" / "d4.jpg").write_bytes(b"\xff\xd8junk")
+    db = str(tmp_path / "cli.sqlite")
+    assert main(["import", str(root), "--db", db]) == 1
+    captured = capsys.readouterr()
+    assert "2 studies added" in captured.out and "d4.jpg" in captured.err
+    (tmp_path / "empty").mkdir()
+    assert main(["import", str(tmp_path / "empty"), "--db", db]) == 2
+    assert "no known dataset layout" in capsys.readouterr().err
+
+
+def test_db_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("RRG_REVIEW_DB", str(tmp_path / "env.sqlite"))
+    settings = Settings.from_args()
+    assert settings.db_url.endswith("env.sqlite")
+    assert settings.data_dir == tmp_path / "env-data"
+    assert Settings.from_args("postgresql://u@h/db", "/srv/x").db_url == "postgresql://u@h/db"
+
+
+def test_demo_seed_is_complete_and_runs_once(settings):
+    db = prepare(settings)
+    with db.read() as s:
+        studies = s.scalars(select(Study).order_by(Study.study_key)).all()
+        assert [st.study_key for st in studies] == ["DEMO-0001", "DEMO-0002", "DEMO-0003",
+                                                    "DEMO-0004"]
+    assert seed_demo(db, settings) is None  # not twice
+    viewer = StudyViewer(db, settings.blobs)
+    current = next(r for r in viewer.worklist() if r.study_key == "DEMO-0002")
+    view = viewer.open(current.study_id)
+    assert len(view.prior_ids) == 1 and view.reference.impression.startswith("Stable")
+    assert view.images[0].display.shape == (1955, 1841)
+    png = next(r for r in viewer.worklist() if r.study_key == "DEMO-0004")
+    assert viewer.open(png.study_id).images[0].display.dtype.name == "uint8"
+    db.dispose()
+
+
+def test_launch_refuses_non_loopback_hosts(capsys):
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0")
+    assert launch_main(["--host", "0.0.0.0"]) == 2
+    assert "requires reader logins" in capsys.readouterr().err
