@@ -16,14 +16,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def best_of(fn, repeat: int) -> float:
-    fn()  # warm-up (imports, file cache)
-    samples = []
+def paired_medians(a, b, repeat: int) -> tuple[float, float]:
+    """Median seconds of a and b, measured alternately after warm-ups, so drift hits both."""
+    for _ in range(2):
+        a(), b()
+    ta, tb = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+        for fn, samples in ((a, ta), (b, tb)):
+            t0 = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - t0)
+    return statistics.median(ta), statistics.median(tb)
 
 
 def bench_decode(repeat: int) -> None:
@@ -38,8 +41,8 @@ def bench_decode(repeat: int) -> None:
         path = get_testdata_file(name)
         source = ImageSource(name=name, path=path)
         n = repeat if "UNC" in name else max(3, repeat // 10)
-        bare = best_of(lambda p=path: pydicom.dcmread(p).pixel_array, n)
-        ours = best_of(lambda s=source: decode(s), n)
+        bare, ours = paired_medians(lambda p=path: pydicom.dcmread(p).pixel_array,
+                                    lambda s=source: decode(s), n)
         print(f"  {name:14s} bare {bare * 1e3:8.1f} ms   display {ours * 1e3:8.1f} ms   "
               f"ratio {ours / bare:5.2f}x  (target <= 2x)")
 
