@@ -45,7 +45,7 @@ def build(viewer: StudyViewer) -> gr.Blocks:
                 )
             with gr.Column(scale=5):
                 header = gr.Markdown("Select a study in the worklist.", elem_id="study-header")
-                gallery = gr.Gallery(label="Images", columns=2, height=520,
+                gallery = gr.Gallery(label="Images", columns=2, height=520, object_fit="contain",
                                      elem_id="study-images", allow_preview=True)
                 prior_button = gr.Button("Open prior study", interactive=False,
                                          elem_id="open-prior")
