@@ -33,17 +33,6 @@ def find_study(session: Session, source: str, study_key: str) -> Study | None:
     return session.scalar(select(Study).where(Study.source == source, Study.study_key == study_key))
 
 
-def existing_keys(session: Session, source: str, keys: Sequence[str]) -> set[str]:
-    """Which of these study keys of a source are stored already (one query per chunk)."""
-    found: set[str] = set()
-    for i in range(0, len(keys), 500):
-        chunk = keys[i:i + 500]
-        found.update(session.scalars(
-            select(Study.study_key).where(Study.source == source, Study.study_key.in_(chunk))
-        ))
-    return found
-
-
 @dataclass(frozen=True)
 class StoredImage:
     uri: str

@@ -151,3 +151,29 @@ def test_text_file_and_truncated_png_are_refused(tmp_path, rg1_small):
         inspect(src(str(png)))
     with pytest.raises(StudyLoadError, match="cannot read file"):
         decode(src(str(tmp_path / "missing.png")))
+
+
+def _testdata(name: str) -> str:
+    from pydicom.data import get_testdata_file
+
+    return get_testdata_file(name)
+
+
+def test_jpeg_ls_lossless_equals_the_uncompressed_pixels():
+    plain = decode(src(_testdata("MR_small.dcm")))
+    jls = decode(src(_testdata("MR_small_jpeg_ls_lossless.dcm")))
+    assert plain.raw.dtype.kind == "i"  # signed data goes through the LUT path too
+    np.testing.assert_array_equal(jls.raw, plain.raw)
+    np.testing.assert_array_equal(jls.display, plain.display)
+    assert plain.display.min() == 0 and plain.display.max() == 255
+
+
+@pytest.mark.parametrize("name,shape", [
+    ("JPGLosslessP14SV1_1s_1f_8b.dcm", (768, 1024)),  # JPEG lossless, process 14
+    ("SC_rgb_jpeg_dcmtk.dcm", (100, 100)),  # JPEG baseline, YBR colour -> luminance
+    ("MR_small_RLE.dcm", (64, 64)),  # RLE lossless
+])
+def test_other_compressed_transfer_syntaxes_decode(name, shape):
+    image = decode(src(_testdata(name)))
+    assert image.display.shape == shape and image.display.dtype == np.uint8
+    assert image.display.max() > image.display.min()

@@ -31,10 +31,11 @@ class IUXrayImporter:
     def detect(self, path: Path) -> bool:
         if path.is_file():
             return path.name.endswith((".tgz", ".tar.gz", ".tar")) and "NLMCXR" in path.name
-        return (path / _XML_DIR).is_dir() or (
-            path.is_dir() and any(p.suffix == ".xml" for p in path.glob("*.xml"))
-            and _looks_like_iu(next(path.glob("*.xml")))
-        )
+        if not path.is_dir():
+            return False
+        folder = path / _XML_DIR if (path / _XML_DIR).is_dir() else path
+        first = next(folder.glob("*.xml"), None)
+        return first is not None and _looks_like_iu(first)
 
     def count(self, path: Path) -> int | None:
         return sum(1 for _ in self._documents(path, names_only=True))
