@@ -67,7 +67,8 @@ def page(app_url):
 
 def test_open_a_demo_study_see_its_image_and_its_prior(page):
     page.wait_for_selector("#worklist")
-    page.get_by_text("DEMO-0002", exact=True).last.click()
+    # Gradio keeps hidden copies of table cells for measuring: click the visible one.
+    page.get_by_text("DEMO-0002", exact=True).filter(visible=True).first.click()
     header = page.locator("#study-header")
     header.get_by_text("Follow-up of known pulmonary metastases").wait_for()
     assert "Prior studies: 1" in header.inner_text()
