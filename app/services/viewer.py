@@ -116,6 +116,12 @@ class StudyViewer:
                 reference=reference, prior_ids=prior_ids,
             )
 
+    def prior_ids(self, study_id: int) -> tuple[int, ...]:
+        """The same patient's earlier studies, newest first, without loading any images."""
+        with self.db.read() as session:
+            study = session.get(Study, study_id)
+            return tuple(p.id for p in priors(session, study)) if study else ()
+
     def decoded(self, image: Image) -> DecodedImage:
         cached = self.cache.get(image.id)
         if cached is None:

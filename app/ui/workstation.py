@@ -77,7 +77,7 @@ def build(viewer: StudyViewer) -> gr.Blocks:
         def on_prior(study_id: int | None):
             if study_id is None:
                 return show(None)
-            prior_ids = viewer.open(int(study_id)).prior_ids
+            prior_ids = viewer.prior_ids(int(study_id))
             return show(prior_ids[0] if prior_ids else int(study_id))
 
         worklist.select(on_select, inputs=[worklist], outputs=outputs)
