@@ -92,6 +92,105 @@ def cmd_studies(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_runtime(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="auto", help="auto (CUDA > MPS > CPU), cuda, cuda:N, "
+                        "mps or cpu")
+    parser.add_argument("--dtype", default="auto", help="auto (bf16/fp16 on GPU, fp32 on CPU), "
+                        "bfloat16, float16 or float32")
+    parser.add_argument("--presets", metavar="FILE",
+                        help="extra model presets (JSON; default $RRG_REVIEW_PRESETS)")
+    parser.add_argument("--worker-python", metavar="PYTHON",
+                        help="interpreter of the separate environment for worker presets")
+    parser.add_argument("--offline", action="store_true",
+                        help="never download weights (as with HF_HUB_OFFLINE=1)")
+
+
+def _runtime(args: argparse.Namespace):
+    from app.services.drafting import RuntimeConfig
+
+    return RuntimeConfig(device=args.device, dtype=args.dtype,
+                         batch_size=getattr(args, "batch_size", None),
+                         download=not args.offline, worker_python=args.worker_python,
+                         presets_file=args.presets)
+
+
+def cmd_draft(args: argparse.Namespace) -> int:
+    from sqlalchemy import select
+
+    from app.services.drafting import DraftingService, default_preset
+    from app.settings import Settings
+    from db.engine import open_database
+    from db.models import Study
+    from model.hub import ModelUnavailable
+    from model.presets import UnknownPreset
+
+    settings = Settings.from_args(args.db, args.data_dir)
+    db = open_database(settings.db_url)
+    try:
+        service = DraftingService(db, settings, _runtime(args))
+        preset = args.model or default_preset(service.presets)
+        service.preset(preset)
+    except (UnknownPreset, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    stmt = select(Study.id).order_by(Study.source, Study.study_date, Study.id)
+    if args.split:
+        stmt = stmt.where(Study.split == args.split)
+    if args.source:
+        stmt = stmt.where(Study.source == args.source)
+    if args.limit:
+        stmt = stmt.limit(args.limit)
+    with db.read() as session:
+        ids = list(session.scalars(stmt))
+    sections = ("findings", "impression") if args.section == "both" else (args.section,)
+    progress = _tqdm_progress(f"draft {preset}", "study")
+    try:
+        run = service.draft(ids, preset, sections, redo=args.redo, batch_size=args.batch_size,
+                            progress=progress)
+    except (ModelUnavailable, ValueError) as exc:
+        progress(-1, None)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        service.unload()
+    progress(-1, None)
+    print(f"{preset}: {run.drafted} sections drafted, {run.failed} failed, "
+          f"{run.skipped} of {run.studies} studies already drafted")
+    for study_id, section, error in run.errors[:20]:
+        print(f"  study {study_id} {section}: {error}", file=sys.stderr)
+    return 1 if run.failed else 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from model.hub import ModelUnavailable, fetch
+    from model.presets import UnknownPreset, get_preset, load_presets
+    from model.registry import availability
+
+    try:
+        presets = load_presets(args.presets)
+        if args.fetch:
+            preset = get_preset(presets, args.fetch)
+            ids = list(preset.model_ids) + (
+                [preset.options["encoder"]] if preset.options.get("encoder") else [])
+            for model_id in ids:
+                print(f"fetching {model_id} ...", flush=True)
+                found = fetch(model_id, None, preset.name)
+                print(f"  {found.path} (revision {found.revision})")
+            if not ids:
+                print(f"{preset.name} needs no download")
+            return 0
+    except (UnknownPreset, ValueError, ModelUnavailable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    width = max(len(n) for n in presets)
+    for name, preset in sorted(presets.items()):
+        ok, why = availability(preset)
+        print(f"{name:<{width}}  {preset.backend:<22}  {'available' if ok else 'missing':<9}  "
+              f"{why}")
+        print(f"{'':<{width}}  {preset.description}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rrg-review",
@@ -108,6 +207,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print at most N failed studies (default 20)")
     _add_db(p)
     p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("draft", help="draft findings/impression of stored studies with a model")
+    p.add_argument("--model", metavar="PRESET",
+                   help="model preset (see `rrg-review models`; default: rrg24-baseline if "
+                        "cached, else the offline retrieval preset)")
+    p.add_argument("--section", default="both", choices=("findings", "impression", "both"))
+    p.add_argument("--split", help="only studies of this dataset split (e.g. test)")
+    p.add_argument("--source", help="only studies of this source dataset")
+    p.add_argument("--limit", type=int, metavar="N", help="at most N studies")
+    p.add_argument("--batch-size", type=int, metavar="N",
+                   help="studies per batch (halved automatically on out-of-memory)")
+    p.add_argument("--redo", action="store_true", help="draft again studies already drafted")
+    _add_runtime(p)
+    _add_db(p)
+    p.set_defaults(func=cmd_draft)
+
+    p = sub.add_parser("models", help="list model presets and whether each is available here")
+    p.add_argument("--fetch", metavar="PRESET",
+                   help="download the preset's weights into the Hugging Face cache")
+    p.add_argument("--presets", metavar="FILE", help="extra model presets (JSON)")
+    p.set_defaults(func=cmd_models)
 
     p = sub.add_parser("studies", help="count the stored studies per source")
     _add_db(p)

@@ -79,3 +79,34 @@ def test_open_a_demo_study_see_its_image_and_its_prior(page):
     page.locator("#open-prior").click()
     header.get_by_text("DEMO-0001").wait_for()
     assert "Cough and weight loss" in header.inner_text()
+
+
+def _drafted_keys(db: Path) -> set[str]:
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        return {k for (k,) in con.execute(
+            "SELECT DISTINCT s.study_key FROM draft d JOIN study s ON s.id = d.study_id "
+            "WHERE d.error IS NULL")}
+
+
+def test_draft_on_request_and_predrafted_next_study(page, app_url, tmp_path):
+    page.wait_for_selector("#worklist")
+    page.get_by_text("DEMO-0002", exact=True).filter(visible=True).first.click()
+    page.locator("#study-header").get_by_text("DEMO-0002").wait_for()
+    assert "Offline default (retrieval)" in page.locator("#draft-model").inner_text()
+    # the background worker drafts the studies after this one while the reader works
+    deadline = time.monotonic() + 60
+    while not (_drafted_keys(tmp_path / "ui.sqlite") - {"DEMO-0002"}):
+        assert time.monotonic() < deadline, "nothing was pre-drafted within 60 s"
+        time.sleep(0.5)
+    page.locator("#draft-button").click()
+    findings = page.locator("#draft-findings textarea")
+    page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())
+    assert "copied from study" in page.locator("#draft-model").inner_text()
+    # a pre-drafted study shows its draft at once, without asking for one
+    ready = sorted(_drafted_keys(tmp_path / "ui.sqlite") - {"DEMO-0002"})[0]
+    page.get_by_text(ready, exact=True).filter(visible=True).first.click()
+    page.locator("#study-header").get_by_text(ready).wait_for()
+    page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())
+    assert page.locator("#draft-button").inner_text() == "Regenerate"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import date
@@ -58,26 +59,30 @@ class StudyView:
 
 
 class DecodedCache:
-    """A small LRU of decoded images, bounded in bytes, owned by the service that uses it."""
+    """A small LRU of decoded images, bounded in bytes, shared by the UI and pre-drafting."""
 
     def __init__(self, max_bytes: int = 512 << 20) -> None:
         self.max_bytes = max_bytes
         self._items: OrderedDict[int, DecodedImage] = OrderedDict()
         self._bytes = 0
+        self._lock = threading.Lock()
 
     def get(self, key: int) -> DecodedImage | None:
-        item = self._items.get(key)
-        if item is not None:
-            self._items.move_to_end(key)
-        return item
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
 
     def put(self, key: int, image: DecodedImage) -> None:
-        size = image.raw.nbytes + image.display.nbytes
-        self._items[key] = image
-        self._bytes += size
-        while self._bytes > self.max_bytes and len(self._items) > 1:
-            _, old = self._items.popitem(last=False)
-            self._bytes -= old.raw.nbytes + old.display.nbytes
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = image
+            self._bytes += image.raw.nbytes + image.display.nbytes
+            while self._bytes > self.max_bytes and len(self._items) > 1:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= old.raw.nbytes + old.display.nbytes
 
 
 class StudyViewer:

@@ -1,0 +1,361 @@
+"""Drafting use cases: build model inputs from the DB, run a preset, store drafts with provenance,
+stream one section, and pre-draft the studies a reader will open next in the background."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from app.services.ingest import Progress
+from app.settings import Settings
+from db.blobs import resolve_uri
+from db.engine import Database
+from db.models import Draft, Image, Patient, ReferenceReport, Study, WorklistItem
+from db.store import get_study, priors
+from model.base import Drafter
+from model.hub import ModelUnavailable
+from model.inputs import SECTIONS, DraftResult, InputImage, PriorStudy, StudyInput
+from model.options import DrafterOptions
+from model.presets import DEFAULT_ORDER, Preset, get_preset, load_presets
+from studies.pixels import decode
+from studies.records import ImageSource
+
+
+@dataclass(frozen=True)
+class StoredDraft:
+    """A draft as the UI shows it: text or error, and where it came from."""
+
+    id: int
+    study_id: int
+    section: str
+    preset: str
+    text: str | None
+    error: str | None
+    model_id: str
+    revision: str | None
+    generation: dict[str, Any]
+    device: str | None
+    dtype: str | None
+    seconds: float | None
+    created_at: datetime
+
+
+@dataclass
+class DraftRun:
+    preset: str
+    studies: int = 0
+    drafted: int = 0  # sections stored with text
+    failed: int = 0  # sections stored with an error
+    skipped: int = 0  # studies that already had drafts
+    errors: list[tuple[int, str, str]] = field(default_factory=list)  # (study, section, error)
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """How drafters are built here (from CLI flags / launch options)."""
+
+    device: str | None = None
+    dtype: str | None = None
+    batch_size: int | None = None
+    download: bool = True
+    worker_python: str | None = None
+    presets_file: str | None = None
+
+
+def default_preset(presets: dict[str, Preset]) -> str:
+    """The best preset this machine can run without a download (rrg24-baseline if cached)."""
+    from model.registry import availability
+
+    for name in DEFAULT_ORDER:
+        if name in presets and availability(presets[name])[0]:
+            return name
+    return "retrieval"
+
+
+class DraftingService:
+    """Owns the one warm drafter; safe to call from the UI and the pre-drafting thread."""
+
+    def __init__(self, db: Database, settings: Settings, runtime: RuntimeConfig | None = None,
+                 decoded: Callable[[Image], Any] | None = None) -> None:
+        self.db = db
+        self.settings = settings
+        self.runtime = runtime or RuntimeConfig()
+        self.presets = load_presets(self.runtime.presets_file)
+        self._decoded = decoded
+        self._drafter: Drafter | None = None
+        self._lock = threading.RLock()
+
+    # -- the warm model -------------------------------------------------------------------
+    def preset(self, name: str) -> Preset:
+        return get_preset(self.presets, name)
+
+    def drafter(self, name: str) -> Drafter:
+        """The drafter for a preset, loaded once and kept warm (one model at a time)."""
+        preset = self.preset(name)
+        with self._lock:
+            if self._drafter is not None and self._drafter.preset == name:
+                return self._drafter
+            self.unload()
+            from model.registry import load_drafter
+
+            self._drafter = load_drafter(preset, DrafterOptions(
+                device=self.runtime.device, dtype=self.runtime.dtype,
+                batch_size=self.runtime.batch_size, download=self.runtime.download,
+                worker_python=self.runtime.worker_python,
+                feature_dir=self.settings.data_dir / "features", candidates=self.candidates))
+            return self._drafter
+
+    def unload(self) -> None:
+        with self._lock:
+            if self._drafter is not None:
+                self._drafter.close()
+                self._drafter = None
+
+    # -- inputs ---------------------------------------------------------------------------
+    def _pixels(self, image: Image):
+        if self._decoded is not None:
+            return self._decoded(image).display
+        path = str(resolve_uri(image.uri, self.settings.blobs))
+        return decode(ImageSource(name=path, path=path)).display
+
+    def _input_images(self, images: Sequence[Image]) -> tuple[InputImage, ...]:
+        return tuple(InputImage(self._pixels(im), im.view_position, im.view_group, im.checksum)
+                     for im in images)
+
+    def inputs(self, study_ids: Sequence[int], preset: Preset | None = None) -> list[StudyInput]:
+        """Model inputs for studies (images decoded to display pixels, most recent prior)."""
+        want_prior_images = preset is not None and (
+            preset.backend == "worker" or "prior" in preset.options.get("images", []))
+        out = []
+        with self.db.read() as session:
+            for study_id in study_ids:
+                study = get_study(session, study_id)
+                if study is None:
+                    raise LookupError(f"study {study_id} does not exist")
+                prior = None
+                earlier = priors(session, study)
+                if earlier:
+                    p = earlier[0]
+                    prior = PriorStudy(
+                        self._input_images(p.images[:1]) if want_prior_images else (),
+                        p.reference.findings if p.reference else None,
+                        p.reference.impression if p.reference else None)
+                out.append(StudyInput(study.id, self._input_images(study.images),
+                                      study.patient.key, study.indication, study.comparison,
+                                      prior))
+        return out
+
+    def candidates(self) -> Iterator[Any]:
+        """Studies with a reference report and images, for the retrieval preset."""
+        from model.backends.retrieval import Candidate
+
+        rows = {}
+        with self.db.read() as session:
+            stmt = (select(Study.id, Patient.key, ReferenceReport.findings,
+                           ReferenceReport.impression)
+                    .join(Patient, Patient.id == Study.patient_id)
+                    .join(ReferenceReport, ReferenceReport.study_id == Study.id))
+            for sid, pkey, findings, impression in session.execute(stmt):
+                rows[sid] = (pkey, findings, impression)
+            images: dict[int, list[Image]] = {}
+            for image in session.scalars(select(Image).order_by(Image.study_id, Image.position)):
+                if image.study_id in rows:
+                    images.setdefault(image.study_id, []).append(image)
+        for sid, (pkey, findings, impression) in rows.items():
+            study_images = images.get(sid, [])
+            chosen = [im for im in study_images if im.view_group == "frontal"] or study_images
+            yield Candidate(sid, pkey, tuple(im.checksum for im in chosen),
+                            lambda chosen=chosen: self._input_images(chosen),
+                            findings, impression)
+
+    # -- drafting -------------------------------------------------------------------------
+    def pending(self, study_ids: Sequence[int], preset: str,
+                sections: Sequence[str] = SECTIONS) -> list[int]:
+        """The studies that still lack a successful draft of some section by this preset."""
+        with self.db.read() as session:
+            done = set(session.execute(
+                select(Draft.study_id, Draft.section).where(
+                    Draft.preset == preset, Draft.error.is_(None),
+                    Draft.study_id.in_(list(study_ids)))).all())
+        return [s for s in study_ids if any((s, sec) not in done for sec in sections)]
+
+    def draft(self, study_ids: Sequence[int], preset: str, sections: Sequence[str] = SECTIONS,
+              *, redo: bool = False, batch_size: int | None = None,
+              progress: Progress | None = None) -> DraftRun:
+        """Draft studies in batches and store every section (text or error) as it completes."""
+        chosen = self.preset(preset)
+        todo = list(study_ids) if redo else self.pending(study_ids, preset, sections)
+        run = DraftRun(preset=preset, studies=len(study_ids), skipped=len(study_ids) - len(todo))
+        size = batch_size or self.runtime.batch_size or 8
+        done = 0
+        if progress:
+            progress(0, len(todo))
+        for start in range(0, len(todo), size):
+            ids = todo[start:start + size]
+            with self._lock:
+                drafter = self.drafter(preset)
+                try:
+                    inputs = self.inputs(ids, chosen)
+                except Exception:  # an unreadable image: one by one, to blame the right study
+                    inputs = []
+                    for sid in ids:
+                        try:
+                            inputs.extend(self.inputs([sid], chosen))
+                        except Exception as exc:
+                            self._store([_failed(sid, s, preset, exc) for s in sections], run)
+                results = drafter.draft(inputs, sections) if inputs else []
+            self._store(results, run)
+            done += len(ids)
+            if progress:
+                progress(done, len(todo))
+        return run
+
+    def _store(self, results: Sequence[DraftResult], run: DraftRun) -> None:
+        if not results:
+            return
+        with self.db.write() as session:
+            for r in results:
+                p = r.provenance
+                session.add(Draft(study_id=r.study_id, section=r.section, preset=p.preset,
+                                  text=r.text, error=r.error, model_id=p.model_id,
+                                  model_revision=p.revision, generation=_jsonable(p.generation),
+                                  device=p.device, dtype=p.dtype, seconds=p.seconds))
+                if r.error:
+                    run.failed += 1
+                    run.errors.append((r.study_id, r.section, r.error))
+                else:
+                    run.drafted += 1
+            drafted = {r.study_id for r in results if r.error is None}
+            for item in session.scalars(select(WorklistItem).where(
+                    WorklistItem.study_id.in_(drafted), WorklistItem.status == "new")):
+                item.status = "drafted"
+
+    def latest(self, study_id: int, preset: str | None = None) -> dict[str, StoredDraft]:
+        """The newest draft of each section (of one preset, or of any)."""
+        stmt = select(Draft).where(Draft.study_id == study_id).order_by(Draft.id)
+        if preset:
+            stmt = stmt.where(Draft.preset == preset)
+        with self.db.read() as session:
+            return {d.section: _stored(d) for d in session.scalars(stmt)}
+
+    def stream(self, study_id: int, section: str, preset: str) -> Iterator[str]:
+        """Yield the growing text of one section, then store it as a draft (errors stored too)."""
+        chosen = self.preset(preset)
+        with self._lock:
+            drafter = self.drafter(preset)
+            study = self.inputs([study_id], chosen)[0]
+        if not drafter.streams:  # retrieval, worker: the text arrives whole, with provenance
+            with self._lock:
+                result = drafter.draft([study], [section])[0]
+            self._store([result], DraftRun(preset))
+            if result.error:
+                raise RuntimeError(result.error)
+            yield result.text or ""
+            return
+        text = ""
+        try:
+            for text in drafter.stream(study, section):
+                yield text
+        except Exception as exc:
+            self._store([_failed(study_id, section, preset, exc)], DraftRun(preset))
+            raise
+        self._store([DraftResult(study_id, section, text, drafter.provenance(section))],
+                    DraftRun(preset))
+
+
+def _failed(study_id: int, section: str, preset: str, exc: BaseException) -> DraftResult:
+    from model.inputs import Provenance
+
+    return DraftResult(study_id, section, None, Provenance(preset, preset, None),
+                       f"{type(exc).__name__}: {exc}")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def _stored(d: Draft) -> StoredDraft:
+    return StoredDraft(d.id, d.study_id, d.section, d.preset, d.text, d.error, d.model_id,
+                       d.model_revision, dict(d.generation or {}), d.device, d.dtype, d.seconds,
+                       d.created_at)
+
+
+class PreDrafter:
+    """A background thread that drafts studies before the reader opens them.
+
+    `schedule()` never blocks; a model error on one study is stored with that study and the
+    rest go on; an unavailable model stops the worker and says why (`unavailable`); `stop()`
+    ends the thread cleanly (the app calls it on shutdown).
+    """
+
+    def __init__(self, service: DraftingService, preset: str,
+                 sections: Sequence[str] = SECTIONS, batch_size: int = 4) -> None:
+        self.service = service
+        self.preset = preset
+        self.sections = tuple(sections)
+        self.batch_size = batch_size
+        self.unavailable: str | None = None
+        self.last_error: str | None = None
+        self._queue: deque[int] = deque()
+        self._cond = threading.Condition()
+        self._busy = False
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="pre-drafter", daemon=True)
+        self._thread.start()
+
+    def schedule(self, study_ids: Sequence[int]) -> None:
+        with self._cond:
+            for sid in study_ids:
+                if sid not in self._queue:
+                    self._queue.append(sid)
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """True once the queue is empty and nothing is being drafted."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        with self._cond:
+            self._stopping = True
+            self._queue.clear()
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._queue or self._stopping)
+                if self._stopping:
+                    return
+                batch = [self._queue.popleft()
+                         for _ in range(min(self.batch_size, len(self._queue)))]
+                self._busy = True
+            try:
+                if self.unavailable is None:
+                    self.service.draft(batch, self.preset, self.sections,
+                                       batch_size=self.batch_size)
+            except ModelUnavailable as exc:
+                self.unavailable = str(exc)
+            except Exception as exc:  # never let the thread die: keep the reason for the UI
+                self.last_error = f"{type(exc).__name__}: {exc}"
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()

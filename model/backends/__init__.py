@@ -1,0 +1,1 @@
+"""Drafter backends, one module each; imported only when a preset needs them."""

@@ -1,0 +1,210 @@
+"""Chat vision-language models (AutoModelForImageTextToText + AutoProcessor chat template),
+MedGemma- or LLaVA-class: prompts are data (prompts.json), output parsed into the two sections."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from model.backends.encoder_decoder import _free_accelerator, _stream_generate
+from model.backends.hf import default_batch_size, isolate_errors, results_for
+from model.base import check_sections, length_buckets
+from model.device import Placement
+from model.hub import ResolvedModel, resolve
+from model.inputs import SECTIONS, DraftResult, InputImage, Provenance, StudyInput
+from model.presets import Preset, load_prompts
+from studies.reports import split_sections
+
+_VIEW_WORDS = {"frontal": "a frontal", "lateral": "a lateral", "prior": "the prior study's frontal"}
+
+
+class _Blank(dict):
+    def __missing__(self, key: str) -> str:
+        return "not given"
+
+
+def parse_report(text: str) -> dict[str, str]:
+    """Findings and impression from a report with 'FINDINGS:'/'IMPRESSION:' headers."""
+    sections = split_sections(text)
+    return {k: v for k, v in sections.items() if k in SECTIONS}
+
+
+@dataclass
+class _Loaded:
+    resolved: ResolvedModel
+    model: Any
+    processor: Any
+
+
+class ChatDrafter:
+    streams = True
+
+    def __init__(self, preset: Preset, placement: Placement, batch_size: int | None = None,
+                 download: bool = True) -> None:
+        self.preset = preset.name
+        self._preset = preset
+        self.placement = placement
+        self.batch_size = default_batch_size(placement, batch_size)
+        self.download = download
+        self.prompts = load_prompts(preset.prompts or "radiology-report")
+        self.views: list[str] = list(preset.options.get("images", ["frontal"]))
+        self.mode: str = preset.options.get("prompt_mode", "report")
+        if self.mode not in ("report", "sections"):
+            raise ValueError(f"preset {preset.name}: prompt_mode must be 'report' or 'sections'")
+        self._loaded: _Loaded | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> _Loaded:
+        with self._lock:
+            if self._loaded is None:
+                from transformers import AutoModelForImageTextToText, AutoProcessor
+
+                ref = self._preset.model_for("findings")
+                resolved = resolve(ref.model_id, ref.revision, self.preset, self.download)
+                model = AutoModelForImageTextToText.from_pretrained(
+                    resolved.path, dtype=self.placement.torch_dtype()
+                ).to(self.placement.device).eval()
+                processor = AutoProcessor.from_pretrained(resolved.path)
+                processor.tokenizer.padding_side = "left"  # decoder-only: pad on the left
+                self._loaded = _Loaded(resolved, model, processor)
+            return self._loaded
+
+    # -- prompts ---------------------------------------------------------------------------
+    def images_for(self, study: StudyInput) -> list[InputImage]:
+        chosen: list[InputImage] = []
+        for view in self.views:
+            image = {"frontal": study.frontal, "lateral": study.lateral}.get(view)
+            if image is not None:
+                found = image()
+            elif view == "prior" and study.prior is not None and study.prior.images:
+                found = study.prior.images[0]
+            else:
+                found = None
+            if found is not None and found not in chosen:
+                chosen.append(found)
+        if not chosen:
+            raise ValueError(f"study {study.study_id} has no image to draft from")
+        return chosen
+
+    def messages(self, study: StudyInput, key: str) -> list[dict[str, Any]]:
+        images = self.images_for(study)
+        views = [w for w in self.views if w != "prior" or study.prior is not None]
+        described = ", ".join(_VIEW_WORDS.get(v, v) for v in views[:len(images)])
+        fields = _Blank(indication=study.indication or "not given",
+                        comparison=study.comparison or "none",
+                        prior_report=(study.prior.report if study.prior else None) or "none",
+                        views=f"Chest X-ray images: {described} view.")
+        text = self.prompts[key].format_map(fields)
+        content = [{"type": "image"} for _ in images] + [{"type": "text", "text": text}]
+        messages = [{"role": "user", "content": content}]
+        if self.prompts.get("system"):
+            messages.insert(0, {"role": "system",
+                                "content": [{"type": "text", "text": self.prompts["system"]}]})
+        return messages
+
+    def _inputs(self, loaded: _Loaded, studies: Sequence[StudyInput], key: str):
+        processor = loaded.processor
+        texts = [processor.apply_chat_template(self.messages(s, key), add_generation_prompt=True,
+                                               tokenize=False) for s in studies]
+        images = [[im.pil() for im in self.images_for(s)] for s in studies]
+        inputs = processor(text=texts, images=images, padding=True, return_tensors="pt")
+        if "token_type_ids" in inputs and not _accepts(loaded.model, "token_type_ids"):
+            inputs.pop("token_type_ids")  # e.g. LLaVA: the tokenizer returns them, forward doesn't
+        inputs = inputs.to(self.placement.device)
+        if "pixel_values" in inputs:
+            inputs["pixel_values"] = inputs["pixel_values"].to(self.placement.torch_dtype())
+        return inputs
+
+    def _generation(self, loaded: _Loaded) -> dict[str, Any]:
+        tokenizer = loaded.processor.tokenizer
+        settings = {"pad_token_id": tokenizer.pad_token_id
+                    if tokenizer.pad_token_id is not None else tokenizer.eos_token_id}
+        settings.update(self._preset.generation)
+        return settings
+
+    def _generate(self, loaded: _Loaded, studies: Sequence[StudyInput], key: str) -> list[str]:
+        import torch
+
+        inputs = self._inputs(loaded, studies, key)
+        with torch.inference_mode():
+            out = loaded.model.generate(**inputs, **self._generation(loaded))
+        new_tokens = out[:, inputs["input_ids"].shape[1]:]
+        return loaded.processor.batch_decode(new_tokens, skip_special_tokens=True)
+
+    def provenance(self, section: str | None = None) -> Provenance:
+        loaded = self._load()
+        return Provenance(self.preset, loaded.resolved.model_id, loaded.resolved.revision,
+                          {**self._generation(loaded), "prompt_mode": self.mode,
+                           "prompts": self._preset.prompts if isinstance(self._preset.prompts, str)
+                           else "inline", "images": self.views},
+                          self.placement.device, self.placement.dtype)
+
+    def _prompt_length(self, study: StudyInput) -> int:
+        """Images dominate the prompt (hundreds of tokens each), then indication/comparison."""
+        return 10_000 * len(study.images) + len(study.indication or "") + len(
+            study.comparison or "")
+
+    # -- Drafter ---------------------------------------------------------------------------
+    def draft(self, batch: Sequence[StudyInput],
+              sections: Sequence[str] = SECTIONS) -> list[DraftResult]:
+        sections = check_sections(sections)
+        loaded = self._load()
+        base = self.provenance()
+        by_key: dict[tuple[int, str], DraftResult] = {}
+        keys = ["report"] if self.mode == "report" else list(sections)
+        for key in keys:
+            for idx in length_buckets(batch, self.batch_size, self._prompt_length):
+                chunk = [batch[i] for i in idx]
+                texts, errors, seconds = isolate_errors(
+                    chunk, lambda c, k=key: self._generate(loaded, c, k), self.batch_size)
+                prov = replace(base, seconds=seconds)
+                if key != "report":
+                    for r in results_for(key, chunk, texts, errors, prov):
+                        by_key[(r.study_id, key)] = replace(r, text=_strip_header(r.text, key))
+                    continue
+                for study, text, error in zip(chunk, texts, errors, strict=True):
+                    parsed = parse_report(text or "")
+                    if not parsed and (text or "").strip():
+                        parsed = {"findings": text.strip()}  # no headers: keep the text visible
+                    for section in sections:
+                        missing = None if error or section in parsed else (
+                            f"the model's output has no '{section.upper()}:' section: "
+                            f"{(text or '').strip()[:300]!r}")
+                        by_key[(study.study_id, section)] = DraftResult(
+                            study.study_id, section, parsed.get(section), prov, error or missing)
+        return [by_key[(s.study_id, sec)] for s in batch for sec in sections]
+
+    def stream(self, study: StudyInput, section: str) -> Iterator[str]:
+        section = check_sections([section])[0]
+        loaded = self._load()
+        from transformers import TextIteratorStreamer
+
+        key = "report" if self.mode == "report" else section
+        streamer = TextIteratorStreamer(loaded.processor.tokenizer, skip_prompt=True,
+                                        skip_special_tokens=True)
+        inputs = self._inputs(loaded, [study], key)
+        for text in _stream_generate(loaded.model, streamer,
+                                     dict(**inputs, streamer=streamer, **self._generation(loaded))):
+            yield (parse_report(text).get(section, text) if key == "report"
+                   else _strip_header(text, section)) or ""
+
+    def close(self) -> None:
+        with self._lock:
+            self._loaded = None
+        _free_accelerator()
+
+
+def _accepts(model, name: str) -> bool:
+    import inspect
+
+    return name in inspect.signature(model.forward).parameters
+
+
+def _strip_header(text: str | None, section: str) -> str | None:
+    if text is None:
+        return None
+    head = section.upper() + ":"
+    stripped = text.strip()
+    return stripped[len(head):].strip() if stripped.upper().startswith(head) else stripped
