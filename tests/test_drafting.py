@@ -245,3 +245,19 @@ def test_worker_needs_its_python_and_reports_start_failures(tmp_path, monkeypatc
     drafter = WorkerDrafter(worker_preset(tmp_path), CPU, python=sys.executable)
     with pytest.raises(WorkerError, match="failed to start"):
         drafter.draft(studies(rg1_small)[:1])
+
+
+def test_early_grayscale_resize_gives_the_processor_identical_pixels(tiny_ed):
+    from transformers import AutoImageProcessor
+
+    from model.backends.encoder_decoder import _frontal_pil
+    from studies.pixels import decode
+    from studies.records import ImageSource
+    from tests.conftest import rg1
+
+    processor = AutoImageProcessor.from_pretrained(tiny_ed)
+    full = decode(ImageSource(name="RG1", path=rg1())).display
+    study = StudyInput(1, (InputImage(full, "PA", "frontal"),))
+    plain = processor(images=[study.images[0].pil()], return_tensors="pt").pixel_values
+    early = processor(images=[_frontal_pil(study, processor)], return_tensors="pt").pixel_values
+    assert plain.shape == early.shape and bool((plain == early).all())

@@ -25,10 +25,23 @@ class _Loaded:
     generation: dict[str, Any]
 
 
-def _frontal_pil(study: StudyInput):
+def _frontal_pil(study: StudyInput, processor=None):
+    """The frontal image as RGB PIL, already at the processor's fixed size when it has one.
+
+    Resizing the grayscale image first (same filter) gives the processor identical pixels at a
+    fraction of the cost of converting a full-resolution radiograph to RGB and resizing that.
+    """
     image = study.frontal()
     if image is None:
         raise ValueError(f"study {study.study_id} has no image to draft from")
+    size = getattr(processor, "size", None) or {}
+    resample = getattr(processor, "resample", None)
+    if "height" in size and "width" in size and resample is not None and getattr(
+            processor, "do_resize", False) and image.pixels.ndim == 2:
+        from PIL import Image
+
+        small = Image.fromarray(image.pixels).resize((size["width"], size["height"]), resample)
+        return small.convert("RGB")
     return image.pil()
 
 
@@ -85,7 +98,7 @@ class EncoderDecoderDrafter:
                           dict(loaded.generation), self.placement.device, self.placement.dtype)
 
     def _pixels(self, loaded: _Loaded, studies: Sequence[StudyInput]):
-        pixel_values = loaded.processor(images=[_frontal_pil(s) for s in studies],
+        pixel_values = loaded.processor(images=[_frontal_pil(s, loaded.processor) for s in studies],
                                         return_tensors="pt").pixel_values
         return pixel_values.to(self.placement.device, self.placement.torch_dtype())
 
