@@ -166,6 +166,16 @@ def cmd_models(args: argparse.Namespace) -> int:
     from model.presets import UnknownPreset, get_preset, load_presets
     from model.registry import availability
 
+    if args.fetch_metrics:
+        from metrics.fetch import fetch_metric_models
+
+        try:
+            for line in fetch_metric_models():
+                print(line, flush=True)
+        except ModelUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         presets = load_presets(args.presets)
         if args.fetch:
@@ -188,6 +198,76 @@ def cmd_models(args: argparse.Namespace) -> int:
         print(f"{name:<{width}}  {preset.backend:<22}  {'available' if ok else 'missing':<9}  "
               f"{why}")
         print(f"{'':<{width}}  {preset.description}")
+    return 0
+
+
+def _metric_cache(args: argparse.Namespace):
+    """The database when --db is given, else a local cache file."""
+    if args.db:
+        from app.settings import Settings
+        from db.engine import open_database
+        from db.metric_cache import DatabaseScoreCache
+
+        return DatabaseScoreCache(open_database(Settings.from_args(args.db).db_url))
+    from metrics.cache import FileCache
+
+    path = args.cache or Path.home() / ".cache" / "rrg-review" / "scores.sqlite"
+    return FileCache(path)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    import json
+
+    from metrics.pairs import PairsError, read_pairs
+    from metrics.registry import MetricConfig, build
+    from metrics.scoring import score
+
+    try:
+        pairs = read_pairs(args.predictions, args.references, args.section)
+        names = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
+        metrics = build(names, MetricConfig(
+            device=None if args.device == "auto" else args.device, download=not args.offline,
+            bertscore_model=args.bertscore_model))
+    except (PairsError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not pairs.ids:
+        print("error: no pair has a reference text in this section", file=sys.stderr)
+        return 2
+    progress = _tqdm_progress("score", "pair")
+    report = score(pairs.hyps, pairs.refs, metrics, _metric_cache(args), pairs.sources,
+                   n_resamples=args.bootstrap, progress=progress)
+    progress(-1, None)
+    wanted = set(names or [])
+    keep = [k for k in report.values if not wanted or k in wanted or
+            any(k.startswith(n) for n in wanted)]
+    out = {
+        "n": report.n, "section": args.section,
+        "metrics": {k: report.values[k] for k in keep},
+        "ci": {k: list(report.ci[k]) for k in keep if k in report.ci},
+        "per_sample": [{"id": i, **{k: report.per_sample[k][j] for k in keep}}
+                       for j, i in enumerate(pairs.ids)],
+        "unavailable": report.unavailable,
+        "by_source": {g: {k: v[k] for k in keep if k in v} | {"n": report.group_sizes[g]}
+                      for g, v in report.groups.items()},
+        "skipped_without_reference": pairs.skipped,
+    }
+    text = json.dumps(out, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    width = max([len(k) for k in out["metrics"]] + [10])
+    print(f"{report.n} pairs ({args.section})" + (
+        f", {len(pairs.skipped)} without a reference skipped" if pairs.skipped else ""))
+    for key, value in out["metrics"].items():
+        lo, hi = out["ci"].get(key, (float("nan"), float("nan")))
+        print(f"  {key:<{width}}  {value:.4f}  [{lo:.4f}, {hi:.4f}]")
+    reasons: dict[str, list[str]] = {}
+    for key, reason in report.unavailable.items():
+        reasons.setdefault(reason, []).append(key)
+    for reason, keys in reasons.items():
+        print(f"  unavailable: {', '.join(keys)}: {reason}")
+    if args.out:
+        print(f"written to {args.out}")
     return 0
 
 
@@ -223,9 +303,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
     p.set_defaults(func=cmd_draft)
 
+    p = sub.add_parser("score", help="score predictions against references (RRG24 metrics)")
+    p.add_argument("--predictions", required=True, type=Path, metavar="P",
+                   help="JSONL ({id, findings, impression}) or text, one section per line")
+    p.add_argument("--references", required=True, type=Path, metavar="R",
+                   help="same format as the predictions")
+    p.add_argument("--section", default="findings", choices=("findings", "impression"))
+    p.add_argument("--metrics", metavar="LIST",
+                   help="comma-separated metrics or keys (default: bleu4,rougeL,bertscore,"
+                        "radgraph,chexbert)")
+    p.add_argument("--out", type=Path, help="write the JSON result here")
+    p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
+                   help="bootstrap resamples for the 95%% CIs (0: none)")
+    p.add_argument("--bertscore-model", metavar="MODEL",
+                   help="another BERTScore model (reported as bertscore[MODEL])")
+    p.add_argument("--cache", type=Path, metavar="FILE",
+                   help="cache file when no --db is given (default ~/.cache/rrg-review/)")
+    p.add_argument("--db", metavar="PATH_OR_URL", help="cache scores in this database")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--offline", action="store_true", help="never download metric weights")
+    p.set_defaults(func=cmd_score)
+
     p = sub.add_parser("models", help="list model presets and whether each is available here")
     p.add_argument("--fetch", metavar="PRESET",
                    help="download the preset's weights into the Hugging Face cache")
+    p.add_argument("--fetch-metrics", action="store_true",
+                   help="download the metric models (distilbert, radgraph-xl, CheXbert)")
     p.add_argument("--presets", metavar="FILE", help="extra model presets (JSON)")
     p.set_defaults(func=cmd_models)
 

@@ -224,7 +224,8 @@ class WorklistItem(Base):
 
 
 class MetricResult(Base):
-    """A cached metric value: (metric, version, metric model, hypothesis, reference) -> value."""
+    """A cached metric payload: (metric, version, metric model, hypothesis, reference) -> the
+    per-pair numbers the metric aggregates (a score, BLEU counts, CheXbert labels)."""
 
     __tablename__ = "metric_result"
     __table_args__ = (
@@ -239,5 +240,5 @@ class MetricResult(Base):
     model_id: Mapped[str] = mapped_column(String(255), default="")
     hyp_hash: Mapped[str] = mapped_column(String(64))
     ref_hash: Mapped[str] = mapped_column(String(64))
-    value: Mapped[float] = mapped_column(Float)
+    payload: Mapped[dict[str, Any]] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

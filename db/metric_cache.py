@@ -1,0 +1,48 @@
+"""The database as a metrics cache (metrics.cache.ScoreCache over the metric_result table)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from sqlalchemy import select, tuple_
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from db.engine import Database
+from db.models import MetricResult
+
+_CHUNK = 400  # pairs per IN query (two parameters each, under SQLite's variable limit)
+
+
+class DatabaseScoreCache:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def get_many(self, metric: str, version: str, model_id: str,
+                 keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+        wanted = list(dict.fromkeys(keys))
+        found: dict[tuple[str, str], dict] = {}
+        with self.db.read() as session:
+            for start in range(0, len(wanted), _CHUNK):
+                part = wanted[start:start + _CHUNK]
+                rows = session.execute(select(
+                    MetricResult.hyp_hash, MetricResult.ref_hash, MetricResult.payload).where(
+                    MetricResult.metric == metric, MetricResult.version == version,
+                    MetricResult.model_id == model_id,
+                    tuple_(MetricResult.hyp_hash, MetricResult.ref_hash).in_(part)))
+                found.update({(h, r): p for h, r, p in rows})
+        return found
+
+    def put_many(self, metric: str, version: str, model_id: str,
+                 items: Mapping[tuple[str, str], dict]) -> None:
+        if not items:
+            return
+        rows = [dict(metric=metric, version=version, model_id=model_id, hyp_hash=h, ref_hash=r,
+                     payload=p) for (h, r), p in items.items()]
+        with self.db.write() as session:
+            if session.bind.dialect.name == "sqlite":
+                stmt = sqlite_insert(MetricResult).on_conflict_do_nothing()
+                for start in range(0, len(rows), 500):
+                    session.execute(stmt, rows[start:start + 500])
+            else:
+                for row in rows:
+                    session.merge(MetricResult(**row))

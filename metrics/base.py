@@ -1,0 +1,56 @@
+"""The one small Metric interface, and the helpers every metric shares."""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+Payload = dict[str, Any]  # what one (hypothesis, reference) pair costs to compute: cached as JSON
+
+
+class MetricUnavailable(RuntimeError):
+    """The metric cannot run here (weights missing offline, package absent); says why and how."""
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Metric(ABC):
+    """Texts in, numbers out.
+
+    `compute` does the expensive per-pair work and returns JSON-able payloads (these are cached);
+    `matrix` turns payloads into a numeric array (one row per pair) from which `per_sample` and
+    `corpus` are computed, so confidence intervals can resample rows without recomputing anything.
+    Metrics whose corpus value is the mean of per-sample values only implement `compute`.
+    """
+
+    name: str  # registry name, and the cache's metric column
+    keys: tuple[str, ...]  # the numbers it reports (e.g. radgraph_simple, radgraph_partial, ...)
+    version: str  # changes whenever values could change (package version, settings)
+    model_id: str = ""  # the model behind the numbers, when there is one
+
+    def available(self) -> tuple[bool, str]:
+        """(True, "") or (False, the reason and how to fix it), without loading the model."""
+        return True, ""
+
+    @abstractmethod
+    def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]: ...
+
+    def matrix(self, payloads: Sequence[Payload]) -> np.ndarray:
+        return np.array([[p[k] for k in self.keys] for p in payloads], dtype=np.float64).reshape(
+            len(payloads), len(self.keys))
+
+    def per_sample(self, m: np.ndarray) -> dict[str, np.ndarray]:
+        return {k: m[:, i] for i, k in enumerate(self.keys)}
+
+    def corpus(self, m: np.ndarray) -> dict[str, float]:
+        return {k: float(v.mean()) if len(v) else float("nan")
+                for k, v in self.per_sample(m).items()}
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most metrics hold no model
+        """Free the model, if any."""

@@ -1,0 +1,64 @@
+"""Caches of per-pair metric payloads, keyed by metric, version, model and text hashes.
+
+`ScoreCache` is the interface; `FileCache` is the local SQLite file used without a database; the
+app's database provides its own (db/metric_cache.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+from metrics.base import Payload
+
+Key = tuple[str, str]  # (hypothesis hash, reference hash)
+
+
+class ScoreCache(Protocol):
+    def get_many(self, metric: str, version: str, model_id: str,
+                 keys: Iterable[Key]) -> dict[Key, Payload]: ...
+
+    def put_many(self, metric: str, version: str, model_id: str,
+                 items: Mapping[Key, Payload]) -> None: ...
+
+
+class FileCache:
+    """A SQLite file of payloads (stdlib only); safe for several processes (WAL)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._db() as con:
+            con.execute("CREATE TABLE IF NOT EXISTS payload (metric TEXT, version TEXT, "
+                        "model_id TEXT, hyp TEXT, ref TEXT, value TEXT, "
+                        "PRIMARY KEY (metric, version, model_id, hyp, ref))")
+
+    def _db(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = sqlite3.connect(self.path, timeout=30)
+            con.execute("PRAGMA journal_mode=WAL")
+            self._local.con = con
+        return con
+
+    def get_many(self, metric, version, model_id, keys) -> dict[Key, Payload]:
+        wanted = set(keys)
+        found: dict[Key, Payload] = {}
+        con = self._db()
+        rows = con.execute("SELECT hyp, ref, value FROM payload WHERE metric=? AND version=? "
+                           "AND model_id=?", (metric, version, model_id))
+        for hyp, ref, value in rows:
+            if (hyp, ref) in wanted:
+                found[(hyp, ref)] = json.loads(value)
+        return found
+
+    def put_many(self, metric, version, model_id, items) -> None:
+        with self._db() as con:
+            con.executemany("INSERT OR REPLACE INTO payload VALUES (?, ?, ?, ?, ?, ?)",
+                            [(metric, version, model_id, h, r, json.dumps(p))
+                             for (h, r), p in items.items()])

@@ -1,0 +1,215 @@
+"""F1-CheXbert: the CheXbert labeler (BERT-base + 14 heads, `chexbert.pth` from
+StanfordAIMI/RRG_scorers) labels hypothesis and reference; F1 over the labels.
+
+Our own module with the original architecture and state-dict layout (the `f1chexbert` package
+downloads from the hub at construction and cannot take local paths). As in RRG24 scoring, a
+positive or uncertain prediction counts as 1 (blank and negative as 0). Keys:
+`chexbert_5_micro_f1`, `chexbert_all_micro_f1`, `chexbert_5_macro_f1`, `chexbert_all_macro_f1`
+(5 = Cardiomegaly, Edema, Consolidation, Atelectasis, Pleural Effusion). Macro F1 counts a label
+with no positives in either labels as 0 (scikit-learn's zero_division=0). Reports longer than 512
+tokens keep their first 511 tokens plus [SEP], as the original labeler does; an empty report is
+[CLS][SEP]. Per-sample values are the example-level F1 of that pair's labels (1.0 when both are
+all-negative).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from metrics.base import Metric, MetricUnavailable, Payload
+
+CONDITIONS = (
+    "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opacity", "Lung Lesion", "Edema",
+    "Consolidation", "Pneumonia", "Atelectasis", "Pneumothorax", "Pleural Effusion",
+    "Pleural Other", "Fracture", "Support Devices", "No Finding",
+)
+TOP5 = ("Cardiomegaly", "Edema", "Consolidation", "Atelectasis", "Pleural Effusion")
+TOP5_INDEX = np.array([CONDITIONS.index(c) for c in TOP5])
+REPO = "StanfordAIMI/RRG_scorers"
+WEIGHTS = "chexbert.pth"
+ENV_WEIGHTS = "RRG_REVIEW_CHEXBERT"
+BACKBONE = "bert-base-uncased"
+
+
+def f1_scores(hyp: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    """(micro F1, macro F1) of binary label matrices (rows: reports, columns: labels)."""
+    hyp, ref = hyp.astype(bool), ref.astype(bool)
+    tp = (hyp & ref).sum(axis=0).astype(float)
+    fp = (hyp & ~ref).sum(axis=0)
+    fn = (~hyp & ref).sum(axis=0)
+    denom = 2 * tp + fp + fn
+    micro = 2 * tp.sum() / denom.sum() if denom.sum() else 0.0
+    per_label = np.divide(2 * tp, denom, out=np.zeros_like(tp), where=denom > 0)
+    return float(micro), float(per_label.mean())
+
+
+def _example_f1(hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    tp = (hyp & ref).sum(axis=1)
+    denom = hyp.sum(axis=1) + ref.sum(axis=1)
+    return np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 1.0)
+
+
+def build_labeler(config):
+    """The original CheXbert module: BERT, dropout, 13 four-class heads and one two-class head."""
+    import torch
+    from torch import nn
+    from transformers import BertModel
+
+    class CheXbertLabeler(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = BertModel(config)
+            self.dropout = nn.Dropout(config.hidden_dropout_prob)
+            hidden = config.hidden_size
+            self.linear_heads = nn.ModuleList(
+                [nn.Linear(hidden, 4) for _ in range(13)] + [nn.Linear(hidden, 2)])
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+            cls = self.dropout(self.bert(input_ids, attention_mask=attention_mask)[0][:, 0, :])
+            return [head(cls) for head in self.linear_heads]
+
+    return CheXbertLabeler()
+
+
+def load_state(labeler, path: Path, device: str) -> None:
+    """Load a chexbert.pth checkpoint ({'model_state_dict': {'module.…': tensor}})."""
+    import torch
+
+    checkpoint = torch.load(path, map_location=device, weights_only=True)
+    state = checkpoint.get("model_state_dict", checkpoint)
+    state = {k.removeprefix("module."): v for k, v in state.items()
+             if not k.endswith("embeddings.position_ids")}
+    labeler.load_state_dict(state, strict=True)
+
+
+class CheXbertF1(Metric):
+    name = "chexbert"
+    keys = ("chexbert_5_micro_f1", "chexbert_all_micro_f1", "chexbert_5_macro_f1",
+            "chexbert_all_macro_f1")
+    version = "chexbert-rrg-pos+unc-1"
+    model_id = f"{REPO}/{WEIGHTS}"
+
+    def __init__(self, weights: str | None = None, backbone: str = BACKBONE,
+                 device: str | None = None, batch_size: int = 32, download: bool = True) -> None:
+        self.weights = weights or os.environ.get(ENV_WEIGHTS)
+        self.backbone = backbone
+        self.device = device
+        self.batch_size = batch_size
+        self.download = download
+        self._model = None
+        self._tokenizer = None
+
+    def _weights_path(self) -> Path | None:
+        if self.weights:
+            return Path(self.weights) if Path(self.weights).is_file() else None
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(REPO, WEIGHTS)
+        return Path(found) if isinstance(found, str) else None
+
+    def available(self) -> tuple[bool, str]:
+        from model.hub import cached, offline
+
+        missing = []
+        if self._weights_path() is None:
+            missing.append(self.weights or f"{REPO}/{WEIGHTS}")
+        if cached(self.backbone) is None:
+            missing.append(self.backbone)
+        if missing and (offline() or not self.download or self.weights):
+            return False, (f"not on this machine: {', '.join(missing)}; run `rrg-review models "
+                           "--fetch-metrics` on a machine with network (or set "
+                           f"{ENV_WEIGHTS} to a chexbert.pth)")
+        return True, ""
+
+    def _load(self):
+        if self._model is None:
+            ok, why = self.available()
+            if not ok:
+                raise MetricUnavailable(why)
+            import torch
+            from transformers import BertConfig, BertTokenizer
+
+            from model.hub import resolve
+
+            weights = self._weights_path()
+            if weights is None:
+                from huggingface_hub import hf_hub_download
+
+                weights = Path(hf_hub_download(REPO, WEIGHTS))
+            backbone = resolve(self.backbone, download=self.download).path
+            device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+            model = build_labeler(BertConfig.from_pretrained(backbone))
+            load_state(model, weights, device)
+            self._model = model.to(device).eval()
+            self._tokenizer = BertTokenizer.from_pretrained(backbone)
+            self._device = device
+        return self._model
+
+    def _encode(self, text: str) -> list[int]:
+        tok = self._tokenizer
+        pieces = tok.tokenize(" ".join(text.split()))
+        if not pieces:
+            return [tok.cls_token_id, tok.sep_token_id]
+        ids = tok.convert_tokens_to_ids(pieces)
+        ids = [tok.cls_token_id, *ids, tok.sep_token_id]
+        return ids[:511] + [tok.sep_token_id] if len(ids) > 512 else ids
+
+    def label(self, texts: Sequence[str]) -> np.ndarray:
+        """Binary labels (positive or uncertain = 1), one row of 14 per text; batches sorted by
+        length, each distinct text labelled once."""
+        import torch
+
+        model = self._load()
+        unique = list(dict.fromkeys(texts))
+        encoded = [self._encode(t) for t in unique]
+        order = sorted(range(len(unique)), key=lambda i: len(encoded[i]))
+        labels = np.zeros((len(unique), len(CONDITIONS)), dtype=np.int8)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            width = max(len(encoded[i]) for i in idx)
+            ids = torch.zeros((len(idx), width), dtype=torch.long)
+            mask = torch.zeros((len(idx), width), dtype=torch.long)
+            for row, i in enumerate(idx):
+                ids[row, :len(encoded[i])] = torch.tensor(encoded[i])
+                mask[row, :len(encoded[i])] = 1
+            with torch.inference_mode():
+                heads = model(ids.to(self._device), mask.to(self._device))
+            classes = torch.stack([h.argmax(dim=1) for h in heads], dim=1).cpu().numpy()
+            positive = (classes == 1) | (classes == 3)  # No Finding's head has classes 0/1
+            labels[idx] = positive.astype(np.int8)
+        where = {t: i for i, t in enumerate(unique)}
+        return labels[[where[t] for t in texts]]
+
+    def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        labels = self.label(list(hyps) + list(refs))
+        n = len(hyps)
+        return [{"hyp": labels[i].tolist(), "ref": labels[n + i].tolist()} for i in range(n)]
+
+    def matrix(self, payloads: Sequence[Payload]) -> np.ndarray:
+        return np.array([p["hyp"] + p["ref"] for p in payloads], dtype=np.int8).reshape(
+            len(payloads), 2 * len(CONDITIONS))
+
+    def _split(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = len(CONDITIONS)
+        return m[:, :k].astype(bool), m[:, k:].astype(bool)
+
+    def per_sample(self, m: np.ndarray) -> dict[str, np.ndarray]:
+        hyp, ref = self._split(m)
+        top5 = _example_f1(hyp[:, TOP5_INDEX], ref[:, TOP5_INDEX])
+        every = _example_f1(hyp, ref)
+        return {"chexbert_5_micro_f1": top5, "chexbert_all_micro_f1": every,
+                "chexbert_5_macro_f1": top5, "chexbert_all_macro_f1": every}
+
+    def corpus(self, m: np.ndarray) -> dict[str, float]:
+        hyp, ref = self._split(m)
+        micro5, macro5 = f1_scores(hyp[:, TOP5_INDEX], ref[:, TOP5_INDEX])
+        micro, macro = f1_scores(hyp, ref)
+        return {"chexbert_5_micro_f1": micro5, "chexbert_all_micro_f1": micro,
+                "chexbert_5_macro_f1": macro5, "chexbert_all_macro_f1": macro}
+
+    def close(self) -> None:
+        self._model = None

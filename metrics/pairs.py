@@ -1,0 +1,98 @@
+"""Reading predictions and references for `rrg-review score`.
+
+JSONL files (`{"id", "findings", "impression"}` per line, optional "source") are matched by id;
+plain text files (one report section per line, RRG24 submission style) are matched by line.
+Mismatches are errors naming the file and the reason, never a silent truncation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class PairsError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Pairs:
+    ids: list[str]
+    hyps: list[str]
+    refs: list[str]
+    sources: list[str] | None
+    skipped: list[str]  # ids whose reference has no text in the section (not scored)
+
+
+def _is_jsonl(path: Path) -> bool:
+    return path.suffix.lower() in (".jsonl", ".json", ".ndjson")
+
+
+def _read_jsonl(path: Path, section: str) -> dict[str, dict]:
+    records: dict[str, dict] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PairsError(f"{path}: cannot read ({exc})") from exc
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise PairsError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+        if not isinstance(row, dict) or "id" not in row:
+            raise PairsError(f"{path}:{number}: each line needs an object with an \"id\"")
+        key = str(row["id"])
+        if key in records:
+            raise PairsError(f"{path}:{number}: duplicate id {key!r}")
+        value = row.get(section)
+        if value is not None and not isinstance(value, str):
+            raise PairsError(f"{path}:{number}: {section!r} must be a string")
+        records[key] = row
+    return records
+
+
+def read_pairs(predictions: str | Path, references: str | Path,
+               section: str = "findings") -> Pairs:
+    pred, ref = Path(predictions), Path(references)
+    for p in (pred, ref):
+        if not p.is_file():
+            raise PairsError(f"{p}: no such file")
+    if _is_jsonl(pred) != _is_jsonl(ref):
+        raise PairsError(f"{pred} and {ref}: both must be JSONL or both plain text")
+    if not _is_jsonl(pred):
+        hyps = pred.read_text(encoding="utf-8").splitlines()
+        refs = ref.read_text(encoding="utf-8").splitlines()
+        if len(hyps) != len(refs):
+            raise PairsError(f"{pred} has {len(hyps)} lines but {ref} has {len(refs)}: "
+                             "plain-text files are matched line by line")
+        ids = [str(i + 1) for i in range(len(refs))]
+        keep = [i for i, r in enumerate(refs) if r.strip()]
+        return Pairs([ids[i] for i in keep], [hyps[i].strip() for i in keep],
+                     [refs[i].strip() for i in keep], None,
+                     [ids[i] for i in range(len(refs)) if not refs[i].strip()])
+    hyp_rows, ref_rows = _read_jsonl(pred, section), _read_jsonl(ref, section)
+    missing = [k for k in ref_rows if k not in hyp_rows]
+    extra = [k for k in hyp_rows if k not in ref_rows]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} reference ids have no prediction (e.g. "
+                         f"{', '.join(map(repr, missing[:3]))})")
+        if extra:
+            parts.append(f"{len(extra)} prediction ids have no reference (e.g. "
+                         f"{', '.join(map(repr, extra[:3]))})")
+        raise PairsError(f"{pred} vs {ref}: " + "; ".join(parts))
+    ids, hyps, refs, sources, skipped = [], [], [], [], []
+    for key, row in ref_rows.items():
+        text = (row.get(section) or "").strip()
+        if not text:
+            skipped.append(key)
+            continue
+        ids.append(key)
+        refs.append(text)
+        hyps.append((hyp_rows[key].get(section) or "").strip())
+        sources.append(str(row.get("source") or hyp_rows[key].get("source") or ""))
+    return Pairs(ids, hyps, refs, sources if any(sources) else None, skipped)

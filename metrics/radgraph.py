@@ -1,0 +1,104 @@
+"""F1-RadGraph via the `radgraph` package: `radgraph-xl` annotations, rewards at all three levels.
+
+Keys: `radgraph_simple`, `radgraph_partial` (the RRG24 headline, "RG_ER") and
+`radgraph_complete`. Values equal `F1RadGraph(reward_level="all", model_type="radgraph-xl")`:
+the package's own model annotates, the package's own `compute_reward` scores each pair, and a pair
+with an empty hypothesis or reference scores 0 at every level (as the package does). Each distinct
+text is annotated once per call, which is where the time goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib.metadata import version
+from pathlib import Path
+
+from metrics.base import Metric, MetricUnavailable, Payload
+
+ARCHIVES = {"radgraph": "radgraph.tar.gz", "radgraph-xl": "radgraph-xl.tar.gz"}
+REPO = "StanfordAIMI/RRG_scorers"
+
+
+def default_cache_dir() -> Path:
+    """Where the radgraph package keeps its models (appdirs cache / package version)."""
+    from appdirs import user_cache_dir
+
+    return Path(user_cache_dir("radgraph")) / version("radgraph")
+
+
+class RadGraphF1(Metric):
+    name = "radgraph"
+    keys = ("radgraph_simple", "radgraph_partial", "radgraph_complete")
+
+    def __init__(self, model_type: str = "radgraph-xl", model_cache_dir: str | None = None,
+                 device: str | None = None, download: bool = True) -> None:
+        if model_type not in ARCHIVES:
+            raise ValueError(f"unknown RadGraph model {model_type!r} ({', '.join(ARCHIVES)})")
+        self.model_type = model_type
+        self.model_id = model_type
+        self.cache_dir = Path(model_cache_dir) if model_cache_dir else default_cache_dir()
+        self.device = device
+        self.download = download
+        self.version = f"radgraph-{version('radgraph')}-{model_type}-all"
+        self._model = None
+
+    @property
+    def model_dir(self) -> Path:
+        return self.cache_dir / self.model_type
+
+    def available(self) -> tuple[bool, str]:
+        from model.hub import offline
+
+        if self.model_dir.is_dir() and any(self.model_dir.iterdir()):
+            return True, ""
+        if offline() or not self.download:
+            return False, (f"{self.model_type} weights are not in {self.model_dir} (offline); "
+                           "run `rrg-review models --fetch-metrics` on a machine with network")
+        return True, ""
+
+    def _load(self):
+        if self._model is None:
+            ok, why = self.available()
+            if not ok:
+                raise MetricUnavailable(why)
+            from radgraph import RadGraph
+
+            cuda = -1
+            if self.device and self.device.startswith("cuda"):
+                cuda = int(self.device.split(":")[1]) if ":" in self.device else 0
+            elif self.device is None:
+                import torch
+
+                cuda = 0 if torch.cuda.is_available() else -1
+            try:
+                self._model = RadGraph(model_type=self.model_type, cuda=cuda,
+                                       model_cache_dir=str(self.cache_dir))
+            except Exception as exc:  # download refused, corrupt archive, missing BERT
+                raise MetricUnavailable(f"{self.model_type} could not be loaded: "
+                                        f"{type(exc).__name__}: {exc}") from exc
+        return self._model
+
+    def annotate(self, texts: Sequence[str]) -> list[dict]:
+        """RadGraph annotations of each text, computing each distinct text once."""
+        unique = list(dict.fromkeys(t for t in texts if t))
+        found: dict[str, dict] = {}
+        if unique:
+            result = self._load()(unique)
+            found = {text: result[str(i)] for i, text in enumerate(unique)}
+        return [found.get(t, {"text": "", "entities": {}}) for t in texts]
+
+    def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        from radgraph.rewards import compute_reward
+
+        notes = self.annotate(list(hyps) + list(refs))
+        out = []
+        for i, (hyp, ref) in enumerate(zip(hyps, refs, strict=True)):
+            if not hyp or not ref:
+                rewards = (0.0, 0.0, 0.0)
+            else:
+                rewards = compute_reward(notes[i], notes[len(hyps) + i], "all")
+            out.append(dict(zip(self.keys, map(float, rewards), strict=True)))
+        return out
+
+    def close(self) -> None:
+        self._model = None

