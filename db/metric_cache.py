@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import numpy as np
 from sqlalchemy import select, tuple_
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from db.engine import Database
-from db.models import MetricResult
+from db.models import MetricCorpus, MetricResult
+from metrics.cache import matrix_bytes, matrix_from_bytes
 
 _CHUNK = 400  # pairs per IN query (two parameters each, under SQLite's variable limit)
 
@@ -46,3 +48,23 @@ class DatabaseScoreCache:
             else:
                 for row in rows:
                     session.merge(MetricResult(**row))
+
+    def get_matrix(self, metric: str, version: str, model_id: str,
+                   digest: str) -> np.ndarray | None:
+        with self.db.read() as session:
+            data = session.scalar(select(MetricCorpus.matrix).where(
+                MetricCorpus.metric == metric, MetricCorpus.version == version,
+                MetricCorpus.model_id == model_id, MetricCorpus.digest == digest))
+        return matrix_from_bytes(data) if data is not None else None
+
+    def put_matrix(self, metric: str, version: str, model_id: str, digest: str,
+                   matrix: np.ndarray) -> None:
+        with self.db.write() as session:
+            row = session.scalar(select(MetricCorpus).where(
+                MetricCorpus.metric == metric, MetricCorpus.version == version,
+                MetricCorpus.model_id == model_id, MetricCorpus.digest == digest))
+            if row is None:
+                session.add(MetricCorpus(metric=metric, version=version, model_id=model_id,
+                                         digest=digest, matrix=matrix_bytes(matrix)))
+            else:
+                row.matrix = matrix_bytes(matrix)

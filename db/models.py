@@ -19,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -241,4 +242,21 @@ class MetricResult(Base):
     hyp_hash: Mapped[str] = mapped_column(String(64))
     ref_hash: Mapped[str] = mapped_column(String(64))
     payload: Mapped[dict[str, Any]] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class MetricCorpus(Base):
+    """A cached metric matrix for one exact ordered list of (hypothesis, reference) pairs."""
+
+    __tablename__ = "metric_corpus"
+    __table_args__ = (
+        UniqueConstraint("metric", "version", "model_id", "digest", name="uq_metric_corpus_key"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    metric: Mapped[str] = mapped_column(String(64))
+    version: Mapped[str] = mapped_column(String(64))
+    model_id: Mapped[str] = mapped_column(String(255), default="")
+    digest: Mapped[str] = mapped_column(String(64))
+    matrix: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

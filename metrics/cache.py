@@ -1,17 +1,22 @@
-"""Caches of per-pair metric payloads, keyed by metric, version, model and text hashes.
+"""Caches of metric results, keyed by metric, version, model and text hashes.
 
+Two levels: per-pair payloads (so a new run pays only for pairs never scored before) and whole
+matrices per exact list of pairs (so re-scoring the same lists is one lookup, not one per pair).
 `ScoreCache` is the interface; `FileCache` is the local SQLite file used without a database; the
 app's database provides its own (db/metric_cache.py).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
+
+import numpy as np
 
 from metrics.base import Payload
 
@@ -25,6 +30,22 @@ class ScoreCache(Protocol):
     def put_many(self, metric: str, version: str, model_id: str,
                  items: Mapping[Key, Payload]) -> None: ...
 
+    def get_matrix(self, metric: str, version: str, model_id: str,
+                   digest: str) -> np.ndarray | None: ...
+
+    def put_matrix(self, metric: str, version: str, model_id: str, digest: str,
+                   matrix: np.ndarray) -> None: ...
+
+
+def matrix_bytes(matrix: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, matrix, allow_pickle=False)
+    return buf.getvalue()
+
+
+def matrix_from_bytes(data: bytes) -> np.ndarray:
+    return np.load(io.BytesIO(data), allow_pickle=False)
+
 
 class FileCache:
     """A SQLite file of payloads (stdlib only); safe for several processes (WAL)."""
@@ -37,6 +58,9 @@ class FileCache:
             con.execute("CREATE TABLE IF NOT EXISTS payload (metric TEXT, version TEXT, "
                         "model_id TEXT, hyp TEXT, ref TEXT, value TEXT, "
                         "PRIMARY KEY (metric, version, model_id, hyp, ref))")
+            con.execute("CREATE TABLE IF NOT EXISTS corpus (metric TEXT, version TEXT, "
+                        "model_id TEXT, digest TEXT, matrix BLOB, "
+                        "PRIMARY KEY (metric, version, model_id, digest))")
 
     def _db(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
@@ -62,3 +86,14 @@ class FileCache:
             con.executemany("INSERT OR REPLACE INTO payload VALUES (?, ?, ?, ?, ?, ?)",
                             [(metric, version, model_id, h, r, json.dumps(p))
                              for (h, r), p in items.items()])
+
+    def get_matrix(self, metric, version, model_id, digest) -> np.ndarray | None:
+        row = self._db().execute("SELECT matrix FROM corpus WHERE metric=? AND version=? AND "
+                                 "model_id=? AND digest=?",
+                                 (metric, version, model_id, digest)).fetchone()
+        return matrix_from_bytes(row[0]) if row else None
+
+    def put_matrix(self, metric, version, model_id, digest, matrix) -> None:
+        with self._db() as con:
+            con.execute("INSERT OR REPLACE INTO corpus VALUES (?, ?, ?, ?, ?)",
+                        (metric, version, model_id, digest, matrix_bytes(matrix)))

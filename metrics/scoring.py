@@ -36,9 +36,15 @@ class ScoreReport:
 
 
 def metric_rows(metric: Metric, hyps: Sequence[str], refs: Sequence[str],
-                cache: ScoreCache | None = None, chunk: int = 256,
+                cache: ScoreCache | None = None, chunk: int = 2048,
                 progress: Progress | None = None) -> np.ndarray:
-    """The metric's matrix for all pairs, computing only pairs missing from the cache."""
+    """The metric's matrix for all pairs: one lookup when these exact lists were scored before,
+    else computing only the pairs missing from the cache."""
+    digest = corpus_digest(hyps, refs)
+    if cache is not None:
+        known = cache.get_matrix(metric.name, metric.version, metric.model_id, digest)
+        if known is not None and len(known) == len(hyps):
+            return known
     keys = [(text_hash(h), text_hash(r)) for h, r in zip(hyps, refs, strict=True)]
     found = cache.get_many(metric.name, metric.version, metric.model_id, keys) if cache else {}
     missing = list(dict.fromkeys(k for k in keys if k not in found))
@@ -55,7 +61,18 @@ def metric_rows(metric: Metric, hyps: Sequence[str], refs: Sequence[str],
                 cache.put_many(metric.name, metric.version, metric.model_id, fresh)
             if progress:
                 progress(min(start + chunk, len(missing)), len(missing))
-    return metric.matrix([found[k] for k in keys])
+    m = metric.matrix([found[k] for k in keys])
+    if cache is not None:
+        cache.put_matrix(metric.name, metric.version, metric.model_id, digest, m)
+    return m
+
+
+def corpus_digest(hyps: Sequence[str], refs: Sequence[str]) -> str:
+    """One hash of the exact ordered pairs (JSON keeps the texts' boundaries unambiguous)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps([list(hyps), list(refs)]).encode("utf-8")).hexdigest()
 
 
 def score(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[Metric],

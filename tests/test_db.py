@@ -33,7 +33,26 @@ def test_migrations_produce_exactly_the_orm_schema(db):
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
     assert diff == []
-    assert version == "0001"
+    assert version == _head(db)
+
+
+def _head(db) -> str:
+    from alembic.script import ScriptDirectory
+
+    from db.engine import alembic_config
+
+    return ScriptDirectory.from_config(alembic_config(db)).get_current_head()
+
+
+def test_a_database_at_the_first_revision_upgrades_to_head(tmp_path):
+    from db.engine import open_database, upgrade_schema
+
+    old = open_database(tmp_path / "old.sqlite", upgrade=False)
+    upgrade_schema(old, "0001")
+    upgrade_schema(old, "head")
+    with old.engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+    old.dispose()
 
 
 def test_reopening_an_upgraded_database_is_a_no_op(settings, db):

