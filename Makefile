@@ -22,6 +22,8 @@ lint: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-test
 	$(PY) bench/ingest.py
+	$(PY) bench/drafting.py
+	$(PY) bench/scoring.py
 
 $(PY):
 	python3 -m venv $(VENV)

@@ -215,6 +215,21 @@ def _metric_cache(args: argparse.Namespace):
     return FileCache(path)
 
 
+def _paired(report, other_hyps, refs, args, cache) -> dict:
+    """Paired approximate-randomization test of the main predictions against --compare."""
+    from metrics.scoring import metric_rows
+    from metrics.stats import paired_test
+
+    out = {}
+    for rows in report.rows.values():
+        mb = metric_rows(rows.metric, other_hyps, refs, cache)
+        for r in paired_test(rows.matrix, mb, rows.metric.corpus, rows.metric.keys,
+                             n_resamples=max(args.bootstrap, 200)):
+            out[r.key] = {"predictions": r.a, "compare": r.b, "difference": r.difference,
+                          "p_value": r.p_value, "n": r.n}
+    return out
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     import json
 
@@ -252,6 +267,13 @@ def cmd_score(args: argparse.Namespace) -> int:
                       for g, v in report.groups.items()},
         "skipped_without_reference": pairs.skipped,
     }
+    if args.compare:
+        try:
+            other = read_pairs(args.compare, args.references, args.section)
+        except PairsError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        out["paired"] = _paired(report, other.hyps, pairs.refs, args, cache=_metric_cache(args))
     text = json.dumps(out, indent=2)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
@@ -260,7 +282,10 @@ def cmd_score(args: argparse.Namespace) -> int:
         f", {len(pairs.skipped)} without a reference skipped" if pairs.skipped else ""))
     for key, value in out["metrics"].items():
         lo, hi = out["ci"].get(key, (float("nan"), float("nan")))
-        print(f"  {key:<{width}}  {value:.4f}  [{lo:.4f}, {hi:.4f}]")
+        paired = out.get("paired", {}).get(key)
+        versus = (f"   vs --compare {paired['compare']:.4f} (diff {paired['difference']:+.4f}, "
+                  f"p={paired['p_value']:.3g})" if paired else "")
+        print(f"  {key:<{width}}  {value:.4f}  [{lo:.4f}, {hi:.4f}]{versus}")
     reasons: dict[str, list[str]] = {}
     for key, reason in report.unavailable.items():
         reasons.setdefault(reason, []).append(key)
@@ -313,6 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated metrics or keys (default: bleu4,rougeL,bertscore,"
                         "radgraph,chexbert)")
     p.add_argument("--out", type=Path, help="write the JSON result here")
+    p.add_argument("--compare", type=Path, metavar="P2",
+                   help="a second system's predictions: adds a paired randomization test")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
                    help="bootstrap resamples for the 95%% CIs (0: none)")
     p.add_argument("--bertscore-model", metavar="MODEL",

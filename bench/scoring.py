@@ -41,6 +41,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--skip-bertscore", action="store_true")
+    parser.add_argument("--only", choices=("bleu4", "rougeL", "bertscore"))
     args = parser.parse_args()
     if not IU.is_file():
         print(f"needs {IU}")
@@ -82,6 +83,8 @@ def main() -> int:
     if not args.skip_bertscore:
         runs.append(("bertscore[MiniLM]", lambda: BertScore(minilm, 4, rescale=False),
                      direct_bert))
+    if args.only:
+        runs = [r for r in runs if r[0].startswith(args.only)]
     with tempfile.TemporaryDirectory() as tmp:
         for name, make, direct in runs:
             t_ref, expected = timed(direct)

@@ -33,6 +33,9 @@ class Metric(ABC):
     keys: tuple[str, ...]  # the numbers it reports (e.g. radgraph_simple, radgraph_partial, ...)
     version: str  # changes whenever values could change (package version, settings)
     model_id: str = ""  # the model behind the numbers, when there is one
+    # pairs per compute() call; None = all missing pairs at once (model metrics that dedupe and
+    # length-sort texts across the whole call, which chunking would defeat)
+    chunk: int | None = 2048
 
     def available(self) -> tuple[bool, str]:
         """(True, "") or (False, the reason and how to fix it), without loading the model."""

@@ -21,6 +21,7 @@ OFFICIAL_LAYERS = 5
 
 class BertScore(Metric):
     name = "bertscore"
+    chunk = None  # one call: each distinct text is embedded once, batches length-sorted
 
     def __init__(self, model: str = OFFICIAL_MODEL, num_layers: int = OFFICIAL_LAYERS,
                  rescale: bool = True, baseline_path: str | None = None,

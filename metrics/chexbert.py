@@ -88,6 +88,7 @@ def load_state(labeler, path: Path, device: str) -> None:
 
 class CheXbertF1(Metric):
     name = "chexbert"
+    chunk = None  # one call: each distinct text is embedded once, batches length-sorted
     keys = ("chexbert_5_micro_f1", "chexbert_all_micro_f1", "chexbert_5_macro_f1",
             "chexbert_all_macro_f1")
     version = "chexbert-rrg-pos+unc-1"

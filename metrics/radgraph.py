@@ -28,6 +28,7 @@ def default_cache_dir() -> Path:
 
 class RadGraphF1(Metric):
     name = "radgraph"
+    chunk = None  # one call: each distinct text is embedded once, batches length-sorted
     keys = ("radgraph_simple", "radgraph_partial", "radgraph_complete")
 
     def __init__(self, model_type: str = "radgraph-xl", model_cache_dir: str | None = None,

@@ -36,7 +36,7 @@ class ScoreReport:
 
 
 def metric_rows(metric: Metric, hyps: Sequence[str], refs: Sequence[str],
-                cache: ScoreCache | None = None, chunk: int = 2048,
+                cache: ScoreCache | None = None,
                 progress: Progress | None = None) -> np.ndarray:
     """The metric's matrix for all pairs: one lookup when these exact lists were scored before,
     else computing only the pairs missing from the cache."""
@@ -52,6 +52,7 @@ def metric_rows(metric: Metric, hyps: Sequence[str], refs: Sequence[str],
         texts = {}
         for k, h, r in zip(keys, hyps, refs, strict=True):
             texts.setdefault(k, (h, r))
+        chunk = metric.chunk or len(missing)
         for start in range(0, len(missing), chunk):
             part = missing[start:start + chunk]
             payloads = metric.compute([texts[k][0] for k in part], [texts[k][1] for k in part])

@@ -246,6 +246,13 @@ def test_score_command_writes_the_specified_json(tmp_path, capsys, monkeypatch):
     assert "fetch-metrics" in result["unavailable"]["bertscore"]
     assert result["by_source"]["iu"]["n"] == 5
     assert "unavailable: bertscore" in capsys.readouterr().out
+    same = write_jsonl(tmp_path / "same.jsonl", [
+        {"id": str(i), "impression": f"finding {i} in the left lung"} for i in range(5)])
+    assert cli(["score", "--predictions", str(preds), "--references", str(refs),
+                "--section", "impression", "--metrics", "rougeL", "--compare", str(same),
+                "--out", str(out), "--cache", str(tmp_path / "cache.sqlite")]) == 0
+    paired = json.loads(out.read_text())["paired"]["rougeL"]
+    assert paired["compare"] == 1.0 and paired["difference"] < 0 and paired["n"] == 5
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "9", "impression": "x"}])
     assert cli(["score", "--predictions", str(bad), "--references", str(refs)]) == 2
     assert "have no prediction" in capsys.readouterr().err
@@ -352,3 +359,13 @@ def test_radgraph_without_weights_offline_is_unavailable(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     report = score(["a"], ["b"], [RadGraphF1(model_cache_dir=str(tmp_path))], n_resamples=0)
     assert "radgraph-xl weights are not in" in report.unavailable["radgraph_partial"]
+
+
+def test_fetch_metrics_offline_fails_with_a_clear_message(monkeypatch, capsys, tmp_path):
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert cli(["models", "--fetch-metrics"]) == 2
+    assert "distilbert-base-uncased is not available" in capsys.readouterr().err
