@@ -296,6 +296,47 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_readers(args: argparse.Namespace) -> int:
+    import getpass
+
+    from app.services.review import ReviewError, ReviewService
+    from app.settings import Settings
+    from db.engine import open_database
+
+    review = ReviewService(open_database(Settings.from_args(args.db).db_url))
+    if args.action == "list":
+        from sqlalchemy import select
+
+        from db.models import Reader
+
+        with review.db.read() as session:
+            for name, hashed in session.execute(select(Reader.name, Reader.password_hash)
+                                                .order_by(Reader.name)):
+                print(f"{name}\t{'login' if hashed else 'local, no login'}")
+        return 0
+    if not args.name:
+        print("error: readers add needs a NAME", file=sys.stderr)
+        return 2
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = getpass.getpass(f"password for {args.name}: ")
+        if password != getpass.getpass("again: "):
+            print("error: the passwords differ", file=sys.stderr)
+            return 2
+    if len(password) < 8:
+        print("error: use a password of at least 8 characters", file=sys.stderr)
+        return 2
+    try:
+        reader_id = review.add_reader(args.name, password)
+    except ReviewError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    added = review.assign(reader_id) if not args.empty else 0
+    print(f"reader {args.name} added ({added} studies on the worklist)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rrg-review",
@@ -358,6 +399,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="download the metric models (distilbert, radgraph-xl, CheXbert)")
     p.add_argument("--presets", metavar="FILE", help="extra model presets (JSON)")
     p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("readers", help="reader accounts (scrypt-hashed passwords)")
+    p.add_argument("action", choices=("add", "list"))
+    p.add_argument("name", nargs="?")
+    p.add_argument("--password-stdin", action="store_true",
+                   help="read the password from standard input instead of prompting")
+    p.add_argument("--empty", action="store_true",
+                   help="start with an empty worklist (default: every stored study)")
+    _add_db(p)
+    p.set_defaults(func=cmd_readers)
 
     p = sub.add_parser("studies", help="count the stored studies per source")
     _add_db(p)

@@ -1,0 +1,344 @@
+"""Review use cases: readers, per-reader worklists, edits saved as revisions (with conflict
+detection), ratings with the ReXVal taxonomy, active time on task, and word-level diffs.
+
+Nothing a reader wrote is updated in place: each save is a new Revision or Rating row, in one
+transaction. A save states which revision it was edited from; if another tab or reader of the
+same account saved in between, the save is refused with the current text (`EditConflict`).
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import hashlib
+import hmac
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+
+from db.engine import Database
+from db.models import (
+    REXVAL_CATEGORIES,
+    SECTIONS,
+    Draft,
+    Rating,
+    Reader,
+    Revision,
+    Study,
+    WorklistItem,
+    utcnow,
+)
+
+LOCAL_READER = "local"
+# active time: a heartbeat adds the time since the previous one, at most this much, so a tab
+# left open overnight does not count as work
+MAX_ACTIVE_GAP_S = 60.0
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+
+
+class ReviewError(ValueError):
+    pass
+
+
+class EditConflict(ReviewError):
+    """The section was saved elsewhere since this edit began; nothing was written."""
+
+    def __init__(self, section: str, current: RevisionView) -> None:
+        super().__init__(f"{section} was saved elsewhere (revision {current.number} at "
+                         f"{current.created_at:%H:%M:%S}); reload it before saving again")
+        self.section = section
+        self.current = current
+
+
+# -- passwords (hashlib.scrypt: a standard memory-hard KDF from the standard library) ----------
+def hash_password(password: str) -> str:
+    salt = os.urandom(16)
+    key = hashlib.scrypt(password.encode(), salt=salt, **_SCRYPT)
+    params = f"{_SCRYPT['n']}${_SCRYPT['r']}${_SCRYPT['p']}"
+    return f"scrypt${params}${base64.b64encode(salt).decode()}${base64.b64encode(key).decode()}"
+
+
+def verify_password(password: str, stored: str | None) -> bool:
+    if not stored:
+        return False
+    try:
+        kind, n, r, p, salt, key = stored.split("$")
+    except ValueError:
+        return False
+    if kind != "scrypt":
+        return False
+    expected = base64.b64decode(key)
+    got = hashlib.scrypt(password.encode(), salt=base64.b64decode(salt), n=int(n), r=int(r),
+                         p=int(p), dklen=len(expected))
+    return hmac.compare_digest(got, expected)
+
+
+# -- views -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RevisionView:
+    id: int
+    section: str
+    number: int
+    text: str
+    autosave: bool
+    draft_id: int | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class RatingView:
+    number: int
+    preset: str | None
+    likert: int | None
+    acceptable: bool | None
+    errors: dict[str, dict[str, int]]
+    comment: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    study_id: int
+    position: int
+    status: str
+    source: str
+    study_key: str
+    active_seconds: float
+
+
+@dataclass(frozen=True)
+class DiffPiece:
+    op: str  # "equal" | "delete" | "insert"
+    text: str
+
+
+def word_diff(before: str, after: str) -> list[DiffPiece]:
+    """Word-level diff (difflib on whitespace tokens) of draft vs current text."""
+    a, b = before.split(), after.split()
+    out: list[DiffPiece] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag in ("equal", "delete", "replace") and i2 > i1:
+            out.append(DiffPiece("equal" if tag == "equal" else "delete", " ".join(a[i1:i2])))
+        if tag in ("insert", "replace") and j2 > j1:
+            out.append(DiffPiece("insert", " ".join(b[j1:j2])))
+    return out
+
+
+def edit_rate(before: str, after: str) -> float:
+    """Words deleted plus inserted, per word of the draft (0 = accepted as is)."""
+    pieces = word_diff(before, after)
+    changed = sum(len(p.text.split()) for p in pieces if p.op != "equal")
+    return changed / max(1, len(before.split()))
+
+
+def _revision(r: Revision) -> RevisionView:
+    return RevisionView(r.id, r.section, r.number, r.text, r.autosave, r.draft_id, r.created_at)
+
+
+def _rating(r: Rating) -> RatingView:
+    return RatingView(r.number, r.preset, r.likert, r.acceptable, dict(r.errors or {}),
+                      r.comment, r.created_at)
+
+
+def _validate_errors(errors: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    clean: dict[str, dict[str, int]] = {}
+    for category, counts in errors.items():
+        if category not in REXVAL_CATEGORIES:
+            raise ReviewError(f"unknown ReXVal category {category!r} "
+                              f"(one of {', '.join(REXVAL_CATEGORIES)})")
+        row = {}
+        for kind in ("significant", "insignificant"):
+            value = int((counts or {}).get(kind, 0) or 0)
+            if value < 0:
+                raise ReviewError(f"{category} {kind}: a count cannot be negative")
+            row[kind] = value
+        clean[category] = row
+    return {c: clean.get(c, {"significant": 0, "insignificant": 0}) for c in REXVAL_CATEGORIES}
+
+
+class ReviewService:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- readers --------------------------------------------------------------------------
+    def add_reader(self, name: str, password: str | None) -> int:
+        if not _NAME_RE.match(name):
+            raise ReviewError(f"reader name {name!r}: use 1-64 letters, digits, . _ - @")
+        with self.db.write() as s:
+            if s.scalar(select(Reader.id).where(Reader.name == name)) is not None:
+                raise ReviewError(f"reader {name!r} already exists")
+            reader = Reader(name=name, password_hash=hash_password(password) if password else None)
+            s.add(reader)
+            s.flush()
+            return reader.id
+
+    def authenticate(self, name: str, password: str) -> int | None:
+        with self.db.read() as s:
+            reader = s.scalar(select(Reader).where(Reader.name == name))
+        if reader is None:
+            hash_password(password)  # same cost either way: no user enumeration by timing
+            return None
+        return reader.id if verify_password(password, reader.password_hash) else None
+
+    def has_logins(self) -> bool:
+        with self.db.read() as s:
+            return bool(s.scalar(select(func.count(Reader.id)).where(
+                Reader.password_hash.is_not(None))))
+
+    def local_reader(self) -> int:
+        """The single reader of a loopback session without login (created on first use)."""
+        with self.db.write() as s:
+            reader = s.scalar(select(Reader).where(Reader.name == LOCAL_READER))
+            if reader is None:
+                reader = Reader(name=LOCAL_READER)
+                s.add(reader)
+                s.flush()
+            return reader.id
+
+    # -- worklists ------------------------------------------------------------------------
+    def assign(self, reader_id: int, study_ids: Sequence[int] | None = None) -> int:
+        """Put studies (default: every study) on a reader's worklist; returns how many were new."""
+        with self.db.write() as s:
+            if study_ids is None:
+                study_ids = list(s.scalars(select(Study.id).order_by(
+                    Study.source, Study.study_date, Study.id)))
+            have = set(s.scalars(select(WorklistItem.study_id).where(
+                WorklistItem.reader_id == reader_id)))
+            start = int(s.scalar(select(func.coalesce(func.max(WorklistItem.position), -1))
+                                 .where(WorklistItem.reader_id == reader_id))) + 1
+            new = [sid for sid in study_ids if sid not in have]
+            s.add_all(WorklistItem(reader_id=reader_id, study_id=sid, position=start + i)
+                      for i, sid in enumerate(new))
+            return len(new)
+
+    def worklist(self, reader_id: int, status: str | None = None,
+                 source: str | None = None) -> list[WorkItem]:
+        stmt = (select(WorklistItem, Study.source, Study.study_key)
+                .join(Study, Study.id == WorklistItem.study_id)
+                .where(WorklistItem.reader_id == reader_id).order_by(WorklistItem.position))
+        if status:
+            stmt = stmt.where(WorklistItem.status == status)
+        if source:
+            stmt = stmt.where(Study.source == source)
+        with self.db.read() as s:
+            return [WorkItem(w.study_id, w.position, w.status, src, key, w.active_seconds)
+                    for w, src, key in s.execute(stmt)]
+
+    def next_unfinished(self, reader_id: int, after: int | None = None,
+                        step: int = 1) -> int | None:
+        """The next (step=1) or previous (step=-1) study not done, around `after`."""
+        items = self.worklist(reader_id)
+        ids = [i.study_id for i in items]
+        open_ids = [i.study_id for i in items if i.status != "done"]
+        if after not in ids:
+            return open_ids[0] if open_ids else None
+        here = ids.index(after)
+        order = ids[here + 1:] if step > 0 else list(reversed(ids[:here]))
+        done = {i.study_id for i in items if i.status == "done"}
+        return next((sid for sid in order if sid not in done), None)
+
+    def _item(self, s, reader_id: int, study_id: int) -> WorklistItem:
+        item = s.scalar(select(WorklistItem).where(WorklistItem.reader_id == reader_id,
+                                                   WorklistItem.study_id == study_id))
+        if item is None:
+            raise ReviewError(f"study {study_id} is not on this reader's worklist")
+        return item
+
+    def heartbeat(self, reader_id: int, study_id: int, seconds_since_last: float) -> float:
+        """Add active time (capped per beat); returns the study's total active seconds."""
+        with self.db.write() as s:
+            item = self._item(s, reader_id, study_id)
+            item.active_seconds += max(0.0, min(float(seconds_since_last), MAX_ACTIVE_GAP_S))
+            if item.status in ("new", "drafted"):
+                item.status = "in_review"
+            return item.active_seconds
+
+    # -- editing --------------------------------------------------------------------------
+    def current(self, reader_id: int, study_id: int) -> dict[str, RevisionView]:
+        """This reader's latest revision of each section (other readers' never shown)."""
+        with self.db.read() as s:
+            rows = s.scalars(select(Revision).where(
+                Revision.reader_id == reader_id, Revision.study_id == study_id)
+                .order_by(Revision.number))
+            return {r.section: _revision(r) for r in rows}
+
+    def history(self, reader_id: int, study_id: int, section: str) -> list[RevisionView]:
+        with self.db.read() as s:
+            return [_revision(r) for r in s.scalars(select(Revision).where(
+                Revision.reader_id == reader_id, Revision.study_id == study_id,
+                Revision.section == section).order_by(Revision.number))]
+
+    def save(self, reader_id: int, study_id: int, section: str, text: str,
+             base_number: int | None, draft_id: int | None = None,
+             autosave: bool = False) -> RevisionView:
+        """Save an edit as the next revision. `base_number` is the revision the edit started from
+        (None: from the draft). Unchanged text saves nothing and returns the current revision."""
+        if section not in SECTIONS:
+            raise ReviewError(f"unknown section {section!r}")
+        with self.db.write() as s:
+            item = self._item(s, reader_id, study_id)
+            latest = s.scalar(select(Revision).where(
+                Revision.reader_id == reader_id, Revision.study_id == study_id,
+                Revision.section == section).order_by(Revision.number.desc()).limit(1))
+            latest_number = latest.number if latest else None
+            if latest_number != base_number:
+                if latest is not None and latest.text == text:
+                    return _revision(latest)  # the other save wrote the same words
+                raise EditConflict(section, _revision(latest))
+            if latest is not None and latest.text == text:
+                return _revision(latest)
+            if draft_id is not None and s.get(Draft, draft_id) is None:
+                raise ReviewError(f"draft {draft_id} does not exist")
+            revision = Revision(reader_id=reader_id, study_id=study_id, section=section,
+                                number=(latest_number or 0) + 1, text=text, draft_id=draft_id,
+                                autosave=autosave, created_at=utcnow())
+            s.add(revision)
+            if item.status in ("new", "drafted"):
+                item.status = "in_review"
+            s.flush()
+            return _revision(revision)
+
+    # -- rating ---------------------------------------------------------------------------
+    def rate(self, reader_id: int, study_id: int, *, likert: int | None,
+             acceptable: bool | None, errors: dict[str, dict[str, int]] | None = None,
+             comment: str | None = None, preset: str | None = None,
+             done: bool = True) -> RatingView:
+        if likert is not None and not 1 <= int(likert) <= 5:
+            raise ReviewError("overall quality must be 1-5")
+        clean = _validate_errors(errors or {})
+        with self.db.write() as s:
+            item = self._item(s, reader_id, study_id)
+            number = int(s.scalar(select(func.coalesce(func.max(Rating.number), 0)).where(
+                Rating.reader_id == reader_id, Rating.study_id == study_id))) + 1
+            rating = Rating(reader_id=reader_id, study_id=study_id, number=number, preset=preset,
+                            likert=None if likert is None else int(likert),
+                            acceptable=acceptable, errors=clean,
+                            comment=(comment or "").strip() or None)
+            s.add(rating)
+            if done:
+                item.status = "done"
+            s.flush()
+            return _rating(rating)
+
+    def latest_rating(self, reader_id: int, study_id: int) -> RatingView | None:
+        with self.db.read() as s:
+            r = s.scalar(select(Rating).where(Rating.reader_id == reader_id,
+                                              Rating.study_id == study_id)
+                         .order_by(Rating.number.desc()).limit(1))
+            return _rating(r) if r else None
+
+    def accept_draft(self, reader_id: int, study_id: int, drafts: dict[str, tuple[int, str]],
+                     preset: str | None = None) -> RatingView:
+        """'Accept draft as is': each section's draft becomes the reader's text (one revision
+        each, unless already identical), then a rating marked acceptable, all in one go."""
+        current = self.current(reader_id, study_id)
+        for section, (draft_id, text) in drafts.items():
+            base = current.get(section)
+            self.save(reader_id, study_id, section, text, base.number if base else None,
+                      draft_id=draft_id)
+        return self.rate(reader_id, study_id, likert=5, acceptable=True, preset=preset)

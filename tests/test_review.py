@@ -1,0 +1,184 @@
+"""Review services on a real SQLite file: readers, worklists, revisions, conflicts, ratings."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import select
+
+from app.services.review import (
+    MAX_ACTIVE_GAP_S,
+    EditConflict,
+    ReviewError,
+    ReviewService,
+    edit_rate,
+    hash_password,
+    verify_password,
+    word_diff,
+)
+from app.services.setup import seed_demo
+from db.models import REXVAL_CATEGORIES, Rating, Revision
+
+
+@pytest.fixture
+def review(db, settings):
+    seed_demo(db, settings)
+    return ReviewService(db)
+
+
+def test_passwords_are_scrypt_hashed_and_verified(review):
+    stored = hash_password("s3cret")
+    assert stored.startswith("scrypt$") and "s3cret" not in stored
+    assert verify_password("s3cret", stored) and not verify_password("nope", stored)
+    assert hash_password("s3cret") != stored  # salted
+    rid = review.add_reader("dr.lee", "s3cret")
+    assert review.authenticate("dr.lee", "s3cret") == rid
+    assert review.authenticate("dr.lee", "wrong") is None
+    assert review.authenticate("nobody", "s3cret") is None
+    assert review.has_logins()
+    with pytest.raises(ReviewError, match="already exists"):
+        review.add_reader("dr.lee", "x")
+    with pytest.raises(ReviewError, match="reader name"):
+        review.add_reader("bad name!", "x")
+
+
+def test_each_reader_has_an_own_worklist_and_never_sees_others_edits(review):
+    a, b = review.add_reader("a", "pw"), review.add_reader("b", "pw")
+    assert review.assign(a) == 4 and review.assign(a) == 0
+    study = review.worklist(a)[0].study_id
+    review.assign(b, [study])
+    review.save(a, study, "findings", "reader A text", None)
+    assert review.current(b, study) == {}
+    review.save(b, study, "findings", "reader B text", None)
+    assert review.current(a, study)["findings"].text == "reader A text"
+    assert review.current(b, study)["findings"].number == 1
+    with pytest.raises(ReviewError, match="not on this reader's worklist"):
+        review.save(b, review.worklist(a)[1].study_id, "findings", "x", None)
+
+
+def test_every_save_is_a_revision_and_stale_saves_conflict(review, db):
+    r = review.local_reader()
+    review.assign(r)
+    study = review.worklist(r)[0].study_id
+    first = review.save(r, study, "findings", "Lungs clear.", None, autosave=True)
+    second = review.save(r, study, "findings", "Lungs clear. No effusion.", first.number)
+    assert (first.number, second.number, first.autosave) == (1, 2, True)
+    assert review.save(r, study, "findings", "Lungs clear. No effusion.", 2).number == 2
+    # a second tab still editing from revision 1
+    with pytest.raises(EditConflict) as conflict:
+        review.save(r, study, "findings", "Tab two text", first.number)
+    assert conflict.value.current.text == "Lungs clear. No effusion."
+    assert [h.text for h in review.history(r, study, "findings")] == [
+        "Lungs clear.", "Lungs clear. No effusion."]
+    assert review.worklist(r)[0].status == "in_review"
+    with db.read() as s:
+        assert len(s.scalars(select(Revision)).all()) == 2
+
+
+def test_concurrent_saves_from_the_same_base_never_both_land(review):
+    r = review.local_reader()
+    review.assign(r)
+    study = review.worklist(r)[0].study_id
+    outcomes: list[str] = []
+
+    def save(text: str) -> None:
+        try:
+            review.save(r, study, "impression", text, None)
+            outcomes.append("saved")
+        except EditConflict:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=save, args=(f"text {i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["conflict", "conflict", "conflict", "saved"]
+    assert len(review.history(r, study, "impression")) == 1
+
+
+def test_ratings_with_the_rexval_taxonomy(review, db):
+    r = review.local_reader()
+    review.assign(r)
+    study = review.worklist(r)[0].study_id
+    rating = review.rate(r, study, likert=3, acceptable=False, comment="  misses effusion ",
+                         errors={"missing_finding": {"significant": 1, "insignificant": 2}},
+                         preset="retrieval")
+    assert rating.errors["missing_finding"] == {"significant": 1, "insignificant": 2}
+    assert set(rating.errors) == set(REXVAL_CATEGORIES) and rating.comment == "misses effusion"
+    assert review.worklist(r)[0].status == "done"
+    assert review.rate(r, study, likert=4, acceptable=True).number == 2  # append-only
+    assert review.latest_rating(r, study).likert == 4
+    with db.read() as s:
+        assert len(s.scalars(select(Rating)).all()) == 2
+    with pytest.raises(ReviewError, match="1-5"):
+        review.rate(r, study, likert=6, acceptable=None)
+    with pytest.raises(ReviewError, match="unknown ReXVal category"):
+        review.rate(r, study, likert=3, acceptable=None, errors={"typo": {"significant": 1}})
+    with pytest.raises(ReviewError, match="negative"):
+        review.rate(r, study, likert=3, acceptable=None,
+                    errors={"wrong_severity": {"significant": -1}})
+
+
+def test_active_time_is_capped_per_heartbeat(review):
+    r = review.local_reader()
+    review.assign(r)
+    study = review.worklist(r)[0].study_id
+    review.heartbeat(r, study, 12.5)
+    total = review.heartbeat(r, study, 8 * 3600)  # the tab stayed open overnight
+    assert total == pytest.approx(12.5 + MAX_ACTIVE_GAP_S)
+
+
+def test_next_and_previous_unfinished_study(review):
+    r = review.local_reader()
+    review.assign(r)
+    ids = [i.study_id for i in review.worklist(r)]
+    review.rate(r, ids[1], likert=5, acceptable=True)
+    assert review.next_unfinished(r) == ids[0]
+    assert review.next_unfinished(r, ids[0]) == ids[2]  # the done one is skipped
+    assert review.next_unfinished(r, ids[2], step=-1) == ids[0]
+    assert review.next_unfinished(r, ids[3]) is None
+
+
+def test_word_diff_and_edit_rate():
+    pieces = word_diff("small left pleural effusion", "small right pleural effusion noted")
+    assert [(p.op, p.text) for p in pieces] == [
+        ("equal", "small"), ("delete", "left"), ("insert", "right"),
+        ("equal", "pleural effusion"), ("insert", "noted")]
+    assert edit_rate("a b c d", "a b c d") == 0.0
+    assert edit_rate("small left pleural effusion", "small right pleural effusion noted") == 0.75
+
+
+def test_accept_draft_as_is(review, db, settings):
+    from app.services.drafting import DraftingService
+
+    r = review.local_reader()
+    review.assign(r)
+    study = review.worklist(r)[0].study_id
+    drafting = DraftingService(db, settings)
+    drafting.draft([study], "retrieval")
+    drafts = drafting.latest(study, "retrieval")
+    rating = review.accept_draft(r, study, {s: (d.id, d.text) for s, d in drafts.items()},
+                                 preset="retrieval")
+    assert rating.acceptable and rating.likert == 5
+    current = review.current(r, study)
+    assert current["findings"].text == drafts["findings"].text
+    assert current["findings"].draft_id == drafts["findings"].id
+
+
+
+def test_readers_command(settings, db, capsys, monkeypatch):
+    import io
+
+    from app.cli import main as cli
+
+    seed_demo(db, settings)
+    monkeypatch.setattr("sys.stdin", io.StringIO("long-enough-pw\n"))
+    assert cli(["readers", "add", "dr.kim", "--password-stdin", "--db", settings.db_url]) == 0
+    assert "dr.kim added (4 studies" in capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.StringIO("short\n"))
+    assert cli(["readers", "add", "dr.x", "--password-stdin", "--db", settings.db_url]) == 2
+    assert cli(["readers", "list", "--db", settings.db_url]) == 0
+    assert "dr.kim\tlogin" in capsys.readouterr().out
+    assert ReviewService(db).authenticate("dr.kim", "long-enough-pw") is not None
