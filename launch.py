@@ -22,6 +22,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-predraft", action="store_true",
                         help="do not draft upcoming studies in the background")
     parser.add_argument("--no-demo", action="store_true", help="do not add the demo studies")
+    parser.add_argument("--login", action="store_true",
+                        help="require reader login (always on beyond 127.0.0.1; add readers "
+                             "with `rrg-review readers add NAME`)")
     return parser.parse_args(argv)
 
 
@@ -40,20 +43,27 @@ def _interrupt(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if not is_loopback(args.host):
-        print(f"error: refusing to bind {args.host}: serving beyond this machine requires reader "
-              "logins, which are not set up yet; use the default 127.0.0.1", file=sys.stderr)
-        return 2
+    login = args.login or not is_loopback(args.host)
 
     from app.services.drafting import DraftingService, PreDrafter, RuntimeConfig, default_preset
+    from app.services.evaluation import StudyMetrics
+    from app.services.review import ReviewService
     from app.services.setup import prepare
     from app.services.viewer import StudyViewer
     from app.settings import Settings
-    from app.ui.workstation import build
+    from app.ui.workstation import build, launch_options
+    from metrics.registry import MetricConfig
     from model.presets import UnknownPreset
 
     settings = Settings.from_args(args.db, args.data_dir)
     db = prepare(settings, demo=not args.no_demo)
+    review = ReviewService(db)
+    if login and not review.has_logins():
+        where = "beyond this machine" if not is_loopback(args.host) else "with --login"
+        print(f"error: refusing to serve {where} ({args.host}) without reader accounts: add one "
+              "with `rrg-review readers add NAME`, or bind the default 127.0.0.1",
+              file=sys.stderr)
+        return 2
     viewer = StudyViewer(db, settings.blobs)
     drafting = DraftingService(db, settings, RuntimeConfig(device=args.device,
                                                            presets_file=args.presets),
@@ -65,11 +75,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     predrafter = None if args.no_predraft else PreDrafter(drafting, preset)
-    ui = build(viewer, drafting, predrafter, preset)
+    # the panel never downloads: metrics whose weights are not here say so at once
+    panel = StudyMetrics(db, config=MetricConfig(download=False))
+    ui = build(viewer, drafting, predrafter, preset, review, panel, login=login)
     print(f"rrg-review: database {settings.db_url}; drafting with preset {preset}")
     signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl+C: Gradio closes, workers stop
     try:
-        ui.launch(server_name=args.host, server_port=args.port, show_error=True)
+        ui.launch(server_name=args.host, server_port=args.port, show_error=True,
+                  auth=(lambda name, pw: review.authenticate(name, pw) is not None)
+                  if login else None, **launch_options())
     finally:
         if predrafter is not None:
             predrafter.stop()

@@ -36,6 +36,7 @@ class Metric(ABC):
     # pairs per compute() call; None = all missing pairs at once (model metrics that dedupe and
     # length-sort texts across the whole call, which chunking would defeat)
     chunk: int | None = 2048
+    failed: str | None = None  # set once loading failed, so a session does not retry each call
 
     def available(self) -> tuple[bool, str]:
         """(True, "") or (False, the reason and how to fix it), without loading the model."""

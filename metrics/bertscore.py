@@ -46,8 +46,8 @@ class BertScore(Metric):
         from model.hub import cached, offline
 
         if cached(self.model) is None and (offline() or not self.download):
-            return False, (f"{self.model} is not in the local Hugging Face cache (offline); "
-                           "run `rrg-review models --fetch-metrics` on a machine with network")
+            return False, (f"{self.model} is not in the local Hugging Face cache and downloads "
+                           "are off; run `rrg-review models --fetch-metrics` with network access")
         return True, ""
 
     def _load(self):

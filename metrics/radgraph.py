@@ -53,8 +53,8 @@ class RadGraphF1(Metric):
         if self.model_dir.is_dir() and any(self.model_dir.iterdir()):
             return True, ""
         if offline() or not self.download:
-            return False, (f"{self.model_type} weights are not in {self.model_dir} (offline); "
-                           "run `rrg-review models --fetch-metrics` on a machine with network")
+            return False, (f"{self.model_type} weights are not in {self.model_dir} and "
+                           "downloads are off; run `rrg-review models --fetch-metrics`")
         return True, ""
 
     def _load(self):

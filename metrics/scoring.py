@@ -90,14 +90,17 @@ def score(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[Metric],
     by_group: dict[str, dict[str, float]] = {}
     rows: dict[str, MetricRows] = {}
     for metric in metrics:
-        ok, why = metric.available()
+        ok, why = (False, metric.failed) if metric.failed else metric.available()
         try:
             if not ok:
                 raise MetricUnavailable(why)
             m = metric_rows(metric, hyps, refs, cache, progress=progress)
-        except MetricUnavailable as exc:
+        except Exception as exc:  # unavailable or broken: report why, score the others
+            reason = str(exc) if isinstance(exc, MetricUnavailable) else (
+                f"failed to run: {type(exc).__name__}: {exc}")
+            metric.failed = reason
             for key in metric.keys:
-                unavailable[key] = str(exc)
+                unavailable[key] = reason
             continue
         rows[metric.name] = MetricRows(metric, m)
         values.update(metric.corpus(m))

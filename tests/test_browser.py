@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
@@ -23,52 +25,70 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def app_url(tmp_path):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} not installed (make test installs Debian's chromium)")
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "launch.py", "--db", str(tmp_path / "ui.sqlite"), "--port", str(port)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"app exited early:\n{proc.stdout.read()}")
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
+class App:
+    def __init__(self, db: Path, *args: str) -> None:
+        if not os.path.exists(CHROMIUM):
+            pytest.skip(f"{CHROMIUM} not installed (make test installs Debian's chromium)")
+        self.db = db
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}/"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "launch.py", "--db", str(db), "--port", str(port), *args],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"app exited early:\n{self.proc.stdout.read()}")
+            try:
+                urllib.request.urlopen(self.url, timeout=1)
+                return
+            except OSError:
+                time.sleep(0.5)
+        self.proc.kill()
         pytest.fail("app did not start within 90 s")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=20)
 
 
 @pytest.fixture
-def page(app_url):
+def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(
+        b = p.chromium.launch(
             executable_path=CHROMIUM,
             args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
         )
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(app_url)
-        yield page
-        browser.close()
+        yield b
+        b.close()
 
 
-def test_open_a_demo_study_see_its_image_and_its_prior(page):
-    page.wait_for_selector("#worklist")
+@pytest.fixture
+def app(tmp_path):
+    running = App(tmp_path / "ui.sqlite")
+    yield running
+    running.stop()
+
+
+def new_page(browser, url: str):
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.goto(url)
+    return page
+
+
+def click_row(page, key: str) -> None:
     # Gradio keeps hidden copies of table cells for measuring: click the visible one.
-    page.get_by_text("DEMO-0002", exact=True).filter(visible=True).first.click()
+    page.get_by_text(key, exact=True).filter(visible=True).first.click()
+    page.locator("#study-header").get_by_text(key).wait_for()
+
+
+def test_open_a_demo_study_see_its_image_and_its_prior(browser, app):
+    page = new_page(browser, app.url)
+    page.wait_for_selector("#worklist")
+    click_row(page, "DEMO-0002")
     header = page.locator("#study-header")
     header.get_by_text("Follow-up of known pulmonary metastases").wait_for()
     assert "Prior studies: 1" in header.inner_text()
@@ -82,31 +102,83 @@ def test_open_a_demo_study_see_its_image_and_its_prior(page):
 
 
 def _drafted_keys(db: Path) -> set[str]:
-    import sqlite3
-
     with sqlite3.connect(db) as con:
         return {k for (k,) in con.execute(
             "SELECT DISTINCT s.study_key FROM draft d JOIN study s ON s.id = d.study_id "
             "WHERE d.error IS NULL")}
 
 
-def test_draft_on_request_and_predrafted_next_study(page, app_url, tmp_path):
+def test_draft_on_request_and_predrafted_next_study(browser, app):
+    page = new_page(browser, app.url)
     page.wait_for_selector("#worklist")
-    page.get_by_text("DEMO-0002", exact=True).filter(visible=True).first.click()
-    page.locator("#study-header").get_by_text("DEMO-0002").wait_for()
+    click_row(page, "DEMO-0002")
     assert "Offline default (retrieval)" in page.locator("#draft-model").inner_text()
     # the background worker drafts the studies after this one while the reader works
     deadline = time.monotonic() + 60
-    while not (_drafted_keys(tmp_path / "ui.sqlite") - {"DEMO-0002"}):
+    while not (_drafted_keys(app.db) - {"DEMO-0002"}):
         assert time.monotonic() < deadline, "nothing was pre-drafted within 60 s"
         time.sleep(0.5)
     page.locator("#draft-button").click()
-    findings = page.locator("#draft-findings textarea")
+    findings = page.locator("#edit-findings textarea")
     page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())
-    assert "copied from study" in page.locator("#draft-model").inner_text()
+    page.locator("#draft-model").get_by_text("copied from study").wait_for()
     # a pre-drafted study shows its draft at once, without asking for one
-    ready = sorted(_drafted_keys(tmp_path / "ui.sqlite") - {"DEMO-0002"})[0]
-    page.get_by_text(ready, exact=True).filter(visible=True).first.click()
-    page.locator("#study-header").get_by_text(ready).wait_for()
+    ready = sorted(_drafted_keys(app.db) - {"DEMO-0002"})[0]
+    click_row(page, ready)
     page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())
     assert page.locator("#draft-button").inner_text() == "Regenerate"
+
+
+def test_review_a_study_end_to_end_with_login(browser, tmp_path):
+    db = tmp_path / "review.sqlite"
+    add = subprocess.run(
+        [sys.executable, "-m", "app.cli", "readers", "add", "dr.ana", "--password-stdin",
+         "--db", str(db)], input="correct horse\n", capture_output=True, text=True, cwd=ROOT)
+    assert add.returncode == 0, add.stderr
+    running = App(db, "--login")
+    try:
+        page = new_page(browser, running.url)
+        page.get_by_label("username").fill("dr.ana")
+        page.get_by_label("password").fill("correct horse")
+        page.get_by_role("button", name="Login").click()
+        page.locator("#reader").get_by_text("dr.ana").wait_for()
+        click_row(page, "DEMO-0003")
+        page.locator("#study-images img").first.wait_for()
+        page.locator("#draft-button").click()
+        findings = page.locator("#edit-findings textarea")
+        page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())
+        findings.fill("Edited by the reader: <b>no</b> pleural effusion.")
+        page.keyboard.press("Control+s")
+        page.locator("#save-status").get_by_text("findings saved as revision 1").wait_for()
+        # reload: the reader comes back to the study being worked on, edit intact and escaped
+        page.reload()
+        page.locator("#study-header").get_by_text("DEMO-0003").wait_for()
+        page.wait_for_function("el => el.value.startsWith('Edited by the reader')",
+                               arg=page.locator("#edit-findings textarea").element_handle())
+        assert page.locator("#study-header b").count() == 0
+        # rate with the ReXVal taxonomy
+        page.locator("#likert").get_by_text("3", exact=True).click()
+        page.locator("#rexval-missing_finding-significant input").fill("1")
+        page.locator("#comment textarea").fill("misses the effusion")
+        page.locator("#rate").click()
+        page.locator("#rate-status").get_by_text("Rated (#1").wait_for()
+        # the metrics panel shows draft/final/reference comparisons
+        panel = page.locator("#metrics-panel")
+        panel.get_by_text("final vs reference").first.wait_for()
+        assert "rougeL" in panel.inner_text()
+        assert "unavailable" in page.locator("#metrics-notes").inner_text()
+        DOCS.mkdir(exist_ok=True)
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(DOCS / "workstation.png"), full_page=True)
+        # keyboard: next unfinished study
+        page.locator("body").click()
+        page.keyboard.press("Alt+n")
+        page.wait_for_function(
+            "() => !document.querySelector('#study-header').innerText.includes('DEMO-0003')")
+        with sqlite3.connect(db) as con:
+            (text,) = con.execute("SELECT text FROM revision ORDER BY id DESC LIMIT 1").fetchone()
+            (errors,) = con.execute("SELECT errors FROM rating").fetchone()
+        assert text == "Edited by the reader: <b>no</b> pleural effusion."
+        assert '"missing_finding": {"significant": 1' in errors
+    finally:
+        running.stop()

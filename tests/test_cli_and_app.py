@@ -79,8 +79,10 @@ def test_demo_seed_is_complete_and_runs_once(settings):
     db.dispose()
 
 
-def test_launch_refuses_non_loopback_hosts(capsys):
+def test_launch_refuses_non_loopback_hosts_without_readers(capsys, tmp_path):
     assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
     assert not is_loopback("0.0.0.0")
-    assert launch_main(["--host", "0.0.0.0"]) == 2
-    assert "requires reader logins" in capsys.readouterr().err
+    db = str(tmp_path / "x.sqlite")
+    assert launch_main(["--host", "0.0.0.0", "--db", db, "--no-predraft"]) == 2
+    assert "without reader accounts" in capsys.readouterr().err
+    assert launch_main(["--login", "--db", db]) == 2

@@ -369,3 +369,18 @@ def test_fetch_metrics_offline_fails_with_a_clear_message(monkeypatch, capsys, t
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert cli(["models", "--fetch-metrics"]) == 2
     assert "distilbert-base-uncased is not available" in capsys.readouterr().err
+
+
+def test_a_metric_that_breaks_is_reported_and_the_others_still_run():
+    class Broken(RougeL):
+        name = "broken"
+        keys = ("broken",)
+
+        def compute(self, hyps, refs):
+            raise RuntimeError("weights corrupt")
+
+    broken = Broken()
+    report = score(["a b"], ["a b"], [broken, Bleu4()], n_resamples=0)
+    assert report.unavailable["broken"] == "failed to run: RuntimeError: weights corrupt"
+    assert report.values["bleu4"] > 0.0
+    assert score(["c"], ["c"], [broken], n_resamples=0).unavailable["broken"].startswith("failed")

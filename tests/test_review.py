@@ -182,3 +182,23 @@ def test_readers_command(settings, db, capsys, monkeypatch):
     assert cli(["readers", "list", "--db", settings.db_url]) == 0
     assert "dr.kim\tlogin" in capsys.readouterr().out
     assert ReviewService(db).authenticate("dr.kim", "long-enough-pw") is not None
+
+
+def test_metrics_panel_for_an_open_study(db, monkeypatch, tmp_path):
+    import huggingface_hub.constants as constants
+
+    from app.services.evaluation import StudyMetrics
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    panel = StudyMetrics(db).panel({
+        "findings": {"draft": "lungs are clear", "final": "lungs are clear . small effusion",
+                     "reference": "small left effusion"},
+        "impression": {"draft": "normal", "final": "normal", "reference": None}})
+    rows = {(r.section, r.comparison): r.values for r in panel.rows}
+    assert set(rows) == {("findings", "draft vs reference"), ("findings", "final vs reference"),
+                         ("findings", "draft vs final"), ("impression", "draft vs final")}
+    assert rows[("impression", "draft vs final")]["rougeL"] == 1.0
+    assert rows[("findings", "final vs reference")]["rougeL"] > rows[
+        ("findings", "draft vs reference")]["rougeL"]
+    assert "bertscore" in panel.unavailable and "no reference impression" in panel.notes[0]

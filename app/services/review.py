@@ -185,6 +185,14 @@ class ReviewService:
             return None
         return reader.id if verify_password(password, reader.password_hash) else None
 
+    def reader_id(self, name: str) -> int | None:
+        with self.db.read() as s:
+            return s.scalar(select(Reader.id).where(Reader.name == name))
+
+    def reader_name(self, reader_id: int) -> str:
+        with self.db.read() as s:
+            return s.scalar(select(Reader.name).where(Reader.id == reader_id)) or "?"
+
     def has_logins(self) -> bool:
         with self.db.read() as s:
             return bool(s.scalar(select(func.count(Reader.id)).where(
@@ -241,6 +249,14 @@ class ReviewService:
         order = ids[here + 1:] if step > 0 else list(reversed(ids[:here]))
         done = {i.study_id for i in items if i.status == "done"}
         return next((sid for sid in order if sid not in done), None)
+
+    def resume(self, reader_id: int) -> int | None:
+        """The study to reopen after a reload: the last one worked on, else the first open."""
+        with self.db.read() as s:
+            last = s.scalar(select(WorklistItem.study_id).where(
+                WorklistItem.reader_id == reader_id, WorklistItem.status == "in_review")
+                .order_by(WorklistItem.updated_at.desc(), WorklistItem.id.desc()).limit(1))
+        return last if last is not None else self.next_unfinished(reader_id)
 
     def _item(self, s, reader_id: int, study_id: int) -> WorklistItem:
         item = s.scalar(select(WorklistItem).where(WorklistItem.reader_id == reader_id,

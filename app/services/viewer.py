@@ -141,6 +141,16 @@ class StudyViewer:
         return ImageView(image.id, f"{image.position + 1}: {label}", image.view_group,
                          decoded.display, decoded.window)
 
+    def value_range(self, image_id: int) -> tuple[float, float, tuple[float, float]]:
+        """(min, max, default (center, width)) of an image's full-bit-depth values."""
+        with self.db.read() as session:
+            image = session.get(Image, image_id)
+            if image is None:
+                raise LookupError(f"image {image_id} does not exist")
+            decoded = self.decoded(image)
+        lo, hi = float(decoded.raw.min()), float(decoded.raw.max())
+        return lo, hi, decoded.window or ((lo + hi) / 2, max(hi - lo, 1.0))
+
     def window(self, image_id: int, center: float, width: float) -> np.ndarray:
         """Window/level on the full-bit-depth pixels of one image."""
         with self.db.read() as session:

@@ -1,40 +1,94 @@
-"""The review workstation screen (first cut: worklist, viewer, reference report, prior study).
+"""The review workstation screen: worklist, viewer, drafts, editing, rating, metrics, keyboard.
 
-Handlers only read inputs, call one service, and format outputs.
+Handlers only read inputs, call services, and format outputs; report text is always escaped
+(Textbox values are plain text; Markdown gets html.escape).
 """
 
 from __future__ import annotations
 
 import html
+import time
+from dataclasses import dataclass
+from typing import Any
 
 import gradio as gr
 
 from app.services.drafting import DraftingService, PreDrafter, StoredDraft
+from app.services.evaluation import StudyMetrics
+from app.services.review import EditConflict, ReviewError, ReviewService, word_diff
 from app.services.viewer import StudyView, StudyViewer
+from db.models import REXVAL_CATEGORIES, SECTIONS
 
-WORKLIST_COLUMNS = ["id", "source", "study", "date", "images", "reference"]
+PREDRAFT_AHEAD = 3  # studies after the open one that the background worker drafts
+AUTOSAVE_S = 4.0  # the autosave timer; also the heartbeat of active time
+IDLE_AFTER_S = 60.0  # no input for this long: time stops counting
+WORKLIST_COLUMNS = ["id", "source", "study", "status", "minutes"]
+STATUSES = ["all", "new", "drafted", "in_review", "done"]
+REXVAL_LABELS = {
+    "false_finding": "1 False report of a finding",
+    "missing_finding": "2 Missing a finding",
+    "wrong_location": "3 Wrong location/position",
+    "wrong_severity": "4 Wrong severity",
+    "false_comparison": "5 Comparison not in reference/prior",
+    "omitted_comparison": "6 Omits a comparison of change",
+}
+SHORTCUTS = [
+    ("Alt+N / Alt+P", "next / previous unfinished study"),
+    ("Ctrl+S", "save both sections"),
+    ("Alt+A", "accept the draft as is (saves it and rates it acceptable)"),
+    ("Alt+F / Alt+I", "focus findings / impression"),
+    ("Alt+D", "draft (or regenerate) this study"),
+    ("Alt+R", "submit the rating"),
+]
+KEYBOARD_JS = """
+<script>
+document.addEventListener('keydown', (e) => {
+  const click = (id) => { const el = document.querySelector('#' + id); if (el) el.click(); };
+  const focus = (id) => { const el = document.querySelector('#' + id + ' textarea');
+                          if (el) el.focus(); };
+  const k = e.key.toLowerCase();
+  if ((e.ctrlKey || e.metaKey) && k === 's') { e.preventDefault(); click('save'); return; }
+  if (!e.altKey) return;
+  const map = {n: () => click('next-study'), p: () => click('prev-study'),
+               a: () => click('accept'), d: () => click('draft-button'),
+               r: () => click('rate'), f: () => focus('edit-findings'),
+               i: () => focus('edit-impression')};
+  if (map[k]) { e.preventDefault(); map[k](); }
+});
+</script>
+"""
+CSS = """
+#diff .token { font-size: 0.9em; }
+.rexval-row { gap: 4px !important; }
+"""
 
 
-def _worklist_rows(viewer: StudyViewer) -> list[list]:
-    return [[r.study_id, r.source, r.study_key, str(r.study_date or ""), r.images,
-             "yes" if r.has_reference else "no"] for r in viewer.worklist()]
+@dataclass
+class Session:
+    """What one browser tab holds: whose it is, what is open, which revisions it edits from."""
+
+    reader: int | None = None
+    study: int | None = None
+    base: dict[str, int | None] | None = None
+    drafts: dict[str, tuple[int, str]] | None = None
+    saved: dict[str, str] | None = None
+    active_at: float = 0.0
+    beat_at: float = 0.0
+    image: int | None = None
+    dirty: bool = False  # typed since the last save: only then does autosave write
 
 
 def _study_header(view: StudyView) -> str:
     esc = html.escape
     demo = ", ".join(f"{k}: {esc(str(v))}" for k, v in view.demographics.items()) or "—"
-    lines = [
+    return "\n\n".join([
         f"### {esc(view.source)} · {esc(view.study_key)}",
         f"**Date:** {esc(str(view.study_date or 'unknown'))} · **Patient:** "
         f"{esc(view.patient_key)} · **Demographics:** {demo}",
         f"**Indication:** {esc(view.indication or '—')}",
         f"**Comparison:** {esc(view.comparison or '—')}",
         f"**Prior studies:** {len(view.prior_ids)}",
-    ]
-    return "\n\n".join(lines)
-
-
-PREDRAFT_AHEAD = 3  # studies after the open one that the background worker drafts
+    ])
 
 
 def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingService) -> str:
@@ -42,7 +96,7 @@ def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingSe
     esc = html.escape
     chosen = service.preset(preset)
     if chosen.backend == "retrieval":
-        line = ("**Offline default (`retrieval`)**: not a generative model; the reference report "
+        line = ("**Offline default (retrieval)**: not a generative model; the reference report "
                 "of the most similar other patient's study is shown as the draft.")
     else:
         line = f"**Model preset `{esc(preset)}`** ({esc(chosen.backend)})"
@@ -64,97 +118,424 @@ def _draft_text(d: StoredDraft | None) -> str:
     return d.text if d.error is None else f"[draft failed: {d.error}]"
 
 
+def _diff(draft: str, text: str) -> list[tuple[str, str | None]]:
+    ops = {"equal": None, "delete": "-", "insert": "+"}
+    return [(p.text + " ", ops[p.op]) for p in word_diff(draft or "", text or "")]
+
+
 def build(viewer: StudyViewer, drafting: DraftingService | None = None,
-          predrafter: PreDrafter | None = None, preset: str = "retrieval") -> gr.Blocks:
+          predrafter: PreDrafter | None = None, preset: str = "retrieval",
+          review: ReviewService | None = None, metrics: StudyMetrics | None = None,
+          login: bool = False) -> gr.Blocks:
+    review = review or ReviewService(viewer.db)
+    local_reader = None if login else review.local_reader()
+    if local_reader is not None:
+        review.assign(local_reader)
+
+    def reader_of(request: gr.Request | None) -> int:
+        if local_reader is not None:
+            return local_reader
+        name = getattr(request, "username", None)
+        reader = review.reader_id(name) if name else None
+        if reader is None:
+            raise gr.Error("not logged in")
+        if not review.worklist(reader):
+            review.assign(reader)  # a new reader starts with every study on the worklist
+        return reader
+
+    def worklist_rows(reader: int, status: str, source: str) -> tuple[list[list], str]:
+        items = review.worklist(reader)
+        done = sum(1 for i in items if i.status == "done")
+        shown = [i for i in items if (status in (None, "all") or i.status == status)
+                 and (source in (None, "all") or i.source == source)]
+        rows = [[i.study_id, i.source, i.study_key, i.status.replace("_", " "),
+                 round(i.active_seconds / 60, 1)] for i in shown]
+        return rows, f"**{done} / {len(items)} done**"
+
     with gr.Blocks(title="rrg-review") as ui:
-        current = gr.State(None)
-        gr.Markdown("## rrg-review — chest X-ray report review")
+        state = gr.State(Session())
         with gr.Row():
-            with gr.Column(scale=2):
-                worklist = gr.Dataframe(
-                    value=_worklist_rows(viewer), headers=WORKLIST_COLUMNS,
-                    interactive=False, label="Worklist", elem_id="worklist",
-                )
-            with gr.Column(scale=5):
-                header = gr.Markdown("Select a study in the worklist.", elem_id="study-header")
-                gallery = gr.Gallery(label="Images", columns=2, height=520, object_fit="contain",
-                                     elem_id="study-images", allow_preview=True)
-                prior_button = gr.Button("Open prior study", interactive=False,
-                                         elem_id="open-prior")
-                model_line = gr.Markdown(elem_id="draft-model")
+            gr.Markdown("## rrg-review — chest X-ray report review")
+            who = gr.Markdown(elem_id="reader")
+            progress = gr.Markdown(elem_id="progress")
+        with gr.Row():
+            with gr.Column(scale=3, min_width=340):
                 with gr.Row():
-                    draft_findings = gr.Textbox(label="Draft findings", interactive=False,
-                                                lines=5, elem_id="draft-findings")
-                    draft_impression = gr.Textbox(label="Draft impression", interactive=False,
-                                                  lines=5, elem_id="draft-impression")
-                draft_button = gr.Button("Draft", interactive=False, elem_id="draft-button")
+                    status_filter = gr.Dropdown(STATUSES, value="all", label="Status",
+                                                elem_id="status-filter")
+                    sources = ["all", *sorted({r.source for r in viewer.worklist()})]
+                    source_filter = gr.Dropdown(sources, value="all", label="Source",
+                                                elem_id="source-filter")
+                worklist = gr.Dataframe(headers=WORKLIST_COLUMNS, interactive=False,
+                                        label="Worklist", elem_id="worklist")
+                with gr.Row():
+                    prev_button = gr.Button("◀ Previous", elem_id="prev-study", size="sm")
+                    next_button = gr.Button("Next ▶", elem_id="next-study", size="sm")
+                with gr.Accordion("Keyboard shortcuts", open=False, elem_id="help"):
+                    gr.Markdown("\n".join(f"- **{k}**: {v}" for k, v in SHORTCUTS))
+            with gr.Column(scale=4):
+                header = gr.Markdown("Select a study in the worklist.", elem_id="study-header")
+                gallery = gr.Gallery(label="Images (click to enlarge)", columns=2, height=420,
+                                     object_fit="contain", elem_id="study-images",
+                                     allow_preview=True)
+                with gr.Accordion("Window / level (full bit depth)", open=False,
+                                  elem_id="window-panel"):
+                    with gr.Row():
+                        wl_center = gr.Slider(0, 4096, value=2048, label="Level (center)",
+                                              elem_id="wl-center")
+                        wl_width = gr.Slider(1, 8192, value=4096, label="Window (width)",
+                                             elem_id="wl-width")
+                    with gr.Row():
+                        wl_preset = gr.Radio(["file default", "full range", "narrow",
+                                              "wide"], value="file default", label="Preset",
+                                             elem_id="wl-preset")
+                        wl_invert = gr.Checkbox(label="Invert", elem_id="wl-invert")
+                    wl_image = gr.Image(label="Selected image", interactive=False,
+                                        elem_id="wl-image", height=520)
+                prior_button = gr.Button("Open prior study", interactive=False,
+                                         elem_id="open-prior", size="sm")
                 with gr.Row():
                     ref_findings = gr.Textbox(label="Reference findings", interactive=False,
-                                              lines=5, elem_id="ref-findings")
-                    ref_impression = gr.Textbox(label="Reference impression", interactive=False,
-                                                lines=5, elem_id="ref-impression")
+                                              lines=4, elem_id="ref-findings")
+                    ref_impression = gr.Textbox(label="Reference impression",
+                                                interactive=False, lines=4,
+                                                elem_id="ref-impression")
+            with gr.Column(scale=4):
+                model_line = gr.Markdown(elem_id="draft-model")
+                draft_button = gr.Button("Draft", interactive=False, elem_id="draft-button",
+                                         size="sm")
+                edit_findings = gr.Textbox(label="Findings (editable)", lines=6,
+                                           elem_id="edit-findings")
+                edit_impression = gr.Textbox(label="Impression (editable)", lines=3,
+                                             elem_id="edit-impression")
+                with gr.Row():
+                    save_button = gr.Button("Save (Ctrl+S)", variant="primary", elem_id="save")
+                    revert_button = gr.Button("Revert to draft", elem_id="revert")
+                    accept_button = gr.Button("Accept draft as is (Alt+A)", elem_id="accept")
+                save_status = gr.Markdown(elem_id="save-status")
+                diff = gr.HighlightedText(label="Draft → current (word level)",
+                                          color_map={"+": "green", "-": "red"},
+                                          combine_adjacent=True, elem_id="diff")
+                with gr.Accordion("Rating", open=True, elem_id="rating"):
+                    with gr.Row():
+                        likert = gr.Radio([1, 2, 3, 4, 5], label="Overall quality (1-5)",
+                                          elem_id="likert")
+                        acceptable = gr.Checkbox(label="Acceptable without changes",
+                                                 elem_id="acceptable")
+                    rexval: dict[tuple[str, str], gr.Number] = {}
+                    gr.Markdown("ReXVal errors: clinically significant · insignificant")
+                    for category in REXVAL_CATEGORIES:
+                        with gr.Row(elem_classes="rexval-row"):
+                            for kind in ("significant", "insignificant"):
+                                rexval[(category, kind)] = gr.Number(
+                                    value=0, minimum=0, precision=0,
+                                    label=f"{REXVAL_LABELS[category]} · {kind}",
+                                    elem_id=f"rexval-{category}-{kind}", min_width=120)
+                    comment = gr.Textbox(label="Comment", lines=2, elem_id="comment")
+                    rate_button = gr.Button("Submit rating (Alt+R)", elem_id="rate")
+                    rate_status = gr.Markdown(elem_id="rate-status")
+                with gr.Accordion("Metrics for this study", open=True, elem_id="metrics"):
+                    metrics_table = gr.Dataframe(interactive=False, elem_id="metrics-panel")
+                    metrics_notes = gr.Markdown(elem_id="metrics-notes")
+        timer = gr.Timer(AUTOSAVE_S)
 
-        def upcoming(study_id: int) -> list[int]:
-            ids = [r.study_id for r in viewer.worklist()]
-            after = ids[ids.index(study_id) + 1:] if study_id in ids else ids
-            return after[:PREDRAFT_AHEAD]
+        # -- helpers --------------------------------------------------------------------
+        def metrics_view(study_id: int, reader: int, drafts_now, ref) -> tuple[Any, str]:
+            if metrics is None:
+                return None, "Metrics are not configured."
+            current = review.current(reader, study_id)
+            texts = {}
+            for section in SECTIONS:
+                draft = (drafts_now or {}).get(section)
+                final = current.get(section)
+                texts[section] = {
+                    "draft": draft[1] if draft else None,
+                    "final": final.text if final else (draft[1] if draft else None),
+                    "reference": getattr(ref, section, None) if ref else None,
+                }
+            panel = metrics.panel(texts)
+            keys = panel.keys
+            rows = [[r.section, r.comparison, *[round(r.values.get(k, float("nan")), 4)
+                                                for k in keys]] for r in panel.rows]
+            notes = list(panel.notes)
+            reasons: dict[str, list[str]] = {}
+            for key, why in panel.unavailable.items():
+                reasons.setdefault(why, []).append(key)
+            notes += [f"unavailable: {', '.join(k)} — {w}" for w, k in reasons.items()]
+            table = {"headers": ["section", "comparison", *keys], "data": rows}
+            return table, "\n".join(f"- {html.escape(n)}" for n in notes)
 
-        def show(study_id: int | None):
+        def rating_outputs(reader: int, study_id: int) -> list:
+            r = review.latest_rating(reader, study_id)
+            values = [r.likert if r else None, bool(r.acceptable) if r else False]
+            for category in REXVAL_CATEGORIES:
+                for kind in ("significant", "insignificant"):
+                    values.append(((r.errors.get(category) or {}).get(kind, 0)) if r else 0)
+            values.append((r.comment or "") if r else "")
+            values.append(f"Rated (#{r.number}, {r.created_at:%H:%M})." if r else "")
+            return values
+
+        rating_fields = [likert, acceptable, *rexval.values(), comment, rate_status]
+
+        def open_study(session: Session, study_id: int | None, request: gr.Request,
+                       status: str = "all", source: str = "all"):
+            reader = reader_of(request)
+            session.reader = reader
+            rows, done = worklist_rows(reader, status, source)
+            name = review.reader_name(reader)
             if study_id is None:
                 empty = gr.update(interactive=False)
-                return (None, "Select a study in the worklist.", [], empty, "", "", "", "", "",
-                        empty)
+                return [session, f"Reader: **{html.escape(name)}**", done, rows,
+                        "Select a study in the worklist.", [], empty, "", "", "", empty, "",
+                        "", "", [], None, "", *rating_outputs_empty()]
             view = viewer.open(int(study_id))
-            images = [(img.preview(), img.label) for img in view.images]
-            ref = view.reference
             drafts = drafting.latest(view.study_id, preset) if drafting else {}
             if predrafter is not None:
-                predrafter.schedule(upcoming(view.study_id))
-            note = draft_label(preset, drafts, drafting) if drafting else "No drafting configured."
+                ids = [r[0] for r in rows]
+                after = ids[ids.index(view.study_id) + 1:] if view.study_id in ids else ids
+                predrafter.schedule(after[:PREDRAFT_AHEAD])
+            good = {s: (d.id, d.text) for s, d in drafts.items() if d.error is None and d.text}
+            current = review.current(reader, view.study_id)
+            texts = {s: current[s].text if s in current else (good[s][1] if s in good else "")
+                     for s in SECTIONS}
+            session.study = view.study_id
+            session.base = {s: current[s].number if s in current else None for s in SECTIONS}
+            session.drafts = good
+            session.saved = {s: current[s].text for s in current}
+            session.active_at = session.beat_at = time.monotonic()
+            session.image = view.images[0].image_id if view.images else None
+            session.dirty = False
+            note = draft_label(preset, drafts, drafting) if drafting else "No drafting set up."
             if predrafter is not None and predrafter.unavailable:
                 note += f"<br>⚠ {html.escape(predrafter.unavailable)}"
-            return (
-                view.study_id, _study_header(view), images,
+            failed = [f"{s}: {html.escape(d.error)}" for s, d in drafts.items() if d.error]
+            if failed:
+                note += "<br>⚠ draft failed — " + "; ".join(failed)
+            ref = view.reference
+            table, notes = metrics_view(view.study_id, reader, good, ref)
+            status_text = (f"Editing your revision {max(n or 0 for n in session.base.values())}."
+                           if current else ("Showing the draft; edit and save." if good
+                                            else "No draft yet: press Draft (Alt+D)."))
+            return [
+                session, f"Reader: **{html.escape(name)}**", done, rows,
+                _study_header(view), [(img.preview(), img.label) for img in view.images],
                 gr.update(interactive=bool(view.prior_ids)),
                 (ref.findings or "") if ref else "", (ref.impression or "") if ref else "",
-                note, _draft_text(drafts.get("findings")), _draft_text(drafts.get("impression")),
-                gr.update(interactive=drafting is not None,
-                          value="Regenerate" if drafts else "Draft"),
-            )
+                note, gr.update(interactive=drafting is not None,
+                                value="Regenerate" if drafts else "Draft"),
+                texts["findings"], texts["impression"], status_text,
+                _diff(good.get("findings", (0, ""))[1], texts["findings"])
+                + [("| ", None)] + _diff(good.get("impression", (0, ""))[1],
+                                         texts["impression"]),
+                table, notes, *rating_outputs(reader, view.study_id),
+            ]
 
-        outputs = [current, header, gallery, prior_button, ref_findings, ref_impression,
-                   model_line, draft_findings, draft_impression, draft_button]
+        def rating_outputs_empty() -> list:
+            return [None, False, *([0] * (2 * len(REXVAL_CATEGORIES))), "", ""]
 
-        def on_draft(study_id: int | None):
+        open_outputs = [state, who, progress, worklist, header, gallery, prior_button,
+                        ref_findings, ref_impression, model_line, draft_button, edit_findings,
+                        edit_impression, save_status, diff, metrics_table, metrics_notes,
+                        *rating_fields]
+
+        # -- events ---------------------------------------------------------------------
+        def on_load(session: Session, status: str, source: str, request: gr.Request):
+            reader = reader_of(request)
+            return open_study(session, review.resume(reader), request, status, source)
+
+        def on_select(session: Session, table, status, source, evt: gr.SelectData,
+                      request: gr.Request):
+            row = evt.index[0] if isinstance(evt.index, list | tuple) else evt.index
+            return open_study(session, int(table.iloc[row, 0]), request, status, source)
+
+        def on_step(step: int):
+            def handler(session: Session, status, source, request: gr.Request):
+                reader = reader_of(request)
+                target = review.next_unfinished(reader, session.study, step)
+                return open_study(session, target if target is not None else session.study,
+                                  request, status, source)
+            return handler
+
+        def on_filter(session: Session, status, source, request: gr.Request):
+            rows, done = worklist_rows(reader_of(request), status, source)
+            return rows, done
+
+        def on_prior(session: Session, status, source, request: gr.Request):
+            prior_ids = viewer.prior_ids(session.study) if session.study else ()
+            return open_study(session, prior_ids[0] if prior_ids else session.study, request,
+                              status, source)
+
+        def save_sections(session: Session, findings: str, impression: str,
+                          autosave: bool) -> str:
+            if session.study is None or session.reader is None:
+                return "Open a study first."
+            messages = []
+            for section, text in (("findings", findings), ("impression", impression)):
+                text = text or ""
+                if (session.saved or {}).get(section, None) == text:
+                    continue
+                draft = (session.drafts or {}).get(section)
+                if session.base.get(section) is None and draft and draft[1] == text:
+                    continue  # still the untouched draft: nothing to save
+                try:
+                    rev = review.save(session.reader, session.study, section, text,
+                                      session.base.get(section),
+                                      draft_id=draft[0] if draft else None, autosave=autosave)
+                except EditConflict as exc:
+                    messages.append(f"⚠ **Not saved — {html.escape(str(exc))}.** The saved "
+                                    f"{section} reads: “{html.escape(exc.current.text)}”")
+                    continue
+                session.base[section] = rev.number
+                session.saved = {**(session.saved or {}), section: rev.text}
+                messages.append(f"{section} saved as revision {rev.number}"
+                                + (" (autosave)" if autosave else ""))
+            return "; ".join(messages) if messages else "Everything is saved."
+
+        def on_save(session: Session, findings, impression, status, source,
+                    request: gr.Request):
+            message = save_sections(session, findings, impression, autosave=False)
+            session.dirty = "Not saved" in message
+            rows, done = worklist_rows(reader_of(request), status, source)
+            view_ref = viewer.open(session.study).reference if session.study else None
+            table, notes = (metrics_view(session.study, session.reader, session.drafts,
+                                         view_ref) if session.study else (None, ""))
+            return session, message, rows, done, table, notes
+
+        def on_tick(session: Session, findings, impression):
+            now = time.monotonic()
+            if session.study is None or session.reader is None:
+                return session, gr.update()
+            if now - session.active_at < IDLE_AFTER_S:
+                review.heartbeat(session.reader, session.study, now - session.beat_at)
+            session.beat_at = now
+            if not session.dirty:
+                return session, gr.update()
+            message = save_sections(session, findings, impression, autosave=True)
+            session.dirty = "Not saved" in message
+            return session, message
+
+        def on_input(session: Session, findings, impression):
+            session.active_at = time.monotonic()
+            session.dirty = True
+            drafts = session.drafts or {}
+            return session, (_diff(drafts.get("findings", (0, ""))[1], findings)
+                             + [("| ", None)]
+                             + _diff(drafts.get("impression", (0, ""))[1], impression))
+
+        def on_revert(session: Session):
+            drafts = session.drafts or {}
+            f, i = drafts.get("findings", (0, ""))[1], drafts.get("impression", (0, ""))[1]
+            session.dirty = True
+            return session, f, i, "Reverted to the draft (autosaved shortly, or press Save)."
+
+        def on_accept(session: Session, status, source, request: gr.Request):
+            if session.study is None or not session.drafts:
+                return [session, "No draft to accept."] + [gr.update()] * 3
+            try:
+                review.accept_draft(session.reader, session.study, session.drafts, preset)
+            except EditConflict as exc:
+                return [session, f"⚠ Not accepted — {html.escape(str(exc))}"] + [gr.update()] * 3
+            current = review.current(session.reader, session.study)
+            session.base = {s: current[s].number if s in current else None for s in SECTIONS}
+            session.saved = {s: current[s].text for s in current}
+            rows, done = worklist_rows(session.reader, status, source)
+            return [session, "Draft accepted as is and rated acceptable.", rows, done,
+                    f"Rated acceptable ({time.strftime('%H:%M')})."]
+
+        def on_rate(session: Session, likert_v, acceptable_v, *rest):
+            *counts, comment_v, status, source = rest
+            if session.study is None:
+                return "Open a study first.", gr.update(), gr.update()
+            errors: dict[str, dict[str, int]] = {}
+            for (category, kind), value in zip(rexval, counts, strict=True):
+                errors.setdefault(category, {})[kind] = int(value or 0)
+            try:
+                r = review.rate(session.reader, session.study, likert=likert_v,
+                                acceptable=bool(acceptable_v), errors=errors, comment=comment_v,
+                                preset=preset)
+            except ReviewError as exc:
+                return f"⚠ {html.escape(str(exc))}", gr.update(), gr.update()
+            rows, done = worklist_rows(session.reader, status, source)
+            return f"Rated (#{r.number}, {r.created_at:%H:%M}).", rows, done
+
+        def on_draft(session: Session):
             """Stream findings, then impression; each is stored as a draft when complete."""
-            if study_id is None or drafting is None:
-                yield gr.update(), gr.update(), gr.update()
+            if session.study is None or drafting is None:
+                yield gr.update(), gr.update(), gr.update(), session
                 return
             texts = {"findings": "", "impression": ""}
-            for section in ("findings", "impression"):
+            for section in SECTIONS:
                 try:
-                    for text in drafting.stream(int(study_id), section, preset):
+                    for text in drafting.stream(session.study, section, preset):
                         texts[section] = text
                         yield (f"Drafting {section} with `{html.escape(preset)}` …",
-                               texts["findings"], texts["impression"])
+                               texts["findings"], texts["impression"], session)
                 except Exception as exc:  # shown to the reader, never a stack trace
                     texts[section] = f"[draft failed: {type(exc).__name__}: {exc}]"
-            drafts = drafting.latest(int(study_id), preset)
+            drafts = drafting.latest(session.study, preset)
+            session.drafts = {s: (d.id, d.text) for s, d in drafts.items()
+                              if d.error is None and d.text}
             yield (draft_label(preset, drafts, drafting), texts["findings"],
-                   texts["impression"])
+                   texts["impression"], session)
 
-        def on_select(table, evt: gr.SelectData):
-            row = evt.index[0] if isinstance(evt.index, list | tuple) else evt.index
-            return show(int(table.iloc[row, 0]))
+        def wl_render(session: Session, center, width, invert):
+            if session.image is None:
+                return None
+            img = viewer.window(session.image, center, width)
+            return 255 - img if invert else img
 
-        def on_prior(study_id: int | None):
-            if study_id is None:
-                return show(None)
-            prior_ids = viewer.prior_ids(int(study_id))
-            return show(prior_ids[0] if prior_ids else int(study_id))
+        def wl_select(session: Session, evt: gr.SelectData):
+            if session.study is None:
+                return session, gr.update(), gr.update(), None
+            view = viewer.open(session.study)
+            session.image = view.images[evt.index].image_id
+            lo, hi, (c, w) = viewer.value_range(session.image)
+            return (session, gr.update(minimum=lo, maximum=hi, value=c),
+                    gr.update(minimum=1, maximum=max(hi - lo, 1) * 2, value=w),
+                    viewer.window(session.image, c, w))
 
-        worklist.select(on_select, inputs=[worklist], outputs=outputs)
-        prior_button.click(on_prior, inputs=[current], outputs=outputs)
-        draft_button.click(on_draft, inputs=[current],
-                           outputs=[model_line, draft_findings, draft_impression])
+        def wl_apply_preset(session: Session, choice, invert):
+            if session.image is None:
+                return gr.update(), gr.update(), None
+            lo, hi, (c, w) = viewer.value_range(session.image)
+            span = max(hi - lo, 1.0)
+            presets = {"file default": (c, w), "full range": ((lo + hi) / 2, span),
+                       "narrow": ((lo + hi) / 2, span / 3), "wide": ((lo + hi) / 2, span * 1.5)}
+            c, w = presets[choice]
+            return c, w, wl_render(session, c, w, invert)
+
+        filters = [status_filter, source_filter]
+        ui.load(on_load, [state, *filters], open_outputs)
+        worklist.select(on_select, [state, worklist, *filters], open_outputs)
+        next_button.click(on_step(1), [state, *filters], open_outputs)
+        prev_button.click(on_step(-1), [state, *filters], open_outputs)
+        prior_button.click(on_prior, [state, *filters], open_outputs)
+        status_filter.change(on_filter, [state, *filters], [worklist, progress])
+        source_filter.change(on_filter, [state, *filters], [worklist, progress])
+        save_button.click(on_save, [state, edit_findings, edit_impression, *filters],
+                          [state, save_status, worklist, progress, metrics_table,
+                           metrics_notes])
+        timer.tick(on_tick, [state, edit_findings, edit_impression], [state, save_status])
+        edit_findings.input(on_input, [state, edit_findings, edit_impression], [state, diff])
+        edit_impression.input(on_input, [state, edit_findings, edit_impression], [state, diff])
+        revert_button.click(on_revert, [state],
+                            [state, edit_findings, edit_impression, save_status])
+        accept_button.click(on_accept, [state, *filters],
+                            [state, save_status, worklist, progress, rate_status])
+        rate_button.click(on_rate, [state, likert, acceptable, *rexval.values(), comment,
+                                    *filters], [rate_status, worklist, progress])
+        draft_button.click(on_draft, [state],
+                           [model_line, edit_findings, edit_impression, state])
+        gallery.select(wl_select, [state], [state, wl_center, wl_width, wl_image])
+        wl_preset.change(wl_apply_preset, [state, wl_preset, wl_invert],
+                         [wl_center, wl_width, wl_image])
+        wl_inputs = [state, wl_center, wl_width, wl_invert]
+        wl_center.release(wl_render, wl_inputs, wl_image)
+        wl_width.release(wl_render, wl_inputs, wl_image)
+        wl_invert.change(wl_render, wl_inputs, wl_image)
     return ui
+
+
+def launch_options() -> dict[str, str]:
+    """Page-level additions that Gradio 6 takes at launch: keyboard shortcuts and styles."""
+    return {"head": KEYBOARD_JS, "css": CSS}
