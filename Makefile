@@ -24,6 +24,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/ingest.py
 	$(PY) bench/drafting.py
 	$(PY) bench/scoring.py
+	$(PY) bench/ui.py
 
 $(PY):
 	python3 -m venv $(VENV)

@@ -144,6 +144,16 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
         page.locator("#reader").get_by_text("dr.ana").wait_for()
         click_row(page, "DEMO-0003")
         page.locator("#study-images img").first.wait_for()
+        # window/level on the full-bit-depth image, then zoom it with the wheel
+        page.locator("#window-panel").get_by_text("Window / level").click()
+        page.locator("#study-images img").first.click()
+        wl = page.locator("#wl-image img")
+        wl.wait_for()
+        wl.hover()
+        page.mouse.wheel(0, -300)
+        page.wait_for_function("el => el.style.transform.includes('scale(1.2')",
+                               arg=wl.element_handle())
+        page.keyboard.press("Escape")
         page.locator("#draft-button").click()
         findings = page.locator("#edit-findings textarea")
         page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())
@@ -182,3 +192,22 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
         assert '"missing_finding": {"significant": 1' in errors
     finally:
         running.stop()
+
+
+def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
+    tabs = [new_page(browser, app.url) for _ in range(2)]
+    for tab in tabs:
+        tab.wait_for_selector("#worklist")
+        click_row(tab, "DEMO-0004")
+    first, second = tabs
+    first.locator("#edit-impression textarea").fill("Tab one impression.")
+    first.locator("#save").click()
+    first.locator("#save-status").get_by_text("impression saved as revision 1").wait_for()
+    second.locator("#edit-impression textarea").fill("Tab two impression.")
+    second.locator("#save").click()
+    status = second.locator("#save-status")
+    status.get_by_text("Not saved").wait_for()
+    assert "Tab one impression." in status.inner_text()
+    with sqlite3.connect(app.db) as con:
+        rows = con.execute("SELECT text FROM revision WHERE section = 'impression'").fetchall()
+    assert rows == [("Tab one impression.",)]

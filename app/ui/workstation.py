@@ -39,6 +39,7 @@ SHORTCUTS = [
     ("Alt+F / Alt+I", "focus findings / impression"),
     ("Alt+D", "draft (or regenerate) this study"),
     ("Alt+R", "submit the rating"),
+    ("Wheel / drag / double-click", "zoom / pan / reset the window-level image"),
 ]
 KEYBOARD_JS = """
 <script>
@@ -55,9 +56,40 @@ document.addEventListener('keydown', (e) => {
                i: () => focus('edit-impression')};
   if (map[k]) { e.preventDefault(); map[k](); }
 });
+// zoom (wheel) and pan (drag) on the window/level image; double-click resets
+const wlImage = (e) => e.target.closest && e.target.closest('#wl-image img');
+const wlApply = (img) => {
+  img.style.transformOrigin = 'center';
+  img.style.transform = `translate(${img.dataset.tx || 0}px, ${img.dataset.ty || 0}px) ` +
+                        `scale(${img.dataset.scale || 1})`;
+};
+document.addEventListener('wheel', (e) => {
+  const img = wlImage(e); if (!img) return;
+  e.preventDefault();
+  const s = parseFloat(img.dataset.scale || '1') * (e.deltaY < 0 ? 1.2 : 1 / 1.2);
+  img.dataset.scale = Math.min(Math.max(s, 1), 16); wlApply(img);
+}, {passive: false});
+let wlDrag = null;
+document.addEventListener('mousedown', (e) => {
+  const img = wlImage(e); if (!img) return;
+  e.preventDefault();
+  wlDrag = {img, x: e.clientX - (+img.dataset.tx || 0), y: e.clientY - (+img.dataset.ty || 0)};
+});
+document.addEventListener('mousemove', (e) => {
+  if (!wlDrag) return;
+  wlDrag.img.dataset.tx = e.clientX - wlDrag.x; wlDrag.img.dataset.ty = e.clientY - wlDrag.y;
+  wlApply(wlDrag.img);
+});
+document.addEventListener('mouseup', () => { wlDrag = null; });
+document.addEventListener('dblclick', (e) => {
+  const img = wlImage(e); if (!img) return;
+  img.dataset.scale = 1; img.dataset.tx = 0; img.dataset.ty = 0; wlApply(img);
+});
 </script>
 """
 CSS = """
+#wl-image { overflow: hidden; }
+#wl-image img { cursor: grab; }
 #diff .token { font-size: 0.9em; }
 .rexval-row { gap: 4px !important; }
 """
@@ -223,14 +255,19 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
                         acceptable = gr.Checkbox(label="Acceptable without changes",
                                                  elem_id="acceptable")
                     rexval: dict[tuple[str, str], gr.Number] = {}
-                    gr.Markdown("ReXVal errors: clinically significant · insignificant")
+                    with gr.Row(elem_classes="rexval-row"):
+                        gr.Markdown("**ReXVal errors** (counts)")
+                        gr.Markdown("clinically significant")
+                        gr.Markdown("insignificant")
                     for category in REXVAL_CATEGORIES:
-                        with gr.Row(elem_classes="rexval-row"):
+                        with gr.Row(elem_classes="rexval-row", equal_height=True):
+                            gr.Markdown(REXVAL_LABELS[category])
                             for kind in ("significant", "insignificant"):
                                 rexval[(category, kind)] = gr.Number(
-                                    value=0, minimum=0, precision=0,
+                                    value=0, minimum=0, precision=0, show_label=False,
+                                    container=False,
                                     label=f"{REXVAL_LABELS[category]} · {kind}",
-                                    elem_id=f"rexval-{category}-{kind}", min_width=120)
+                                    elem_id=f"rexval-{category}-{kind}", min_width=80)
                     comment = gr.Textbox(label="Comment", lines=2, elem_id="comment")
                     rate_button = gr.Button("Submit rating (Alt+R)", elem_id="rate")
                     rate_status = gr.Markdown(elem_id="rate-status")
