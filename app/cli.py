@@ -337,6 +337,29 @@ def cmd_readers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from datetime import date
+
+    from app.services.export import ExportFilters, export
+    from app.settings import Settings
+    from db.engine import open_database
+    from metrics.registry import MetricConfig, build
+
+    try:
+        since = date.fromisoformat(args.since) if args.since else None
+    except ValueError:
+        print(f"error: --since {args.since!r} is not a date (YYYY-MM-DD)", file=sys.stderr)
+        return 2
+    db = open_database(Settings.from_args(args.db).db_url)
+    metrics = build(None, MetricConfig(download=not args.offline))
+    files = export(db, args.format, args.out,
+                   ExportFilters(args.model, args.reader, args.source, since), metrics,
+                   n_resamples=args.bootstrap)
+    for path in files:
+        print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rrg-review",
@@ -399,6 +422,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="download the metric models (distilbert, radgraph-xl, CheXbert)")
     p.add_argument("--presets", metavar="FILE", help="extra model presets (JSON)")
     p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("export", help="evaluation report of the review session (HTML/CSV/JSON)")
+    p.add_argument("--format", required=True, choices=("html", "csv", "json"))
+    p.add_argument("--out", required=True, type=Path, metavar="PATH")
+    p.add_argument("--model", metavar="PRESET", help="only drafts of this preset")
+    p.add_argument("--reader", metavar="NAME", help="only this reader's reviews")
+    p.add_argument("--source", metavar="SOURCE", help="only studies of this dataset")
+    p.add_argument("--since", metavar="YYYY-MM-DD", help="only reviews saved since this date")
+    p.add_argument("--bootstrap", type=int, default=1000, metavar="N")
+    p.add_argument("--offline", action="store_true", help="never download metric weights")
+    _add_db(p)
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("readers", help="reader accounts (scrypt-hashed passwords)")
     p.add_argument("action", choices=("add", "list"))

@@ -180,6 +180,15 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
         DOCS.mkdir(exist_ok=True)
         page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(DOCS / "workstation.png"), full_page=True)
+        # the evaluation report, built and offered for download from the UI
+        page.locator("#export").get_by_text("Export evaluation report").click()
+        page.locator("#export-button").click()
+        link = page.locator("#export-file a").first
+        link.wait_for(timeout=60_000)
+        with page.expect_download() as download:
+            link.click()
+        report = Path(download.value.path()).read_text()
+        assert "Radiologist review" in report and "dr.ana" in report
         # keyboard: next unfinished study
         page.locator("body").click()
         page.keyboard.press("Alt+n")

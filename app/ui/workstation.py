@@ -205,6 +205,15 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
                     next_button = gr.Button("Next ▶", elem_id="next-study", size="sm")
                 with gr.Accordion("Keyboard shortcuts", open=False, elem_id="help"):
                     gr.Markdown("\n".join(f"- **{k}**: {v}" for k, v in SHORTCUTS))
+                with gr.Accordion("Export evaluation report", open=False, elem_id="export"):
+                    export_format = gr.Radio(["html", "csv", "json"], value="html",
+                                             label="Format", elem_id="export-format")
+                    export_mine = gr.Checkbox(label="Only my reviews", value=False,
+                                              elem_id="export-mine")
+                    export_button = gr.Button("Build report", elem_id="export-button",
+                                              size="sm")
+                    export_file = gr.File(label="Report", interactive=False,
+                                          elem_id="export-file")
             with gr.Column(scale=4):
                 header = gr.Markdown("Select a study in the worklist.", elem_id="study-header")
                 gallery = gr.Gallery(label="Images (click to enlarge)", columns=2, height=420,
@@ -541,6 +550,23 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
             c, w = presets[choice]
             return c, w, wl_render(session, c, w, invert)
 
+        def on_export(session: Session, fmt: str, mine: bool, request: gr.Request,
+                      progress=gr.Progress()):  # noqa: B008 - Gradio injects it
+            """The same files as `rrg-review export`; the report (first file) is offered."""
+            import tempfile
+            from pathlib import Path
+
+            from app.services.export import ExportFilters, export
+
+            reader = reader_of(request)
+            progress(0.1, desc="scoring and building the report")
+            folder = Path(tempfile.mkdtemp(prefix="rrg-export-"))
+            filters = ExportFilters(reader=review.reader_name(reader) if mine else None)
+            files = export(viewer.db, fmt, folder / f"rrg-review-report.{fmt}", filters,
+                           metrics.metrics if metrics else None, n_resamples=1000)
+            return str(files[0])
+
+        export_button.click(on_export, [state, export_format, export_mine], export_file)
         filters = [status_filter, source_filter]
         ui.load(on_load, [state, *filters], open_outputs)
         worklist.select(on_select, [state, worklist, *filters], open_outputs)

@@ -1,0 +1,66 @@
+"""Agreement statistics, each from a kept library: metric vs radiologists (Kendall's tau-b, the
+ReXVal method, scipy) and between readers (Krippendorff's alpha, Cohen's and Fleiss' kappa)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Agreement:
+    statistic: str
+    value: float
+    p_value: float | None
+    n: int
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> Agreement:
+    from scipy.stats import kendalltau
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 3 or np.all(x == x[0]) or np.all(y == y[0]):
+        return Agreement("kendall_tau_b", float("nan"), None, len(x))
+    res = kendalltau(x, y, variant="b")
+    return Agreement("kendall_tau_b", float(res.statistic), float(res.pvalue), len(x))
+
+
+def krippendorff_alpha(ratings: np.ndarray, level: str) -> Agreement:
+    """`ratings`: readers x units, NaN where a reader did not rate a unit."""
+    import krippendorff
+
+    units = int(np.sum(np.sum(~np.isnan(ratings), axis=0) >= 2))
+    if units < 2 or len(np.unique(ratings[~np.isnan(ratings)])) < 2:
+        return Agreement(f"krippendorff_alpha_{level}", float("nan"), None, units)
+    value = krippendorff.alpha(reliability_data=ratings, level_of_measurement=level)
+    return Agreement(f"krippendorff_alpha_{level}", float(value), None, units)
+
+
+def cohen_kappa(a: Sequence[int], b: Sequence[int], categories: Sequence[int],
+                weights: str | None = "linear") -> Agreement:
+    """Two readers' ratings of the same units (statsmodels; weighted for ordinal scales)."""
+    from statsmodels.stats.inter_rater import cohens_kappa
+
+    index = {c: i for i, c in enumerate(categories)}
+    table = np.zeros((len(categories), len(categories)))
+    for x, y in zip(a, b, strict=True):
+        table[index[x], index[y]] += 1
+    if len(a) < 2:
+        return Agreement("cohen_kappa", float("nan"), None, len(a))
+    res = cohens_kappa(table, wt=weights) if weights else cohens_kappa(table)
+    return Agreement(f"cohen_kappa_{weights or 'unweighted'}", float(res.kappa),
+                     float(res.pvalue_two_sided) if np.isfinite(res.pvalue_two_sided) else None,
+                     len(a))
+
+
+def fleiss_kappa(ratings: np.ndarray) -> Agreement:
+    """`ratings`: units x raters (every unit rated by the same number of raters)."""
+    from statsmodels.stats.inter_rater import aggregate_raters
+    from statsmodels.stats.inter_rater import fleiss_kappa as fk
+
+    if len(ratings) < 2:
+        return Agreement("fleiss_kappa", float("nan"), None, len(ratings))
+    table, _ = aggregate_raters(ratings.astype(int))
+    return Agreement("fleiss_kappa", float(fk(table, method="fleiss")), None, len(ratings))
