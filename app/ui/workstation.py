@@ -8,20 +8,18 @@ from __future__ import annotations
 
 import html
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
 
-from app.services.drafting import DraftingService, PreDrafter, StoredDraft
+from app.services.drafting import DraftingService, PreDrafter
 from app.services.evaluation import StudyMetrics
-from app.services.review import EditConflict, ReviewError, ReviewService, word_diff
+from app.services.review import ReviewService, word_diff
 from app.services.viewer import StudyView, StudyViewer
+from app.ui.desk import Desk, Session
 from db.models import REXVAL_CATEGORIES, SECTIONS
 
-PREDRAFT_AHEAD = 3  # studies after the open one that the background worker drafts
 AUTOSAVE_S = 4.0  # the autosave timer; also the heartbeat of active time
-IDLE_AFTER_S = 60.0  # no input for this long: time stops counting
 WORKLIST_COLUMNS = ["id", "source", "study", "status", "minutes"]
 STATUSES = ["all", "new", "drafted", "in_review", "done"]
 REXVAL_LABELS = {
@@ -95,21 +93,6 @@ CSS = """
 """
 
 
-@dataclass
-class Session:
-    """What one browser tab holds: whose it is, what is open, which revisions it edits from."""
-
-    reader: int | None = None
-    study: int | None = None
-    base: dict[str, int | None] | None = None
-    drafts: dict[str, tuple[int, str]] | None = None
-    saved: dict[str, str] | None = None
-    active_at: float = 0.0
-    beat_at: float = 0.0
-    image: int | None = None
-    dirty: bool = False  # typed since the last save: only then does autosave write
-
-
 def _study_header(view: StudyView) -> str:
     esc = html.escape
     demo = ", ".join(f"{k}: {esc(str(v))}" for k, v in view.demographics.items()) or "—"
@@ -121,33 +104,6 @@ def _study_header(view: StudyView) -> str:
         f"**Comparison:** {esc(view.comparison or '—')}",
         f"**Prior studies:** {len(view.prior_ids)}",
     ])
-
-
-def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingService) -> str:
-    """Which model wrote the drafts on screen (or will), in one line of Markdown."""
-    esc = html.escape
-    chosen = service.preset(preset)
-    if chosen.backend == "retrieval":
-        line = ("**Offline default (retrieval)**: not a generative model; the reference report "
-                "of the most similar other patient's study is shown as the draft.")
-    else:
-        line = f"**Model preset `{esc(preset)}`** ({esc(chosen.backend)})"
-    if drafts:
-        d = next(iter(drafts.values()))
-        extra = ""
-        if d.generation.get("neighbour_study_id") is not None:
-            extra = (f" · copied from study {d.generation['neighbour_study_id']} "
-                     f"(similarity {d.generation.get('similarity')})")
-        seconds = f"{d.seconds:.2f} s" if d.seconds is not None else "—"
-        line += (f"<br>`{esc(d.model_id)}` · revision `{esc(str(d.revision or '—'))}` · "
-                 f"{esc(str(d.device or '?'))}/{esc(str(d.dtype or '?'))} · {seconds}{extra}")
-    return line
-
-
-def _draft_text(d: StoredDraft | None) -> str:
-    if d is None:
-        return ""
-    return d.text if d.error is None else f"[draft failed: {d.error}]"
 
 
 def _diff(draft: str, text: str) -> list[tuple[str, str | None]]:
@@ -175,14 +131,7 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
             review.assign(reader)  # a new reader starts with every study on the worklist
         return reader
 
-    def worklist_rows(reader: int, status: str, source: str) -> tuple[list[list], str]:
-        items = review.worklist(reader)
-        done = sum(1 for i in items if i.status == "done")
-        shown = [i for i in items if (status in (None, "all") or i.status == status)
-                 and (source in (None, "all") or i.source == source)]
-        rows = [[i.study_id, i.source, i.study_key, i.status.replace("_", " "),
-                 round(i.active_seconds / 60, 1)] for i in shown]
-        return rows, f"**{done} / {len(items)} done**"
+    desk = Desk(viewer, review, drafting, predrafter, preset, metrics)
 
     with gr.Blocks(title="rrg-review") as ui:
         state = gr.State(Session())
@@ -285,34 +234,10 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
                     metrics_notes = gr.Markdown(elem_id="metrics-notes")
         timer = gr.Timer(AUTOSAVE_S)
 
-        # -- helpers --------------------------------------------------------------------
-        def metrics_view(study_id: int, reader: int, drafts_now, ref) -> tuple[Any, str]:
-            if metrics is None:
-                return None, "Metrics are not configured."
-            current = review.current(reader, study_id)
-            texts = {}
-            for section in SECTIONS:
-                draft = (drafts_now or {}).get(section)
-                final = current.get(section)
-                texts[section] = {
-                    "draft": draft[1] if draft else None,
-                    "final": final.text if final else (draft[1] if draft else None),
-                    "reference": getattr(ref, section, None) if ref else None,
-                }
-            panel = metrics.panel(texts)
-            keys = panel.keys
-            rows = [[r.section, r.comparison, *[round(r.values.get(k, float("nan")), 4)
-                                                for k in keys]] for r in panel.rows]
-            notes = list(panel.notes)
-            reasons: dict[str, list[str]] = {}
-            for key, why in panel.unavailable.items():
-                reasons.setdefault(why, []).append(key)
-            notes += [f"unavailable: {', '.join(k)} — {w}" for w, k in reasons.items()]
-            table = {"headers": ["section", "comparison", *keys], "data": rows}
-            return table, "\n".join(f"- {html.escape(n)}" for n in notes)
+        # -- handlers: read inputs, call the desk, format outputs ---------------------------
+        rating_fields = [likert, acceptable, *rexval.values(), comment, rate_status]
 
-        def rating_outputs(reader: int, study_id: int) -> list:
-            r = review.latest_rating(reader, study_id)
+        def rating_values(r) -> list:
             values = [r.likert if r else None, bool(r.acceptable) if r else False]
             for category in REXVAL_CATEGORIES:
                 for kind in ("significant", "insignificant"):
@@ -321,73 +246,51 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
             values.append(f"Rated (#{r.number}, {r.created_at:%H:%M})." if r else "")
             return values
 
-        rating_fields = [likert, acceptable, *rexval.values(), comment, rate_status]
+        def metrics_outputs(session: Session) -> tuple[Any, str]:
+            m = desk.metrics_view(session)
+            table = {"headers": m.headers, "data": m.rows} if m.headers else None
+            return table, "\n".join(f"- {html.escape(n)}" for n in m.notes)
+
+        def diff_of(session: Session, findings: str, impression: str):
+            return (_diff(session.drafts.get("findings", (0, ""))[1], findings)
+                    + [("| ", None)]
+                    + _diff(session.drafts.get("impression", (0, ""))[1], impression))
 
         def open_study(session: Session, study_id: int | None, request: gr.Request,
                        status: str = "all", source: str = "all"):
             reader = reader_of(request)
             session.reader = reader
-            rows, done = worklist_rows(reader, status, source)
-            name = review.reader_name(reader)
+            rows, done = desk.worklist_rows(reader, status, source)
+            who_text = f"Reader: **{html.escape(review.reader_name(reader))}**"
             if study_id is None:
                 empty = gr.update(interactive=False)
-                return [session, f"Reader: **{html.escape(name)}**", done, rows,
-                        "Select a study in the worklist.", [], empty, "", "", "", empty, "",
-                        "", "", [], None, "", *rating_outputs_empty()]
-            view = viewer.open(int(study_id))
-            drafts = drafting.latest(view.study_id, preset) if drafting else {}
-            if predrafter is not None:
-                ids = [r[0] for r in rows]
-                after = ids[ids.index(view.study_id) + 1:] if view.study_id in ids else ids
-                predrafter.schedule(after[:PREDRAFT_AHEAD])
-            good = {s: (d.id, d.text) for s, d in drafts.items() if d.error is None and d.text}
-            current = review.current(reader, view.study_id)
-            texts = {s: current[s].text if s in current else (good[s][1] if s in good else "")
-                     for s in SECTIONS}
-            session.study = view.study_id
-            session.base = {s: current[s].number if s in current else None for s in SECTIONS}
-            session.drafts = good
-            session.saved = {s: current[s].text for s in current}
-            session.active_at = session.beat_at = time.monotonic()
-            session.image = view.images[0].image_id if view.images else None
-            session.dirty = False
-            note = draft_label(preset, drafts, drafting) if drafting else "No drafting set up."
-            if predrafter is not None and predrafter.unavailable:
-                note += f"<br>⚠ {html.escape(predrafter.unavailable)}"
-            failed = [f"{s}: {html.escape(d.error)}" for s, d in drafts.items() if d.error]
-            if failed:
-                note += "<br>⚠ draft failed — " + "; ".join(failed)
-            ref = view.reference
-            table, notes = metrics_view(view.study_id, reader, good, ref)
-            status_text = (f"Editing your revision {max(n or 0 for n in session.base.values())}."
-                           if current else ("Showing the draft; edit and save." if good
-                                            else "No draft yet: press Draft (Alt+D)."))
+                return [session, who_text, done, rows, "Select a study in the worklist.", [],
+                        empty, "", "", "", empty, "", "", "", [], None, "",
+                        *rating_values(None)]
+            opened = desk.open(session, reader, int(study_id), time.monotonic())
+            view, ref = opened.view, opened.view.reference
+            table, notes = metrics_outputs(session)
             return [
-                session, f"Reader: **{html.escape(name)}**", done, rows,
-                _study_header(view), [(img.preview(), img.label) for img in view.images],
+                session, who_text, done, rows, _study_header(view),
+                [(img.preview(), img.label) for img in view.images],
                 gr.update(interactive=bool(view.prior_ids)),
                 (ref.findings or "") if ref else "", (ref.impression or "") if ref else "",
-                note, gr.update(interactive=drafting is not None,
-                                value="Regenerate" if drafts else "Draft"),
-                texts["findings"], texts["impression"], status_text,
-                _diff(good.get("findings", (0, ""))[1], texts["findings"])
-                + [("| ", None)] + _diff(good.get("impression", (0, ""))[1],
-                                         texts["impression"]),
-                table, notes, *rating_outputs(reader, view.study_id),
+                opened.model_note,
+                gr.update(interactive=drafting is not None,
+                          value="Regenerate" if opened.drafts else "Draft"),
+                opened.texts["findings"], opened.texts["impression"], opened.status,
+                diff_of(session, opened.texts["findings"], opened.texts["impression"]),
+                table, notes, *rating_values(opened.rating),
             ]
-
-        def rating_outputs_empty() -> list:
-            return [None, False, *([0] * (2 * len(REXVAL_CATEGORIES))), "", ""]
 
         open_outputs = [state, who, progress, worklist, header, gallery, prior_button,
                         ref_findings, ref_impression, model_line, draft_button, edit_findings,
                         edit_impression, save_status, diff, metrics_table, metrics_notes,
                         *rating_fields]
 
-        # -- events ---------------------------------------------------------------------
         def on_load(session: Session, status: str, source: str, request: gr.Request):
-            reader = reader_of(request)
-            return open_study(session, review.resume(reader), request, status, source)
+            return open_study(session, review.resume(reader_of(request)), request, status,
+                              source)
 
         def on_select(session: Session, table, status, source, evt: gr.SelectData,
                       request: gr.Request):
@@ -396,113 +299,57 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
 
         def on_step(step: int):
             def handler(session: Session, status, source, request: gr.Request):
-                reader = reader_of(request)
-                target = review.next_unfinished(reader, session.study, step)
+                target = review.next_unfinished(reader_of(request), session.study, step)
                 return open_study(session, target if target is not None else session.study,
                                   request, status, source)
             return handler
 
         def on_filter(session: Session, status, source, request: gr.Request):
-            rows, done = worklist_rows(reader_of(request), status, source)
-            return rows, done
+            return desk.worklist_rows(reader_of(request), status, source)
 
         def on_prior(session: Session, status, source, request: gr.Request):
             prior_ids = viewer.prior_ids(session.study) if session.study else ()
             return open_study(session, prior_ids[0] if prior_ids else session.study, request,
                               status, source)
 
-        def save_sections(session: Session, findings: str, impression: str,
-                          autosave: bool) -> str:
-            if session.study is None or session.reader is None:
-                return "Open a study first."
-            messages = []
-            for section, text in (("findings", findings), ("impression", impression)):
-                text = text or ""
-                if (session.saved or {}).get(section, None) == text:
-                    continue
-                draft = (session.drafts or {}).get(section)
-                if session.base.get(section) is None and draft and draft[1] == text:
-                    continue  # still the untouched draft: nothing to save
-                try:
-                    rev = review.save(session.reader, session.study, section, text,
-                                      session.base.get(section),
-                                      draft_id=draft[0] if draft else None, autosave=autosave)
-                except EditConflict as exc:
-                    messages.append(f"⚠ **Not saved — {html.escape(str(exc))}.** The saved "
-                                    f"{section} reads: “{html.escape(exc.current.text)}”")
-                    continue
-                session.base[section] = rev.number
-                session.saved = {**(session.saved or {}), section: rev.text}
-                messages.append(f"{section} saved as revision {rev.number}"
-                                + (" (autosave)" if autosave else ""))
-            return "; ".join(messages) if messages else "Everything is saved."
-
         def on_save(session: Session, findings, impression, status, source,
                     request: gr.Request):
-            message = save_sections(session, findings, impression, autosave=False)
-            session.dirty = "Not saved" in message
-            rows, done = worklist_rows(reader_of(request), status, source)
-            view_ref = viewer.open(session.study).reference if session.study else None
-            table, notes = (metrics_view(session.study, session.reader, session.drafts,
-                                         view_ref) if session.study else (None, ""))
-            return session, message, rows, done, table, notes
+            message = desk.save(session, findings, impression)
+            rows, done = desk.worklist_rows(reader_of(request), status, source)
+            return (session, message, rows, done, *metrics_outputs(session))
 
         def on_tick(session: Session, findings, impression):
-            now = time.monotonic()
-            if session.study is None or session.reader is None:
-                return session, gr.update()
-            if now - session.active_at < IDLE_AFTER_S:
-                review.heartbeat(session.reader, session.study, now - session.beat_at)
-            session.beat_at = now
-            if not session.dirty:
-                return session, gr.update()
-            message = save_sections(session, findings, impression, autosave=True)
-            session.dirty = "Not saved" in message
-            return session, message
+            message = desk.tick(session, findings, impression, time.monotonic())
+            return session, message if message is not None else gr.update()
 
         def on_input(session: Session, findings, impression):
-            session.active_at = time.monotonic()
-            session.dirty = True
-            drafts = session.drafts or {}
-            return session, (_diff(drafts.get("findings", (0, ""))[1], findings)
-                             + [("| ", None)]
-                             + _diff(drafts.get("impression", (0, ""))[1], impression))
+            desk.typed(session, time.monotonic())
+            return session, diff_of(session, findings, impression)
 
         def on_revert(session: Session):
-            drafts = session.drafts or {}
-            f, i = drafts.get("findings", (0, ""))[1], drafts.get("impression", (0, ""))[1]
-            session.dirty = True
-            return session, f, i, "Reverted to the draft (autosaved shortly, or press Save)."
+            findings, impression = desk.revert(session)
+            return (session, findings, impression,
+                    "Reverted to the draft (autosaved shortly, or press Save).")
 
-        def on_accept(session: Session, status, source, request: gr.Request):
-            if session.study is None or not session.drafts:
-                return [session, "No draft to accept."] + [gr.update()] * 3
-            try:
-                review.accept_draft(session.reader, session.study, session.drafts, preset)
-            except EditConflict as exc:
-                return [session, f"⚠ Not accepted — {html.escape(str(exc))}"] + [gr.update()] * 3
-            current = review.current(session.reader, session.study)
-            session.base = {s: current[s].number if s in current else None for s in SECTIONS}
-            session.saved = {s: current[s].text for s in current}
-            rows, done = worklist_rows(session.reader, status, source)
-            return [session, "Draft accepted as is and rated acceptable.", rows, done,
-                    f"Rated acceptable ({time.strftime('%H:%M')})."]
+        def on_accept(session: Session, status, source):
+            message = desk.accept(session)
+            if session.reader is None:
+                return [session, message, gr.update(), gr.update(), gr.update()]
+            rows, done = desk.worklist_rows(session.reader, status, source)
+            rated = desk.review.latest_rating(session.reader, session.study)
+            return [session, message, rows, done,
+                    rating_values(rated)[-1] if rated else gr.update()]
 
         def on_rate(session: Session, likert_v, acceptable_v, *rest):
             *counts, comment_v, status, source = rest
-            if session.study is None:
-                return "Open a study first.", gr.update(), gr.update()
             errors: dict[str, dict[str, int]] = {}
             for (category, kind), value in zip(rexval, counts, strict=True):
                 errors.setdefault(category, {})[kind] = int(value or 0)
-            try:
-                r = review.rate(session.reader, session.study, likert=likert_v,
-                                acceptable=bool(acceptable_v), errors=errors, comment=comment_v,
-                                preset=preset)
-            except ReviewError as exc:
-                return f"⚠ {html.escape(str(exc))}", gr.update(), gr.update()
-            rows, done = worklist_rows(session.reader, status, source)
-            return f"Rated (#{r.number}, {r.created_at:%H:%M}).", rows, done
+            ok, message = desk.rate(session, likert_v, acceptable_v, errors, comment_v)
+            if not ok:
+                return message, gr.update(), gr.update()
+            rows, done = desk.worklist_rows(session.reader, status, source)
+            return message, rows, done
 
         def on_draft(session: Session):
             """Stream findings, then impression; each is stored as a draft when complete."""
@@ -518,11 +365,8 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
                                texts["findings"], texts["impression"], session)
                 except Exception as exc:  # shown to the reader, never a stack trace
                     texts[section] = f"[draft failed: {type(exc).__name__}: {exc}]"
-            drafts = drafting.latest(session.study, preset)
-            session.drafts = {s: (d.id, d.text) for s, d in drafts.items()
-                              if d.error is None and d.text}
-            yield (draft_label(preset, drafts, drafting), texts["findings"],
-                   texts["impression"], session)
+            drafts = desk.refresh_drafts(session)
+            yield (desk.model_note(drafts), texts["findings"], texts["impression"], session)
 
         def wl_render(session: Session, center, width, invert):
             if session.image is None:
