@@ -127,6 +127,8 @@ def test_draft_on_request_and_predrafted_next_study(browser, app):
     click_row(page, ready)
     page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())
     assert page.locator("#draft-button").inner_text() == "Regenerate"
+    page.locator("#unload-model").click()
+    page.locator("#draft-model").get_by_text("unloaded").wait_for()
 
 
 def test_review_a_study_end_to_end_with_login(browser, tmp_path):

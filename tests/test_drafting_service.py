@@ -198,3 +198,12 @@ def test_draft_and_models_commands(filled, settings, capsys, monkeypatch):
     assert "retrieval" in out and "needs no download" in out and "rrg24-baseline" in out
     assert os.environ["HF_HUB_OFFLINE"] == "1"
     assert Path(settings.data_dir / "features" / "thumbnail-32.npz").is_file()
+
+
+def test_the_model_stays_warm_until_unloaded(filled, settings):
+    db, ids = filled
+    service = DraftingService(db, settings)
+    first = service.drafter("retrieval")
+    assert service.drafter("retrieval") is first  # loaded once, kept warm
+    service.unload()
+    assert service.drafter("retrieval") is not first  # loaded again when next needed

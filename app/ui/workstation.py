@@ -192,8 +192,11 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
                                                 elem_id="ref-impression")
             with gr.Column(scale=4):
                 model_line = gr.Markdown(elem_id="draft-model")
-                draft_button = gr.Button("Draft", interactive=False, elem_id="draft-button",
-                                         size="sm")
+                with gr.Row():
+                    draft_button = gr.Button("Draft", interactive=False,
+                                             elem_id="draft-button", size="sm")
+                    unload_button = gr.Button("Unload model", elem_id="unload-model",
+                                              size="sm")
                 edit_findings = gr.Textbox(label="Findings (editable)", lines=6,
                                            elem_id="edit-findings")
                 edit_impression = gr.Textbox(label="Impression (editable)", lines=3,
@@ -410,6 +413,14 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
                            metrics.metrics if metrics else None, n_resamples=1000)
             return str(files[0])
 
+        def on_unload():
+            """Free the model's memory (GPU included); it loads again when next needed."""
+            if drafting is not None:
+                drafting.unload()
+            return (f"Model `{html.escape(preset)}` unloaded; it loads again on the next "
+                    "draft.")
+
+        unload_button.click(on_unload, None, model_line)
         export_button.click(on_export, [state, export_format, export_mine], export_file)
         filters = [status_filter, source_filter]
         ui.load(on_load, [state, *filters], open_outputs)
