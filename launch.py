@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
               "with `rrg-review readers add NAME`, or bind the default 127.0.0.1",
               file=sys.stderr)
         return 2
-    viewer = StudyViewer(db, settings.blobs)
+    viewer = StudyViewer(db, settings.blobs, preview_dir=settings.data_dir / "previews")
     drafting = DraftingService(db, settings, RuntimeConfig(device=args.device,
                                                            presets_file=args.presets),
                                decoded=viewer.decoded)
@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ui.launch(server_name=args.host, server_port=args.port, show_error=True,
                   auth=(lambda name, pw: review.authenticate(name, pw) is not None)
-                  if login else None, **launch_options())
+                  if login else None, allowed_paths=[str(viewer.preview_dir)],
+                  **launch_options())
     finally:
         if predrafter is not None:
             predrafter.stop()

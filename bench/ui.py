@@ -5,7 +5,9 @@ The timed calls are the services the Gradio handlers call, in the same order (op
 decoded images and previews, drafts, the reader's revisions and rating, the metrics panel; save:
 one revision in its own transaction). Each study has its own image row, so every open decodes
 (the viewer's cache is keyed by image). Targets: open p95 < 300 ms, save p99 < 50 ms.
-Run: `.venv/bin/python bench/ui.py [--studies 1000] [--image RG1_UNCI.dcm]`.
+With `--http N` it also starts the app and times N "next study" and "save" calls end to end
+through the app's own API with gradio_client (HTTP, queue, and image transfer included).
+Run: `.venv/bin/python bench/ui.py [--studies 1000] [--image RG1_UNCI.dcm] [--http 200]`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=1000)
     parser.add_argument("--image", default="RG1_UNCI.dcm", help="pydicom-data test file")
+    parser.add_argument("--http", type=int, default=0, metavar="N",
+                        help="also time N calls through the running app (gradio_client)")
     args = parser.parse_args()
 
     import pydicom
@@ -88,16 +92,65 @@ def main() -> int:
             review.save(reader, study_id, "findings", f"Edited {study_id}.", None)
             saves.append(time.perf_counter() - t)
 
+        http = _http(Path(tmp) / "bench.sqlite", args.http) if args.http else None
+
     print(f"{len(ids)} studies, image {args.image} "
           f"({pydicom.dcmread(path).Rows}x{pydicom.dcmread(path).Columns})")
     for name, xs in (("bare pydicom decode", bare), ("open next study", opens),
                      ("save an edit", saves)):
         print(f"  {name:<20} p50 {pct(xs, 50):7.1f} ms  p95 {pct(xs, 95):7.1f} ms  "
               f"p99 {pct(xs, 99):7.1f} ms")
+    if http:
+        for name, xs in (("HTTP next study", http[0]), ("HTTP save", http[1]),
+                         ("HTTP worklist only", http[2])):
+            print(f"  {name:<20} p50 {pct(xs, 50):7.1f} ms  p95 {pct(xs, 95):7.1f} ms  "
+                  f"p99 {pct(xs, 99):7.1f} ms")
     print(f"open / bare decode (medians): {statistics.median(opens) / statistics.median(bare):.2f}x"
           f"  · targets: open p95 < 300 ms ({pct(opens, 95):.0f}), "
           f"save p99 < 50 ms ({pct(saves, 99):.0f})")
     return 0
+
+
+def _http(db: Path, n: int) -> tuple[list[float], list[float], list[float]]:
+    """Start the app on the bench database and time its own API with gradio_client."""
+    import socket
+    import subprocess
+    import urllib.request
+
+    from gradio_client import Client
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "launch.py", "--db", str(db), "--port", str(port),
+                             "--no-demo", "--no-predraft"], cwd=root,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(180):
+            try:
+                urllib.request.urlopen(url, timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        client = Client(url, verbose=False)
+        client.predict("all", "all", api_name="/next_study")  # warm-up
+        opens, saves, floor = [], [], []
+        for i in range(n):
+            t = time.perf_counter()
+            client.predict("all", "all", api_name="/on_filter")  # the framework's floor
+            floor.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            client.predict("all", "all", api_name="/next_study")
+            opens.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            client.predict(f"HTTP edit {i}.", "Impression.", "all", "all", api_name="/save")
+            saves.append(time.perf_counter() - t)
+        return opens, saves, floor
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -275,7 +275,8 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
             table, notes = metrics_outputs(session)
             return [
                 session, who_text, done, rows, _study_header(view),
-                [(img.preview(), img.label) for img in view.images],
+                [(viewer.preview_file(img) if viewer.preview_dir else img.preview(),
+                  img.label) for img in view.images],
                 gr.update(interactive=bool(view.prior_ids)),
                 (ref.findings or "") if ref else "", (ref.impression or "") if ref else "",
                 opened.model_note,
@@ -425,14 +426,15 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
         filters = [status_filter, source_filter]
         ui.load(on_load, [state, *filters], open_outputs)
         worklist.select(on_select, [state, worklist, *filters], open_outputs)
-        next_button.click(on_step(1), [state, *filters], open_outputs)
-        prev_button.click(on_step(-1), [state, *filters], open_outputs)
+        next_button.click(on_step(1), [state, *filters], open_outputs, api_name="next_study")
+        prev_button.click(on_step(-1), [state, *filters], open_outputs,
+                          api_name="previous_study")
         prior_button.click(on_prior, [state, *filters], open_outputs)
         status_filter.change(on_filter, [state, *filters], [worklist, progress])
         source_filter.change(on_filter, [state, *filters], [worklist, progress])
         save_button.click(on_save, [state, edit_findings, edit_impression, *filters],
                           [state, save_status, worklist, progress, metrics_table,
-                           metrics_notes])
+                           metrics_notes], api_name="save")
         timer.tick(on_tick, [state, edit_findings, edit_impression], [state, save_status])
         edit_findings.input(on_input, [state, edit_findings, edit_impression], [state, diff])
         edit_impression.input(on_input, [state, edit_findings, edit_impression], [state, diff])
