@@ -260,10 +260,15 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
                     + _diff(session.drafts.get("impression", (0, ""))[1], impression))
 
         def open_study(session: Session, study_id: int | None, request: gr.Request,
-                       status: str = "all", source: str = "all"):
+                       status: str = "all", source: str = "all", with_list: bool = False):
+            """Outputs for opening a study. The worklist table is re-sent only when asked
+            (page load): opening a study does not change it, and a long list is the
+            heaviest part of the response."""
             reader = reader_of(request)
             session.reader = reader
             rows, done = desk.worklist_rows(reader, status, source)
+            if not with_list:
+                rows = gr.update()
             who_text = f"Reader: **{html.escape(review.reader_name(reader))}**"
             if study_id is None:
                 empty = gr.update(interactive=False)
@@ -294,7 +299,7 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
 
         def on_load(session: Session, status: str, source: str, request: gr.Request):
             return open_study(session, review.resume(reader_of(request)), request, status,
-                              source)
+                              source, with_list=True)
 
         def on_select(session: Session, table, status, source, evt: gr.SelectData,
                       request: gr.Request):
