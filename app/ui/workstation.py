@@ -127,8 +127,6 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
         reader = review.reader_id(name) if name else None
         if reader is None:
             raise gr.Error("not logged in")
-        if not review.worklist(reader):
-            review.assign(reader)  # a new reader starts with every study on the worklist
         return reader
 
     desk = Desk(viewer, review, drafting, predrafter, preset, metrics)
@@ -298,8 +296,11 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
                         *rating_fields]
 
         def on_load(session: Session, status: str, source: str, request: gr.Request):
-            return open_study(session, review.resume(reader_of(request)), request, status,
-                              source, with_list=True)
+            reader = reader_of(request)
+            if not review.worklist(reader):
+                review.assign(reader)  # a new reader starts with every study on the worklist
+            return open_study(session, review.resume(reader), request, status, source,
+                              with_list=True)
 
         def on_select(session: Session, table, status, source, evt: gr.SelectData,
                       request: gr.Request):

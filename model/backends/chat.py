@@ -3,13 +3,17 @@ MedGemma- or LLaVA-class: prompts are data (prompts.json), output parsed into th
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from model.backends.encoder_decoder import _free_accelerator, _stream_generate
-from model.backends.hf import default_batch_size, isolate_errors, results_for
+from model.backends.hf import (
+    InProcessDrafter,
+    free_accelerator,
+    isolate_errors,
+    results_for,
+    stream_generate,
+)
 from model.base import check_sections, length_buckets
 from model.device import Placement
 from model.hub import ResolvedModel, resolve
@@ -38,23 +42,16 @@ class _Loaded:
     processor: Any
 
 
-class ChatDrafter:
-    streams = True
-
+class ChatDrafter(InProcessDrafter):
     def __init__(self, preset: Preset, placement: Placement, batch_size: int | None = None,
                  download: bool = True) -> None:
-        self.preset = preset.name
-        self._preset = preset
-        self.placement = placement
-        self.batch_size = default_batch_size(placement, batch_size)
-        self.download = download
+        super().__init__(preset, placement, batch_size, download)
         self.prompts = load_prompts(preset.prompts or "radiology-report")
         self.views: list[str] = list(preset.options.get("images", ["frontal"]))
         self.mode: str = preset.options.get("prompt_mode", "report")
         if self.mode not in ("report", "sections"):
             raise ValueError(f"preset {preset.name}: prompt_mode must be 'report' or 'sections'")
         self._loaded: _Loaded | None = None
-        self._lock = threading.Lock()
 
     def _load(self) -> _Loaded:
         with self._lock:
@@ -185,7 +182,7 @@ class ChatDrafter:
         streamer = TextIteratorStreamer(loaded.processor.tokenizer, skip_prompt=True,
                                         skip_special_tokens=True)
         inputs = self._inputs(loaded, [study], key)
-        for text in _stream_generate(loaded.model, streamer,
+        for text in stream_generate(loaded.model, streamer,
                                      dict(**inputs, streamer=streamer, **self._generation(loaded))):
             yield (parse_report(text).get(section, text) if key == "report"
                    else _strip_header(text, section)) or ""
@@ -193,7 +190,7 @@ class ChatDrafter:
     def close(self) -> None:
         with self._lock:
             self._loaded = None
-        _free_accelerator()
+        free_accelerator()
 
 
 def _accepts(model, name: str) -> bool:

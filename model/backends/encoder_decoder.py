@@ -3,12 +3,17 @@ e.g. the RRG24 ViLMedic baselines: one frontal image in, one section out."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from model.backends.hf import default_batch_size, isolate_errors, results_for
+from model.backends.hf import (
+    InProcessDrafter,
+    free_accelerator,
+    isolate_errors,
+    results_for,
+    stream_generate,
+)
 from model.base import check_sections, length_buckets
 from model.device import Placement
 from model.hub import ResolvedModel, resolve
@@ -45,18 +50,11 @@ def _frontal_pil(study: StudyInput, processor=None):
     return image.pil()
 
 
-class EncoderDecoderDrafter:
-    streams = True
-
+class EncoderDecoderDrafter(InProcessDrafter):
     def __init__(self, preset: Preset, placement: Placement, batch_size: int | None = None,
                  download: bool = True) -> None:
-        self.preset = preset.name
-        self._preset = preset
-        self.placement = placement
-        self.batch_size = default_batch_size(placement, batch_size)
-        self.download = download
+        super().__init__(preset, placement, batch_size, download)
         self._loaded: dict[str, _Loaded] = {}  # by model id: one load when both sections share it
-        self._lock = threading.Lock()
 
     def _load(self, ref: ModelRef) -> _Loaded:
         with self._lock:
@@ -135,45 +133,10 @@ class EncoderDecoderDrafter:
 
         streamer = TextIteratorStreamer(loaded.tokenizer, skip_special_tokens=True)
         pixels = self._pixels(loaded, [study])
-        yield from _stream_generate(loaded.model, streamer,
+        yield from stream_generate(loaded.model, streamer,
                                     dict(inputs=pixels, streamer=streamer, **loaded.generation))
 
     def close(self) -> None:
         with self._lock:
             self._loaded.clear()
-        _free_accelerator()
-
-
-def _stream_generate(model, streamer, kwargs: dict[str, Any]) -> Iterator[str]:
-    """Run generate in a thread and yield the accumulated text as tokens arrive."""
-    import torch
-
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            with torch.inference_mode():
-                model.generate(**kwargs)
-        except BaseException as exc:  # surfaced in the consumer below
-            errors.append(exc)
-            streamer.end()
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    text = ""
-    for piece in streamer:
-        text += piece
-        yield text.strip()
-    thread.join()
-    if errors:
-        raise errors[0]
-
-
-def _free_accelerator() -> None:
-    import gc
-
-    import torch
-
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+        free_accelerator()

@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from model.base import run_adaptive
 from model.device import Placement
 from model.inputs import DraftResult, Provenance, StudyInput
+from model.presets import Preset
+
+
+class InProcessDrafter:
+    """What the in-process Hugging Face backends hold: preset, placement, batch ceiling, and a
+    lock around loading (the pre-drafting thread and the UI share one drafter)."""
+
+    streams = True
+
+    def __init__(self, preset: Preset, placement: Placement, batch_size: int | None = None,
+                 download: bool = True) -> None:
+        self.preset = preset.name
+        self._preset = preset
+        self.placement = placement
+        self.batch_size = default_batch_size(placement, batch_size)
+        self.download = download
+        self._lock = threading.Lock()
 
 
 def default_batch_size(placement: Placement, configured: int | None) -> int:
@@ -45,3 +64,38 @@ def results_for(section: str, studies: Sequence[StudyInput], texts, errors,
         out.append(DraftResult(study.study_id, section, None if error else (text or "").strip(),
                                provenance, error))
     return out
+
+
+def stream_generate(model, streamer, kwargs: dict[str, Any]) -> Iterator[str]:
+    """Run generate in a thread and yield the accumulated text as tokens arrive."""
+    import torch
+
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with torch.inference_mode():
+                model.generate(**kwargs)
+        except BaseException as exc:  # surfaced in the consumer below
+            errors.append(exc)
+            streamer.end()
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    text = ""
+    for piece in streamer:
+        text += piece
+        yield text.strip()
+    thread.join()
+    if errors:
+        raise errors[0]
+
+
+def free_accelerator() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
