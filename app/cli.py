@@ -42,28 +42,46 @@ def _tqdm_progress(desc: str, unit: str):
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    """Exit 0: everything imported; 1: some records failed (listed); 2: layout error, nothing
+    stored. Never a traceback: an unexpected error is printed as one line."""
     from app.services.ingest import import_path
     from app.settings import Settings
     from db.engine import open_database
     from studies.errors import StudyLoadError
 
     settings = Settings.from_args(args.db, args.data_dir)
-    db = open_database(settings.db_url)
     progress = _tqdm_progress(f"import {args.source.name}", "study")
+    allow = [m for part in args.allow_modality for m in part.split(",")]
+    db = None
     try:
+        db = open_database(settings.db_url)
         report = import_path(
-            db, args.source, blobs=settings.blobs, fmt=args.format,
-            images=args.images, progress=progress,
+            db, args.source, blobs=settings.blobs, fmt=args.format, images=args.images,
+            follow_symlinks=args.follow_symlinks, allow_modality=allow, workers=args.workers,
+            progress=progress,
         )
     except StudyLoadError as exc:
         progress(-1, None)
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        progress(-1, None)
+        print("interrupted: studies written so far are complete; run the import again to "
+              "finish", file=sys.stderr)
+        return 130
+    except Exception as exc:  # never a traceback for a user
+        progress(-1, None)
+        print(f"error: import failed ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 1
+    finally:
+        if db is not None:
+            db.dispose()
     progress(-1, None)
-    print(
-        f"{report.format}: {report.added} studies added ({report.images} images), "
-        f"{report.already_present} already present, {report.failed} failed"
-    )
+    print(report.summary())
+    for note in report.notes[: args.show_errors]:
+        print(f"  skipped: {note}", file=sys.stderr)
+    if len(report.notes) > args.show_errors:
+        print(f"  ... and {len(report.notes) - args.show_errors} more skipped", file=sys.stderr)
     for problem in report.problems[: args.show_errors]:
         print(f"  failed: {problem}", file=sys.stderr)
     if report.failed > args.show_errors:
@@ -374,6 +392,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="image root when images live apart from the reports (e.g. NLMCXR_png)")
     p.add_argument("--show-errors", type=int, default=20, metavar="N",
                    help="print at most N failed studies (default 20)")
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="follow symbolic links inside the dataset (refused by default)")
+    p.add_argument("--allow-modality", action="append", default=[], metavar="M[,M]",
+                   help="accept DICOM modalities besides CR/DX (e.g. DX,OT; ANY: no modality or "
+                        "body-part check)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="processes that check images (default: one per CPU core)")
     _add_db(p)
     p.set_defaults(func=cmd_import)
 

@@ -6,7 +6,7 @@ rating save a new `Rating` row; nothing a reader wrote is ever updated in place.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 from sqlalchemy import (
@@ -22,6 +22,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    Time,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -67,7 +68,11 @@ class Study(Base):
     source: Mapped[str] = mapped_column(String(64), index=True)
     study_key: Mapped[str] = mapped_column(String(128))  # accession or dataset study id
     study_date: Mapped[date | None] = mapped_column(Date)
-    split: Mapped[str | None] = mapped_column(String(32), index=True)
+    study_time: Mapped[time | None] = mapped_column(Time)  # orders same-day studies (priors)
+    split: Mapped[str | None] = mapped_column(String(32), index=True)  # train | valid | test
+    split_raw: Mapped[str | None] = mapped_column(String(32))  # as the dataset wrote it
+    # Digest of the imported record: an unchanged re-import is recognised without reading files.
+    fingerprint: Mapped[str | None] = mapped_column(String(64))
     indication: Mapped[str | None] = mapped_column(Text)
     comparison: Mapped[str | None] = mapped_column(Text)
     demographics: Mapped[dict[str, Any]] = mapped_column(default=dict)
@@ -93,6 +98,7 @@ class Image(Base):
     format: Mapped[str] = mapped_column(String(8))
     view_position: Mapped[str | None] = mapped_column(String(32))
     view_group: Mapped[str | None] = mapped_column(String(8))  # frontal | lateral
+    view_source: Mapped[str | None] = mapped_column(String(16))  # dicom | metadata | None
     laterality: Mapped[str | None] = mapped_column(String(8))
     body_part: Mapped[str | None] = mapped_column(String(32))
     rows: Mapped[int] = mapped_column(Integer)
@@ -113,8 +119,26 @@ class ReferenceReport(Base):
     )
     findings: Mapped[str | None] = mapped_column(Text)
     impression: Mapped[str | None] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
     study: Mapped[Study] = relationship(back_populates="reference")
+
+
+class ReferenceReportVersion(Base):
+    """A superseded reference report: a re-import that changes a section keeps the old text here
+    (metrics computed against it stay explainable)."""
+
+    __tablename__ = "reference_report_version"
+    __table_args__ = (
+        UniqueConstraint("study_id", "version", name="uq_reference_version"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    findings: Mapped[str | None] = mapped_column(Text)
+    impression: Mapped[str | None] = mapped_column(Text)
+    replaced_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class Reader(Base):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,8 @@ class ImageInfo:
     view_position: str | None = None
     laterality: str | None = None
     body_part: str | None = None
+    modality: str | None = None
+    view_source: str | None = None  # "dicom" | "metadata" | None (unknown)
 
 
 @dataclass(frozen=True)
@@ -91,16 +94,125 @@ def decode(source: ImageSource) -> DecodedImage:
     return _decode_raster(read_bytes(source), source, fmt, checksum="")
 
 
-def inspect(source: ImageSource) -> ImageInfo:
-    """Validate an image fully (pixels decoded) and return what the store keeps about it."""
-    data = read_bytes(source)
+# Modalities a chest radiograph comes as (DX digital, CR computed radiography).
+CHEST_MODALITIES = frozenset({"CR", "DX"})
+_CHEST_BODY_PARTS = ("CHEST", "THORAX", "LUNG", "TORAX", "THORAC", "CXR", "PORT CHEST")
+
+
+@dataclass(frozen=True)
+class ImageCheck:
+    """What `inspect` enforces: file access (a Guard), pixel limits and allowed modalities.
+
+    `allow_modality` adds modalities to CR/DX; "ANY" turns the modality and body-part check off.
+    """
+
+    guard: object | None = None  # studies.safety.Guard (kept untyped: no import cycle)
+    allow_modality: frozenset[str] = frozenset()
+    max_pixels: int = 60_000_000
+    max_bytes: int = 256 << 20
+
+
+def inspect(source: ImageSource, check: ImageCheck | None = None) -> ImageInfo:
+    """Validate an image as the viewer will show it and return what the store keeps about it.
+
+    The file is read through the import's Guard (contained, regular, size-capped), refused when
+    its header announces more pixels than the limit (decompression bombs) or a modality that is
+    not a chest radiograph, then decoded by the same display pipeline the viewer runs (Modality
+    LUT, VOI LUT/window, MONOCHROME1 inversion, min-max) including the default window/level, so
+    an image that imports can be shown.
+    """
+    check = check or ImageCheck()
+    if source.data is not None:
+        data = source.data
+        if len(data) > check.max_bytes:
+            raise StudyLoadError(source.name, f"image too large ({len(data):,} bytes; the "
+                                              f"limit is {check.max_bytes:,})")
+    elif check.guard is not None:
+        data = check.guard.read(source.path, source.name, what="image")  # type: ignore[attr-defined]
+    else:
+        data = read_bytes(source)
     fmt = sniff_format(data[:132], source.name)
     checksum = hashlib.sha256(data).hexdigest()
-    if fmt == "dicom":
-        ds = _read_dataset(data, source.name)
-        _decoded_pixels(ds, source.name)
-        return _dicom_info(ds, checksum, source)
-    return _open_raster(data, source, fmt, checksum)[1]
+    try:
+        if fmt == "dicom":
+            decoded = _decode_dicom_bytes(_cut_after_pixel_data(data, source.name), source,
+                                          checksum, check)
+        else:
+            decoded = _decode_raster(data, source, fmt, checksum, max_pixels=check.max_pixels)
+        _check_displayable(decoded, source.name)
+    except StudyLoadError:
+        raise
+    except MemoryError:
+        raise StudyLoadError(source.name, "image too large to decode (out of memory)") from None
+    except Exception as exc:  # a decoder's own error on hostile input: name it, never raise it
+        raise StudyLoadError(source.name, f"cannot be displayed ({type(exc).__name__}: {exc})") \
+            from None
+    return decoded.info
+
+
+def _check_displayable(image: DecodedImage, name: str) -> None:
+    """Run what the viewer runs on top of `decode`: the default window and a finite range."""
+    raw = image.raw
+    if raw.size == 0 or raw.ndim != 2:
+        raise StudyLoadError(name, f"no displayable pixels (array shape {raw.shape})")
+    if raw.dtype.kind == "f" and not np.isfinite(raw).all():
+        raise StudyLoadError(name, "pixel values are not finite after the Modality LUT "
+                                   "(bad RescaleSlope/RescaleIntercept)")
+    if image.display.shape != raw.shape or image.display.dtype != np.uint8:
+        raise StudyLoadError(name, "display image has the wrong shape or type")
+    if image.window is not None:
+        center, width = image.window
+        if not (np.isfinite(center) and np.isfinite(width)):
+            raise StudyLoadError(name, f"default window {image.window} is not finite")
+        window_level(image, center, width)
+    lo, hi = float(raw.min()), float(raw.max())
+    window_level(image, (lo + hi) / 2, max(hi - lo, 1.0))
+
+
+def _cut_after_pixel_data(data: bytes, name: str) -> bytes:
+    """The file up to the end of its Pixel Data element.
+
+    Anything after the pixel data (padding, signatures, or gigabytes of zeros in a hostile
+    file) is never needed for display, and parsing it element by element can take minutes.
+    """
+    import pydicom
+
+    fp = io.BytesIO(data)
+    try:
+        ds = pydicom.dcmread(fp, stop_before_pixels=True)
+    except Exception as exc:
+        raise StudyLoadError(name, f"not a valid DICOM file ({type(exc).__name__}: {exc})") \
+            from None
+    start = fp.tell()
+    ts = getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", None)
+    if start >= len(data) or ts is None:
+        return data
+    little = ts.is_little_endian if ts.is_transfer_syntax else True
+    implicit = ts.is_implicit_VR if ts.is_transfer_syntax else False
+    order = "<" if little else ">"
+    head = data[start:start + 12]
+    if len(head) < 8:
+        return data
+    if implicit:
+        length, pos = struct.unpack(order + "I", head[4:8])[0], start + 8
+    elif head[4:6] in (b"OB", b"OW", b"OF", b"OD", b"UN", b"OL", b"OV"):
+        if len(head) < 12:
+            return data
+        length, pos = struct.unpack(order + "I", head[8:12])[0], start + 12
+    else:
+        length, pos = struct.unpack(order + "H", head[6:8])[0], start + 8
+    if length != 0xFFFFFFFF:
+        return data[:pos + length]
+    # Encapsulated: items until the sequence delimiter (FFFE,E0DD).
+    while pos + 8 <= len(data):
+        group, elem, item_len = struct.unpack(order + "HHI", data[pos:pos + 8])
+        pos += 8
+        if (group, elem) == (0xFFFE, 0xE0DD):
+            return data[:pos]
+        if (group, elem) != (0xFFFE, 0xE000) or item_len == 0xFFFFFFFF:
+            raise StudyLoadError(name, "corrupt encapsulated pixel data (bad item tag)")
+        pos += item_len
+    return data
 
 
 # --- DICOM -----------------------------------------------------------------------------------
@@ -157,6 +269,7 @@ def _dicom_info(ds, checksum: str, source: ImageSource) -> ImageInfo:
     photometric = str(ds.PhotometricInterpretation)
     if photometric not in ("MONOCHROME1", "MONOCHROME2"):
         photometric = "MONOCHROME2"  # colour input is converted to luminance
+    dicom_view = _text(ds, "ViewPosition")
     return ImageInfo(
         format="dicom",
         rows=int(ds.Rows),
@@ -164,9 +277,11 @@ def _dicom_info(ds, checksum: str, source: ImageSource) -> ImageInfo:
         photometric=photometric,
         bits_stored=int(ds.get("BitsStored", 8) or 8),
         checksum=checksum,
-        view_position=_text(ds, "ViewPosition") or source.view_position,
+        view_position=dicom_view or source.view_position,
         laterality=_text(ds, "ImageLaterality"),
         body_part=_text(ds, "BodyPartExamined"),
+        modality=_text(ds, "Modality"),
+        view_source="dicom" if dicom_view else source.view_source,
     )
 
 
@@ -185,10 +300,46 @@ def _first_value(value) -> float:
 
 
 def _decode_dicom(source: ImageSource) -> DecodedImage:
+    ds = _read_dataset(source.data if source.data is not None else source.path, source.name)
+    return _display_dicom(ds, _dicom_info(ds, "", source), source)
+
+
+def _check_dicom(ds, name: str, check: ImageCheck) -> None:
+    """Pixel-count limit and chest-radiograph modality/body part, before any decode."""
+    rows, cols = int(ds.get("Rows", 0) or 0), int(ds.get("Columns", 0) or 0)
+    samples = int(ds.get("SamplesPerPixel", 1) or 1)
+    if rows <= 0 or cols <= 0:
+        raise StudyLoadError(name, f"DICOM without a valid image size ({rows}x{cols})")
+    if rows * cols * samples > check.max_pixels:
+        raise StudyLoadError(name, f"image of {cols}x{rows} pixels refused (decompression-bomb "
+                                   f"limit {check.max_pixels:,} pixels)")
+    if "ANY" in check.allow_modality:
+        return
+    modality = str(ds.get("Modality", "") or "").strip().upper()
+    allowed = CHEST_MODALITIES | check.allow_modality
+    if modality not in allowed:
+        sop = ds.get("SOPClassUID")
+        what = getattr(sop, "name", None) or str(sop or "")
+        raise StudyLoadError(
+            name, f"modality {modality or 'unknown'} ({what}) is not a chest radiograph "
+                  f"(CR/DX); use --allow-modality {modality or 'ANY'} to import it"
+        )
+    body = str(ds.get("BodyPartExamined", "") or "").strip().upper()
+    if modality in CHEST_MODALITIES and body and not any(b in body for b in _CHEST_BODY_PARTS):
+        raise StudyLoadError(name, f"body part {body} is not the chest; "
+                                   "use --allow-modality ANY to import it")
+
+
+def _decode_dicom_bytes(data: bytes, source: ImageSource, checksum: str,
+                        check: ImageCheck) -> DecodedImage:
+    ds = _read_dataset(data, source.name)
+    _check_dicom(ds, source.name, check)
+    return _display_dicom(ds, _dicom_info(ds, checksum, source), source)
+
+
+def _display_dicom(ds, info: ImageInfo, source: ImageSource) -> DecodedImage:
     from pydicom.pixels import apply_modality_lut, apply_voi_lut
 
-    ds = _read_dataset(source.data if source.data is not None else source.path, source.name)
-    info = _dicom_info(ds, "", source)
     stored = _decoded_pixels(ds, source.name)
     if str(ds.PhotometricInterpretation).startswith("MONO"):
         raw = apply_modality_lut(stored, ds)
@@ -284,14 +435,21 @@ def _gather(lut: np.ndarray, index: np.ndarray) -> np.ndarray:
 
 # --- PNG / JPEG ------------------------------------------------------------------------------
 
-def _open_raster(data: bytes, source: ImageSource, fmt: str, checksum: str):
+def _open_raster(data: bytes, source: ImageSource, fmt: str, checksum: str,
+                 max_pixels: int | None = None):
     from PIL import Image, UnidentifiedImageError
 
     try:
         im = Image.open(io.BytesIO(data))
+        if max_pixels is not None and im.width * im.height > max_pixels:
+            raise StudyLoadError(
+                source.name, f"image of {im.width}x{im.height} pixels refused "
+                             f"(decompression-bomb limit {max_pixels:,} pixels)")
         im.load()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise StudyLoadError(source.name, f"corrupt {fmt.upper()} image ({exc})") from exc
+    except Image.DecompressionBombError as exc:
+        raise StudyLoadError(source.name, f"decompression bomb refused ({exc})") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
+        raise StudyLoadError(source.name, f"corrupt {fmt.upper()} image ({exc})") from None
     if getattr(im, "n_frames", 1) > 1:
         raise StudyLoadError(source.name, f"animated {fmt.upper()} ({im.n_frames} frames)")
     mode = im.mode
@@ -310,12 +468,14 @@ def _open_raster(data: bytes, source: ImageSource, fmt: str, checksum: str):
     info = ImageInfo(
         format=fmt, rows=im.height, cols=im.width, photometric="MONOCHROME2",
         bits_stored=bits, checksum=checksum, view_position=source.view_position,
+        view_source=source.view_source if source.view_position else None,
     )
     return im, info
 
 
-def _decode_raster(data: bytes, source: ImageSource, fmt: str, checksum: str) -> DecodedImage:
-    im, info = _open_raster(data, source, fmt, checksum)
+def _decode_raster(data: bytes, source: ImageSource, fmt: str, checksum: str,
+                   max_pixels: int | None = None) -> DecodedImage:
+    im, info = _open_raster(data, source, fmt, checksum, max_pixels)
     raw = np.asarray(im)
     if info.bits_stored == 8:
         return DecodedImage(info=info, raw=raw, display=raw, window=None)

@@ -1,50 +1,101 @@
-"""Importing studies: read a dataset layout, validate every image, store each study atomically.
+"""Importing studies: read a dataset layout, check every image, store studies in bulk.
 
-A study is stored whole or not at all: its images are decoded (DICOM) or verified (PNG/JPEG)
-first, embedded image bytes go to the blob store, and the rows are written in one transaction;
-if anything fails, the blobs it created are removed and the failure is reported with the file
-and the reason. Re-importing adds nothing twice (studies are keyed by source + study key).
+Guarantees, in order of importance:
+
+- **A bad record never ends or escapes an import.** Importers yield a StudyRecord or a
+  RecordError per record; a reader that dies half-way (truncated .gz, bad encoding, nested JSON)
+  is reported with its file and the reason; an image that fails fails only its own study. Every
+  record found ends as exactly one of added / updated / unchanged / failed.
+- **All-or-nothing per study.** A study's images are all checked (read through the import's
+  Guard, decoded by the viewer's display pipeline) before any row is written; a batch of studies
+  is written in one transaction, and if that transaction fails the batch is retried study by
+  study, so one bad study never takes others with it and never leaves half of itself stored.
+- **Re-import merges.** A stored study whose record is unchanged (same fingerprint) is skipped
+  without touching its files; a changed one gains its new images and reference sections (a
+  changed reference becomes a new version, the old text kept).
+- **Throughput.** Metadata is parsed once; the known studies and patients are loaded once; new
+  studies go in with executemany; images are checked in a process pool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from db.blobs import BlobStore
 from db.engine import Database
-from db.store import StoredImage, add_study, find_study, pseudonym
+from db.models import Image
+from db.store import (
+    KnownStudy,
+    StoredImage,
+    insert_studies,
+    known_patients,
+    known_studies,
+    merge_study,
+    pseudonym,
+)
 from studies.errors import DatasetLayoutError, StudyLoadError
 from studies.importers import ImportOptions, detect_format, get_importer
-from studies.pixels import inspect, sniff_format
-from studies.records import ImageSource, StudyRecord
+from studies.pixels import ImageCheck, ImageInfo, inspect, sniff_format
+from studies.records import ImageSource, RecordError, StudyRecord
+from studies.safety import Guard, Limits
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int | None], None]  # (done so far, total if known)
+
+# Studies written per transaction, and images per parallel check round.
+BATCH_STUDIES = 5000
+BATCH_IMAGES = 512
+# Fewer images than this are checked in-process (a pool costs more than it saves).
+POOL_MIN_IMAGES = 16
 
 
 @dataclass(frozen=True)
 class ImportProblem:
     where: str
     reason: str
+    record: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.where}: {self.reason}"
+        where = f"{self.where} [{self.record}]" if self.record else self.where
+        return f"{where}: {self.reason}"
 
 
 @dataclass
 class ImportReport:
     format: str
+    found: int = 0
     added: int = 0
-    already_present: int = 0
-    images: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    images: int = 0  # images added (to new or updated studies)
     problems: list[ImportProblem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # objects skipped on purpose (DICOM SR, ...)
 
     @property
     def failed(self) -> int:
         return len(self.problems)
+
+    @property
+    def already_present(self) -> int:
+        """Studies stored before and unchanged (the name earlier callers use)."""
+        return self.unchanged
+
+    def summary(self) -> str:
+        return (f"{self.format}: {self.found} records: {self.added} added, {self.updated} "
+                f"updated, {self.unchanged} unchanged, {self.failed} failed "
+                f"({self.images} images added)")
 
 
 def import_path(
@@ -54,96 +105,323 @@ def import_path(
     blobs: BlobStore,
     fmt: str = "auto",
     images: Path | None = None,
+    follow_symlinks: bool = False,
+    allow_modality: Iterable[str] = (),
+    limits: Limits | None = None,
+    workers: int | None = None,
     progress: Progress | None = None,
 ) -> ImportReport:
     """Import a dataset folder/file in the given (or detected) layout.
 
-    A layout error (missing metadata file, wrong CSV columns) raises DatasetLayoutError before
-    anything is stored; a bad study is reported in ImportReport.problems and the rest go on.
+    A layout error (no metadata file, wrong columns) raises DatasetLayoutError before anything
+    is stored; everything after that is reported in the ImportReport, never raised.
     """
-    options = ImportOptions(images=images)
-    importer = detect_format(path, options) if fmt == "auto" else get_importer(fmt, options)
-    total = importer.count(path)
-    return import_records(
-        db, importer.read(path), blobs=blobs, fmt=importer.name, total=total, progress=progress
+    path = Path(os.path.abspath(path))
+    options = ImportOptions(
+        images=Path(os.path.abspath(images)) if images is not None else None,
+        follow_symlinks=follow_symlinks,
+        allow_modality=frozenset(m.strip().upper() for m in allow_modality if m.strip()),
+        limits=limits or Limits(),
     )
+    importer = detect_format(path, options) if fmt == "auto" else get_importer(fmt, options)
+    guard = options.guard_for(importer.root(path))
+    check = ImageCheck(guard=guard, allow_modality=options.allow_modality,
+                       max_pixels=options.limits.image_pixels,
+                       max_bytes=options.limits.image_bytes)
+    return import_records(db, importer.read(path), blobs=blobs, fmt=importer.name,
+                          total=importer.count(path), progress=progress, check=check,
+                          workers=workers)
 
 
 def import_records(
     db: Database,
-    records: Iterable[StudyRecord],
+    records: Iterable[StudyRecord | RecordError],
     *,
     blobs: BlobStore,
     fmt: str,
     total: int | None = None,
     progress: Progress | None = None,
+    check: ImageCheck | None = None,
+    workers: int | None = None,
 ) -> ImportReport:
+    """Store records (each one's outcome counted once); see the module docstring."""
     report = ImportReport(format=fmt)
-    done = 0
-    iterator = iter(records)
-    while True:
-        try:
-            record = next(iterator)
-        except StopIteration:
-            break
-        except DatasetLayoutError:
-            raise
-        except StudyLoadError as exc:  # one record the importer could not build
-            report.problems.append(ImportProblem(exc.path, exc.reason))
-        else:
-            _import_one(db, record, blobs, report)
-        done += 1
-        if progress is not None:
-            progress(done, total)
+    check = check or ImageCheck(guard=Guard.for_roots(Path("/")))
+    with ExitStack() as stack:
+        writer = _BatchWriter(db, blobs, check, report, _PoolHandle(workers, stack))
+        iterator: Iterator = iter(records)
+        while True:
+            try:
+                item = next(iterator)
+            except StopIteration:
+                break
+            except DatasetLayoutError as exc:
+                if report.found == 0:
+                    raise  # nothing read yet, nothing stored: a layout error (exit 2)
+                report.problems.append(ImportProblem(exc.path, f"{exc.reason} (reading stopped "
+                                                     "here; records after it were not read)"))
+                report.found += 1
+                break
+            except StudyLoadError as exc:
+                report.problems.append(ImportProblem(exc.path, f"{exc.reason} (reading stopped "
+                                                     "here; records after it were not read)"))
+                report.found += 1
+                break
+            except Exception as exc:  # an importer bug or a reader failing on hostile input
+                log.warning("import reader failed", exc_info=True)
+                report.problems.append(ImportProblem(
+                    fmt, f"reading stopped after {report.found} records: "
+                         f"{type(exc).__name__}: {exc}"))
+                report.found += 1
+                break
+            report.found += 1
+            if isinstance(item, RecordError):
+                report.problems.append(ImportProblem(item.where, item.reason, item.record))
+            else:
+                writer.add(item)
+            if progress is not None:
+                progress(report.found, total)
+        writer.flush()
     return report
 
 
-def _import_one(db: Database, record: StudyRecord, blobs: BlobStore, report: ImportReport) -> None:
-    with db.read() as session:
-        if find_study(session, record.source, record.study_key) is not None:
-            report.already_present += 1
-            return
-    created: list[str] = []
+def fingerprint(record: StudyRecord) -> str:
+    """A digest of everything an import would store for the record (not where it came from)."""
+    images = tuple(
+        (im.name, im.path, hashlib.sha256(im.data).hexdigest() if im.data is not None else None,
+         im.view_position, im.view_source)
+        for im in record.images
+    )
+    parts = (record.source, record.study_key, record.patient_key, record.study_date,
+             record.study_time, record.split, record.split_raw, record.indication,
+             record.comparison, tuple(sorted(record.demographics.items())), images,
+             record.reference, record.notes)
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+# --- image checks ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Checked:
+    """One image's check: its info and stored uri source (real path), or the failure."""
+
+    info: ImageInfo | None
+    real_path: str | None
+    error: str | None
+    name: str
+
+
+def _check_one(task: tuple[ImageSource, ImageCheck]) -> _Checked:
+    """Runs in a worker process: never raises (a crash there would lose the whole round)."""
+    source, check = task
     try:
-        # Decode/verify outside the write transaction so the write lock is held only briefly.
-        stored = [StoredImage(uri=_place(source, blobs, created), info=inspect(source))
-                  for source in record.images]
-        with db.write() as session:
-            if find_study(session, record.source, record.study_key) is not None:
-                _undo(blobs, created)
-                report.already_present += 1
-                return
-            if record.identifiers_are_phi:
-                record = replace(record, patient_key=pseudonym(session, record.patient_key),
-                                 identifiers_are_phi=False)
-            add_study(session, record, stored)
+        info = inspect(source, check)
+        real = None
+        if source.data is None:
+            guard = check.guard
+            real = str(guard.check(source.path, source.name)) if guard is not None else \
+                os.path.realpath(source.path)  # type: ignore[arg-type]
+        return _Checked(info, real, None, source.name)
     except StudyLoadError as exc:
-        _undo(blobs, created)
-        report.problems.append(ImportProblem(exc.path, exc.reason))
-        return
-    except SQLAlchemyError as exc:
-        _undo(blobs, created)
-        reason = getattr(exc, "orig", None) or exc
-        report.problems.append(ImportProblem(record.origin, f"database error: {reason}"))
-        return
-    except BaseException:
-        _undo(blobs, created)
-        raise
-    report.added += 1
-    report.images += len(record.images)
+        return _Checked(None, None, exc.reason, exc.path)
+    except MemoryError:
+        return _Checked(None, None, "out of memory while decoding", source.name)
+    except Exception as exc:
+        return _Checked(None, None, f"{type(exc).__name__}: {exc}", source.name)
 
 
-def _place(source: ImageSource, blobs: BlobStore, created: list[str]) -> str:
-    """Where the stored image lives: its absolute path, or a blob for embedded bytes."""
-    if source.data is None:
-        return str(Path(source.path).resolve())  # type: ignore[arg-type]
-    ext = sniff_format(source.data[:132], source.name)
-    uri, new = blobs.put(source.data, {"jpeg": "jpg", "dicom": "dcm"}.get(ext, ext))
-    if new:
-        created.append(uri)
-    return uri
+class _PoolHandle:
+    """A process pool made on first need, shut down with the import."""
+
+    def __init__(self, workers: int | None, stack: ExitStack) -> None:
+        self.workers = workers if workers is not None else (os.cpu_count() or 1)
+        self._stack = stack
+        self._pool: Executor | None = None
+
+    def map(self, tasks: list[tuple[ImageSource, ImageCheck]]) -> list[_Checked]:
+        if self.workers <= 1 or len(tasks) < POOL_MIN_IMAGES:
+            return [_check_one(t) for t in tasks]
+        if self._pool is None:
+            self._pool = self._stack.enter_context(ProcessPoolExecutor(self.workers))
+        chunk = max(1, min(16, len(tasks) // (self.workers * 4)))
+        try:
+            return list(self._pool.map(_check_one, tasks, chunksize=chunk))
+        except BrokenProcessPool as exc:  # a decoder crashed a worker (segfault, OOM kill)
+            self._pool = None
+            return [_Checked(None, None, f"image checker crashed ({exc}); check the file alone",
+                             t[0].name) for t in tasks]
 
 
-def _undo(blobs: BlobStore, created: list[str]) -> None:
-    for uri in created:
-        blobs.remove(uri)
+# --- batching and writing ----------------------------------------------------------------------
+
+@dataclass
+class _Pending:
+    record: StudyRecord
+    fingerprint: str
+    known: KnownStudy | None
+
+
+class _BatchWriter:
+    def __init__(self, db: Database, blobs: BlobStore, check: ImageCheck, report: ImportReport,
+                 pool: _PoolHandle) -> None:
+        self.db, self.blobs, self.check, self.report, self.pool = db, blobs, check, report, pool
+        self.pending: list[_Pending] = []
+        self.pending_keys: set[tuple[str, str]] = set()
+        self.pending_images = 0
+        with db.write() as session:
+            pseudonym(session, "")  # makes sure the pseudonym key exists before reading with it
+        with db.read() as session:
+            self.index = known_studies(session)
+            self.patients = known_patients(session)
+        self._ids_ctx: ExitStack | None = None
+        self._ids_session: Session | None = None
+
+    # identifiers --------------------------------------------------------------------------
+
+    def _pseudonymise(self, record: StudyRecord) -> StudyRecord:
+        if self._ids_session is None:
+            self._ids_ctx = ExitStack()
+            self._ids_session = self._ids_ctx.enter_context(self.db.read())
+        s = self._ids_session
+        study_key = pseudonym(s, record.study_key) if record.identifiers_are_phi \
+            else record.study_key
+        return replace(record, patient_key=pseudonym(s, record.patient_key), study_key=study_key,
+                       identifiers_are_phi=False)
+
+    def _end_ids_session(self) -> None:
+        if self._ids_ctx is not None:
+            self._ids_ctx.close()
+            self._ids_ctx, self._ids_session = None, None
+
+    # records ------------------------------------------------------------------------------
+
+    def add(self, record: StudyRecord) -> None:
+        record = self._pseudonymise(record)
+        self.report.notes.extend(record.notes)
+        key = (record.source, record.study_key)
+        if key in self.pending_keys:
+            self.flush()
+        digest = fingerprint(record)
+        known = self.index.get(key)
+        if known is not None and known.fingerprint == digest:
+            self.report.unchanged += 1
+            return
+        self.pending.append(_Pending(record, digest, known))
+        self.pending_keys.add(key)
+        self.pending_images += len(record.images)
+        if len(self.pending) >= BATCH_STUDIES or self.pending_images >= BATCH_IMAGES:
+            self.flush()
+
+    def flush(self) -> None:
+        self._end_ids_session()
+        pending, self.pending = self.pending, []
+        self.pending_keys, self.pending_images = set(), 0
+        if not pending:
+            return
+        existing = self._existing_images([p.known.id for p in pending if p.known is not None])
+        tasks: list[tuple[ImageSource, ImageCheck]] = []
+        wanted: list[list[int]] = []  # per pending record: indexes into tasks
+        for p in pending:
+            have = existing.get(p.known.id, (set(), set())) if p.known else (set(), set())
+            idx = []
+            for source in p.record.images:
+                if _already_stored(source, have):
+                    continue
+                idx.append(len(tasks))
+                tasks.append((source, self.check))
+            wanted.append(idx)
+        results = self.pool.map(tasks) if tasks else []
+        ready: list[tuple[_Pending, list[StoredImage], list[str]]] = []
+        for p, idx in zip(pending, wanted, strict=True):
+            checked = [results[i] for i in idx]
+            errors = [c for c in checked if c.error is not None]
+            if errors:
+                first = errors[0]
+                more = f" (and {len(errors) - 1} more image(s) failed)" if len(errors) > 1 else ""
+                self.report.problems.append(
+                    ImportProblem(first.name, first.error + more, p.record.origin))
+                continue
+            created: list[str] = []
+            try:
+                stored = [StoredImage(self._place(src, c, created), c.info)  # type: ignore[arg-type]
+                          for src, c in zip([t[0] for t in (tasks[i] for i in idx)], checked,
+                                            strict=True)]
+            except (OSError, StudyLoadError) as exc:
+                self._undo(created)
+                self.report.problems.append(ImportProblem(p.record.origin, f"cannot store "
+                                                          f"embedded image ({exc})"))
+                continue
+            ready.append((p, stored, created))
+        if ready:
+            try:
+                self._write(ready)
+            except Exception:
+                log.info("batch write failed; retrying study by study", exc_info=True)
+                for item in ready:
+                    try:
+                        self._write([item])
+                    except Exception as exc:
+                        self._undo(item[2])
+                        reason = getattr(exc, "orig", None) or exc
+                        self.report.problems.append(ImportProblem(
+                            item[0].record.origin, f"database error: {reason}"))
+
+    def _existing_images(self, study_ids: list[int]) -> dict[int, tuple[set[str], set[str]]]:
+        """(uris, checksums) of the stored images of studies being merged."""
+        out: dict[int, tuple[set[str], set[str]]] = {}
+        if not study_ids:
+            return out
+        with self.db.read() as session:
+            for start in range(0, len(study_ids), 500):
+                rows = session.execute(select(Image.study_id, Image.uri, Image.checksum)
+                                       .where(Image.study_id.in_(study_ids[start:start + 500])))
+                for sid, uri, checksum in rows:
+                    uris, sums = out.setdefault(sid, (set(), set()))
+                    uris.add(uri)
+                    sums.add(checksum)
+        return out
+
+    def _place(self, source: ImageSource, checked: _Checked, created: list[str]) -> str:
+        if source.data is None:
+            return checked.real_path  # type: ignore[return-value]
+        ext = sniff_format(source.data[:132], source.name)
+        uri, new = self.blobs.put(source.data, {"jpeg": "jpg", "dicom": "dcm"}.get(ext, ext))
+        if new:
+            created.append(uri)
+        return uri
+
+    def _undo(self, created: list[str]) -> None:
+        for uri in created:
+            self.blobs.remove(uri)
+
+    def _write(self, items: list[tuple[_Pending, list[StoredImage], list[str]]]) -> None:
+        new = [(p.record, stored, p.fingerprint) for p, stored, _ in items if p.known is None]
+        outcomes: list[tuple[tuple[str, str], KnownStudy, str, int]] = []
+        with self.db.write() as session:
+            patients = dict(self.patients)
+            ids = insert_studies(session, new, patients)
+            for (record, stored, digest), sid in zip(new, ids, strict=True):
+                pid = patients[(record.source, record.patient_key)]
+                outcomes.append(((record.source, record.study_key), KnownStudy(sid, pid, digest),
+                                 "added", len(stored)))
+            for p, stored, _ in items:
+                if p.known is None:
+                    continue
+                changes = merge_study(session, p.known.id, p.record, stored, p.fingerprint)
+                outcomes.append(((p.record.source, p.record.study_key),
+                                 KnownStudy(p.known.id, p.known.patient_id, p.fingerprint),
+                                 "updated" if changes else "unchanged", len(stored)))
+        self.patients = patients  # committed: the new patients exist now
+        for key, known, outcome, n_images in outcomes:
+            self.index[key] = known
+            setattr(self.report, outcome, getattr(self.report, outcome) + 1)
+            self.report.images += n_images
+
+
+def _already_stored(source: ImageSource, have: tuple[set[str], set[str]]) -> bool:
+    uris, checksums = have
+    if not uris:
+        return False
+    if source.data is not None:
+        return hashlib.sha256(source.data).hexdigest() in checksums
+    return os.path.realpath(source.path) in uris  # type: ignore[arg-type]

@@ -1,27 +1,43 @@
 """The Importer interface and the registry of dataset layouts.
 
-An importer only reads: `read(path)` yields plain StudyRecords (images as paths or bytes, the
-reference report, patient and date). Validating pixels and persisting each study atomically is the
-ingest service's job.
+An importer only reads: `read(path)` yields, per record found, a StudyRecord (images as paths or
+bytes, the reference report, patient and date) or a RecordError naming the file, the record and
+the reason. A record that cannot be built never ends the iteration. Checking pixels and storing
+is the ingest service's job. A wrong layout (no metadata, missing columns) raises
+DatasetLayoutError before the first record.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from studies.errors import DatasetLayoutError
-from studies.records import StudyRecord
+from studies.errors import DatasetLayoutError, StudyLoadError
+from studies.records import RecordError, StudyRecord
+from studies.safety import Guard, Limits
+
+log = logging.getLogger(__name__)
+
+Item = StudyRecord | RecordError
 
 
 @dataclass(frozen=True)
 class ImportOptions:
-    """Options some layouts need: where images live when apart from the reports."""
+    """Where images live when apart from the reports, and how strict reading is."""
 
     images: Path | None = None
+    follow_symlinks: bool = False
+    allow_modality: frozenset[str] = frozenset()
+    limits: Limits = field(default_factory=Limits)
+
+    def guard_for(self, root: Path) -> Guard:
+        """The Guard of an import whose dataset root is `root` (plus --images)."""
+        return Guard.for_roots(root, self.images, follow_symlinks=self.follow_symlinks,
+                               limits=self.limits)
 
 
 class Importer(Protocol):
@@ -33,16 +49,42 @@ class Importer(Protocol):
         """Cheap check (file names, headers) whether `path` has this importer's layout."""
         ...
 
-    def count(self, path: Path) -> int | None:
-        """Number of studies `read` will yield, when knowable cheaply (for progress bars)."""
+    def root(self, path: Path) -> Path:
+        """The dataset root: image paths must resolve inside it (or inside --images)."""
         ...
 
-    def read(self, path: Path) -> Iterator[StudyRecord]: ...
+    def count(self, path: Path) -> int | None:
+        """Number of records `read` will yield, when knowable cheaply (for progress bars)."""
+        ...
+
+    def read(self, path: Path) -> Iterator[Item]: ...
+
+
+def build(origin: str, make: Callable[..., StudyRecord], *args: object,
+          record: str | None = None) -> Item:
+    """Run `make(*args)` (one record's builder) in its own error boundary: the record, or why
+    it failed."""
+    try:
+        return make(*args)
+    except StudyLoadError as exc:
+        return RecordError(exc.path, exc.reason, record)
+    except RecursionError:
+        return RecordError(origin, "structure nested too deeply", record)
+    except Exception as exc:  # hostile values: wrong types, bad lengths, odd encodings
+        log.debug("record %s failed", origin, exc_info=True)
+        return RecordError(origin, f"malformed record ({type(exc).__name__}: {exc})", record)
+
+
+def file_failure(path: Path | str, exc: BaseException, done: int) -> RecordError:
+    """A metadata file that stopped being readable after `done` records."""
+    reason = exc.reason if isinstance(exc, StudyLoadError) else f"{type(exc).__name__}: {exc}"
+    return RecordError(str(path), f"{reason} (reading this file stopped after {done} records)")
 
 
 # Detection order matters: specific layouts first, the plain folder last.
 _REGISTRY: dict[str, str] = {
     "rexgradient": "studies.importers.rexgradient:ReXGradientImporter",
+    "rexrank": "studies.importers.rexrank:ReXrankImporter",
     "mimic-cxr": "studies.importers.mimic_cxr:MimicCxrImporter",
     "iu-xray": "studies.importers.iu_xray:IUXrayImporter",
     "interpret-cxr": "studies.importers.interpret_cxr:InterpretCxrImporter",
@@ -67,7 +109,11 @@ def detect_format(path: Path, options: ImportOptions | None = None) -> Importer:
         raise DatasetLayoutError(str(path), "does not exist")
     for name in IMPORTER_NAMES:
         importer = get_importer(name, options)
-        if importer.detect(path):
+        try:
+            found = importer.detect(path)
+        except (OSError, ValueError, RecursionError):
+            found = False
+        if found:
             return importer
     raise DatasetLayoutError(
         str(path), "no known dataset layout found (use --format to choose one: "

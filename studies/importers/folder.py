@@ -1,30 +1,123 @@
-"""A plain folder: one sub-folder per study holding its images (DICOM/PNG/JPEG), optionally a
-`report.json` ({"findings", "impression", "indication", "comparison", "patient_id",
-"study_date", "split", "sex", "age"}) or a sectioned `report.txt` ("FINDINGS: ... IMPRESSION: ...").
+"""A plain folder, a PACS/CD export or a DICOMDIR tree.
 
-Patient and date come from report.json, else from the DICOM header (PatientID and AccessionNumber
-are pseudonymised by the store, never kept as such), else the sub-folder is its own patient.
+- **DICOM**: every file that is DICOM (by its `DICM` preamble, with or without an extension:
+  `IM000001`, UID-named files, series sub-folders, DICOMDIR trees) is read (header only) and
+  grouped into studies by StudyInstanceUID, wherever it lies in the tree. Non-image objects
+  (SR, KO, PR, RTSTRUCT, ...) are skipped and reported, never fatal. Patient, study date and
+  time come from the header; PatientID and StudyInstanceUID are pseudonymised by the store.
+- **PNG/JPEG**: one sub-folder per study holding its images.
+- Either may have a `report.json` ({"findings", "impression", "indication", "comparison",
+  "patient_id", "study_date", "split", "sex", "age"}) or a sectioned `report.txt`
+  ("FINDINGS: ... IMPRESSION: ...") in the folder of its files.
+
+Symbolic links are not followed (and reported) unless --follow-symlinks; FIFOs, sockets and
+devices are reported and never opened.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterator
-from datetime import date
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from studies.dates import parse_date
+from studies.dates import parse_date, parse_time
 from studies.errors import DatasetLayoutError, StudyLoadError
-from studies.importers.base import ImportOptions
-from studies.records import ImageSource, ReportSections, StudyRecord
-from studies.reports import clean, split_sections
+from studies.importers.base import ImportOptions, Item, build
+from studies.records import (
+    ImageSource,
+    RecordError,
+    ReportSections,
+    StudyRecord,
+    normalise_split,
+    reference,
+    text,
+)
+from studies.reports import split_sections
+from studies.safety import Guard
 
 SOURCE = "folder"
-IMAGE_SUFFIXES = (".dcm", ".dicom", ".png", ".jpg", ".jpeg")
+RASTER_SUFFIXES = (".png", ".jpg", ".jpeg")
+_REPORT_FILES = ("report.json", "report.txt")
+_MAX_DEPTH = 16
+_HEADER_TAGS = ("PatientID", "StudyInstanceUID", "StudyDate", "StudyTime", "PatientSex",
+                "PatientAge", "SOPClassUID", "Modality", "SeriesNumber", "InstanceNumber")
 
 
-def image_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+@dataclass
+class _Scan:
+    dicom: list[Path] = field(default_factory=list)
+    raster: dict[Path, list[Path]] = field(default_factory=dict)
+    skipped: list[RecordError] = field(default_factory=list)
+
+
+def _sniff(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as fh:  # a regular file (lstat-checked by the caller)
+            head = fh.read(132)
+    except OSError:
+        return None
+    if len(head) >= 132 and head[128:132] == b"DICM":
+        return "dicom"
+    if head.startswith(b"\x89PNG\r\n\x1a\n") or head.startswith(b"\xff\xd8"):
+        return "raster"
+    if path.suffix.lower() in (".dcm", ".dicom"):
+        return "dicom"
+    return None
+
+
+def scan(root: Path, follow_symlinks: bool) -> _Scan:
+    """Every image file under root (DICOM by content, PNG/JPEG by content and extension)."""
+    out = _Scan()
+    seen_dirs: set[tuple[int, int]] = set()
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            st = os.stat(folder)
+            if (st.st_dev, st.st_ino) in seen_dirs:
+                continue  # a symlink loop
+            seen_dirs.add((st.st_dev, st.st_ino))
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            out.skipped.append(RecordError(str(folder), f"cannot list folder ({exc.strerror})"))
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            if entry.name.startswith("."):
+                continue
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if stat.S_ISLNK(mode):
+                    if not follow_symlinks:
+                        out.skipped.append(RecordError(str(path), "is a symbolic link (not "
+                                                       "followed; use --follow-symlinks)"))
+                        continue
+                    mode = entry.stat(follow_symlinks=True).st_mode
+            except OSError as exc:
+                out.skipped.append(RecordError(str(path), f"cannot read ({exc.strerror})"))
+                continue
+            if stat.S_ISDIR(mode):
+                if depth + 1 > _MAX_DEPTH:
+                    out.skipped.append(RecordError(str(path), "folder nested too deeply"))
+                else:
+                    stack.append((path, depth + 1))
+                continue
+            if not stat.S_ISREG(mode):
+                kind = "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+                out.skipped.append(RecordError(str(path), f"{kind}: skipped, never opened"))
+                continue
+            if entry.name in _REPORT_FILES or entry.name.upper() == "DICOMDIR":
+                continue
+            kind = _sniff(path)
+            if kind == "dicom":
+                out.dicom.append(path)
+            elif kind == "raster" and path.suffix.lower() in RASTER_SUFFIXES:
+                out.raster.setdefault(path.parent, []).append(path)
+    stack.clear()
+    return out
 
 
 class FolderImporter:
@@ -34,84 +127,148 @@ class FolderImporter:
         self.options = options
 
     def detect(self, path: Path) -> bool:
-        return path.is_dir() and any(image_files(d) for d in _study_dirs(path))
+        if not path.is_dir():
+            return False
+        found = scan(path, self.options.follow_symlinks)
+        return bool(found.dicom or found.raster)
+
+    def root(self, path: Path) -> Path:
+        return path
 
     def count(self, path: Path) -> int | None:
-        return sum(1 for d in _study_dirs(path) if image_files(d))
+        return None
 
-    def read(self, path: Path) -> Iterator[StudyRecord]:
+    def read(self, path: Path) -> Iterator[Item]:
         if not path.is_dir():
-            raise DatasetLayoutError(str(path), "a plain-folder import needs a directory")
-        for folder in _study_dirs(path):
-            files = image_files(folder)
-            if files:
-                yield _study(path, folder, files)
+            raise DatasetLayoutError(str(path), "a folder import needs a directory")
+        guard = self.options.guard_for(path)
+        found = scan(path, self.options.follow_symlinks)
+        yield from found.skipped
+        studies, headers, notes, unreadable = _group_dicom(found.dicom, guard)
+        yield from unreadable
+        for uid, files in studies.items():
+            yield build(str(files[0].parent), _dicom_study, path, uid, files,
+                        headers[files[0]], notes.get(uid, ()), guard,
+                        record=f"{len(files)} DICOM file(s)")
+        for uid, skipped in notes.items():
+            if uid not in studies:  # a study made only of non-image objects
+                yield RecordError(skipped[0].split(":")[0], "study has no image objects ("
+                                  + "; ".join(skipped) + ")")
+        for folder, files in sorted(found.raster.items()):
+            yield build(str(folder), _raster_study, path, folder, files, guard)
 
 
-def _study_dirs(root: Path) -> list[Path]:
-    return sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+def _group_dicom(files: list[Path], guard: Guard):
+    """Header-only read of every DICOM: studies by StudyInstanceUID (image objects only),
+    skipped non-image objects per study, and files that cannot be read."""
+    import pydicom
 
-
-def _study(root: Path, folder: Path, files: list[Path]) -> StudyRecord:
-    meta: dict = {}
-    report: ReportSections | None = None
-    if (folder / "report.json").is_file():
+    studies: dict[str, list[Path]] = {}
+    headers: dict[Path, dict[str, str]] = {}
+    notes: dict[str, list[str]] = {}
+    unreadable: list[RecordError] = []
+    for f in files:
         try:
-            meta = json.loads((folder / "report.json").read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise StudyLoadError(str(folder / "report.json"), f"invalid JSON ({exc})") from exc
-        if not isinstance(meta, dict):
-            raise StudyLoadError(str(folder / "report.json"), "expected a JSON object")
-        report = ReportSections(clean(meta.get("findings")), clean(meta.get("impression")))
-    elif (folder / "report.txt").is_file():
-        sections = split_sections((folder / "report.txt").read_text(encoding="utf-8"))
-        meta = {k: v for k, v in sections.items() if k in ("indication", "comparison")}
-        report = ReportSections(sections.get("findings"), sections.get("impression"))
-    if report is not None and report.findings is None and report.impression is None:
-        report = None
+            guard.check(f)
+            if f.stat().st_size > guard.limits.image_bytes:
+                raise StudyLoadError(str(f), "file too large")
+            ds = pydicom.dcmread(f, stop_before_pixels=True, specific_tags=list(_HEADER_TAGS))
+            header = {k: str(v).strip() for k in _HEADER_TAGS
+                      if (v := ds.get(k)) not in (None, "")}
+        except StudyLoadError as exc:
+            unreadable.append(RecordError(exc.path, exc.reason))
+            continue
+        except Exception as exc:
+            unreadable.append(RecordError(str(f), f"not a readable DICOM file "
+                                                  f"({type(exc).__name__}: {exc})"))
+            continue
+        uid = header.get("StudyInstanceUID") or f"folder:{f.parent}"
+        sop = ds.get("SOPClassUID")
+        sop_name = getattr(sop, "name", None) or str(sop or "unknown SOP class")
+        if "Image Storage" not in sop_name:
+            notes.setdefault(uid, []).append(f"{f}: skipped {sop_name} (not an image)")
+            continue
+        headers[f] = header
+        studies.setdefault(uid, []).append(f)
+    for group in studies.values():
+        group.sort(key=lambda p: (_int(headers[p].get("SeriesNumber")),
+                                  _int(headers[p].get("InstanceNumber")), str(p)))
+    return studies, headers, {k: tuple(v) for k, v in notes.items()}, unreadable
 
-    header = _dicom_header(files)
-    patient = meta.get("patient_id")
-    phi = False
-    if not patient and header.get("PatientID"):
-        patient, phi = header["PatientID"], True
-    study_date: date | None = parse_date(meta.get("study_date"), str(folder / "report.json"))
-    if study_date is None and header.get("StudyDate"):
-        study_date = parse_date(header["StudyDate"], str(files[0]))
-    demographics = {
-        k: str(v) for k, v in (("sex", meta.get("sex") or header.get("PatientSex")),
-                               ("age", meta.get("age") or header.get("PatientAge"))) if v
-    }
-    key = f"{root.name}/{folder.name}"
+
+def _int(value: str | None) -> int:
+    try:
+        return int(float(value)) if value else 0
+    except ValueError:
+        return 0
+
+
+def _folder_report(folder: Path, guard: Guard) -> tuple[dict, ReportSections | None]:
+    """(report.json fields, reference) of a folder, or ({}, None)."""
+    meta: dict = {}
+    if (folder / "report.json").exists():
+        name = str(folder / "report.json")
+        try:
+            meta = json.loads(guard.read_text(folder / "report.json"))
+        except RecursionError:
+            raise StudyLoadError(name, "JSON nested too deeply") from None
+        except json.JSONDecodeError as exc:
+            raise StudyLoadError(name, f"invalid JSON ({exc})") from None
+        if not isinstance(meta, dict):
+            raise StudyLoadError(name, "expected a JSON object")
+        return meta, reference(meta.get("findings"), meta.get("impression"))
+    if (folder / "report.txt").exists():
+        sections = split_sections(guard.read_text(folder / "report.txt"))
+        meta = {k: v for k, v in sections.items() if k in ("indication", "comparison")}
+        return meta, reference(sections.get("findings"), sections.get("impression"))
+    return {}, None
+
+
+def _record(root: Path, key: str, origin: str, meta: dict, ref, images, header: dict,
+            notes=(), phi_key: bool = False) -> StudyRecord:
+    patient = text(meta.get("patient_id"))
+    if patient is None:
+        patient = header.get("PatientID")
+    date_value = meta.get("study_date") or header.get("StudyDate")
+    split, raw = normalise_split(meta.get("split"))
+    demographics = {k: v for k, v in (
+        ("sex", text(meta.get("sex")) or header.get("PatientSex")),
+        ("age", text(meta.get("age")) or header.get("PatientAge"))) if v}
     return StudyRecord(
         source=SOURCE,
         study_key=key,
-        patient_key=str(patient) if patient else key,
-        origin=str(folder),
-        study_date=study_date,
-        split=meta.get("split"),
-        indication=clean(meta.get("indication")),
-        comparison=clean(meta.get("comparison")),
+        patient_key=patient or key,
+        origin=origin,
+        study_date=parse_date(text(date_value), origin),
+        study_time=parse_time(header.get("StudyTime")),
+        split=split,
+        split_raw=raw,
+        indication=text(meta.get("indication")),
+        comparison=text(meta.get("comparison")),
         demographics=demographics,
-        images=tuple(ImageSource(name=str(f), path=str(f)) for f in files),
-        reference=report,
-        identifiers_are_phi=phi,
+        images=tuple(images),
+        reference=ref,
+        identifiers_are_phi=phi_key,
+        notes=tuple(notes),
     )
 
 
-def _dicom_header(files: list[Path]) -> dict[str, str]:
-    """Only the few header fields a study needs, from the first DICOM of the folder."""
-    import pydicom
+def _dicom_study(root: Path, uid: str, files: list[Path], header: dict[str, str], notes,
+                 guard: Guard) -> StudyRecord:
+    folder = files[0].parent
+    meta, ref = _folder_report(folder, guard)
+    origin = f"{folder} (StudyInstanceUID)" if not uid.startswith("folder:") else str(folder)
+    if uid.startswith("folder:"):
+        key, phi = f"{root.name}/{folder.relative_to(root)}", False
+    else:
+        key, phi = uid, True
+    images = [ImageSource(name=str(f), path=str(f)) for f in files]
+    return _record(root, key, origin, meta, ref, images, header, notes, phi_key=phi)
 
-    for f in files:
-        if f.suffix.lower() in (".dcm", ".dicom"):
-            try:
-                ds = pydicom.dcmread(f, stop_before_pixels=True)
-            except Exception as exc:
-                raise StudyLoadError(str(f), f"not a valid DICOM file ({exc})") from exc
-            return {
-                k: str(ds.get(k)).strip()
-                for k in ("PatientID", "StudyDate", "PatientSex", "PatientAge")
-                if ds.get(k) not in (None, "")
-            }
-    return {}
+
+def _raster_study(root: Path, folder: Path, files: list[Path], guard: Guard) -> StudyRecord:
+    meta, ref = _folder_report(folder, guard)
+    rel = folder.relative_to(root)
+    key = f"{root.name}/{rel}" if str(rel) != "." else root.name
+    images = [ImageSource(name=str(f), path=str(f)) for f in sorted(files)]
+    return _record(root, key, str(folder), meta, ref, images, {})

@@ -1,25 +1,35 @@
-"""MIMIC-CXR-JPG: `files/pXX/pSUBJECT/sSTUDY/DICOM_ID.jpg`, `mimic-cxr-2.0.0-metadata.csv`,
-`mimic-cxr-2.0.0-split.csv` and the sectioned reports `mimic_cxr_sectioned.csv` (from the
-MIMIC-CXR code repository's section script; studies without it import without a reference).
+"""MIMIC-CXR-JPG as downloaded: `files/pXX/pSUBJECT/sSTUDY/DICOM_ID.jpg`,
+`mimic-cxr-2.0.0-metadata.csv[.gz]` (one row per image: dicom_id, subject_id, study_id,
+ViewPosition, StudyDate, StudyTime, ...), `mimic-cxr-2.0.0-split.csv[.gz]` (train | validate |
+test) and the sectioned reports `mimic_cxr_sectioned.csv[.gz]` from MIT-LCP's
+`create_section_files.py` (study, impression, findings, last_paragraph, comparison, indication;
+empty cells for missing sections).
+
+Point it at the version folder (`.../mimic-cxr-jpg/2.0.0`) or any parent of it
+(`physionet.org/files/mimic-cxr-jpg`): the metadata file is searched up to three levels down.
+A study whose report has text only in `last_paragraph` imports without a reference (the script
+could not tell findings from impression).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from studies.dates import parse_date
-from studies.errors import DatasetLayoutError
-from studies.importers.base import ImportOptions
+from studies.dates import parse_date, parse_time
+from studies.errors import DatasetLayoutError, StudyLoadError
+from studies.importers.base import ImportOptions, Item, build, file_failure
 from studies.importers.tables import find_file, read_csv
-from studies.records import ImageSource, ReportSections, StudyRecord
-from studies.reports import clean
+from studies.records import ImageSource, StudyRecord, normalise_split, reference, text
 
 SOURCE = "mimic-cxr"
 METADATA = "mimic-cxr-2.0.0-metadata.csv"
 SPLIT = "mimic-cxr-2.0.0-split.csv"
 SECTIONED = "mimic_cxr_sectioned.csv"
+_DEPTH = 3
+_ID_RE = re.compile(r"^[0-9]+$")
+_DICOM_ID_RE = re.compile(r"^[0-9A-Za-z-]+$")
 
 
 class MimicCxrImporter:
@@ -29,64 +39,97 @@ class MimicCxrImporter:
         self.options = options
 
     def detect(self, path: Path) -> bool:
-        return path.is_dir() and find_file(path, METADATA) is not None
+        return path.is_dir() and find_file(path, METADATA, depth=_DEPTH) is not None
+
+    def _metadata(self, path: Path) -> Path:
+        meta = find_file(path, METADATA, depth=_DEPTH)
+        if meta is None:
+            raise DatasetLayoutError(str(path), f"{METADATA}[.gz] not found (searched "
+                                                f"{_DEPTH} levels down)")
+        return meta
+
+    def root(self, path: Path) -> Path:
+        return path
 
     def count(self, path: Path) -> int | None:
-        return len(self._studies(path))
+        return None
 
-    def read(self, path: Path) -> Iterator[StudyRecord]:
-        studies = self._studies(path)
-        splits = self._splits(path)
-        reports = self._reports(path)
-        files_root = self.options.images or path
-        for study_id, rows in studies.items():
-            subject = rows[0]["subject_id"]
-            folder = files_root / "files" / f"p{subject[:2]}" / f"p{subject}" / f"s{study_id}"
-            images = tuple(
-                ImageSource(
-                    name=str(folder / f"{r['dicom_id']}.jpg"),
-                    path=str(folder / f"{r['dicom_id']}.jpg"),
-                    view_position=r.get("ViewPosition") or None,
-                )
-                for r in rows
-            )
-            report = reports.get(study_id)
-            yield StudyRecord(
-                source=SOURCE,
-                study_key=study_id,
-                patient_key=subject,
-                origin=str(folder),
-                study_date=parse_date(rows[0].get("StudyDate"), str(folder)),
-                split=splits.get(study_id),
-                comparison=report[2] if report else None,
-                images=images,
-                reference=ReportSections(report[0], report[1]) if report else None,
-            )
+    def read(self, path: Path) -> Iterator[Item]:
+        meta = self._metadata(path)
+        dataset = meta.parent
+        guard = self.options.guard_for(self.root(path))
+        rows = read_csv(meta, ("dicom_id", "subject_id", "study_id"), guard)
+        splits = self._splits(dataset, guard)
+        reports = self._reports(dataset, guard)
+        files_root = self.options.images or dataset
+        studies: dict[str, list[dict[str, str]]] = {}
+        failure = None
+        try:
+            for row in rows:
+                studies.setdefault(row.get("study_id") or "", []).append(row)
+        except DatasetLayoutError:
+            raise
+        except StudyLoadError as exc:
+            failure = file_failure(meta, exc, len(studies))
+        for study_id, group in studies.items():
+            yield build(str(meta), self._record, meta, files_root, guard, study_id, group,
+                        splits, reports, record=f"study {study_id}")
+        if failure is not None:
+            yield failure
 
-    def _studies(self, path: Path) -> dict[str, list[dict[str, str]]]:
-        meta = find_file(path, METADATA)
-        if meta is None:
-            raise DatasetLayoutError(str(path), f"{METADATA} not found")
-        studies: dict[str, list[dict[str, str]]] = defaultdict(list)
-        for row in read_csv(meta, ("dicom_id", "subject_id", "study_id")):
-            studies[row["study_id"]].append(row)
-        return studies
+    def _record(self, meta, files_root: Path, guard, study_id: str, rows, splits,
+                reports) -> StudyRecord:
+        origin = f"{meta} [study {study_id}]"
+        subject = (rows[0].get("subject_id") or "").strip()
+        if not _ID_RE.match(study_id or "") or not _ID_RE.match(subject):
+            raise StudyLoadError(origin, f"invalid study_id/subject_id {study_id!r}/{subject!r}")
+        folder = f"files/p{subject[:2]}/p{subject}/s{study_id}"
+        images = []
+        for r in rows:
+            dicom = (r.get("dicom_id") or "").strip()
+            if not _DICOM_ID_RE.match(dicom):
+                raise StudyLoadError(origin, f"invalid dicom_id {dicom!r}")
+            file = guard.inside(files_root, f"{folder}/{dicom}.jpg", origin)
+            view = text(r.get("ViewPosition"))
+            images.append(ImageSource(name=str(file), path=str(file), view_position=view,
+                                      view_source="metadata" if view else None))
+        split, raw = splits.get(study_id, (None, None))
+        report = reports.get(study_id)
+        first = rows[0]
+        return StudyRecord(
+            source=SOURCE,
+            study_key=study_id,
+            patient_key=subject,
+            origin=origin,
+            study_date=parse_date(text(first.get("StudyDate")), origin),
+            study_time=parse_time(first.get("StudyTime"), numeric=True),
+            split=split,
+            split_raw=raw,
+            comparison=report[2] if report else None,
+            indication=report[3] if report else None,
+            images=tuple(images),
+            reference=reference(report[0], report[1]) if report else None,
+        )
 
     @staticmethod
-    def _splits(path: Path) -> dict[str, str]:
-        split = find_file(path, SPLIT)
+    def _splits(dataset: Path, guard) -> dict[str, tuple[str | None, str | None]]:
+        split = find_file(dataset, SPLIT)
         if split is None:
             return {}
-        return {r["study_id"]: r["split"] for r in read_csv(split, ("study_id", "split"))}
+        out = {}
+        for r in read_csv(split, ("study_id", "split"), guard):
+            out[r["study_id"]] = normalise_split(r["split"])
+        return out
 
     @staticmethod
-    def _reports(path: Path) -> dict[str, tuple[str | None, str | None, str | None]]:
-        sectioned = find_file(path, SECTIONED)
+    def _reports(dataset: Path, guard) -> dict[str, tuple]:
+        sectioned = find_file(dataset, SECTIONED)
         if sectioned is None:
             return {}
         out = {}
-        for r in read_csv(sectioned, ("study", "findings", "impression")):
-            out[r["study"].lstrip("s")] = (
-                clean(r["findings"]), clean(r["impression"]), clean(r.get("comparison"))
+        for r in read_csv(sectioned, ("study", "findings", "impression"), guard):
+            out[(r["study"] or "").lstrip("s")] = (
+                text(r["findings"]), text(r["impression"]), text(r.get("comparison")),
+                text(r.get("indication")),
             )
         return out

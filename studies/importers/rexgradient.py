@@ -1,36 +1,51 @@
-"""ReXGradient-160K: `metadata/{train,valid,test}_metadata.json` (or .csv) with PatientID,
-AccessionNumber, StudyDate, Indication, Comparison, Findings, Impression, ImagePath (one or more,
-relative to the dataset root) and ImageViewPosition, plus `deid_png/...` image folders per
-patient/study. The PNGs were made from DICOM with MONOCHROME1 already inverted.
+"""ReXGradient-160K as downloaded.
+
+`metadata/` holds, per split (train, valid, test):
+- `{split}_metadata_view_position.json`: a dict keyed
+  `p<PatientID>_a<AccessionNumber>_s<StudyInstanceUid>`, one study each, with `ImagePath` a list
+  of paths written relative to `metadata/` (`"../deid_png/<PatientID>/<Acc>/studies/<StudyUID>/
+  series/<SeriesUID>/instances/<SOPUID>.png"`),
+  parallel lists `ImageViewPosition`, `ImageShape`, ..., `StudyDate` an int (20130105),
+  `PatientAge` like "062Y", and missing values as bare `NaN` tokens;
+- `{split}_metadata.csv` / `{split}_metadata.json`: the same studies, one row each, without
+  `ImagePath`.
+The view-position file is used when present (it has the images); otherwise the plain metadata
+imports the studies as references without images. The PNGs were made from DICOM with MONOCHROME1
+already inverted.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from studies.dates import parse_date
-from studies.errors import DatasetLayoutError
-from studies.importers.base import ImportOptions
-from studies.importers.tables import as_list, read_csv, read_json_records
-from studies.records import ImageSource, ReportSections, StudyRecord
-from studies.reports import clean
+from studies.errors import DatasetLayoutError, StudyLoadError
+from studies.importers.base import ImportOptions, Item, build, file_failure
+from studies.importers.tables import as_list, head_bytes, read_csv, read_json_records
+from studies.records import ImageSource, StudyRecord, normalise_split, reference, text
 
 SOURCE = "rexgradient"
-REQUIRED = ("PatientID", "AccessionNumber", "StudyDate", "ImagePath")
-_SPLITS = {"train": "train", "valid": "valid", "val": "valid", "validation": "valid",
-           "test": "test", "public_test": "test"}
+_FILE_RE = re.compile(r"^(?P<split>[A-Za-z_]+?)_metadata(?P<view>_view_position)?"
+                      r"\.(?P<ext>json|jsonl|csv)(\.gz)?$")
+_KEY_RE = re.compile(r"^p(?P<patient>.+?)_a(?P<acc>.+?)_s(?P<uid>.+)$")
 
 
 def metadata_files(path: Path) -> list[Path]:
+    """The metadata files to read: per split the view-position JSON if present, else the
+    plain table (JSON preferred to CSV: it keeps types)."""
     if path.is_file():
         return [path]
     folder = path / "metadata" if (path / "metadata").is_dir() else path
-    return sorted(
-        p for p in folder.iterdir()
-        if p.is_file() and "_metadata" in p.name and p.suffix in (".json", ".csv", ".jsonl")
-    )
+    by_split: dict[str, list[tuple[int, Path]]] = {}
+    for p in sorted(folder.iterdir()):
+        m = _FILE_RE.match(p.name)
+        if not m or not p.is_file() or p.is_symlink():
+            continue
+        rank = 0 if m["view"] else (1 if m["ext"] in ("json", "jsonl") else 2)
+        by_split.setdefault(m["split"].lower(), []).append((rank, p))
+    return [min(files)[1] for _, files in sorted(by_split.items())]
 
 
 class ReXGradientImporter:
@@ -44,78 +59,106 @@ class ReXGradientImporter:
             files = metadata_files(path)
         except OSError:
             return False
-        for f in files:
-            with open(f, "rb") as fh:
-                head = fh.read(4096)
-            if b"AccessionNumber" in head and b"ImagePath" in head:
-                return True
-        return False
+        return any(b"AccessionNumber" in head_bytes(f) for f in files)
+
+    def root(self, path: Path) -> Path:
+        folder = path.parent if path.is_file() else path
+        return folder.parent if folder.name == "metadata" else folder
 
     def count(self, path: Path) -> int | None:
-        return sum(len(self._studies(f)) for f in metadata_files(path))
+        return None
 
-    def read(self, path: Path) -> Iterator[StudyRecord]:
+    def read(self, path: Path) -> Iterator[Item]:
         files = metadata_files(path)
         if not files:
-            raise DatasetLayoutError(str(path), "no *_metadata.json/.csv file found")
-        root = self.options.images or (path.parent if path.is_file() else path)
-        for meta in files:
-            split = _SPLITS.get(meta.name.split("_metadata")[0].lower())
-            for key, rows in self._studies(meta).items():
-                yield self._record(meta, root, split, key, rows)
+            raise DatasetLayoutError(str(path), "no {split}_metadata[_view_position].json/.csv "
+                                                "file found")
+        guard = self.options.guard_for(self.root(path))
+        tables = [(meta, self._rows(meta, guard)) for meta in files]  # layout errors first
+        for meta, rows in tables:
+            split, raw_split = _split_of(meta)
+            done = 0
+            try:
+                for key, row in rows:
+                    origin = f"{meta}"
+                    yield build(origin, self._record, meta, guard, split, raw_split, key, row,
+                                record=key)
+                    done += 1
+            except (StudyLoadError, OSError, ValueError) as exc:
+                yield file_failure(meta, exc, done)
 
-    @staticmethod
-    def _studies(meta: Path) -> dict[str, list[dict]]:
-        """Rows grouped by study: JSON has one row per study, CSV may have one per image."""
-        rows = (read_json_records(meta) if meta.suffix in (".json", ".jsonl")
-                else list(read_csv(meta, REQUIRED)))
-        studies: dict[str, list[dict]] = defaultdict(list)
-        for i, row in enumerate(rows):
-            missing = [c for c in REQUIRED if c not in row]
-            if missing:
-                raise DatasetLayoutError(
-                    str(meta), f"record {i} lacks {', '.join(missing)}"
-                )
-            studies[str(row["AccessionNumber"])].append(row)
-        return studies
+    def _rows(self, meta: Path, guard) -> Iterator[tuple[str | None, object]]:
+        if ".csv" in meta.suffixes:
+            rows = read_csv(meta, ("PatientID", "AccessionNumber"), guard)
+            first = next(rows, None)  # the header (and its layout error) before anything else
 
-    @staticmethod
-    def _record(meta: Path, root: Path, split: str | None, key: str, rows: list[dict]):
-        first = rows[0]
-        paths: list[str] = []
-        views: list[str] = []
-        for row in rows:
-            p, v = as_list(row.get("ImagePath")), as_list(row.get("ImageViewPosition"))
-            paths += p
-            views += v + [""] * (len(p) - len(v))
+            def gen() -> Iterator[tuple[str | None, object]]:
+                if first is None:
+                    return
+                yield first.get("id") or None, first
+                for row in rows:
+                    yield row.get("id") or None, row
+            return gen()
+        pairs = read_json_records(meta, guard)
+        sample = next((r for _, r in pairs if isinstance(r, dict)), None)
+        if sample is not None and not ({"PatientID", "AccessionNumber"} <= set(sample)):
+            raise DatasetLayoutError(str(meta), "records lack PatientID/AccessionNumber; found: "
+                                     + ", ".join(sorted(map(str, sample))[:20]))
+        return iter(pairs)
+
+    def _record(self, meta: Path, guard, split, raw_split, key: str | None,
+                row: object) -> StudyRecord:
+        origin = f"{meta} [{key}]" if key else str(meta)
+        if not isinstance(row, dict):
+            raise StudyLoadError(origin, f"record is a {type(row).__name__}, not an object")
+        parsed = _KEY_RE.match(key or "")
+        patient = text(row.get("PatientID")) or (parsed["patient"] if parsed else None)
+        accession = text(row.get("AccessionNumber")) or (parsed["acc"] if parsed else None)
+        if not patient or not accession:
+            raise StudyLoadError(origin, "record has no PatientID/AccessionNumber")
+        paths = as_list(row.get("ImagePath"))
+        views = as_list(row.get("ImageViewPosition"))
+        if views and len(views) != len(paths):
+            raise StudyLoadError(origin, f"{len(paths)} ImagePath but {len(views)} "
+                                         "ImageViewPosition values")
+        base = meta.parent
         images = []
-        for rel, view in zip(paths, views, strict=True):
-            file = _resolve(root, rel)
-            images.append(ImageSource(name=str(file), path=str(file), view_position=view or None))
-        demographics = {
-            name: str(first[col]) for name, col in (("sex", "PatientSex"), ("age", "PatientAge"))
-            if first.get(col) not in (None, "")
-        }
+        for i, rel in enumerate(paths):
+            if self.options.images is not None and isinstance(rel, str):
+                rel_images = rel.lstrip("./").removeprefix("deid_png/") if rel.startswith(
+                    ("../", "./", "deid_png/")) else rel
+                file = guard.inside(self.options.images, _strip_parent(rel_images), origin)
+            else:
+                file = guard.inside(base if str(rel).startswith("../") else self.root(meta),
+                                    rel, origin)
+            view = text(views[i]) if views else None
+            images.append(ImageSource(name=str(file), path=str(file), view_position=view,
+                                      view_source="metadata" if view else None))
+        demographics = {name: v for name, col in (("sex", "PatientSex"), ("age", "PatientAge"))
+                        if (v := text(row.get(col))) is not None}
+        row_split, row_raw = normalise_split(row.get("split"))
         return StudyRecord(
             source=SOURCE,
-            study_key=key,
-            patient_key=str(first["PatientID"]),
-            origin=f"{meta}:{key}",
-            study_date=parse_date(first.get("StudyDate"), f"{meta}:{key}"),
-            split=split,
-            indication=clean(first.get("Indication")),
-            comparison=clean(first.get("Comparison")),
+            study_key=accession,
+            patient_key=patient,
+            origin=origin,
+            study_date=parse_date(text(row.get("StudyDate")), origin),
+            split=row_split or split,
+            split_raw=row_raw or raw_split,
+            indication=text(row.get("Indication")),
+            comparison=text(row.get("Comparison")),
             demographics=demographics,
             images=tuple(images),
-            reference=ReportSections(clean(first.get("Findings")), clean(first.get("Impression"))),
+            reference=reference(row.get("Findings"), row.get("Impression")),
         )
 
 
-def _resolve(root: Path, rel: str) -> Path:
-    """Image paths are relative to the dataset root, with or without the `deid_png/` folder."""
-    rel = rel.removeprefix("./")
-    direct = root / rel
-    if direct.exists() or rel.startswith("deid_png/"):
-        return direct
-    nested = root / "deid_png" / rel
-    return nested if nested.exists() else direct
+def _strip_parent(rel: str) -> str:
+    while rel.startswith("../"):
+        rel = rel[3:]
+    return rel
+
+
+def _split_of(meta: Path) -> tuple[str | None, str | None]:
+    m = _FILE_RE.match(meta.name)
+    return normalise_split(m["split"] if m else None)
