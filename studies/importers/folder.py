@@ -183,8 +183,10 @@ def _group_dicom(files: list[Path], guard: Guard):
                                                   f"({type(exc).__name__}: {exc})"))
             continue
         uid = header.get("StudyInstanceUID") or f"folder:{f.parent}"
-        sop = ds.get("SOPClassUID")
+        sop = ds.get("SOPClassUID") or getattr(ds, "file_meta", {}).get("MediaStorageSOPClassUID")
         sop_name = getattr(sop, "name", None) or str(sop or "unknown SOP class")
+        if "Media Storage Directory" in sop_name:
+            continue  # a DICOMDIR (under any name): an index of the files the walk finds anyway
         if "Image Storage" not in sop_name:
             notes.setdefault(uid, []).append(f"{f}: skipped {sop_name} (not an image)")
             continue
