@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import struct
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,6 +134,13 @@ def inspect(source: ImageSource, check: ImageCheck | None = None) -> ImageInfo:
         data = read_bytes(source)
     fmt = sniff_format(data[:132], source.name)
     checksum = hashlib.sha256(data).hexdigest()
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # hostile headers warn; the refusal says why
+        return _inspect_decoded(data, fmt, checksum, source, check)
+
+
+def _inspect_decoded(data: bytes, fmt: str, checksum: str, source: ImageSource,
+                     check: ImageCheck) -> ImageInfo:
     try:
         if fmt == "dicom":
             decoded = _decode_dicom_bytes(_cut_after_pixel_data(data, source.name), source,
@@ -447,7 +455,8 @@ def _open_raster(data: bytes, source: ImageSource, fmt: str, checksum: str,
                              f"(decompression-bomb limit {max_pixels:,} pixels)")
         im.load()
     except Image.DecompressionBombError as exc:
-        raise StudyLoadError(source.name, f"decompression bomb refused ({exc})") from None
+        raise StudyLoadError(
+            source.name, f"image refused by the decompression-bomb limit ({exc})") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
         raise StudyLoadError(source.name, f"corrupt {fmt.upper()} image ({exc})") from None
     if getattr(im, "n_frames", 1) > 1:

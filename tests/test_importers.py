@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
 from datetime import date
-from pathlib import Path
 
 import pydicom
 import pytest

@@ -68,7 +68,9 @@ class ImportProblem:
     record: str | None = None
 
     def __str__(self) -> str:
-        where = f"{self.where} [{self.record}]" if self.record else self.where
+        where = self.where
+        if self.record and self.record not in where:
+            where = f"{where} [{self.record}]"
         return f"{where}: {self.reason}"
 
 
@@ -168,7 +170,7 @@ def import_records(
                 report.found += 1
                 break
             except Exception as exc:  # an importer bug or a reader failing on hostile input
-                log.warning("import reader failed", exc_info=True)
+                log.debug("import reader failed", exc_info=True)
                 report.problems.append(ImportProblem(
                     fmt, f"reading stopped after {report.found} records: "
                          f"{type(exc).__name__}: {exc}"))

@@ -39,8 +39,7 @@ class IUXrayImporter:
         if not path.is_dir():
             return False
         folder = path / _XML_DIR if (path / _XML_DIR).is_dir() else path
-        first = next(folder.glob("*.xml"), None)
-        return first is not None and _looks_like_iu(first)
+        return any(_looks_like_iu(x) for x in sorted(folder.glob("*.xml"), key=_numeric_key)[:5])
 
     def root(self, path: Path) -> Path:
         base = path.parent if path.is_file() else path

@@ -37,6 +37,9 @@ def metadata_files(path: Path) -> list[Path]:
     plain table (JSON preferred to CSV: it keeps types)."""
     if path.is_file():
         return [path]
+    if not path.is_dir():
+        raise DatasetLayoutError(str(path), "not a regular file or folder (a FIFO, socket or "
+                                            "device is never opened)")
     folder = path / "metadata" if (path / "metadata").is_dir() else path
     by_split: dict[str, list[tuple[int, Path]]] = {}
     for p in sorted(folder.iterdir()):
