@@ -152,7 +152,8 @@ def test_hostile_dataset_through_the_cli(tmp_path, rg1_small):
     assert len(lines) == len(expected)
     for key, reason in expected.items():
         hit = [ln for ln in lines if f"a{key}_s1" in ln or f"{key.lower()}-record" in ln
-               or f"/{key.lower()}" in ln or (key == "FIFO" and "fifo.png" in ln) or (key == "ABS" and "absolute" in ln)
+               or f"/{key.lower()}" in ln or (key == "FIFO" and "fifo.png" in ln)
+               or (key == "ABS" and "absolute" in ln)
                or (key == "DOTDOT" and "../../outside" in ln)]
         assert hit and reason in hit[0], (key, reason, hit)
     # nothing outside the root was stored or read into the database; no half study
