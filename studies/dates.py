@@ -17,6 +17,11 @@ def parse_date(value: object, origin: str) -> date | None:
     text = str(value).strip()
     if text.endswith(".0"):
         text = text[:-2]  # 20040826.0 from numeric CSV columns
+    if len(text) == 8 and text.isdigit():  # the common case, without strptime's cost
+        try:
+            return date(int(text[:4]), int(text[4:6]), int(text[6:]))
+        except ValueError:
+            raise StudyLoadError(origin, f"unreadable study date {text!r}") from None
     for fmt in ("%Y%m%d", "%Y-%m-%d", "%Y/%m/%d", "%m/%d/%Y"):
         try:
             return datetime.strptime(text, fmt).date()

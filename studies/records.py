@@ -49,6 +49,9 @@ def text(value: object) -> str | None:
     """
     if value is None:
         return None
+    if type(value) is str:
+        out = " ".join(value.split())
+        return out if out and out.lower() not in _MISSING_TOKENS else None
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             return None

@@ -29,7 +29,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from db.blobs import BlobStore
@@ -187,14 +187,17 @@ def import_records(
     return report
 
 
-def fingerprint(record: StudyRecord) -> str:
-    """A digest of everything an import would store for the record (not where it came from)."""
+def fingerprint(record: StudyRecord, patient_key: str | None = None,
+                study_key: str | None = None) -> str:
+    """A digest of everything an import would store for the record (not where it came from);
+    computed with the stored (pseudonymised) keys, never the raw identifiers."""
     images = tuple(
         (im.name, im.path, hashlib.sha256(im.data).hexdigest() if im.data is not None else None,
          im.view_position, im.view_source)
         for im in record.images
     )
-    parts = (record.source, record.study_key, record.patient_key, record.study_date,
+    parts = (record.source, study_key or record.study_key, patient_key or record.patient_key,
+             record.study_date,
              record.study_time, record.split, record.split_raw, record.indication,
              record.comparison, tuple(sorted(record.demographics.items())), images,
              record.reference, record.notes)
@@ -277,37 +280,49 @@ class _BatchWriter:
             self.patients = known_patients(session)
         self._ids_ctx: ExitStack | None = None
         self._ids_session: Session | None = None
+        self._ids_loaded: list[object] = []  # keeps what pseudonym() loaded in the identity map
+        self._pseudonyms: dict[str, str] = {}
 
     # identifiers --------------------------------------------------------------------------
 
-    def _pseudonymise(self, record: StudyRecord) -> StudyRecord:
+    def _pseudonym(self, identifier: str) -> str:
+        """db.store.pseudonym, memoised for the import (patients repeat across studies)."""
+        known = self._pseudonyms.get(identifier)
+        if known is not None:
+            return known
         if self._ids_session is None:
             self._ids_ctx = ExitStack()
             self._ids_session = self._ids_ctx.enter_context(self.db.read())
-        s = self._ids_session
-        study_key = pseudonym(s, record.study_key) if record.identifiers_are_phi \
-            else record.study_key
-        return replace(record, patient_key=pseudonym(s, record.patient_key), study_key=study_key,
-                       identifiers_are_phi=False)
+            # The identity map holds objects weakly: keep what pseudonym() loads (its key)
+            # alive, or every call would query it again.
+            event.listen(self._ids_session, "loaded_as_persistent",
+                         lambda _session, instance: self._ids_loaded.append(instance))
+        value = pseudonym(self._ids_session, identifier)
+        self._pseudonyms[identifier] = value
+        return value
 
     def _end_ids_session(self) -> None:
         if self._ids_ctx is not None:
             self._ids_ctx.close()
-            self._ids_ctx, self._ids_session = None, None
+            self._ids_ctx, self._ids_session, self._ids_loaded = None, None, []
 
     # records ------------------------------------------------------------------------------
 
     def add(self, record: StudyRecord) -> None:
-        record = self._pseudonymise(record)
         self.report.notes.extend(record.notes)
-        key = (record.source, record.study_key)
+        patient_key = self._pseudonym(record.patient_key)
+        study_key = self._pseudonym(record.study_key) if record.identifiers_are_phi \
+            else record.study_key
+        key = (record.source, study_key)
         if key in self.pending_keys:
             self.flush()
-        digest = fingerprint(record)
+        digest = fingerprint(record, patient_key, study_key)
         known = self.index.get(key)
         if known is not None and known.fingerprint == digest:
             self.report.unchanged += 1
             return
+        record = replace(record, patient_key=patient_key, study_key=study_key,
+                         identifiers_are_phi=False)
         self.pending.append(_Pending(record, digest, known))
         self.pending_keys.add(key)
         self.pending_images += len(record.images)
