@@ -173,8 +173,9 @@ def _check_displayable(image: DecodedImage, name: str) -> None:
         if not (np.isfinite(center) and np.isfinite(width)):
             raise StudyLoadError(name, f"default window {image.window} is not finite")
         window_level(image, center, width)
-    lo, hi = float(raw.min()), float(raw.max())
-    window_level(image, (lo + hi) / 2, max(hi - lo, 1.0))
+    if raw.dtype.kind not in "ui":  # integer pixels always window; others are tried once
+        lo, hi = float(raw.min()), float(raw.max())
+        window_level(image, (lo + hi) / 2, max(hi - lo, 1.0))
 
 
 def _cut_after_pixel_data(data: bytes, name: str) -> bytes:
@@ -489,4 +490,12 @@ def _decode_raster(data: bytes, source: ImageSource, fmt: str, checksum: str,
     if info.bits_stored == 8:
         return DecodedImage(info=info, raw=raw, display=raw, window=None)
     raw = raw.astype(np.uint16, copy=False)
-    return DecodedImage(info=info, raw=raw, display=_minmax_u8(raw.astype(np.float32)), window=None)
+    return DecodedImage(info=info, raw=raw, display=_minmax_u8_int(raw), window=None)
+
+
+def _minmax_u8_int(raw: np.ndarray) -> np.ndarray:
+    """Min-max to 0..255 of unsigned integer pixels through a lookup table: the same values as
+    the float formula (rint((v - min) * 255 / (max - min))) for a fraction of the passes."""
+    lo, hi = int(raw.min()), int(raw.max())
+    lut = _scale_u8(np.arange(hi + 1, dtype=np.float64), float(lo), float(hi))
+    return _gather(lut, raw)
