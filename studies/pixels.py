@@ -458,7 +458,10 @@ def _open_raster(data: bytes, source: ImageSource, fmt: str, checksum: str,
     except Image.DecompressionBombError as exc:
         raise StudyLoadError(
             source.name, f"image refused by the decompression-bomb limit ({exc})") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
+    except UnidentifiedImageError:
+        raise StudyLoadError(source.name, f"corrupt {fmt.upper()} image (not decodable)") \
+            from None
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
         raise StudyLoadError(source.name, f"corrupt {fmt.upper()} image ({exc})") from None
     if getattr(im, "n_frames", 1) > 1:
         raise StudyLoadError(source.name, f"animated {fmt.upper()} ({im.n_frames} frames)")

@@ -34,10 +34,10 @@ def test_import_command_reports_counts_and_exit_codes(tmp_path, rg1_small, capsy
     root = layouts.rexgradient(tmp_path / "rex", rg1_small)
     db = str(tmp_path / "cli.sqlite")
     assert main(["import", str(root), "--db", db]) == 0
-    assert "rexgradient: 3 studies added (4 images), 0 already present, 0 failed" in (
-        capsys.readouterr().out)
+    assert "rexgradient: 3 records: 3 added, 0 updated, 0 unchanged, 0 failed (4 images added)" \
+        in capsys.readouterr().out
     assert main(["import", str(root), "--db", db, "--format", "rexgradient"]) == 0
-    assert "0 studies added (0 images), 3 already present" in capsys.readouterr().out
+    assert "0 added, 0 updated, 3 unchanged, 0 failed (0 images added)" in capsys.readouterr().out
     assert main(["studies", "--db", db]) == 0
     assert "3 studies, 2 patients, 4 images" in capsys.readouterr().out
 
@@ -48,7 +48,7 @@ def test_import_command_fails_clearly_on_bad_input(tmp_path, rg1_small, capsys):
     db = str(tmp_path / "cli.sqlite")
     assert main(["import", str(root), "--db", db]) == 1
     captured = capsys.readouterr()
-    assert "2 studies added" in captured.out and "d4.jpg" in captured.err
+    assert "2 added" in captured.out and "1 failed" in captured.out and "d4.jpg" in captured.err
     (tmp_path / "empty").mkdir()
     assert main(["import", str(tmp_path / "empty"), "--db", db]) == 2
     assert "no known dataset layout" in capsys.readouterr().err
