@@ -272,3 +272,54 @@ def test_reimport_with_a_changed_reference_keeps_the_old_version(db, settings, t
             ReferenceReportVersion.study_id == study.id))
         assert (old.version, old.findings) == (1, "Clear lungs.")
         assert len(study.images) == 2  # images not added twice
+
+
+def test_mimic_sectioned_reports_added_later_arrive(db, settings, tmp_path, rg1_small):
+    parent = layouts.mimic_download(tmp_path, rg1_small)
+    sectioned = parent / "2.0.0" / "mimic_cxr_sectioned.csv"
+    saved = sectioned.read_text()
+    sectioned.unlink()
+    first = run_import(db, settings, parent)
+    assert (first.added, first.failed) == (4, 0)
+    with db.read() as s:
+        assert by_key(s, "50414267").reference is None
+    sectioned.write_text(saved)
+    again = run_import(db, settings, parent)
+    assert (again.updated, again.unchanged, again.images) == (2, 2, 0)
+    with db.read() as s:
+        assert by_key(s, "50414267").reference.impression == "No acute process."
+
+
+def test_images_checked_in_a_process_pool(db, settings, tmp_path, rg1_small):
+    root = tmp_path / "cases"
+    for i in range(12):
+        for j in range(2):
+            layouts.write(root / f"case{i}" / f"{j}.png", layouts.png16(rg1_small))
+    layouts.write(root / "case5" / "1.png", b"\x89PNG\r\n\x1a\n broken")
+    report = import_path(db, root, blobs=settings.blobs, workers=2)
+    assert (report.added, report.failed, report.images) == (11, 1, 22)
+    assert report.problems[0].where.endswith("case5/1.png")
+
+
+def test_a_failing_write_in_a_batch_fails_only_its_study(db, settings, tmp_path, rg1_small,
+                                                         monkeypatch):
+    from sqlalchemy.exc import IntegrityError
+
+    import app.services.ingest as ingest
+
+    real = ingest.insert_studies
+
+    def flaky(session, items, patients):
+        if any(r.study_key == "GRDNA002" for r, _, _ in items):
+            raise IntegrityError("INSERT", {}, Exception("simulated constraint failure"))
+        return real(session, items, patients)
+
+    monkeypatch.setattr(ingest, "insert_studies", flaky)
+    root = layouts.rexgradient_download(tmp_path / "rex", rg1_small)
+    report = run_import(db, settings, root)
+    assert (report.added, report.failed) == (4, 1)
+    assert "simulated constraint failure" in report.problems[0].reason
+    with db.read() as s:
+        assert s.scalar(select(Study).where(Study.study_key == "GRDNA002")) is None
+        # no image rows of the failed study
+        assert s.scalar(select(func.count(Image.id)).where(Image.uri.like("%GRDNA002%"))) == 0
