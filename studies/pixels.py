@@ -290,7 +290,8 @@ def _dicom_info(ds, checksum: str, source: ImageSource) -> ImageInfo:
         laterality=_text(ds, "ImageLaterality"),
         body_part=_text(ds, "BodyPartExamined"),
         modality=_text(ds, "Modality"),
-        view_source="dicom" if dicom_view else source.view_source,
+        view_source="dicom" if dicom_view else (
+            (source.view_source or "metadata") if source.view_position else None),
     )
 
 
@@ -481,7 +482,7 @@ def _open_raster(data: bytes, source: ImageSource, fmt: str, checksum: str,
     info = ImageInfo(
         format=fmt, rows=im.height, cols=im.width, photometric="MONOCHROME2",
         bits_stored=bits, checksum=checksum, view_position=source.view_position,
-        view_source=source.view_source if source.view_position else None,
+        view_source=(source.view_source or "metadata") if source.view_position else None,
     )
     return im, info
 

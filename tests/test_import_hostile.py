@@ -150,6 +150,8 @@ def test_hostile_dataset_through_the_cli(tmp_path, rg1_small):
         in proc.stdout
     lines = [ln for ln in proc.stderr.splitlines() if "failed:" in ln]
     assert len(lines) == len(expected)
+    missing = next(ln for ln in lines if "missing.png" in ln)
+    assert ".." not in missing and "/ds/deid_png/P/missing.png" in missing  # a normalised path
     for key, reason in expected.items():
         hit = [ln for ln in lines if f"a{key}_s1" in ln or f"{key.lower()}-record" in ln
                or f"/{key.lower()}" in ln or (key == "FIFO" and "fifo.png" in ln)

@@ -244,8 +244,11 @@ class _PoolHandle:
         if self.workers <= 1 or len(tasks) < POOL_MIN_IMAGES:
             return [_check_one(t) for t in tasks]
         if self._pool is None:
+            import PIL.Image  # noqa: F401  (imported once here, inherited by forked workers)
+
             self._pool = self._stack.enter_context(ProcessPoolExecutor(self.workers))
-        chunk = max(1, min(16, len(tasks) // (self.workers * 4)))
+        # Small chunks: images take 10-50 ms each, so IPC is cheap and the load stays even.
+        chunk = max(1, min(2, len(tasks) // (self.workers * 8)))
         try:
             return list(self._pool.map(_check_one, tasks, chunksize=chunk))
         except BrokenProcessPool as exc:  # a decoder crashed a worker (segfault, OOM kill)
