@@ -133,11 +133,14 @@ def hostile_rexgradient(root: Path, pixels) -> dict[str, str]:
                              "ImagePath": [img("n", good)]}
     rows["pP_aSTR_s1"] = "just a string"
     rows["pP_aDATE_s1"] = {"PatientID": "P", "AccessionNumber": "DATE", "StudyDate": "someday",
-                           "ImagePath": []}
+                           "ImagePath": [img("date", good)]}
+    rows["pP_aNOIMG_s1"] = {"PatientID": "P", "AccessionNumber": "NOIMG", "StudyDate": 20200101,
+                            "ImagePath": float("nan"), "Findings": "x"}
     (data / "metadata" / "train_metadata_view_position.json").write_text(json.dumps(rows))
     expected = {acc: reason for acc, (_, reason) in cases.items() if reason}
     expected.update(LEN="ImageViewPosition values", NESTED="no PatientID/AccessionNumber",
-                    STR="not an object", DATE="unreadable study date")
+                    STR="not an object", DATE="unreadable study date",
+                    NOIMG="has no ImagePath")
     return expected
 
 
@@ -360,3 +363,33 @@ def test_pixels_limit_for_dicom_header(tmp_path):
     with pytest.raises(StudyLoadError, match="decompression-bomb"):
         inspect(ImageSource(name="huge.dcm", data=dicom_bytes(huge)), ImageCheck())
     assert np.isfinite(1.0)
+
+
+def test_csv_with_a_bad_byte_mid_file_is_reported_and_the_rest_imports(db, settings, tmp_path,
+                                                                        rg1_small):
+    root = tmp_path / "rex"
+    meta = root / "metadata"
+    meta.mkdir(parents=True)
+    lines = ["PatientID,AccessionNumber,StudyDate,Findings,Impression"]
+    lines += [f"P{i},A{i},20200101,Clear.,Normal." for i in range(3000)]
+    body = ("\n".join(lines) + "\n").encode()
+    cut = body.index(b"P2000,")
+    (meta / "train_metadata.csv").write_bytes(body[:cut] + b"P\xff\xfe,BAD,2020\n" + body[cut:])
+    (meta / "test_metadata.csv").write_text("PatientID,AccessionNumber,StudyDate\nT,T1,20200101\n")
+    report = run_import(db, settings, root)
+    assert report.failed == 1 and "train_metadata.csv" in report.problems[0].where
+    assert "reading this file stopped" in report.problems[0].reason
+    assert report.added >= 1 and _stored_keys(db) >= {"T1", "A0"}
+
+
+def test_interpret_cxr_row_without_images_fails_alone(db, settings, tmp_path, rg1_small):
+    base = tmp_path / "ds"
+    layouts.write(base / "ok.png", layouts.png_bytes(rg1_small))
+    rows = [{"source": "X", "findings": "a", "impression": "b", "images_path": ["ok.png"]},
+            {"source": "X", "findings": "a", "impression": "b", "images_path": []},
+            {"source": "X", "findings": "a", "impression": "b", "images_path": "ok.png"}]
+    layouts.write(base / "train.json", json.dumps(rows))
+    report = run_import(db, settings, base / "train.json")
+    assert (report.added, report.failed) == (1, 2)
+    with db.read() as s:
+        assert s.scalar(select(func.count(Study.id))) == 1

@@ -209,6 +209,8 @@ def _record(row: object, split: str | None, raw_split: str | None, part: Path, r
         for p in paths:
             file = guard.inside(images_root, p, origin)
             images.append(ImageSource(name=str(file), path=str(file)))
+    if not images:
+        raise StudyLoadError(origin, "row has no images (neither images nor images_path)")
     first = paths[0] if paths and isinstance(paths[0], str) else None
     key = f"{_PREFIX}/{first}" if first else f"{_PREFIX}/{raw_split or 'all'}/{part.name}/{row_no}"
     subject = _MIMIC_SUBJECT.search(first or "")

@@ -120,6 +120,9 @@ class ReXGradientImporter:
         if not patient or not accession:
             raise StudyLoadError(origin, "record has no PatientID/AccessionNumber")
         paths = as_list(row.get("ImagePath"))
+        if not paths and "_view_position" in meta.name:
+            raise StudyLoadError(origin, "record has no ImagePath (a study without images is not "
+                                         "stored from the view-position file)")
         views = as_list(row.get("ImageViewPosition"))
         if views and len(views) != len(paths):
             raise StudyLoadError(origin, f"{len(paths)} ImagePath but {len(views)} "

@@ -96,6 +96,8 @@ class ReXrankImporter:
             raise StudyLoadError(origin, "record without a study id (expected a dict keyed by "
                                          "study)")
         paths = as_list(row.get("image_path"))
+        if not paths:
+            raise StudyLoadError(origin, "record has no image_path")
         views = as_list(row.get("frontal_lateral"))
         if views and len(views) != len(paths):
             raise StudyLoadError(origin, f"{len(paths)} image_path but {len(views)} "
