@@ -161,7 +161,7 @@ def test_plain_folder_with_dicom_and_png(db, settings, tmp_path, rg1_small):
         assert a.demographics == {"sex": "F"}
         assert a.images[0].photometric == "MONOCHROME1" and a.images[0].view_group == "frontal"
         b = get_study(s, s.scalar(select(Study.id).where(Study.study_key == "cases/case-b")))
-        assert b.patient.key.startswith("anon-") and b.study_date == date(2022, 2, 2)  # report.json patient_id is pseudonymised
+        assert b.patient.key.startswith("anon-") and b.study_date == date(2022, 2, 2)
         assert b.images[0].bits_stored == 8
 
 
