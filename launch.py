@@ -63,8 +63,10 @@ def _refuse(message: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.umask(0o077)  # everything this process creates (database, exports, caches) is private
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: "
                         "%(message)s")
+    for ours in ("app", "db"):  # logins, throttling, audit and key events; libraries stay quiet
+        logging.getLogger(ours).setLevel(logging.INFO)
     login = args.login or not is_loopback(args.host)
     tls = bool(args.ssl_certfile or args.ssl_keyfile)
     if tls and not (args.ssl_certfile and args.ssl_keyfile):

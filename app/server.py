@@ -3,7 +3,8 @@
 Gradio's built-in `auth=` calls a `(name, password)` function without the request, keeps its
 tokens forever and cannot throttle by address, so the page is mounted on a FastAPI app of ours
 instead (`gr.mount_gradio_app(..., auth_dependency=...)`, Gradio's public API for external
-login):
+login). FastAPI is imported at module level because it resolves the route annotations
+(`Request`) from this module's globals:
 
 - `GET /login` shows a plain form; `POST /login` checks the password through
   `AccountService.authenticate` (throttled per account and per address, audited) and sets an
@@ -24,6 +25,11 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
 
 from app.services.accounts import AccountService, SessionStore
 
@@ -100,9 +106,6 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
               options: ServerOptions, *, launch_kwargs: dict[str, Any] | None = None):
     """The FastAPI app: login/logout routes and headers, with the Gradio page mounted at /."""
     import gradio as gr
-    from fastapi import FastAPI, Request
-    from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
-    from starlette.background import BackgroundTask
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     launch_kwargs = dict(launch_kwargs or {})
@@ -127,7 +130,9 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
             name = str(form.get("username", "")).strip()[:64]
             password = str(form.get("password", ""))[:4096]
             address = client_address(request)
-            result = accounts.authenticate(name, password, address)
+            # scrypt takes a fraction of a second: off the event loop, so other readers' requests
+            # are not held up by someone's login
+            result = await run_in_threadpool(accounts.authenticate, name, password, address)
             if result.account is None:
                 if result.outcome == "throttled":
                     message = (f"Too many failed attempts: try again in "
