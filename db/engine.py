@@ -129,6 +129,13 @@ class Database:
         self.engine.dispose()
 
 
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _prepare_file(path: Path, *, read_only: bool) -> None:
     """Refuse a directory or a missing read-only file; create a new file 0600 ourselves
     (SQLite would create it 0644, and its -wal/-shm files copy the main file's mode)."""
@@ -140,6 +147,9 @@ def _prepare_file(path: Path, *, read_only: bool) -> None:
                                   "database only)")
         return
     if path.exists():
+        if _read_only_fs(path):
+            raise DatabaseProblem(f"{path} is on a read-only file system; open it with "
+                                  "--read-only to browse it")
         if not os.access(path, os.W_OK):
             raise DatabaseProblem(f"{path} is not writable by this user; fix its permissions "
                                   "or open it with --read-only")
@@ -172,7 +182,10 @@ def open_database(url_or_path: str | Path | None, *, upgrade: bool = True,
         _prepare_file(path, read_only=read_only)
         connect_args["timeout"] = timeout_s
         if read_only:
-            url = f"sqlite:///file:{path}?mode=ro&uri=true"
+            # on a read-only file system SQLite cannot make the WAL index (-shm); nobody can
+            # write there either, so the file may be read as immutable
+            extra = "&immutable=1" if _read_only_fs(path) else ""
+            url = f"sqlite:///file:{path}?mode=ro{extra}&uri=true"
     engine = create_engine(url, connect_args=connect_args)
     writes_bind = engine
     if engine.dialect.name == "sqlite":
