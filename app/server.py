@@ -214,7 +214,8 @@ def serve(app: Any, options: ServerOptions) -> None:
 
     config = uvicorn.Config(app, host=options.host, port=options.port, log_level="warning",
                             ssl_certfile=options.ssl_certfile, ssl_keyfile=options.ssl_keyfile,
-                            proxy_headers=False, server_header=False)
+                            proxy_headers=False, server_header=False,
+                            timeout_graceful_shutdown=5)
     scheme = "https" if options.tls else "http"
     host = f"[{options.host}]" if ":" in options.host else options.host
     print(f"rrg-review: serving on {scheme}://{host}:{options.port}/", flush=True)
