@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         except TLSFilesError as exc:
             return _refuse(str(exc))
 
-    from app.services.accounts import AccountService, LoginThrottle
+    from app.services.accounts import LOCAL_READER, AccountService, LoginThrottle
     from app.services.setup import prepare
     from app.settings import Settings
     from db.engine import DatabaseProblem
@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         where = "beyond this machine" if not is_loopback(args.host) else "with --login"
         return _refuse(f"refusing to serve {where} ({args.host}) without reader accounts: add "
                        "one with `rrg-review readers add NAME`, or bind the default 127.0.0.1")
+    if args.read_only and not login and accounts.account(LOCAL_READER) is None:
+        return _refuse(f"{db.name} has no local reader yet and is open read-only: open it once "
+                       "without --read-only, or use --login with reader accounts")
     runtime = Path(tempfile.mkdtemp(prefix="rrg-review-run-"))  # 0700, removed at exit
     os.environ["GRADIO_TEMP_DIR"] = str(runtime / "gradio")  # before Gradio is imported
     try:

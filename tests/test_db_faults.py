@@ -7,16 +7,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import socket
 import sqlite3
 import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select, text
 
+from app.services.review import ReviewService
 from app.services.setup import seed_demo
 from app.settings import Settings
 from db.engine import DatabaseProblem, backup, open_database
@@ -157,6 +160,9 @@ def _can(*command: str) -> bool:
 
 def test_a_read_only_file_is_refused_unless_read_only_mode(tmp_path):
     path = made_db(tmp_path)
+    db = open_database(path)
+    ReviewService(db).local_reader()
+    db.dispose()
     for extra in path.parent.glob("r.sqlite-*"):
         extra.unlink()
     if os.geteuid() == 0:  # root writes any file whatever its mode: make it immutable
@@ -168,9 +174,39 @@ def test_a_read_only_file_is_refused_unless_read_only_mode(tmp_path):
         both_fail(path, "not writable", "--read-only")
         check = run("-m", "app.cli", "check", "--db", str(path))
         assert check.returncode == 0, check.stderr
+        _serves_read_only(path, tmp_path)
     finally:
         if os.geteuid() == 0:
             _can("chattr", "-i", str(path))
+
+
+def _serves_read_only(path: Path, tmp_path: Path) -> None:
+    """--read-only starts and serves the page from a database it cannot write."""
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (tmp_path / "ro-app.log").open("w")
+    proc = subprocess.Popen([sys.executable, "launch.py", "--db", str(path), "--read-only",
+                             "--port", str(port), "--no-demo"], cwd=ROOT, stdout=log,
+                            stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, (tmp_path / "ro-app.log").read_text()[-2000:]
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/config", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("the read-only app did not start")
+        assert "(read-only)" in (tmp_path / "ro-app.log").read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
 
 
 def test_a_read_only_file_system_is_refused_unless_read_only_mode(tmp_path):

@@ -195,7 +195,10 @@ class ReviewService:
 
     # -- worklists ------------------------------------------------------------------------
     def assign(self, reader_id: int, study_ids: Sequence[int] | None = None) -> int:
-        """Put studies (default: every study) on a reader's worklist; returns how many were new."""
+        """Put studies (default: every study) on a reader's worklist; returns how many were new.
+        A read-only database (`--read-only`) keeps the worklists it has."""
+        if self.db.read_only:
+            return 0
         with self.db.write() as s:
             if study_ids is None:
                 study_ids = list(s.scalars(select(Study.id).order_by(
