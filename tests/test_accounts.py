@@ -146,3 +146,22 @@ def test_roles_and_the_local_reader(db):
         review.add_reader("local", "l-fine-password")
     review.accounts.set_role("dr.r", "admin")
     assert review.is_admin(reader)
+
+
+def test_migration_0004_gives_roles_and_keeps_the_local_reader_an_admin(tmp_path):
+    from sqlalchemy import text
+
+    from db.engine import open_database, upgrade_schema
+
+    old = open_database(tmp_path / "old.sqlite", upgrade=False)
+    upgrade_schema(old, "0002")
+    with old.engine.begin() as conn:
+        conn.execute(text("INSERT INTO reader (name, password_hash, created_at) VALUES "
+                          "('local', NULL, '2026-01-01'), ('dr.x', 'scrypt$16384$8$1$a$b', "
+                          "'2026-01-01')"))
+    upgrade_schema(old, "head")
+    with old.engine.connect() as conn:
+        roles = dict(conn.execute(text("SELECT name, role FROM reader")).all())
+        assert conn.execute(text("SELECT count(*) FROM audit_event")).scalar() == 0
+    assert roles == {"local": "admin", "dr.x": "reader"}
+    old.dispose()

@@ -136,6 +136,8 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
         with gr.Row():
             gr.Markdown("## rrg-review — chest X-ray report review")
             who = gr.Markdown(elem_id="reader")
+            if login:  # the server's /logout ends the session (app/server.py)
+                gr.HTML('<a href="logout" id="logout-link">Sign out</a>', elem_id="logout")
             progress = gr.Markdown(elem_id="progress")
         with gr.Row():
             with gr.Column(scale=3, min_width=340):

@@ -21,6 +21,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column('role', sa.String(length=16), nullable=False,
                                    server_default='reader'))
         batch.create_check_constraint('ck_reader_role', "role IN ('reader', 'admin')")
+    # the login-free local reader is whoever sits at the machine running the app
+    op.execute("UPDATE reader SET role = 'admin' WHERE name = 'local' AND password_hash IS NULL")
     op.create_table('audit_event',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('at', sa.DateTime(timezone=True), nullable=False),
