@@ -329,3 +329,27 @@ def test_a_key_kept_in_the_database_by_an_older_version_is_moved_out(tmp_path, m
     with db.read() as s:
         assert s.get(Meta, "pseudonym_salt") is None
     db.dispose()
+
+
+def test_patient_keys_stored_raw_by_an_older_version_are_pseudonymised_at_start(tmp_path):
+    from app.services.setup import prepare
+
+    path = made_db(tmp_path)
+    key = bytes.fromhex(path.with_name(path.name + ".key").read_text().strip())
+    same = "anon-" + hmac.new(key, b"MRN-5550001", hashlib.sha256).hexdigest()[:16]
+    with sqlite3.connect(path) as conn:  # as an older version stored them: raw, and one of
+        # them is the same patient as an already pseudonymised one
+        ids = [r[0] for r in conn.execute("SELECT id FROM patient ORDER BY id")]
+        conn.execute("UPDATE patient SET key = 'MRN-5550001' WHERE id = ?", (ids[0],))
+        conn.execute("UPDATE patient SET key = ? WHERE id = ?", (same, ids[1]))
+        conn.execute("UPDATE patient SET key = 'MRN-7770002' WHERE id = ?", (ids[2],))
+        studies = conn.execute("SELECT count(*) FROM study").fetchone()[0]
+    db = prepare(Settings.from_args(str(path)), demo=False)
+    with db.read() as s:
+        keys = list(s.scalars(select(Patient.key)))
+        assert all(k.startswith("anon-") for k in keys) and len(keys) == len(set(keys))
+        assert len(keys) == len(ids) - 1 and same in keys  # the two records merged
+        assert s.scalar(text("SELECT count(*) FROM study WHERE patient_id NOT IN "
+                             "(SELECT id FROM patient)")) == 0
+        assert s.scalar(text("SELECT count(*) FROM study")) == studies
+    db.dispose()

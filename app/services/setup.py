@@ -3,13 +3,18 @@ one. Any reason the database cannot be used is a `DatabaseProblem` with one sent
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy import func, select
 
 from app.services.ingest import ImportReport, import_records
 from app.settings import Settings
 from db.engine import Database, DatabaseProblem, integrity_problems, open_database
 from db.models import Study
+from db.store import pseudonymise_stored_patients
 from studies.demo import demo_records
+
+log = logging.getLogger(__name__)
 
 
 def seed_demo(db: Database, settings: Settings) -> ImportReport | None:
@@ -28,6 +33,11 @@ def prepare(settings: Settings, *, demo: bool = True, read_only: bool = False) -
         db.dispose()
         raise DatabaseProblem(f"{db.name} fails SQLite's quick_check ({problems[0]}); restore "
                               "it from a backup or run `rrg-review check`")
+    if not read_only:
+        with db.write() as session:
+            changed = pseudonymise_stored_patients(session)
+        if changed:
+            log.info("%d patient keys stored as given were replaced by pseudonyms", changed)
     if demo and not read_only:
         report = seed_demo(db, settings)
         if report is not None and report.problems:
