@@ -1,11 +1,19 @@
-"""Start the rrg-review workstation: `python launch.py [--db] [--host] [--port] [--no-demo]`."""
+"""Start the rrg-review workstation: `python launch.py [--db] [--host] [--port] [--no-demo]`.
+
+Beyond 127.0.0.1 the app requires logins and TLS (`--ssl-certfile/--ssl-keyfile`); plain HTTP
+on the network is refused unless `--insecure-http` says a TLS proxy sits in front.
+"""
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
-import signal
+import logging
+import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -25,6 +33,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--login", action="store_true",
                         help="require reader login (always on beyond 127.0.0.1; add readers "
                              "with `rrg-review readers add NAME`)")
+    parser.add_argument("--ssl-certfile", metavar="PEM", help="TLS certificate (chain) file")
+    parser.add_argument("--ssl-keyfile", metavar="PEM", help="TLS private key file")
+    parser.add_argument("--insecure-http", action="store_true",
+                        help="allow plain HTTP beyond 127.0.0.1 (only behind a TLS proxy)")
+    parser.add_argument("--read-only", action="store_true",
+                        help="browse a database without writing it (no saves, no drafts)")
+    parser.add_argument("--session-idle-minutes", type=float, default=30.0,
+                        help="sign a reader out after this long without a request (30)")
+    parser.add_argument("--session-max-hours", type=float, default=12.0,
+                        help="sign a reader out this long after the login, active or not (12)")
     return parser.parse_args(argv)
 
 
@@ -37,33 +55,74 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+def _refuse(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    os.umask(0o077)  # everything this process creates (database, exports, caches) is private
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: "
+                        "%(message)s")
+    for ours in ("app", "db"):  # logins, throttling, audit and key events; libraries stay quiet
+        logging.getLogger(ours).setLevel(logging.INFO)
     login = args.login or not is_loopback(args.host)
+    tls = bool(args.ssl_certfile or args.ssl_keyfile)
+    if tls and not (args.ssl_certfile and args.ssl_keyfile):
+        return _refuse("TLS needs both --ssl-certfile and --ssl-keyfile")
+    if not is_loopback(args.host) and not tls and not args.insecure_http:
+        return _refuse(f"refusing to serve {args.host} over plain HTTP: passwords and reports "
+                       "would cross the network unencrypted; give --ssl-certfile and "
+                       "--ssl-keyfile (or --insecure-http when a TLS proxy sits in front)")
+    from app.server import TLSFilesError, check_tls_files
 
+    if tls:
+        try:
+            check_tls_files(args.ssl_certfile, args.ssl_keyfile)
+        except TLSFilesError as exc:
+            return _refuse(str(exc))
+
+    from app.services.accounts import LOCAL_READER, AccountService, LoginThrottle
+    from app.services.setup import prepare
+    from app.settings import Settings
+    from db.engine import DatabaseProblem
+
+    settings = Settings.from_args(args.db, args.data_dir)
+    try:
+        db = prepare(settings, demo=not args.no_demo, read_only=args.read_only)
+    except DatabaseProblem as exc:
+        return _refuse(str(exc))
+    accounts = AccountService(db, throttle=LoginThrottle())
+    if login and not accounts.has_logins():
+        where = "beyond this machine" if not is_loopback(args.host) else "with --login"
+        return _refuse(f"refusing to serve {where} ({args.host}) without reader accounts: add "
+                       "one with `rrg-review readers add NAME`, or bind the default 127.0.0.1")
+    if args.read_only and not login and accounts.account(LOCAL_READER) is None:
+        return _refuse(f"{db.name} has no local reader yet and is open read-only: open it once "
+                       "without --read-only, or use --login with reader accounts")
+    runtime = Path(tempfile.mkdtemp(prefix="rrg-review-run-"))  # 0700, removed at exit
+    os.environ["GRADIO_TEMP_DIR"] = str(runtime / "gradio")  # before Gradio is imported
+    try:
+        return _serve(args, settings, db, accounts, runtime, login, tls)
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) -> int:
+    from app.server import ServerOptions, build_app, serve
+    from app.services.accounts import SessionStore
     from app.services.drafting import DraftingService, PreDrafter, RuntimeConfig, default_preset
     from app.services.evaluation import StudyMetrics
+    from app.services.export import ExportService, ExportSpool
     from app.services.review import ReviewService
-    from app.services.setup import prepare
     from app.services.viewer import StudyViewer
-    from app.settings import Settings
     from app.ui.workstation import build, launch_options
     from metrics.registry import MetricConfig
     from model.presets import UnknownPreset
 
-    settings = Settings.from_args(args.db, args.data_dir)
-    db = prepare(settings, demo=not args.no_demo)
-    review = ReviewService(db)
-    if login and not review.has_logins():
-        where = "beyond this machine" if not is_loopback(args.host) else "with --login"
-        print(f"error: refusing to serve {where} ({args.host}) without reader accounts: add one "
-              "with `rrg-review readers add NAME`, or bind the default 127.0.0.1",
-              file=sys.stderr)
-        return 2
+    exports = ExportService(db, accounts.audit, ExportSpool(runtime / "exports"))
+    review = ReviewService(db, accounts, exports)
     viewer = StudyViewer(db, settings.blobs, preview_dir=settings.data_dir / "previews")
     drafting = DraftingService(db, settings, RuntimeConfig(device=args.device,
                                                            presets_file=args.presets),
@@ -72,23 +131,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         drafting.preset(preset)
     except UnknownPreset as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    predrafter = None if args.no_predraft else PreDrafter(drafting, preset)
+        return _refuse(str(exc))
+    predrafter = (None if args.no_predraft or args.read_only
+                  else PreDrafter(drafting, preset))
     # the panel never downloads: metrics whose weights are not here say so at once
     panel = StudyMetrics(db, config=MetricConfig(download=False))
     ui = build(viewer, drafting, predrafter, preset, review, panel, login=login)
-    print(f"rrg-review: database {settings.db_url}; drafting with preset {preset}")
-    signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl+C: Gradio closes, workers stop
+    sessions = SessionStore(idle_s=args.session_idle_minutes * 60,
+                            absolute_s=args.session_max_hours * 3600)
+    options = ServerOptions(host=args.host, port=args.port, login=login,
+                            ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
+                            gradio_cache=runtime / "gradio")
+    app = build_app(ui, accounts, sessions, options, launch_kwargs={
+        "allowed_paths": [str(viewer.preview_dir)], "show_error": True, **launch_options()})
+    mode = " (read-only)" if args.read_only else ""
+    print(f"rrg-review: database {settings.db_url}{mode}; drafting with preset {preset}",
+          flush=True)
     try:
-        ui.launch(server_name=args.host, server_port=args.port, show_error=True,
-                  auth=(lambda name, pw: review.authenticate(name, pw) is not None)
-                  if login else None, allowed_paths=[str(viewer.preview_dir)],
-                  **launch_options())
+        serve(app, options)
     finally:
         if predrafter is not None:
             predrafter.stop()
         drafting.unload()
+        exports.close()
     return 0
 
 

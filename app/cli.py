@@ -6,6 +6,7 @@ Heavy imports happen inside the sub-command handlers so `rrg-review --help` stay
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -317,24 +318,29 @@ def cmd_score(args: argparse.Namespace) -> int:
 def cmd_readers(args: argparse.Namespace) -> int:
     import getpass
 
-    from app.services.review import ReviewError, ReviewService
+    from app.services.accounts import AccountError, AccountService
+    from app.services.review import ReviewService
     from app.settings import Settings
     from db.engine import open_database
 
-    review = ReviewService(open_database(Settings.from_args(args.db).db_url))
+    db = open_database(Settings.from_args(args.db).db_url)
+    accounts = AccountService(db)
     if args.action == "list":
-        from sqlalchemy import select
-
-        from db.models import Reader
-
-        with review.db.read() as session:
-            for name, hashed in session.execute(select(Reader.name, Reader.password_hash)
-                                                .order_by(Reader.name)):
-                print(f"{name}\t{'login' if hashed else 'local, no login'}")
+        for account, can_login in accounts.accounts():
+            print(f"{account.name}\t{account.role}\t"
+                  f"{'login' if can_login else 'local, no login'}")
         return 0
     if not args.name:
-        print("error: readers add needs a NAME", file=sys.stderr)
+        print(f"error: readers {args.action} needs a NAME", file=sys.stderr)
         return 2
+    if args.action == "role":
+        try:
+            accounts.set_role(args.name, "admin" if args.admin else "reader")
+        except AccountError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"reader {args.name} is now {'an admin' if args.admin else 'a reader'}")
+        return 0
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\n")
     else:
@@ -342,22 +348,26 @@ def cmd_readers(args: argparse.Namespace) -> int:
         if password != getpass.getpass("again: "):
             print("error: the passwords differ", file=sys.stderr)
             return 2
-    if len(password) < 8:
-        print("error: use a password of at least 8 characters", file=sys.stderr)
-        return 2
     try:
-        reader_id = review.add_reader(args.name, password)
-    except ReviewError as exc:
+        if args.action == "password":
+            accounts.set_password(args.name, password)
+            print(f"password of {args.name} changed")
+            return 0
+        reader_id = accounts.add(args.name, password, "admin" if args.admin else "reader")
+    except AccountError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    added = review.assign(reader_id) if not args.empty else 0
-    print(f"reader {args.name} added ({added} studies on the worklist)")
+    added = ReviewService(db, accounts).assign(reader_id) if not args.empty else 0
+    role = "admin" if args.admin else "reader"
+    print(f"{role} {args.name} added ({added} studies on the worklist)")
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    import getpass
     from datetime import date
 
+    from app.services.audit import AuditLog
     from app.services.export import ExportFilters, export
     from app.settings import Settings
     from db.engine import open_database
@@ -371,10 +381,58 @@ def cmd_export(args: argparse.Namespace) -> int:
     db = open_database(Settings.from_args(args.db).db_url)
     metrics = build(None, MetricConfig(download=not args.offline))
     files = export(db, args.format, args.out,
-                   ExportFilters(args.model, args.reader, args.source, since), metrics,
+                   ExportFilters(args.model, args.reader, args.source, since,
+                                 dataset_keys=args.dataset_keys), metrics,
                    n_resamples=args.bootstrap)
+    scope = f"reader {args.reader}" if args.reader else "all readers"
+    AuditLog(db).record("export", actor=f"cli:{getpass.getuser()}", address="cli",
+                        target=f"{args.format}: {scope}",
+                        detail="dataset keys" if args.dataset_keys else None)
     for path in files:
         print(path)
+    return 0
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    from app.settings import Settings
+    from db.engine import backup, open_database
+    from db.store import ENV_KEY
+
+    db = open_database(Settings.from_args(args.db).db_url, upgrade=False)
+    out = backup(db, args.out)
+    print(f"backup of {db.name} written to {out} ({out.stat().st_size:,} bytes)")
+    key = db.key_file
+    if os.environ.get(ENV_KEY):
+        print(f"the pseudonym key is not in the backup: keep ${ENV_KEY} with it")
+    elif key is not None and key.is_file():
+        print(f"the pseudonym key is not in the backup: keep a copy of {key} with it "
+              "(apart from the database, e.g. in a password manager)")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from sqlalchemy import func, select
+
+    from app.settings import Settings
+    from db.engine import integrity_problems, open_database
+    from db.models import Patient
+    from db.store import pseudonym_key
+
+    db = open_database(Settings.from_args(args.db).db_url, read_only=True, upgrade=False)
+    problems = integrity_problems(db, full=args.full)
+    with db.read() as session:
+        if session.scalar(select(func.count(Patient.id))):
+            try:
+                pseudonym_key(session)
+            except Exception as exc:  # noqa: BLE001 - reported as a finding, not a crash
+                problems.append(str(exc))
+    kind = "integrity_check" if args.full else "quick_check"
+    if problems:
+        for problem in problems[:20]:
+            print(f"problem: {problem}", file=sys.stderr)
+        print(f"{db.name}: {len(problems)} problem(s) found", file=sys.stderr)
+        return 1
+    print(f"{db.name}: ok (schema, {kind}, foreign keys, pseudonym key)")
     return 0
 
 
@@ -457,16 +515,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", metavar="YYYY-MM-DD", help="only reviews saved since this date")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N")
     p.add_argument("--offline", action="store_true", help="never download metric weights")
+    p.add_argument("--dataset-keys", action="store_true",
+                   help="show the datasets' own study keys instead of opaque ids (may carry "
+                        "names or MRNs from folder names)")
     _add_db(p)
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("readers", help="reader accounts (scrypt-hashed passwords)")
-    p.add_argument("action", choices=("add", "list"))
+    p = sub.add_parser("backup", help="online, consistent copy of the database (SQLite backup "
+                                      "API)")
+    p.add_argument("--out", required=True, type=Path, metavar="FILE")
+    _add_db(p)
+    p.set_defaults(func=cmd_backup)
+
+    p = sub.add_parser("check", help="check the database (schema, integrity, pseudonym key)")
+    p.add_argument("--full", action="store_true",
+                   help="PRAGMA integrity_check instead of the faster quick_check")
+    _add_db(p)
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("readers", help="reader accounts: add, list, password, role")
+    p.add_argument("action", choices=("add", "list", "password", "role"))
     p.add_argument("name", nargs="?")
     p.add_argument("--password-stdin", action="store_true",
                    help="read the password from standard input instead of prompting")
     p.add_argument("--empty", action="store_true",
                    help="start with an empty worklist (default: every stored study)")
+    p.add_argument("--admin", action="store_true",
+                   help="add (or with `role`, make) an admin: may export every reader's work")
     _add_db(p)
     p.set_defaults(func=cmd_readers)
 
@@ -479,7 +554,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.func
-    return handler(args)
+    os.umask(0o077)  # databases, keys, backups and exports are private to this user
+    from sqlalchemy.exc import DBAPIError
+
+    from db.engine import DatabaseProblem, describe
+
+    try:
+        return handler(args)
+    except DatabaseProblem as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except DBAPIError as exc:
+        print(f"error: {describe(exc, getattr(args, 'db', None) or 'the database')}",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -141,13 +141,35 @@ class ReferenceReportVersion(Base):
     replaced_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+ROLES = ("reader", "admin")
+
+
 class Reader(Base):
     __tablename__ = "reader"
+    __table_args__ = (CheckConstraint("role IN ('reader', 'admin')", name="ck_reader_role"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
     password_hash: Mapped[str | None] = mapped_column(String(255))  # None: the local reader
+    # admin: may export every reader's work and unload the model; reader: only their own work
+    role: Mapped[str] = mapped_column(String(16), default="reader", server_default="reader")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class AuditEvent(Base):
+    """One security-relevant event: login, failed login, save, rating, export (append-only)."""
+
+    __tablename__ = "audit_event"
+    __table_args__ = (Index("ix_audit_event_at", "at"), Index("ix_audit_event_actor", "actor"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    actor: Mapped[str | None] = mapped_column(String(64))  # the account name as given
+    action: Mapped[str] = mapped_column(String(32))
+    target: Mapped[str | None] = mapped_column(String(255))  # e.g. "study 12 findings"
+    address: Mapped[str | None] = mapped_column(String(64))  # client IP, or "cli"
+    ok: Mapped[bool] = mapped_column(Boolean, default=True)
+    detail: Mapped[str | None] = mapped_column(Text)
 
 
 class Draft(Base):

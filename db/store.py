@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import os
+import re
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from sqlalchemy import and_, func, insert, or_, select
 from sqlalchemy.orm import Session, selectinload
 
+from db.engine import DatabaseProblem
 from db.models import (
     Image,
     Meta,
@@ -23,18 +28,130 @@ from db.models import (
 from studies.pixels import ImageInfo
 from studies.records import StudyRecord, view_group
 
-_SALT_KEY = "pseudonym_salt"
+ENV_KEY = "RRG_REVIEW_KEY"  # 64 hex digits; overrides the key file
+_LEGACY_SALT = "pseudonym_salt"  # versions before 0004 kept the key inside the database
+_KEY_CHECK = "pseudonym_key_check"  # HMAC of a constant: tells a wrong key, reveals nothing
+_PSEUDONYM_RE = re.compile(r"^anon-[0-9a-f]{16}$")
+log = logging.getLogger(__name__)
+
+
+class PseudonymKeyError(DatabaseProblem):
+    """The pseudonym key is missing or does not belong to this database."""
+
+
+def _check_value(key: bytes) -> str:
+    return hmac.new(key, b"rrg-review pseudonym key check", hashlib.sha256).hexdigest()[:32]
+
+
+def _read_key_file(path: Path) -> bytes:
+    text = path.read_text(encoding="ascii").strip()
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        raise PseudonymKeyError(f"{path} does not hold a hex key") from None
+    if len(key) < 32:
+        raise PseudonymKeyError(f"{path} holds a key shorter than 32 bytes")
+    if path.stat().st_mode & 0o077:
+        log.warning("%s is readable by other users; chmod 600 it", path)
+    return key
+
+
+def _write_key_file(path: Path, key: bytes) -> bytes:
+    """Create the key file 0600 (never overwriting one another process wrote first)."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return _read_key_file(path)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(key.hex() + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    log.info("pseudonym key written to %s (back it up with the database)", path)
+    return key
+
+
+def pseudonym_key(session: Session) -> bytes:
+    """The HMAC key for pseudonyms: $RRG_REVIEW_KEY, else the key file next to the database
+    (`<db>.key`, 0600), created on first use. The database holds only a check value, so a copy
+    of the database alone cannot be used to reverse a pseudonym by trying every MRN.
+
+    A key that used to live in the database (before revision 0004) is moved out to the file.
+    A database that already has pseudonyms but whose key is gone is refused rather than given
+    a new key, which would silently split every patient in two.
+    """
+    db = session.info.get("database")
+    if db is not None and db._key is not None:
+        return db._key
+    key_file: Path | None = getattr(db, "key_file", None)
+    stored_check = session.get(Meta, _KEY_CHECK)
+    legacy = session.get(Meta, _LEGACY_SALT)
+    env = os.environ.get(ENV_KEY, "").strip()
+    if env:
+        try:
+            key = bytes.fromhex(env)
+        except ValueError:
+            raise PseudonymKeyError(f"{ENV_KEY} is not a hex key") from None
+        where = ENV_KEY
+    elif key_file is not None and key_file.is_file():
+        key, where = _read_key_file(key_file), str(key_file)
+    elif key_file is None:
+        raise PseudonymKeyError(f"set {ENV_KEY} (64 hex digits) for pseudonyms in {db.url}")
+    elif legacy is not None:
+        key, where = _write_key_file(key_file, bytes.fromhex(legacy.value)), str(key_file)
+    elif stored_check is not None:
+        raise PseudonymKeyError(
+            f"the pseudonym key of this database is missing ({key_file}); restore it from "
+            f"your backup or set {ENV_KEY}")
+    else:
+        key, where = _write_key_file(key_file, secrets.token_bytes(32)), str(key_file)
+    if stored_check is not None and stored_check.value != _check_value(key):
+        raise PseudonymKeyError(f"the pseudonym key in {where} does not belong to this "
+                                "database; restore the right key file from your backup")
+    if (stored_check is None or legacy is not None) and not getattr(db, "read_only", False):
+        with session.no_autoflush:
+            if stored_check is None:
+                session.add(Meta(key=_KEY_CHECK, value=_check_value(key)))
+            if legacy is not None:
+                session.delete(legacy)
+        session.flush()
+    if db is not None:
+        db._key = key
+    return key
 
 
 def pseudonym(session: Session, identifier: str) -> str:
-    """A stable pseudonym for an identifier that may be PHI (HMAC with this database's salt)."""
-    salt = session.get(Meta, _SALT_KEY)
-    if salt is None:
-        salt = Meta(key=_SALT_KEY, value=secrets.token_hex(32))
-        session.add(salt)
-        session.flush()
-    digest = hmac.new(bytes.fromhex(salt.value), identifier.encode(), hashlib.sha256)
+    """A stable pseudonym for an identifier that may be PHI (HMAC with the key kept outside
+    the database)."""
+    digest = hmac.new(pseudonym_key(session), identifier.encode(), hashlib.sha256)
     return "anon-" + digest.hexdigest()[:16]
+
+
+def opaque_study_id(key: bytes, source: str, study_key: str) -> str:
+    """The id exports show instead of a dataset's study key (which may be a folder name
+    carrying a patient's name or MRN): keyed, stable, not reversible without the key."""
+    digest = hmac.new(key, f"study\0{source}\0{study_key}".encode(), hashlib.sha256)
+    return "study-" + digest.hexdigest()[:12]
+
+
+def pseudonymise_stored_patients(session: Session) -> int:
+    """Replace patient keys stored as given (by versions before every key was pseudonymised)
+    with their pseudonyms; a patient whose pseudonym already exists is merged into it.
+    Returns how many patients changed. Cheap when there are none (one indexed query)."""
+    raw = list(session.scalars(select(Patient).where(~Patient.key.like("anon-%"))))
+    raw = [p for p in raw if not _PSEUDONYM_RE.match(p.key)]
+    for patient in raw:
+        key = pseudonym(session, patient.key)
+        twin = session.scalar(select(Patient).where(Patient.source == patient.source,
+                                                    Patient.key == key))
+        if twin is None:
+            patient.key = key
+            continue
+        for study in list(patient.studies):
+            study.patient = twin
+        session.flush()
+        session.delete(patient)
+    session.flush()
+    return len(raw)
 
 
 def find_study(session: Session, source: str, study_key: str) -> Study | None:
@@ -189,7 +306,13 @@ def merge_study(
 
 
 def add_study(session: Session, record: StudyRecord, images: Sequence[StoredImage]) -> Study:
-    """Insert one study with its patient (found or created), images and reference report."""
+    """Insert one study with its patient (found or created), images and reference report.
+
+    Every patient identifier, whatever importer it came from (DICOM PatientID, a dataset's
+    subject id, `report.json`'s patient_id, a folder name), is stored as a keyed pseudonym;
+    one this store already made is kept as is."""
+    if not _PSEUDONYM_RE.match(record.patient_key):
+        record = replace(record, patient_key=pseudonym(session, record.patient_key))
     patients = {}
     existing = session.scalar(
         select(Patient.id).where(Patient.source == record.source, Patient.key == record.patient_key)

@@ -83,6 +83,6 @@ def test_launch_refuses_non_loopback_hosts_without_readers(capsys, tmp_path):
     assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
     assert not is_loopback("0.0.0.0")
     db = str(tmp_path / "x.sqlite")
-    assert launch_main(["--host", "0.0.0.0", "--db", db, "--no-predraft"]) == 2
+    assert launch_main(["--host", "0.0.0.0", "--insecure-http", "--db", db, "--no-predraft"]) == 2
     assert "without reader accounts" in capsys.readouterr().err
     assert launch_main(["--login", "--db", db]) == 2

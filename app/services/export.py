@@ -2,17 +2,27 @@
 reference, metrics, rating and time on task, the statistics a research team needs, and writers
 for JSON, CSV, RRG24-style prediction files and a self-contained HTML report.
 
-Exports carry only the study's pseudonymous ids (source, study key): no patient keys, names,
-dates of birth or DICOM headers.
+Exports carry no patient keys, names, dates of birth or DICOM headers, and study keys (which
+may be folder names carrying a name or MRN) are replaced by opaque keyed ids unless an admin
+asks for the datasets' own keys. `ExportService` decides on the server what a requester may
+see: a reader gets only their own work, an admin (or the CLI) anyone's. Files for the web go to
+a private (0700) spool that is emptied as exports age and removed at shutdown. CSV cells that a
+spreadsheet would run as a formula are neutralised (OWASP "CSV injection").
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import logging
+import re
+import shutil
+import tempfile
+import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +30,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy import select
 
+from app.services.accounts import Account
+from app.services.audit import AuditLog
 from app.services.review import edit_rate
 from db.engine import Database
 from db.metric_cache import DatabaseScoreCache
@@ -33,6 +45,7 @@ from db.models import (
     Study,
     WorklistItem,
 )
+from db.store import opaque_study_id, pseudonym_key
 from metrics.agreement import (
     Agreement,
     cohen_kappa,
@@ -45,6 +58,8 @@ from metrics.registry import MetricConfig, build
 from metrics.scoring import metric_rows, score
 from metrics.stats import paired_test
 
+log = logging.getLogger(__name__)
+
 HEADLINE = ("radgraph_partial", "bertscore", "rougeL", "bleu4")  # first available ranks cases
 
 
@@ -54,6 +69,7 @@ class ExportFilters:
     reader: str | None = None
     source: str | None = None
     since: date | None = None
+    dataset_keys: bool = False  # the datasets' own study keys instead of opaque ids (admins)
 
 
 @dataclass
@@ -129,6 +145,7 @@ def collect_rows(db: Database, filters: ExportFilters) -> list[ReviewRow]:
         active = {(w.reader_id, w.study_id): w.active_seconds
                   for w in s.scalars(select(WorklistItem))}
         refs = {st_id: st.reference for st_id, st in studies.items()}
+        key = None if filters.dataset_keys else _export_key(db, s)
         rows: list[ReviewRow] = []
         for (study_id, section, preset), d in sorted(
                 drafts.items(), key=lambda kv: (studies[kv[0][0]].study_key, kv[0][1:])):
@@ -144,7 +161,9 @@ def collect_rows(db: Database, filters: ExportFilters) -> list[ReviewRow]:
             if filters.reader:
                 reviewers = [r for r in reviewers if readers.get(r) == filters.reader]
             ref = refs.get(study_id)
-            base = dict(study_id=study_id, source=study.source, study_key=study.study_key,
+            shown_key = (study.study_key if key is None
+                         else opaque_study_id(key, study.source, study.study_key))
+            base = dict(study_id=study_id, source=study.source, study_key=shown_key,
                         split=study.split, section=section, preset=preset,
                         model_id=d.model_id, model_revision=d.model_revision,
                         draft=d.text or "",
@@ -170,6 +189,16 @@ def collect_rows(db: Database, filters: ExportFilters) -> list[ReviewRow]:
                     active_seconds=active.get((rid, study_id)),
                     rated_at=rating.created_at.isoformat() if rating else None))
     return rows
+
+
+def _export_key(db: Database, session) -> bytes:
+    """The pseudonym key (kept outside the database) that makes opaque study ids."""
+    if db._key is not None:
+        return db._key
+    if db.read_only:
+        return pseudonym_key(session)
+    with db.write() as w:
+        return pseudonym_key(w)
 
 
 def _score_rows(rows: list[ReviewRow], metrics: Sequence[Metric], cache,
@@ -398,15 +427,38 @@ def write_json(evaluation: Evaluation, path: Path) -> None:
     _atomic(path, json.dumps(data, indent=2, default=str))
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise_cell(value: Any) -> Any:
+    """OWASP's defence against CSV injection: a text cell starting with = + - @ tab or CR is
+    prefixed with a single quote, so a spreadsheet shows it as text instead of running it.
+    (Every text cell is also quoted, and embedded quotes doubled, by the csv writer.)"""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 def write_csv(evaluation: Evaluation, path: Path) -> None:
-    flat = [_flat(r) for r in evaluation.rows]
+    flat = [{k: neutralise_cell(v) for k, v in _flat(r).items()} for r in evaluation.rows]
     fields = list(dict.fromkeys(k for row in flat for k in row)) or CSV_FIELDS
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer = csv.DictWriter(fh, fieldnames=[neutralise_cell(f) for f in fields],
+                                quoting=csv.QUOTE_NONNUMERIC)
         writer.writeheader()
-        writer.writerows(flat)
+        writer.writerows({neutralise_cell(k): v for k, v in row.items()} for row in flat)
     tmp.replace(path)
+
+
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(text: str, fallback: str = "export") -> str:
+    """A file-name part from free text (a preset name, a stem): no separators, no `..`,
+    no leading dot, at most 64 characters."""
+    cleaned = _UNSAFE_NAME.sub("_", text).strip("._")[:64]
+    return cleaned or fallback
 
 
 def write_predictions(evaluation: Evaluation, folder: Path, stem: str) -> list[Path]:
@@ -418,7 +470,7 @@ def write_predictions(evaluation: Evaluation, folder: Path, stem: str) -> list[P
         unique[(r.preset, r.section)][(r.source, r.study_key)] = r.draft
     for (preset, section), texts in sorted(unique.items()):
         order = sorted(texts)
-        base = folder / f"{stem}.{preset}.{section}"
+        base = folder / f"{safe_name(stem)}.{safe_name(preset, 'model')}.{section}"
         lines = [" ".join(texts[k].split()) for k in order]
         texts_file, ids_file = Path(f"{base}.txt"), Path(f"{base}.ids.txt")
         _atomic(texts_file, "\n".join(lines) + "\n")
@@ -440,6 +492,7 @@ def export(db: Database, fmt: str, out: Path, filters: ExportFilters | None = No
     if fmt not in ("html", "csv", "json"):
         raise ValueError(f"unknown export format {fmt!r} (html, csv or json)")
     evaluation = evaluate(db, filters, metrics, n_resamples)
+    out = out.with_name(safe_name(out.stem) + out.suffix)
     out.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "json":
         write_json(evaluation, out)
@@ -450,3 +503,98 @@ def export(db: Database, fmt: str, out: Path, filters: ExportFilters | None = No
 
         _atomic(out, render(evaluation))
     return [out, *write_predictions(evaluation, out.parent, out.stem)]
+
+
+# -- exports on behalf of a signed-in requester ------------------------------------------------
+class ExportSpool:
+    """A private folder (0700) for web exports: one sub-folder per export, removed once older
+    than `keep_s` (at the next export) and all of it at shutdown (`close`)."""
+
+    def __init__(self, root: Path | None = None, keep_s: float = 600.0) -> None:
+        if root is None:
+            root = Path(tempfile.mkdtemp(prefix="rrg-exports-"))
+        else:
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            root.chmod(0o700)
+        self.root, self.keep_s = root, keep_s
+        self._lock = threading.Lock()
+
+    def new_folder(self) -> Path:
+        self.purge()
+        return Path(tempfile.mkdtemp(prefix="export-", dir=self.root))
+
+    def purge(self, older_than_s: float | None = None) -> int:
+        limit = time.time() - (self.keep_s if older_than_s is None else older_than_s)
+        removed = 0
+        with self._lock:
+            for folder in self.root.glob("export-*"):
+                if folder.stat().st_mtime <= limit:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    removed += 1
+        return removed
+
+    def discard(self, path: Path) -> None:
+        """Remove the export folder holding `path` (after it was downloaded)."""
+        path = Path(path).resolve()
+        if path.parent.parent == self.root.resolve():
+            shutil.rmtree(path.parent, ignore_errors=True)
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    files: list[Path]
+    scope: str  # "own work of NAME" | "all readers"
+    note: str | None = None  # why the scope differs from what was asked
+
+
+class ExportService:
+    """Exports on behalf of an account: the server, not the page, decides what it may see."""
+
+    def __init__(self, db: Database, audit: AuditLog | None = None,
+                 spool: ExportSpool | None = None) -> None:
+        self.db = db
+        self.audit = audit or AuditLog(db)
+        self._spool = spool
+
+    @property
+    def spool(self) -> ExportSpool:
+        if self._spool is None:
+            self._spool = ExportSpool()
+        return self._spool
+
+    def export_as(self, account: Account, fmt: str, *, everyone: bool = False,
+                  dataset_keys: bool = False, metrics: Sequence[Metric] | None = None,
+                  address: str | None = None, n_resamples: int = 1000,
+                  filters: ExportFilters | None = None) -> ExportResult:
+        """A reader's export holds only their own work whatever they ask; an admin may export
+        every reader's and ask for the datasets' own study keys."""
+        filters = filters or ExportFilters()
+        note = None
+        if account.is_admin and everyone:
+            scope = "all readers"
+        else:
+            if everyone or (filters.reader not in (None, account.name)):
+                note = "only your own work: exporting other readers' work needs an admin"
+            filters = replace(filters, reader=account.name)
+            scope = f"own work of {account.name}"
+        if dataset_keys and not account.is_admin:
+            note = (note + "; " if note else "") + "dataset study keys need an admin"
+            dataset_keys = False
+        filters = replace(filters, dataset_keys=dataset_keys)
+        folder = self.spool.new_folder()
+        try:
+            files = export(self.db, fmt, folder / f"rrg-review-report.{fmt}", filters, metrics,
+                           n_resamples=n_resamples)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        self.audit.record("export", actor=account.name, address=address,
+                          target=f"{fmt}: {scope}", detail=note)
+        return ExportResult(files, scope, note)
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()

@@ -120,7 +120,8 @@ def render(ev: Evaluation) -> str:
              "<h1>rrg-review evaluation report</h1>",
              f'<p class="note">Generated {_e(ev.generated_at)} · filters: '
              + (", ".join(f"{_e(k)}={_e(v)}" for k, v in ev.filters.items() if v) or "none")
-             + " · identifiers are the datasets' pseudonymous study ids</p>"]
+             + (" · study ids are the datasets' own keys" if ev.filters.get("dataset_keys")
+                in (True, "True") else " · study ids are opaque keyed pseudonyms") + "</p>"]
 
     parts.append('<h2 id="evaluated">What was evaluated</h2>')
     parts.append(_table(["model preset", "model id", "revision", "studies"],

@@ -8,18 +8,22 @@ same account saved in between, the save is refused with the current text (`EditC
 
 from __future__ import annotations
 
-import base64
 import difflib
-import hashlib
-import hmac
-import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import func, select
 
+from app.services.accounts import (
+    LOCAL_READER,
+    Account,
+    AccountError,
+    AccountService,
+    hash_password,
+    verify_password,
+)
+from app.services.audit import AuditLog
 from db.engine import Database
 from db.models import (
     REXVAL_CATEGORIES,
@@ -33,12 +37,11 @@ from db.models import (
     utcnow,
 )
 
-LOCAL_READER = "local"
 # active time: a heartbeat adds the time since the previous one, at most this much, so a tab
 # left open overnight does not count as work
 MAX_ACTIVE_GAP_S = 60.0
-_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+__all__ = ["LOCAL_READER", "Account", "EditConflict", "ReviewError", "ReviewService",
+           "hash_password", "verify_password", "word_diff", "edit_rate"]
 
 
 class ReviewError(ValueError):
@@ -53,29 +56,6 @@ class EditConflict(ReviewError):
                          f"{current.created_at:%H:%M:%S}); reload it before saving again")
         self.section = section
         self.current = current
-
-
-# -- passwords (hashlib.scrypt: a standard memory-hard KDF from the standard library) ----------
-def hash_password(password: str) -> str:
-    salt = os.urandom(16)
-    key = hashlib.scrypt(password.encode(), salt=salt, **_SCRYPT)
-    params = f"{_SCRYPT['n']}${_SCRYPT['r']}${_SCRYPT['p']}"
-    return f"scrypt${params}${base64.b64encode(salt).decode()}${base64.b64encode(key).decode()}"
-
-
-def verify_password(password: str, stored: str | None) -> bool:
-    if not stored:
-        return False
-    try:
-        kind, n, r, p, salt, key = stored.split("$")
-    except ValueError:
-        return False
-    if kind != "scrypt":
-        return False
-    expected = base64.b64decode(key)
-    got = hashlib.scrypt(password.encode(), salt=base64.b64decode(salt), n=int(n), r=int(r),
-                         p=int(p), dklen=len(expected))
-    return hmac.compare_digest(got, expected)
 
 
 # -- views -------------------------------------------------------------------------------------
@@ -162,55 +142,63 @@ def _validate_errors(errors: dict[str, dict[str, int]]) -> dict[str, dict[str, i
 
 
 class ReviewService:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, accounts: AccountService | None = None,
+                 exports=None) -> None:
         self.db = db
+        self.audit = accounts.audit if accounts else AuditLog(db)
+        self.accounts = accounts or AccountService(db, self.audit)
+        self.exports = exports  # an ExportService; made on first export when not given
 
-    # -- readers --------------------------------------------------------------------------
-    def add_reader(self, name: str, password: str | None) -> int:
-        if not _NAME_RE.match(name):
-            raise ReviewError(f"reader name {name!r}: use 1-64 letters, digits, . _ - @")
-        with self.db.write() as s:
-            if s.scalar(select(Reader.id).where(Reader.name == name)) is not None:
-                raise ReviewError(f"reader {name!r} already exists")
-            reader = Reader(name=name, password_hash=hash_password(password) if password else None)
-            s.add(reader)
-            s.flush()
-            return reader.id
+    # -- readers (thin delegates to AccountService) ------------------------------------------
+    def add_reader(self, name: str, password: str | None, role: str = "reader") -> int:
+        try:
+            return self.accounts.add(name, password, role)
+        except AccountError as exc:
+            raise ReviewError(str(exc)) from None
 
-    def authenticate(self, name: str, password: str) -> int | None:
-        with self.db.read() as s:
-            reader = s.scalar(select(Reader).where(Reader.name == name))
-        if reader is None:
-            hash_password(password)  # same cost either way: no user enumeration by timing
-            return None
-        return reader.id if verify_password(password, reader.password_hash) else None
+    def authenticate(self, name: str, password: str, address: str | None = None) -> int | None:
+        """The reader id for a correct login (throttled and audited), else None."""
+        result = self.accounts.authenticate(name, password, address)
+        return result.account.id if result.account else None
 
     def reader_id(self, name: str) -> int | None:
-        with self.db.read() as s:
-            return s.scalar(select(Reader.id).where(Reader.name == name))
+        found = self.accounts.account(name)
+        return found.id if found else None
 
     def reader_name(self, reader_id: int) -> str:
-        with self.db.read() as s:
-            return s.scalar(select(Reader.name).where(Reader.id == reader_id)) or "?"
+        found = self.accounts.by_id(reader_id)
+        return found.name if found else "?"
+
+    def is_admin(self, reader_id: int) -> bool:
+        found = self.accounts.by_id(reader_id)
+        return found is not None and found.is_admin
 
     def has_logins(self) -> bool:
-        with self.db.read() as s:
-            return bool(s.scalar(select(func.count(Reader.id)).where(
-                Reader.password_hash.is_not(None))))
+        return self.accounts.has_logins()
 
     def local_reader(self) -> int:
-        """The single reader of a loopback session without login (created on first use)."""
-        with self.db.write() as s:
-            reader = s.scalar(select(Reader).where(Reader.name == LOCAL_READER))
-            if reader is None:
-                reader = Reader(name=LOCAL_READER)
-                s.add(reader)
-                s.flush()
-            return reader.id
+        return self.accounts.local_reader()
+
+    def export_report(self, reader_id: int, fmt: str, *, everyone: bool = False,
+                      metrics=None, address: str | None = None):
+        """Export as this reader: their own work only unless they are an admin asking for
+        everyone's (decided here, not by the page). Returns an `ExportResult`."""
+        from app.services.export import ExportService
+
+        if self.exports is None:
+            self.exports = ExportService(self.db, audit=self.audit)
+        account = self.accounts.by_id(reader_id)
+        if account is None:
+            raise ReviewError(f"reader {reader_id} does not exist")
+        return self.exports.export_as(account, fmt, everyone=everyone, metrics=metrics,
+                                      address=address)
 
     # -- worklists ------------------------------------------------------------------------
     def assign(self, reader_id: int, study_ids: Sequence[int] | None = None) -> int:
-        """Put studies (default: every study) on a reader's worklist; returns how many were new."""
+        """Put studies (default: every study) on a reader's worklist; returns how many were new.
+        A read-only database (`--read-only`) keeps the worklists it has."""
+        if self.db.read_only:
+            return 0
         with self.db.write() as s:
             if study_ids is None:
                 study_ids = list(s.scalars(select(Study.id).order_by(
@@ -291,7 +279,7 @@ class ReviewService:
 
     def save(self, reader_id: int, study_id: int, section: str, text: str,
              base_number: int | None, draft_id: int | None = None,
-             autosave: bool = False) -> RevisionView:
+             autosave: bool = False, address: str | None = None) -> RevisionView:
         """Save an edit as the next revision. `base_number` is the revision the edit started from
         (None: from the draft). Unchanged text saves nothing and returns the current revision."""
         if section not in SECTIONS:
@@ -317,13 +305,16 @@ class ReviewService:
             if item.status in ("new", "drafted"):
                 item.status = "in_review"
             s.flush()
+            self.audit.record("save", session=s,
+                              actor=s.get(Reader, reader_id).name, address=address,
+                              target=f"study {study_id} {section} revision {revision.number}")
             return _revision(revision)
 
     # -- rating ---------------------------------------------------------------------------
     def rate(self, reader_id: int, study_id: int, *, likert: int | None,
              acceptable: bool | None, errors: dict[str, dict[str, int]] | None = None,
              comment: str | None = None, preset: str | None = None,
-             done: bool = True) -> RatingView:
+             done: bool = True, address: str | None = None) -> RatingView:
         if likert is not None and not 1 <= int(likert) <= 5:
             raise ReviewError("overall quality must be 1-5")
         clean = _validate_errors(errors or {})
@@ -339,6 +330,8 @@ class ReviewService:
             if done:
                 item.status = "done"
             s.flush()
+            self.audit.record("rate", session=s, actor=s.get(Reader, reader_id).name,
+                              address=address, target=f"study {study_id} rating {number}")
             return _rating(rating)
 
     def latest_rating(self, reader_id: int, study_id: int) -> RatingView | None:

@@ -1,14 +1,20 @@
-"""Start-up use case: open (and upgrade) the database, seed the demo worklist on an empty one."""
+"""Start-up use case: open, check and upgrade the database, seed the demo worklist on an empty
+one. Any reason the database cannot be used is a `DatabaseProblem` with one sentence."""
 
 from __future__ import annotations
+
+import logging
 
 from sqlalchemy import func, select
 
 from app.services.ingest import ImportReport, import_records
 from app.settings import Settings
-from db.engine import Database, open_database
+from db.engine import Database, DatabaseProblem, integrity_problems, open_database
 from db.models import Study
+from db.store import pseudonymise_stored_patients
 from studies.demo import demo_records
+
+log = logging.getLogger(__name__)
 
 
 def seed_demo(db: Database, settings: Settings) -> ImportReport | None:
@@ -19,9 +25,20 @@ def seed_demo(db: Database, settings: Settings) -> ImportReport | None:
     return import_records(db, demo_records(settings.data_dir), blobs=settings.blobs, fmt="demo")
 
 
-def prepare(settings: Settings, *, demo: bool = True) -> Database:
-    db = open_database(settings.db_url)
-    if demo:
+def prepare(settings: Settings, *, demo: bool = True, read_only: bool = False) -> Database:
+    """The database the app serves, checked (schema, writability, PRAGMA quick_check)."""
+    db = open_database(settings.db_url, read_only=read_only)
+    problems = integrity_problems(db)
+    if problems:
+        db.dispose()
+        raise DatabaseProblem(f"{db.name} fails SQLite's quick_check ({problems[0]}); restore "
+                              "it from a backup or run `rrg-review check`")
+    if not read_only:
+        with db.write() as session:
+            changed = pseudonymise_stored_patients(session)
+        if changed:
+            log.info("%d patient keys stored as given were replaced by pseudonyms", changed)
+    if demo and not read_only:
         report = seed_demo(db, settings)
         if report is not None and report.problems:
             raise RuntimeError("demo studies could not be loaded: "

@@ -136,6 +136,8 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
         with gr.Row():
             gr.Markdown("## rrg-review — chest X-ray report review")
             who = gr.Markdown(elem_id="reader")
+            if login:  # the server's /logout ends the session (app/server.py)
+                gr.HTML('<a href="logout" id="logout-link">Sign out</a>', elem_id="logout")
             progress = gr.Markdown(elem_id="progress")
         with gr.Row():
             with gr.Column(scale=3, min_width=340):
@@ -406,22 +408,21 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
 
         def on_export(session: Session, fmt: str, mine: bool, request: gr.Request,
                       progress=gr.Progress()):  # noqa: B008 - Gradio injects it
-            """The same files as `rrg-review export`; the report (first file) is offered."""
-            import tempfile
-            from pathlib import Path
-
-            from app.services.export import ExportFilters, export
-
+            """The same files as `rrg-review export`, scoped on the server: a reader gets only
+            their own work, an admin everyone's unless "Only my reviews"."""
             reader = reader_of(request)
             progress(0.1, desc="scoring and building the report")
-            folder = Path(tempfile.mkdtemp(prefix="rrg-export-"))
-            filters = ExportFilters(reader=review.reader_name(reader) if mine else None)
-            files = export(viewer.db, fmt, folder / f"rrg-review-report.{fmt}", filters,
-                           metrics.metrics if metrics else None, n_resamples=1000)
-            return str(files[0])
+            result = review.export_report(
+                reader, fmt, everyone=not mine, metrics=metrics.metrics if metrics else None,
+                address=getattr(getattr(request, "client", None), "host", None))
+            if result.note:
+                gr.Info(result.note)
+            return str(result.files[0])
 
-        def on_unload():
-            """Free the model's memory (GPU included); it loads again when next needed."""
+        def on_unload(request: gr.Request):
+            """Free the model's memory (GPU included) for everyone: admins only."""
+            if not review.is_admin(reader_of(request)):
+                raise gr.Error("only an admin can unload the model")
             if drafting is not None:
                 drafting.unload()
             return (f"Model `{html.escape(preset)}` unloaded; it loads again on the next "

