@@ -3,7 +3,8 @@ MedGemma- or LLaVA-class: prompts are data (prompts.json), output parsed into th
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -162,35 +163,82 @@ class ChatDrafter(InProcessDrafter):
                         by_key[(r.study_id, key)] = replace(r, text=_strip_header(r.text, key))
                     continue
                 for study, text, error in zip(chunk, texts, errors, strict=True):
-                    parsed = parse_report(text or "")
-                    if not parsed and (text or "").strip():
-                        parsed = {"findings": text.strip()}  # no headers: keep the text visible
-                    for section in sections:
-                        missing = None if error or section in parsed else (
-                            f"the model's output has no '{section.upper()}:' section: "
-                            f"{(text or '').strip()[:300]!r}")
-                        by_key[(study.study_id, section)] = DraftResult(
-                            study.study_id, section, parsed.get(section), prov, error or missing)
+                    for r in report_results(study.study_id, text, error, sections, prov):
+                        by_key[(study.study_id, r.section)] = r
         return [by_key[(s.study_id, sec)] for s in batch for sec in sections]
+
+    def stream_sections(self, study: StudyInput, sections: Sequence[str] = SECTIONS
+                        ) -> Generator[dict[str, str], None, list[DraftResult]]:
+        """The growing text of every section of one study; returns their DraftResults.
+
+        In "report" mode one generation writes the whole report and is parsed into the sections
+        (never one generation per section); in "sections" mode each section is its own prompt.
+        """
+        sections = check_sections(sections)
+        if self.mode != "report":
+            texts: dict[str, str] = {}
+            results = []
+            for section in sections:
+                start = time.perf_counter()
+                for text in self.stream(study, section):
+                    texts[section] = text
+                    yield dict(texts)
+                prov = replace(self.provenance(), seconds=time.perf_counter() - start)
+                results.append(DraftResult(study.study_id, section, texts.get(section, ""), prov))
+            return results
+        start = time.perf_counter()
+        text = ""
+        for text in self._stream_key(study, "report"):
+            yield _visible_sections(text, sections)
+        prov = replace(self.provenance(), seconds=time.perf_counter() - start)
+        return report_results(study.study_id, text, None, sections, prov)
 
     def stream(self, study: StudyInput, section: str) -> Iterator[str]:
         section = check_sections([section])[0]
+        key = "report" if self.mode == "report" else section
+        for text in self._stream_key(study, key):
+            yield (parse_report(text).get(section, text) if key == "report"
+                   else _strip_header(text, section)) or ""
+
+    def _stream_key(self, study: StudyInput, key: str) -> Iterator[str]:
+        """The growing raw output of one prompt (`report` or a section's)."""
         loaded = self._load()
         from transformers import TextIteratorStreamer
 
-        key = "report" if self.mode == "report" else section
         streamer = TextIteratorStreamer(loaded.processor.tokenizer, skip_prompt=True,
                                         skip_special_tokens=True)
         inputs = self._inputs(loaded, [study], key)
-        for text in stream_generate(loaded.model, streamer,
-                                     dict(**inputs, streamer=streamer, **self._generation(loaded))):
-            yield (parse_report(text).get(section, text) if key == "report"
-                   else _strip_header(text, section)) or ""
+        yield from stream_generate(loaded.model, streamer,
+                                   dict(**inputs, streamer=streamer, **self._generation(loaded)))
 
     def close(self) -> None:
         with self._lock:
             self._loaded = None
         free_accelerator()
+
+
+def report_results(study_id: int, text: str | None, error: str | None,
+                   sections: Sequence[str], provenance: Provenance) -> list[DraftResult]:
+    """One generated report parsed into section drafts; a missing header is that section's
+    error (a report with no headers at all is kept as the findings, so the text stays visible)."""
+    parsed = parse_report(text or "")
+    if not parsed and (text or "").strip():
+        parsed = {"findings": (text or "").strip()}
+    out = []
+    for section in sections:
+        missing = None if error or section in parsed else (
+            f"the model's output has no '{section.upper()}:' section: "
+            f"{(text or '').strip()[:300]!r}")
+        out.append(DraftResult(study_id, section, parsed.get(section), provenance,
+                               error or missing))
+    return out
+
+
+def _visible_sections(text: str, sections: Sequence[str]) -> dict[str, str]:
+    parsed = parse_report(text)
+    if not parsed:
+        parsed = {"findings": text.strip()}
+    return {s: parsed.get(s, "") for s in sections}
 
 
 def _accepts(model, name: str) -> bool:
