@@ -1,6 +1,7 @@
 """Engine and session set-up: SQLite in WAL mode with foreign keys, schema upgraded by Alembic.
 
-Any SQLAlchemy URL works (PostgreSQL later); a bare path means a SQLite file.
+A bare path means a SQLite file; `postgresql+psycopg://user@host/db` a team's PostgreSQL server
+(tested against a real server); other SQLAlchemy URLs are passed through untested.
 """
 
 from __future__ import annotations
@@ -56,6 +57,23 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql(conn.get_execution_options().get(_BEGIN_OPTION, "BEGIN"))
 
 
+# -- PostgreSQL (a reading team's shared server) ------------------------------------------------
+_PG_WRITER_OPTION = "rrg_pg_one_writer"
+_PG_WRITER_LOCK = 0x7272_6776  # an arbitrary advisory-lock key owned by rrg-review ("rrgv")
+
+
+def _configure_postgresql(engine: Engine) -> None:
+    """Writers take one advisory lock per transaction, so writes are serialised as SQLite's
+    BEGIN IMMEDIATE serialises them: a read-then-write (next revision number, "was this edited
+    since?") sees every committed write before it and two saves can never both land. Reads do
+    not take the lock and never wait."""
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:
+        if conn.get_execution_options().get(_PG_WRITER_OPTION):
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_WRITER_LOCK})")
+
+
 @dataclass
 class Database:
     """An engine plus session factories; `write()` is the one way to change data."""
@@ -80,17 +98,27 @@ class Database:
         self.engine.dispose()
 
 
+def _with_driver(url: str) -> str:
+    """`postgresql://` means psycopg 3 here (SQLAlchemy's default driver, psycopg2, is not
+    installed)."""
+    return "postgresql+psycopg://" + url[len("postgresql://"):] if url.startswith(
+        "postgresql://") else url
+
+
 def open_database(url_or_path: str | Path | None, *, upgrade: bool = True) -> Database:
     """Open (and by default create/upgrade to the latest schema) a database."""
     url = database_url(url_or_path)
     path = sqlite_path(url)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url)
+    engine = create_engine(_with_driver(url))
     writes_bind = engine
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine)
         writes_bind = engine.execution_options(**{_BEGIN_OPTION: "BEGIN IMMEDIATE"})
+    elif engine.dialect.name == "postgresql":
+        _configure_postgresql(engine)
+        writes_bind = engine.execution_options(**{_PG_WRITER_OPTION: True})
     db = Database(
         url=url,
         engine=engine,
