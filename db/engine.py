@@ -1,7 +1,8 @@
 """Engine and session set-up: SQLite in WAL mode with foreign keys, schema upgraded by Alembic,
 and the start-up checks that turn a broken or unusable database file into one clear sentence.
 
-Any SQLAlchemy URL works (PostgreSQL later); a bare path means a SQLite file.
+A bare path means a SQLite file; `postgresql+psycopg://user@host/db` a team's PostgreSQL server
+(tested against a real server); other SQLAlchemy URLs are passed through untested.
 
 Durability: `synchronous=FULL` in WAL mode makes every acknowledged commit survive an OS crash or
 power cut (NORMAL only survives an application crash); `bench/durability.py` prints the cost.
@@ -91,6 +92,23 @@ def _configure_sqlite(engine: Engine, *, read_only: bool, timeout_s: float) -> N
         conn.exec_driver_sql(conn.get_execution_options().get(_BEGIN_OPTION, "BEGIN"))
 
 
+# -- PostgreSQL (a reading team's shared server) ------------------------------------------------
+_PG_WRITER_OPTION = "rrg_pg_one_writer"
+_PG_WRITER_LOCK = 0x7272_6776  # an arbitrary advisory-lock key owned by rrg-review ("rrgv")
+
+
+def _configure_postgresql(engine: Engine) -> None:
+    """Writers take one advisory lock per transaction, so writes are serialised as SQLite's
+    BEGIN IMMEDIATE serialises them: a read-then-write (next revision number, "was this edited
+    since?") sees every committed write before it and two saves can never both land. Reads do
+    not take the lock and never wait."""
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:
+        if conn.get_execution_options().get(_PG_WRITER_OPTION):
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_WRITER_LOCK})")
+
+
 @dataclass
 class Database:
     """An engine plus session factories; `write()` is the one way to change data."""
@@ -127,6 +145,14 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _with_driver(url: str) -> str:
+    """`postgresql://` means psycopg 3 here (SQLAlchemy's default driver, psycopg2, is not
+    installed)."""
+    return "postgresql+psycopg://" + url[len("postgresql://"):] if url.startswith(
+        "postgresql://") else url
+
 
 
 def _read_only_fs(path: Path) -> bool:
@@ -186,11 +212,14 @@ def open_database(url_or_path: str | Path | None, *, upgrade: bool = True,
             # write there either, so the file may be read as immutable
             extra = "&immutable=1" if _read_only_fs(path) else ""
             url = f"sqlite:///file:{path}?mode=ro{extra}&uri=true"
-    engine = create_engine(url, connect_args=connect_args)
+    engine = create_engine(_with_driver(url), connect_args=connect_args)
     writes_bind = engine
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine, read_only=read_only, timeout_s=timeout_s)
         writes_bind = engine.execution_options(**{_BEGIN_OPTION: "BEGIN IMMEDIATE"})
+    elif engine.dialect.name == "postgresql":
+        _configure_postgresql(engine)
+        writes_bind = engine.execution_options(**{_PG_WRITER_OPTION: True})
     if key_file is None and path is not None:
         key_file = path.with_name(path.name + ".key")
     db = Database(

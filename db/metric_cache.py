@@ -6,7 +6,6 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 from sqlalchemy import select, tuple_
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from db.engine import Database
 from db.models import MetricCorpus, MetricResult
@@ -41,13 +40,16 @@ class DatabaseScoreCache:
         rows = [dict(metric=metric, version=version, model_id=model_id, hyp_hash=h, ref_hash=r,
                      payload=p) for (h, r), p in items.items()]
         with self.db.write() as session:
-            if session.bind.dialect.name == "sqlite":
-                stmt = sqlite_insert(MetricResult).on_conflict_do_nothing()
+            insert = _insert_for(session.bind.dialect.name)
+            if insert is not None:  # a pair another scorer stored first is simply kept
+                stmt = insert(MetricResult).on_conflict_do_nothing(
+                    index_elements=_RESULT_KEY)
                 for start in range(0, len(rows), 500):
                     session.execute(stmt, rows[start:start + 500])
-            else:
-                for row in rows:
-                    session.merge(MetricResult(**row))
+                return
+            stored = self.get_many(metric, version, model_id, items)
+            session.add_all(MetricResult(**row) for row in rows
+                            if (row["hyp_hash"], row["ref_hash"]) not in stored)
 
     def get_matrix(self, metric: str, version: str, model_id: str,
                    digest: str) -> np.ndarray | None:
@@ -59,12 +61,34 @@ class DatabaseScoreCache:
 
     def put_matrix(self, metric: str, version: str, model_id: str, digest: str,
                    matrix: np.ndarray) -> None:
+        values = dict(metric=metric, version=version, model_id=model_id, digest=digest,
+                      matrix=matrix_bytes(matrix))
         with self.db.write() as session:
+            insert = _insert_for(session.bind.dialect.name)
+            if insert is not None:  # one statement: two scorers of the same corpus never clash
+                stmt = insert(MetricCorpus).values(**values)
+                session.execute(stmt.on_conflict_do_update(
+                    index_elements=_CORPUS_KEY, set_={"matrix": stmt.excluded.matrix}))
+                return
             row = session.scalar(select(MetricCorpus).where(
                 MetricCorpus.metric == metric, MetricCorpus.version == version,
                 MetricCorpus.model_id == model_id, MetricCorpus.digest == digest))
             if row is None:
-                session.add(MetricCorpus(metric=metric, version=version, model_id=model_id,
-                                         digest=digest, matrix=matrix_bytes(matrix)))
+                session.add(MetricCorpus(**values))
             else:
-                row.matrix = matrix_bytes(matrix)
+                row.matrix = values["matrix"]
+
+
+_RESULT_KEY = ["metric", "version", "model_id", "hyp_hash", "ref_hash"]
+_CORPUS_KEY = ["metric", "version", "model_id", "digest"]
+
+
+def _insert_for(dialect: str):
+    """The dialect's INSERT with ON CONFLICT (SQLite and PostgreSQL), else None."""
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        return None
+    return insert

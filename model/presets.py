@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-BACKENDS = ("retrieval", "vision-encoder-decoder", "chat", "worker")
+BACKENDS = ("retrieval", "vision-encoder-decoder", "chat", "worker", "openai")
 ENV_PRESETS = "RRG_REVIEW_PRESETS"
 DEFAULT_ORDER = ("rrg24-baseline", "retrieval")  # what the app uses when nothing is configured
 

@@ -19,6 +19,10 @@ def load_drafter(preset: Preset, options: DrafterOptions | None = None) -> Draft
         features = (EncoderFeatures(encoder, select(options.device, options.dtype),
                                     options.download) if encoder else ThumbnailFeatures())
         return RetrievalDrafter(preset, options.candidates, features, options.feature_dir)
+    if preset.backend == "openai":  # the model runs on a server: no local device
+        from model.backends.openai_server import OpenAIServerDrafter
+
+        return OpenAIServerDrafter(preset)
     placement = select(options.device, options.dtype)
     if preset.backend == "vision-encoder-decoder":
         from model.backends.encoder_decoder import EncoderDecoderDrafter
@@ -44,6 +48,8 @@ def availability(preset: Preset) -> tuple[bool, str]:
         if encoder and cached(encoder) is None:
             return False, f"encoder {encoder} not in the local cache"
         return True, "needs no download" if not encoder else f"encoder {encoder} cached"
+    if preset.backend == "openai":
+        return True, f"served by {preset.options.get('base_url')}"
     missing = [m for m in preset.model_ids if cached(m) is None]
     if missing:
         return False, "not cached: " + ", ".join(missing)

@@ -15,7 +15,8 @@ Protocol, one JSON object per line:
   worker -> app  {"id": 7, "sections": {"findings": "...", "impression": "..."}, "seconds": 1.2}
                  or {"id": 7, "error": "..."}
   app -> worker  {"op": "shutdown"}
-Anything else the model libraries print goes to stderr, never to stdout.
+Anything else the model libraries print goes to stderr, never to stdout (the app drains stderr
+continuously and keeps its tail for error messages, so a chatty library cannot block the worker).
 """
 
 from __future__ import annotations
@@ -204,7 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     for line in sys.stdin:
         if not line.strip():
             continue
-        request = json.loads(line)
+        try:
+            request = json.loads(line)
+        except ValueError as exc:  # the app checks reply ids, so say which line was bad
+            send({"id": None, "error": f"bad request line: {exc}"})
+            continue
         if request.get("op") == "shutdown":
             break
         start = time.perf_counter()

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real SQLite database per test, real radiographs, the shared data folder."""
+"""Shared fixtures: a real database per test (a SQLite file; for tests marked `both_databases`
+also a database on a real PostgreSQL server), real radiographs, the shared data folder."""
 
 from __future__ import annotations
 
@@ -20,9 +21,48 @@ def rg1(name: str = "RG1_UNCI.dcm") -> str:
     return get_testdata_file(name)
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked `both_databases` that use a database run on SQLite and on PostgreSQL."""
+    if ("db_backend" in metafunc.fixturenames
+            and metafunc.definition.get_closest_marker("both_databases")
+            and not metafunc.definition.get_closest_marker("sqlite_only")):
+        metafunc.parametrize("db_backend", ["sqlite", "postgresql"], indirect=True)
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings.from_args(str(tmp_path / "test.sqlite"))
+def db_backend(request: pytest.FixtureRequest) -> str:
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One real PostgreSQL server for the session (or the reason there is none)."""
+    from tests.postgres_server import NoPostgres, start_server
+
+    try:
+        server = start_server()
+    except NoPostgres as exc:
+        yield f"no PostgreSQL server could be started: {exc}"
+        return
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, db_backend: str, request: pytest.FixtureRequest):
+    """A fresh database per test: a SQLite file, or a new database on the test server."""
+    if db_backend == "sqlite":
+        yield Settings.from_args(str(tmp_path / "test.sqlite"))
+        return
+    server = request.getfixturevalue("postgres_server")
+    if isinstance(server, str):
+        pytest.skip(server)
+    # a server database has no file to keep the pseudonym key beside: a team sets the key in
+    # the environment (README, "Deploying for a team"), and so does this test
+    request.getfixturevalue("monkeypatch").setenv("RRG_REVIEW_KEY", "ab" * 32)
+    url = server.create_database()
+    yield Settings.from_args(url, str(tmp_path / "data"))
+    server.drop_database(url)
 
 
 @pytest.fixture

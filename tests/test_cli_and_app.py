@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 
 from app.cli import main
@@ -16,6 +17,8 @@ from db.models import Study
 from launch import is_loopback
 from launch import main as launch_main
 from tests import layouts
+
+pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,12 +15,15 @@ from db.models import Base, Reader, Revision, Study
 from db.store import add_study, counts, priors, pseudonym
 from studies.records import ReportSections, StudyRecord
 
+pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
+
 
 def record(key: str, patient: str, day: date | None) -> StudyRecord:
     return StudyRecord(source="test", study_key=key, patient_key=patient, origin=key,
                        study_date=day, reference=ReportSections("f", "i"))
 
 
+@pytest.mark.sqlite_only
 def test_sqlite_pragmas(db):
     with db.engine.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"

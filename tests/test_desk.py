@@ -13,6 +13,8 @@ from app.ui.desk import IDLE_AFTER_S, Desk, Session
 from metrics.bleu import Bleu4
 from metrics.rouge import RougeL
 
+pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
+
 
 @pytest.fixture
 def desk(db, settings):

@@ -207,3 +207,85 @@ def test_the_model_stays_warm_until_unloaded(filled, settings):
     assert service.drafter("retrieval") is first  # loaded once, kept warm
     service.unload()
     assert service.drafter("retrieval") is not first  # loaded again when next needed
+
+
+def _wait_for(condition, seconds: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+def test_a_readers_draft_click_goes_ahead_of_predrafting(filled, settings):
+    """Pre-drafting holds the model one study at a time and lets a waiting reader go next."""
+    import threading
+
+    db, ids = filled
+    service = DraftingService(db, settings)
+    drafter = service.drafter("retrieval")
+    order: list[list[int]] = []
+    release, first_started = threading.Event(), threading.Event()
+    real_draft = drafter.draft
+
+    def recorded(batch, sections=("findings", "impression")):
+        order.append([s.study_id for s in batch])
+        if len(order) == 1:  # hold pre-drafting on its first study until the reader waits
+            first_started.set()
+            assert release.wait(60)
+        return real_draft(batch, sections)
+
+    drafter.draft = recorded
+    pre = PreDrafter(service, "retrieval", batch_size=4)
+    pre.schedule(ids[1:5])
+    assert first_started.wait(60)
+    clicked: list = []
+    reader = threading.Thread(
+        target=lambda: clicked.extend(service.stream_study(ids[0], "retrieval")), daemon=True)
+    reader.start()
+    _wait_for(lambda: service._gate.readers_waiting == 1)
+    release.set()
+    reader.join(60)
+    assert pre.wait_idle(60)
+    pre.stop()
+    assert order[0] == [ids[1]] and order[1] == [ids[0]]  # the click went next ...
+    assert sorted(sum(order[2:], [])) == ids[2:5]  # ... and pre-drafting then went on
+    assert clicked[-1].done and clicked[-1].texts["impression"] == "mirror impression"
+    assert service.pending(ids, "retrieval") == []
+
+
+def test_a_whole_report_chat_preset_generates_once_per_draft_click(filled, settings, tmp_path):
+    from tests.tiny_models import tiny_llava
+
+    tiny = tiny_llava(tmp_path / "tiny-llava")
+    presets = tmp_path / "presets.json"
+    presets.write_text(json.dumps({"tiny-chat": {
+        "backend": "chat", "models": {"report": str(tiny)}, "prompts": "radiology-report",
+        "generation": {"max_new_tokens": 12}, "options": {"prompt_mode": "report"}}}))
+    db, ids = filled
+    service = DraftingService(db, settings, RuntimeConfig(device="cpu",
+                                                          presets_file=str(presets)))
+    loaded = service.drafter("tiny-chat")._load()
+    calls = []
+    real_generate = loaded.model.generate
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real_generate(*args, **kwargs)
+
+    loaded.model.generate = counted
+    steps = list(service.stream_study(ids[0], "tiny-chat"))
+    assert len(calls) == 1  # findings and impression come from the same generated report
+    final = steps[-1]
+    assert final.done and final.texts["findings"]
+    # a random model writes no 'IMPRESSION:' header: stored as that section's error, once
+    assert final.errors["impression"].startswith("the model's output has no 'IMPRESSION:'")
+    stored = service.latest(ids[0], "tiny-chat")
+    assert stored["findings"].text == final.texts["findings"]
+    assert stored["findings"].generation["prompt_mode"] == "report"
+    assert stored["impression"].error == final.errors["impression"]
+    # and the batch path parses the same single report into the same sections
+    run = service.draft([ids[0]], "tiny-chat", redo=True)
+    assert len(calls) == 2 and run.drafted == 1 and run.failed == 1
+    assert service.latest(ids[0], "tiny-chat")["findings"].text == final.texts["findings"]

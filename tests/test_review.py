@@ -20,6 +20,8 @@ from app.services.review import (
 from app.services.setup import seed_demo
 from db.models import REXVAL_CATEGORIES, Rating, Revision
 
+pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
+
 
 @pytest.fixture
 def review(db, settings):

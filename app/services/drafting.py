@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -68,6 +69,57 @@ class RuntimeConfig:
     presets_file: str | None = None
 
 
+class ReaderFirstGate:
+    """Serialises use of the one warm model; a reader's request goes ahead of pre-drafting.
+
+    `hold()` is a plain mutex for one step (loading, a batch). `reader()` marks a reader's request
+    for its whole duration, which may span threads (Gradio steps a generator on any worker
+    thread): while one is open, background holds wait, so pre-drafting yields between studies.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self._readers = 0
+
+    @contextmanager
+    def reader(self) -> Iterator[None]:
+        with self._cond:
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def hold(self, background: bool = False) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._busy and not (background and self._readers))
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    @property
+    def readers_waiting(self) -> int:
+        with self._cond:
+            return self._readers
+
+
+@dataclass(frozen=True)
+class DraftProgress:
+    """A Draft click's state while it streams: the text so far and any failed sections."""
+
+    texts: dict[str, str]
+    errors: dict[str, str]
+    done: bool = False
+
+
 def default_preset(presets: dict[str, Preset]) -> str:
     """The best preset this machine can run without a download (rrg24-baseline if cached)."""
     from model.registry import availability
@@ -89,7 +141,7 @@ class DraftingService:
         self.presets = load_presets(self.runtime.presets_file)
         self._decoded = decoded
         self._drafter: Drafter | None = None
-        self._lock = threading.RLock()
+        self._gate = ReaderFirstGate()
 
     # -- the warm model -------------------------------------------------------------------
     def preset(self, name: str) -> Preset:
@@ -97,25 +149,32 @@ class DraftingService:
 
     def drafter(self, name: str) -> Drafter:
         """The drafter for a preset, loaded once and kept warm (one model at a time)."""
-        preset = self.preset(name)
-        with self._lock:
-            if self._drafter is not None and self._drafter.preset == name:
-                return self._drafter
-            self.unload()
-            from model.registry import load_drafter
+        with self._gate.hold():
+            return self._warm(name)
 
-            self._drafter = load_drafter(preset, DrafterOptions(
-                device=self.runtime.device, dtype=self.runtime.dtype,
-                batch_size=self.runtime.batch_size, download=self.runtime.download,
-                worker_python=self.runtime.worker_python,
-                feature_dir=self.settings.data_dir / "features", candidates=self.candidates))
+    def _warm(self, name: str) -> Drafter:
+        """drafter() for a caller that holds the gate."""
+        preset = self.preset(name)
+        if self._drafter is not None and self._drafter.preset == name:
             return self._drafter
+        self._unload()
+        from model.registry import load_drafter
+
+        self._drafter = load_drafter(preset, DrafterOptions(
+            device=self.runtime.device, dtype=self.runtime.dtype,
+            batch_size=self.runtime.batch_size, download=self.runtime.download,
+            worker_python=self.runtime.worker_python,
+            feature_dir=self.settings.data_dir / "features", candidates=self.candidates))
+        return self._drafter
 
     def unload(self) -> None:
-        with self._lock:
-            if self._drafter is not None:
-                self._drafter.close()
-                self._drafter = None
+        with self._gate.hold():
+            self._unload()
+
+    def _unload(self) -> None:
+        if self._drafter is not None:
+            self._drafter.close()
+            self._drafter = None
 
     # -- inputs ---------------------------------------------------------------------------
     def _pixels(self, image: Image):
@@ -187,8 +246,12 @@ class DraftingService:
 
     def draft(self, study_ids: Sequence[int], preset: str, sections: Sequence[str] = SECTIONS,
               *, redo: bool = False, batch_size: int | None = None,
-              progress: Progress | None = None) -> DraftRun:
-        """Draft studies in batches and store every section (text or error) as it completes."""
+              progress: Progress | None = None, background: bool = False) -> DraftRun:
+        """Draft studies in batches and store every section (text or error) as it completes.
+
+        `background` (pre-drafting): each batch waits while a reader's request is open, so a
+        Draft click never queues behind pre-drafting for more than the batch in progress.
+        """
         chosen = self.preset(preset)
         todo = list(study_ids) if redo else self.pending(study_ids, preset, sections)
         run = DraftRun(preset=preset, studies=len(study_ids), skipped=len(study_ids) - len(todo))
@@ -198,8 +261,8 @@ class DraftingService:
             progress(0, len(todo))
         for start in range(0, len(todo), size):
             ids = todo[start:start + size]
-            with self._lock:
-                drafter = self.drafter(preset)
+            with self._gate.hold(background):
+                drafter = self._warm(preset)
                 try:
                     inputs = self.inputs(ids, chosen)
                 except Exception:  # an unreadable image: one by one, to blame the right study
@@ -246,27 +309,72 @@ class DraftingService:
 
     def stream(self, study_id: int, section: str, preset: str) -> Iterator[str]:
         """Yield the growing text of one section, then store it as a draft (errors stored too)."""
+        for progress in self.stream_study(study_id, preset, [section]):
+            if section in progress.errors:
+                raise RuntimeError(progress.errors[section])
+            yield progress.texts.get(section, "")
+
+    def stream_study(self, study_id: int, preset: str, sections: Sequence[str] = SECTIONS
+                     ) -> Iterator[DraftProgress]:
+        """A reader's Draft click: the growing text of the sections, each stored as a draft
+        (text or error) when complete. It goes ahead of background pre-drafting, and a chat
+        preset in "report" mode generates the report once for all sections."""
         chosen = self.preset(preset)
-        with self._lock:
-            drafter = self.drafter(preset)
-            study = self.inputs([study_id], chosen)[0]
-        if not drafter.streams:  # retrieval, worker: the text arrives whole, with provenance
-            with self._lock:
-                result = drafter.draft([study], [section])[0]
-            self._store([result], DraftRun(preset))
-            if result.error:
-                raise RuntimeError(result.error)
-            yield result.text or ""
-            return
-        text = ""
+        with self._gate.reader():
+            with self._gate.hold():
+                drafter = self._warm(preset)
+                study = self.inputs([study_id], chosen)[0]
+            if not drafter.streams:  # retrieval, worker: the text arrives whole, with provenance
+                with self._gate.hold():
+                    results = drafter.draft([study], sections)
+                self._store(results, DraftRun(preset))
+                yield _progress(results, done=True)
+                return
+            if hasattr(drafter, "stream_sections"):
+                results = yield from self._stream_together(drafter, study, sections, preset)
+            else:
+                results = yield from self._stream_each(drafter, study, sections, preset)
+            yield _progress(results, done=True)
+
+    def _stream_together(self, drafter: Any, study: StudyInput, sections: Sequence[str],
+                         preset: str) -> Iterator[DraftProgress]:
+        steps = drafter.stream_sections(study, sections)
         try:
-            for text in drafter.stream(study, section):
-                yield text
+            while True:
+                try:
+                    texts = next(steps)
+                except StopIteration as stop:  # the generator returns its DraftResults
+                    results = list(stop.value)
+                    break
+                yield DraftProgress(texts, {})
         except Exception as exc:
-            self._store([_failed(study_id, section, preset, exc)], DraftRun(preset))
-            raise
-        self._store([DraftResult(study_id, section, text, drafter.provenance(section))],
-                    DraftRun(preset))
+            results = [_failed(study.study_id, s, preset, exc) for s in sections]
+        finally:
+            steps.close()
+        self._store(results, DraftRun(preset))
+        return results
+
+    def _stream_each(self, drafter: Drafter, study: StudyInput, sections: Sequence[str],
+                     preset: str) -> Iterator[DraftProgress]:
+        texts: dict[str, str] = {}
+        results: list[DraftResult] = []
+        for section in sections:
+            try:
+                for text in drafter.stream(study, section):
+                    texts[section] = text
+                    yield DraftProgress(dict(texts), {})
+                result = DraftResult(study.study_id, section, texts.get(section, ""),
+                                     drafter.provenance(section))
+            except Exception as exc:
+                result = _failed(study.study_id, section, preset, exc)
+            self._store([result], DraftRun(preset))
+            results.append(result)
+        return results
+
+
+def _progress(results: Sequence[DraftResult], done: bool) -> DraftProgress:
+    return DraftProgress({r.section: r.text or "" for r in results if r.error is None},
+                         {r.section: r.error for r in results if r.error is not None}, done)
 
 
 def _failed(study_id: int, section: str, preset: str, exc: BaseException) -> DraftResult:
@@ -349,8 +457,9 @@ class PreDrafter:
                 self._busy = True
             try:
                 if self.unavailable is None:
-                    self.service.draft(batch, self.preset, self.sections,
-                                       batch_size=self.batch_size)
+                    # one study per hold of the model: a reader's Draft click goes next
+                    self.service.draft(batch, self.preset, self.sections, batch_size=1,
+                                       background=True)
             except ModelUnavailable as exc:
                 self.unavailable = str(exc)
             except Exception as exc:  # never let the thread die: keep the reason for the UI

@@ -364,19 +364,19 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
             return message, rows, done
 
         def on_draft(session: Session):
-            """Stream findings, then impression; each is stored as a draft when complete."""
+            """Stream the draft sections; each is stored as a draft when complete."""
             if session.study is None or drafting is None:
                 yield gr.update(), gr.update(), gr.update(), session
                 return
             texts = {"findings": "", "impression": ""}
-            for section in SECTIONS:
-                try:
-                    for text in drafting.stream(session.study, section, preset):
-                        texts[section] = text
-                        yield (f"Drafting {section} with `{html.escape(preset)}` …",
-                               texts["findings"], texts["impression"], session)
-                except Exception as exc:  # shown to the reader, never a stack trace
-                    texts[section] = f"[draft failed: {type(exc).__name__}: {exc}]"
+            try:  # one stream for both sections: a whole-report model generates once
+                for step in drafting.stream_study(session.study, preset, SECTIONS):
+                    texts.update(step.texts)
+                    texts.update({s: f"[draft failed: {e}]" for s, e in step.errors.items()})
+                    yield (f"Drafting with `{html.escape(preset)}` …",
+                           texts["findings"], texts["impression"], session)
+            except Exception as exc:  # shown to the reader, never a stack trace
+                texts = {s: f"[draft failed: {type(exc).__name__}: {exc}]" for s in SECTIONS}
             drafts = desk.refresh_drafts(session)
             yield (desk.model_note(drafts), texts["findings"], texts["impression"], session)
 

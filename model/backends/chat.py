@@ -3,7 +3,8 @@ MedGemma- or LLaVA-class: prompts are data (prompts.json), output parsed into th
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,33 +43,24 @@ class _Loaded:
     processor: Any
 
 
-class ChatDrafter(InProcessDrafter):
-    def __init__(self, preset: Preset, placement: Placement, batch_size: int | None = None,
-                 download: bool = True) -> None:
-        super().__init__(preset, placement, batch_size, download)
-        self.prompts = load_prompts(preset.prompts or "radiology-report")
-        self.views: list[str] = list(preset.options.get("images", ["frontal"]))
-        self.mode: str = preset.options.get("prompt_mode", "report")
-        if self.mode not in ("report", "sections"):
-            raise ValueError(f"preset {preset.name}: prompt_mode must be 'report' or 'sections'")
-        self._loaded: _Loaded | None = None
+class ChatPrompting:
+    """What every chat-model backend shares, in-process or behind a server: the prompt (prompts
+    are data, with views, indication, comparison and prior report filled in), which images go
+    with it, and turning one streamed generation into section drafts.
 
-    def _load(self) -> _Loaded:
-        with self._lock:
-            if self._loaded is None:
-                from transformers import AutoModelForImageTextToText, AutoProcessor
+    A subclass sets `prompts`, `views`, `mode` and implements `_stream_key` and `provenance`.
+    """
 
-                ref = self._preset.model_for("findings")
-                resolved = resolve(ref.model_id, ref.revision, self.preset, self.download)
-                model = AutoModelForImageTextToText.from_pretrained(
-                    resolved.path, dtype=self.placement.torch_dtype()
-                ).to(self.placement.device).eval()
-                processor = AutoProcessor.from_pretrained(resolved.path)
-                processor.tokenizer.padding_side = "left"  # decoder-only: pad on the left
-                self._loaded = _Loaded(resolved, model, processor)
-            return self._loaded
+    prompts: dict[str, str]
+    views: list[str]
+    mode: str
 
-    # -- prompts ---------------------------------------------------------------------------
+    def _stream_key(self, study: StudyInput, key: str) -> Iterator[str]:
+        raise NotImplementedError
+
+    def provenance(self, section: str | None = None) -> Provenance:
+        raise NotImplementedError
+
     def images_for(self, study: StudyInput) -> list[InputImage]:
         chosen: list[InputImage] = []
         for view in self.views:
@@ -100,6 +92,66 @@ class ChatDrafter(InProcessDrafter):
             messages.insert(0, {"role": "system",
                                 "content": [{"type": "text", "text": self.prompts["system"]}]})
         return messages
+
+    def stream_sections(self, study: StudyInput, sections: Sequence[str] = SECTIONS
+                        ) -> Generator[dict[str, str], None, list[DraftResult]]:
+        """The growing text of every section of one study; returns their DraftResults.
+
+        In "report" mode one generation writes the whole report and is parsed into the sections
+        (never one generation per section); in "sections" mode each section is its own prompt.
+        """
+        sections = check_sections(sections)
+        if self.mode != "report":
+            texts: dict[str, str] = {}
+            results = []
+            for section in sections:
+                start = time.perf_counter()
+                for text in self.stream(study, section):
+                    texts[section] = text
+                    yield dict(texts)
+                prov = replace(self.provenance(), seconds=time.perf_counter() - start)
+                results.append(DraftResult(study.study_id, section, texts.get(section, ""), prov))
+            return results
+        start = time.perf_counter()
+        text = ""
+        for text in self._stream_key(study, "report"):
+            yield _visible_sections(text, sections)
+        prov = replace(self.provenance(), seconds=time.perf_counter() - start)
+        return report_results(study.study_id, text, None, sections, prov)
+
+    def stream(self, study: StudyInput, section: str) -> Iterator[str]:
+        section = check_sections([section])[0]
+        key = "report" if self.mode == "report" else section
+        for text in self._stream_key(study, key):
+            yield (parse_report(text).get(section, text) if key == "report"
+                   else _strip_header(text, section)) or ""
+
+
+class ChatDrafter(ChatPrompting, InProcessDrafter):
+    def __init__(self, preset: Preset, placement: Placement, batch_size: int | None = None,
+                 download: bool = True) -> None:
+        super().__init__(preset, placement, batch_size, download)
+        self.prompts = load_prompts(preset.prompts or "radiology-report")
+        self.views: list[str] = list(preset.options.get("images", ["frontal"]))
+        self.mode: str = preset.options.get("prompt_mode", "report")
+        if self.mode not in ("report", "sections"):
+            raise ValueError(f"preset {preset.name}: prompt_mode must be 'report' or 'sections'")
+        self._loaded: _Loaded | None = None
+
+    def _load(self) -> _Loaded:
+        with self._lock:
+            if self._loaded is None:
+                from transformers import AutoModelForImageTextToText, AutoProcessor
+
+                ref = self._preset.model_for("findings")
+                resolved = resolve(ref.model_id, ref.revision, self.preset, self.download)
+                model = AutoModelForImageTextToText.from_pretrained(
+                    resolved.path, dtype=self.placement.torch_dtype()
+                ).to(self.placement.device).eval()
+                processor = AutoProcessor.from_pretrained(resolved.path)
+                processor.tokenizer.padding_side = "left"  # decoder-only: pad on the left
+                self._loaded = _Loaded(resolved, model, processor)
+            return self._loaded
 
     def _inputs(self, loaded: _Loaded, studies: Sequence[StudyInput], key: str):
         processor = loaded.processor
@@ -162,35 +214,49 @@ class ChatDrafter(InProcessDrafter):
                         by_key[(r.study_id, key)] = replace(r, text=_strip_header(r.text, key))
                     continue
                 for study, text, error in zip(chunk, texts, errors, strict=True):
-                    parsed = parse_report(text or "")
-                    if not parsed and (text or "").strip():
-                        parsed = {"findings": text.strip()}  # no headers: keep the text visible
-                    for section in sections:
-                        missing = None if error or section in parsed else (
-                            f"the model's output has no '{section.upper()}:' section: "
-                            f"{(text or '').strip()[:300]!r}")
-                        by_key[(study.study_id, section)] = DraftResult(
-                            study.study_id, section, parsed.get(section), prov, error or missing)
+                    for r in report_results(study.study_id, text, error, sections, prov):
+                        by_key[(study.study_id, r.section)] = r
         return [by_key[(s.study_id, sec)] for s in batch for sec in sections]
 
-    def stream(self, study: StudyInput, section: str) -> Iterator[str]:
-        section = check_sections([section])[0]
+    def _stream_key(self, study: StudyInput, key: str) -> Iterator[str]:
+        """The growing raw output of one prompt (`report` or a section's)."""
         loaded = self._load()
         from transformers import TextIteratorStreamer
 
-        key = "report" if self.mode == "report" else section
         streamer = TextIteratorStreamer(loaded.processor.tokenizer, skip_prompt=True,
                                         skip_special_tokens=True)
         inputs = self._inputs(loaded, [study], key)
-        for text in stream_generate(loaded.model, streamer,
-                                     dict(**inputs, streamer=streamer, **self._generation(loaded))):
-            yield (parse_report(text).get(section, text) if key == "report"
-                   else _strip_header(text, section)) or ""
+        yield from stream_generate(loaded.model, streamer,
+                                   dict(**inputs, streamer=streamer, **self._generation(loaded)))
 
     def close(self) -> None:
         with self._lock:
             self._loaded = None
         free_accelerator()
+
+
+def report_results(study_id: int, text: str | None, error: str | None,
+                   sections: Sequence[str], provenance: Provenance) -> list[DraftResult]:
+    """One generated report parsed into section drafts; a missing header is that section's
+    error (a report with no headers at all is kept as the findings, so the text stays visible)."""
+    parsed = parse_report(text or "")
+    if not parsed and (text or "").strip():
+        parsed = {"findings": (text or "").strip()}
+    out = []
+    for section in sections:
+        missing = None if error or section in parsed else (
+            f"the model's output has no '{section.upper()}:' section: "
+            f"{(text or '').strip()[:300]!r}")
+        out.append(DraftResult(study_id, section, parsed.get(section), provenance,
+                               error or missing))
+    return out
+
+
+def _visible_sections(text: str, sections: Sequence[str]) -> dict[str, str]:
+    parsed = parse_report(text)
+    if not parsed:
+        parsed = {"findings": text.strip()}
+    return {s: parsed.get(s, "") for s in sections}
 
 
 def _accepts(model, name: str) -> bool:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
-import subprocess
+import shutil
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -18,22 +19,42 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from model.backends.worker_process import (
+    WorkerCrashed,
+    WorkerError,
+    WorkerProcess,
+    WorkerTimeout,
+)
 from model.base import check_sections
 from model.device import Placement
 from model.hub import ModelUnavailable, resolve
 from model.inputs import SECTIONS, DraftResult, InputImage, Provenance, StudyInput
 from model.presets import Preset
 
+logger = logging.getLogger(__name__)
 
-class WorkerError(RuntimeError):
-    pass
+__all__ = ["WorkerCrashed", "WorkerDrafter", "WorkerError", "WorkerTimeout"]
+
+DEFAULT_STARTUP_TIMEOUT = 600.0  # loading a 3-7B model from disk onto a GPU
+DEFAULT_REQUEST_TIMEOUT = 300.0  # one study, all its sections
 
 
 class WorkerDrafter:
+    """Drafts through one warm worker process.
+
+    It cannot freeze the app: the worker's stderr is drained by a thread (its tail goes into
+    error messages), start-up and every request have a timeout (a hung worker is killed and the
+    next study starts a fresh one), each reply must carry its request's id, a request's
+    temporary PNGs are deleted when its reply arrives, and a worker that crashes mid-request is
+    restarted once for that study before the study is reported as failed.
+    Timeouts come from the preset's options (`startup_timeout`, `request_timeout`, seconds).
+    """
+
     streams = False
 
     def __init__(self, preset: Preset, placement: Placement, python: str | None = None,
-                 download: bool = True, startup_timeout: float = 600.0) -> None:
+                 download: bool = True, startup_timeout: float | None = None,
+                 request_timeout: float | None = None) -> None:
         self.preset = preset.name
         self._preset = preset
         self.placement = placement
@@ -47,65 +68,119 @@ class WorkerDrafter:
                 "environment's python", preset.name)
         self.adapter = preset.options.get("adapter", "vision-encoder-decoder")
         self.download = download
-        self.startup_timeout = startup_timeout
-        self._proc: subprocess.Popen[str] | None = None
+        self.startup_timeout = float(startup_timeout or preset.options.get(
+            "startup_timeout", DEFAULT_STARTUP_TIMEOUT))
+        self.request_timeout = float(request_timeout or preset.options.get(
+            "request_timeout", DEFAULT_REQUEST_TIMEOUT))
+        self._worker: WorkerProcess | None = None
         self._hello: dict[str, Any] = {}
+        self._model_id = preset.model_for("findings").model_id
         self._lock = threading.Lock()
         self._next_id = 0
+        self.starts = 0  # worker processes started so far (restarts included)
         self._tmp = tempfile.TemporaryDirectory(prefix="rrg-worker-")
 
-    def _start(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            return
+    @property
+    def _proc(self):
+        """The current worker's Popen (None when none is running)."""
+        return self._worker.proc if self._worker is not None else None
+
+    @property
+    def temp_dir(self) -> Path:
+        return Path(self._tmp.name)
+
+    def _start(self) -> WorkerProcess:
+        if self._worker is not None and self._worker.alive:
+            return self._worker
+        self._discard()
         ref = self._preset.model_for("findings")
         model = str(resolve(ref.model_id, ref.revision, self.preset, self.download).path)
         script = str(resources.files("model").joinpath("worker.py"))
         cmd = [self.python, script, "--adapter", self.adapter, "--model", model,
                "--device", self.placement.device, "--dtype", self.placement.dtype,
                "--generation", json.dumps(self._preset.generation)]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        worker = WorkerProcess(cmd, {**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.starts += 1
         try:
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True, env=env)
-        except OSError as exc:
-            raise WorkerError(f"cannot start worker {self.python}: {exc}") from exc
-        hello = self._receive()
+            hello = worker.receive(self.startup_timeout)
+        except WorkerTimeout:
+            tail = worker.stderr_tail()
+            worker.kill()
+            raise WorkerError(f"worker for {ref.model_id} did not start within "
+                              f"{self.startup_timeout:g} s" + (f": {tail}" if tail else "")
+                              ) from None
+        except WorkerCrashed as exc:
+            worker.kill()
+            raise WorkerError(f"worker for {ref.model_id} failed to start: {exc}") from None
         if not hello.get("ready"):
-            self.close()
+            worker.stop(grace=2)
             raise WorkerError(f"worker for {ref.model_id} failed to start: "
                               f"{hello.get('error', 'no reason given')}")
         self._hello = hello
         self._model_id = ref.model_id
+        self._worker = worker
+        return worker
 
-    def _receive(self) -> dict[str, Any]:
-        assert self._proc is not None and self._proc.stdout is not None
-        line = self._proc.stdout.readline()
-        if not line:
-            err = self._proc.stderr.read()[-2000:] if self._proc.stderr else ""
-            self._proc.wait()
-            raise WorkerError(f"worker exited (code {self._proc.returncode}): {err.strip()}")
-        return json.loads(line)
+    def _discard(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.kill()
 
-    def _image_paths(self, images: Sequence[InputImage], tag: str) -> list[dict[str, str]]:
+    def _image_paths(self, images: Sequence[InputImage], folder: Path,
+                     tag: str) -> list[dict[str, str]]:
         from PIL import Image
 
         out = []
         for i, image in enumerate(images):
-            path = Path(self._tmp.name) / f"{tag}-{i}.png"
+            path = folder / f"{tag}-{i}.png"
             Image.fromarray(image.pixels).save(path)
             out.append({"path": str(path), "view": image.view_group or "unknown"})
         return out
 
-    def _request(self, study: StudyInput, sections: Sequence[str]) -> dict[str, Any]:
+    def _request(self, study: StudyInput, sections: Sequence[str], folder: Path
+                 ) -> dict[str, Any]:
         self._next_id += 1
-        tag = f"{self._next_id}"
         prior = None
         if study.prior is not None:
-            prior = {"images": self._image_paths(study.prior.images, tag + "-prior"),
+            prior = {"images": self._image_paths(study.prior.images, folder, "prior"),
                      "report": study.prior.report}
-        return {"id": self._next_id, "images": self._image_paths(study.images, tag),
+        return {"id": self._next_id, "images": self._image_paths(study.images, folder, "study"),
                 "indication": study.indication, "comparison": study.comparison,
                 "prior": prior, "sections": list(sections)}
+
+    def _ask(self, study: StudyInput, sections: Sequence[str]) -> dict[str, Any]:
+        """One study's reply (or {"error": ...}); its temporary images are gone afterwards."""
+        folder = Path(tempfile.mkdtemp(prefix=f"study-{study.study_id}-", dir=self._tmp.name))
+        try:
+            request = self._request(study, sections, folder)
+            for attempt in (1, 2):
+                worker = self._start()  # a start failure raises: no study can be drafted
+                try:
+                    worker.send(request)
+                    reply = worker.receive(self.request_timeout)
+                except WorkerTimeout:
+                    tail = worker.stderr_tail(500)
+                    self._discard()  # hung: killed, the next study starts a fresh worker
+                    return {"error": f"WorkerTimeout: the worker gave no reply within "
+                                     f"{self.request_timeout:g} s and was stopped"
+                                     + (f" ({tail})" if tail else "")}
+                except WorkerCrashed as exc:
+                    self._discard()
+                    if attempt == 1:
+                        logger.warning("worker for %s crashed on study %s, restarting it: %s",
+                                       self.preset, study.study_id, exc)
+                        continue
+                    return {"error": f"WorkerCrashed: the worker crashed on this study again "
+                                     f"after a restart: {exc}"}
+                if reply.get("id") != request["id"]:
+                    self._discard()  # out of step: never pair a reply with the wrong study
+                    return {"error": f"WorkerError: the worker answered request "
+                                     f"{reply.get('id')!r} when {request['id']} was asked; "
+                                     "it was stopped"}
+                return reply
+            raise AssertionError("unreachable")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def provenance(self, section: str | None = None, seconds: float | None = None) -> Provenance:
         return Provenance(self.preset, self._model_id, self._hello.get("revision"),
@@ -117,16 +192,8 @@ class WorkerDrafter:
         sections = check_sections(sections)
         out: list[DraftResult] = []
         with self._lock:
-            self._start()
-            assert self._proc is not None and self._proc.stdin is not None
             for study in batch:
-                try:
-                    request = self._request(study, sections)
-                    self._proc.stdin.write(json.dumps(request) + "\n")
-                    self._proc.stdin.flush()
-                    reply = self._receive()
-                except (OSError, ValueError) as exc:
-                    reply = {"error": f"{type(exc).__name__}: {exc}"}
+                reply = self._ask(study, sections)
                 prov = self.provenance(seconds=reply.get("seconds"))
                 texts = reply.get("sections") or {}
                 for section in sections:
@@ -143,20 +210,11 @@ class WorkerDrafter:
         yield result.text or ""
 
     def close(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            try:
-                assert proc.stdin is not None
-                proc.stdin.write(json.dumps({"op": "shutdown"}) + "\n")
-                proc.stdin.flush()
-                proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                proc.kill()
-                proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr) if proc else ():
-            if stream:
-                stream.close()
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.stop()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
+            self._tmp.cleanup()
