@@ -8,10 +8,11 @@ fitted StandardScaler (x - mean_) / scale_, a 1 is appended, and the result is m
 of reciprocals (per-report values can be negative or near zero), so it has no per-report value and
 its bootstrap interval recomputes the reciprocal from each resample's mean.
 
-The constants below were decoded with `pickletools` (never unpickled) from `CXRMetric/radcliq-v1.pkl`
-of rajpurkarlab/CXR-Report-Metric, last changed in commit 8495627c887a32a951199555b9c79a4e2f12e50b
-("Updated composite metric computation to RadCliQ-v1", read at 9c9ecad39be6cb2be8e75be1d1c50ef8888a3e40);
-the pickle's sha256 is REFERENCE_SHA256. `decode_reference_pickle` re-reads them from that file.
+The constants below were decoded with `pickletools` (never unpickled) from
+`CXRMetric/radcliq-v1.pkl` of rajpurkarlab/CXR-Report-Metric, last changed in commit
+8495627c887a32a951199555b9c79a4e2f12e50b ("Updated composite metric computation to RadCliQ-v1"),
+read at 9c9ecad39be6cb2be8e75be1d1c50ef8888a3e40; the pickle's sha256 is REFERENCE_SHA256.
+`decode_reference_pickle` re-reads them from that file.
 """
 
 from __future__ import annotations

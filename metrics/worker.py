@@ -1,0 +1,149 @@
+"""Metric worker: runs one metric in its own Python environment and talks JSON lines.
+
+For metrics whose packages conflict with the app's stack (RaTEScore needs medspacy, which pins
+numpy < 2 on Python 3.11; GREEN needs a 7B model and a GPU). The same protocol as the drafting
+worker (model/worker.py). This file is self-contained (standard library only at import; each
+adapter imports its package); the app starts it as `<python> worker.py --metric NAME`.
+
+Protocol, one JSON object per line:
+  worker -> app  {"ready": true, "metric", "version", "device", "python"}
+                 or {"ready": false, "error": "..."} and exit
+  app -> worker  {"id": 7, "hyps": [str, ...], "refs": [str, ...]}
+  worker -> app  {"id": 7, "values": [float, ...], "seconds": 1.2} or {"id": 7, "error": "..."}
+  app -> worker  {"op": "shutdown"}
+Anything else the metric libraries print goes to stderr, never to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+class SelfTestAdapter:
+    """A stand-in metric with no dependencies (token-set Jaccard), so `setup-worker` and the
+    tests can prove the protocol and the environment work without any weights."""
+
+    version = "selftest-jaccard-1"
+    fingerprint = "no weights"
+
+    def __init__(self, device: str, batch_size: int) -> None:
+        self.device = "cpu"
+
+    def score(self, hyps: list[str], refs: list[str]) -> list[float]:
+        out = []
+        for hyp, ref in zip(hyps, refs, strict=True):
+            a, b = set(hyp.lower().split()), set(ref.lower().split())
+            out.append(len(a & b) / len(a | b) if a | b else 1.0)
+        return out
+
+
+class RaTEScoreAdapter:
+    """`RaTEScore(use_gpu=<CUDA available>).compute_score(hyps, refs)`: the package's own
+    defaults (RaTE-NER-Deberta, BioLORD-2023-C, its default affinity matrix)."""
+
+    def __init__(self, device: str, batch_size: int) -> None:
+        from importlib.metadata import version
+
+        from RaTEScore import RaTEScore
+
+        gpu = device.startswith("cuda") if device != "auto" else _cuda()
+        self.device = "cuda" if gpu else "cpu"
+        self.version = f"ratescore-{version('ratescore')}"
+        self.scorer = RaTEScore(use_gpu=gpu, batch_size=batch_size)
+        # the loaded folders: hub snapshots are named by their commit
+        self.fingerprint = [self.scorer.config._name_or_path,
+                            self.scorer.eval_model.config._name_or_path]
+
+    def score(self, hyps: list[str], refs: list[str]) -> list[float]:
+        return [float(v) for v in self.scorer.compute_score(list(hyps), list(refs))]
+
+
+class GreenAdapter:
+    """GREEN with StanfordAIMI/GREEN-RadLlama2-7b, batched, on a CUDA GPU only."""
+
+    model = "StanfordAIMI/GREEN-RadLlama2-7b"
+
+    def __init__(self, device: str, batch_size: int) -> None:
+        if not _cuda() or device == "cpu":
+            raise RuntimeError(
+                "GREEN runs a 7B language model (GREEN-RadLlama2-7b: about 14 GB of weights in "
+                "bfloat16, minutes per report on a CPU); it needs a CUDA GPU and is not "
+                "substituted by anything else here")
+        from importlib.metadata import version
+
+        from green_score import GREEN
+
+        self.device = "cuda"
+        self.version = f"green_score-{version('green-score')}-{self.model}"
+        self.scorer = GREEN(self.model, output_dir=os.environ.get("TMPDIR", "/tmp"))
+        self.batch_size = batch_size
+        self.fingerprint = self.model
+
+    def score(self, hyps: list[str], refs: list[str]) -> list[float]:
+        # GREEN's call takes (refs, hyps) and returns (mean, std, per-report scores, ...)
+        result = self.scorer(list(refs), list(hyps))
+        return [float(v) for v in result[2]]
+
+
+ADAPTERS = {"selftest": SelfTestAdapter, "ratescore": RaTEScoreAdapter, "green": GreenAdapter}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--metric", required=True, choices=sorted(ADAPTERS))
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--batch-size", type=int, default=8)
+    args = parser.parse_args(argv)
+    out = sys.stdout
+    sys.stdout = sys.stderr  # library prints never corrupt the protocol stream
+
+    def send(message: dict) -> None:
+        out.write(json.dumps(message) + "\n")
+        out.flush()
+
+    try:
+        adapter = ADAPTERS[args.metric](args.device, args.batch_size)
+    except Exception as exc:  # missing package, no GPU, no weights: say why and stop
+        send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    send({"ready": True, "metric": args.metric, "version": adapter.version,
+          "device": adapter.device, "fingerprint": adapter.fingerprint,
+          "python": sys.executable, "prefix": sys.prefix})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except json.JSONDecodeError as exc:
+            send({"id": None, "error": f"not JSON: {exc.msg}"})
+            continue
+        if request.get("op") == "shutdown":
+            break
+        start = time.perf_counter()
+        try:
+            hyps, refs = request["hyps"], request["refs"]
+            if len(hyps) != len(refs):
+                raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+            values = adapter.score(hyps, refs)
+        except Exception as exc:
+            send({"id": request.get("id"), "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        send({"id": request.get("id"), "values": values,
+              "seconds": round(time.perf_counter() - start, 4)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
