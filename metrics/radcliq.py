@@ -73,8 +73,13 @@ class RadCliQ(Metric):
     chunk = None
 
     def __init__(self, components: Sequence[Metric]) -> None:
-        by_key = {m.keys[0]: m for m in components}
-        self.components = tuple(by_key[k] for k in INPUTS)
+        """`components`: one metric per INPUTS column, in that order (a key may carry a
+        `[model]` suffix, as tests' tiny models do)."""
+        bases = tuple(m.keys[0].split("[")[0] for m in components)
+        if bases != INPUTS:
+            raise ValueError(f"RadCliQ-v1 needs {', '.join(INPUTS)} in this order, got "
+                             f"{', '.join(bases)}")
+        self.components = tuple(components)
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
         columns = [[p[m.keys[0]] for p in m.compute(hyps, refs)] for m in self.components]
