@@ -67,7 +67,7 @@ class RadCliQ(Metric):
 
     name = "radcliq_v1"
     keys = ("radcliq_v1", "inv_radcliq_v1")
-    directions = {"radcliq_v1": "lower", "inv_radcliq_v1": "higher"}
+    directions = {"radcliq_v1": "lower", "inv_radcliq_v1": "higher"}  # registry.LOWER_IS_BETTER
     version = f"radcliq-v1-{REFERENCE_COMMIT[:7]}"
     reference = "CXR-Report-Metric run_eval.py CompositeMetric.predict (radcliq-v1.pkl)"
     chunk = None

@@ -105,6 +105,14 @@ SETS = {"rrg24": RRG24, "rexrank": REXRANK}
 HEADLINE = {"rrg24": ("bleu4", "rougeL", "bertscore", "radgraph_partial", "chexbert_5_micro_f1"),
             "rexrank": ("inv_radcliq_v1",)}
 DEFAULT = RRG24
+LOWER_IS_BETTER = ("radcliq_v1",)  # every other key: higher is better
+
+
+def key_label(key: str) -> str:
+    """A key as a report table shows it: direction, and whether it heads a set."""
+    arrow = "lower is better" if key in LOWER_IS_BETTER else "higher is better"
+    heads = [name for name, keys in HEADLINE.items() if key in keys]
+    return f"{key} ({arrow}" + "".join(f"; {h} headline" for h in heads) + ")"
 
 
 def resolve_names(names: Sequence[str] | None) -> list[str]:

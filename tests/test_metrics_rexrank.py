@@ -333,3 +333,20 @@ def test_score_rexrank_reports_every_metric_or_why_not(tmp_path, capsys, monkeyp
     # nothing requested can run: a non-zero exit, not an empty success
     assert cli(args[:-1] + ["radcliq_v1"]) == 3
     assert "every requested metric is unavailable" in capsys.readouterr().err
+
+
+def test_the_html_report_marks_each_sets_headline_and_direction():
+    from app.services.export import Evaluation
+    from app.services.report_html import render
+
+    automatic = [{"model": "m", "section": "findings", "source": "all", "key": k, "value": v,
+                  "ci": [None, None], "n": 3}
+                 for k, v in (("inv_radcliq_v1", 0.8), ("radcliq_v1", 1.25), ("bleu2", 0.3),
+                              ("radgraph_partial", 0.2), ("radgraph_simple", 0.25))]
+    ev = Evaluation("now", {}, [], [], {}, [], automatic, [], {}, {"models": {}}, [], [], [],
+                    {})
+    page = render(ev)
+    assert "inv_radcliq_v1 (higher is better; rexrank headline)" in page
+    assert "radcliq_v1 (lower is better)" in page
+    assert "radgraph_partial (higher is better; rrg24 headline)" in page
+    assert "radgraph_simple (higher is better)" in page
