@@ -440,8 +440,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ValueError:
         print(f"error: --since {args.since!r} is not a date (YYYY-MM-DD)", file=sys.stderr)
         return 2
+    try:
+        names = [m.strip() for m in args.metrics.split(",") if m.strip()] \
+            if args.metrics else None
+        metrics = build(names, MetricConfig(download=not args.offline))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     db = open_database(Settings.from_args(args.db).db_url)
-    metrics = build(None, MetricConfig(download=not args.offline))
     files = export(db, args.format, args.out,
                    ExportFilters(args.model, args.reader, args.source, since), metrics,
                    n_resamples=args.bootstrap)
@@ -546,6 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", metavar="SOURCE", help="only studies of this dataset")
     p.add_argument("--since", metavar="YYYY-MM-DD", help="only reviews saved since this date")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N")
+    p.add_argument("--metrics", metavar="LIST",
+                   help="comma-separated sets (rrg24, rexrank), metrics or keys (default rrg24)")
     p.add_argument("--offline", action="store_true", help="never download metric weights")
     _add_db(p)
     p.set_defaults(func=cmd_export)

@@ -350,3 +350,12 @@ def test_the_html_report_marks_each_sets_headline_and_direction():
     assert "radcliq_v1 (lower is better)" in page
     assert "radgraph_partial (higher is better; rrg24 headline)" in page
     assert "radgraph_simple (higher is better)" in page
+
+
+def test_export_takes_a_metric_set_and_refuses_unknown_names(settings, db, tmp_path, capsys):
+    assert cli(["export", "--format", "json", "--out", str(tmp_path / "e.json"), "--metrics",
+                "nonsense", "--db", settings.db_url]) == 2
+    assert "unknown metric 'nonsense'" in capsys.readouterr().err
+    assert cli(["export", "--format", "json", "--out", str(tmp_path / "e.json"), "--metrics",
+                "rexrank", "--offline", "--bootstrap", "0", "--db", settings.db_url]) == 0
+    assert json.loads((tmp_path / "e.json").read_text())["automatic"] == []  # nothing drafted
