@@ -376,7 +376,11 @@ def cmd_metrics(args: argparse.Namespace) -> int:
                 metric.close()
             print(f"  round trip ok (selftest {value:.4f})")
         return 0
-    names = resolve_names([args.name] if args.name else list(SETS))
+    try:
+        names = resolve_names([args.name] if args.name else list(SETS))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for metric in build(names, MetricConfig(download=False)):
         sets = [s for s, members in SETS.items() if metric.name in members]
         for key in metric.keys:

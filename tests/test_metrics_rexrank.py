@@ -359,3 +359,27 @@ def test_export_takes_a_metric_set_and_refuses_unknown_names(settings, db, tmp_p
     assert cli(["export", "--format", "json", "--out", str(tmp_path / "e.json"), "--metrics",
                 "rexrank", "--offline", "--bootstrap", "0", "--db", settings.db_url]) == 0
     assert json.loads((tmp_path / "e.json").read_text())["automatic"] == []  # nothing drafted
+
+
+def test_metrics_list_names_direction_version_and_headline(capsys):
+    assert cli(["metrics", "list", "rexrank"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert set(lines) == {"radcliq_v1", "inv_radcliq_v1", "bleu2", "bertscore_rexrank",
+                          "semb_score", "radgraph_combined", "ratescore", "green"}
+    assert "lower  is better" in lines["radcliq_v1"]
+    assert "rexrank (headline)" in lines["inv_radcliq_v1"]
+    assert "fast-bleu-0.0.90" in lines["bleu2"]
+    assert cli(["metrics", "list", "meteor"]) == 2
+
+
+def test_fetch_listing_gives_each_files_size_and_sha256(tmp_path):
+    import hashlib
+
+    from metrics.fetch import _describe
+    from metrics.fingerprint import FileHasher
+
+    data = b"weights" * 1000
+    (tmp_path / "model.safetensors").write_bytes(data)
+    lines = list(_describe("tiny", [tmp_path / "model.safetensors"], FileHasher()))
+    assert lines[0] == "tiny:"
+    assert "7,000 bytes" in lines[1] and hashlib.sha256(data).hexdigest() in lines[1]
