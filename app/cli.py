@@ -352,10 +352,12 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     """`metrics list` (every key, set, direction, version) and `metrics setup-worker NAME`."""
+    import json
+
     from metrics.registry import HEADLINE, SETS, MetricConfig, build, resolve_names
 
     if args.action == "setup-worker":
-        from metrics.worker_client import SPECS, WorkerMetric, setup_worker
+        from metrics.worker_client import SPECS, WorkerMetric, selfcheck, setup_worker
 
         if args.name not in SPECS:
             print(f"error: unknown worker metric {args.name!r} ({', '.join(SPECS)})",
@@ -368,6 +370,13 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print(f"  {folder}")
+        check = selfcheck(args.name, folder)
+        if not check.get("ok"):
+            print(f"error: the {args.name} worker's self-check failed: {check.get('error')}",
+                  file=sys.stderr)
+            return 2
+        details = {k: v for k, v in check.items() if k != "ok"}
+        print("  self-check ok" + (f": {json.dumps(details)}" if details else ""))
         if args.name == "selftest":
             metric = WorkerMetric(SPECS["selftest"], folder)
             try:

@@ -69,6 +69,22 @@ class RaTEScoreAdapter:
     def score(self, hyps: list[str], refs: list[str]) -> list[float]:
         return [float(v) for v in self.scorer.compute_score(list(hyps), list(refs))]
 
+    @staticmethod
+    def selfcheck() -> dict:
+        """The package's own code that needs no weights: medspacy sentence splitting and the
+        type-weighted similarity on hand-made embeddings (proves the environment works)."""
+        import torch
+        from RaTEScore.scorer import DEFAULT_MATRIX
+        from RaTEScore.utils import compute, sentence_split
+
+        sentences, starts = sentence_split(["No pneumothorax. Small left effusion.", "ok"])
+        matrix = {(k.split("_")[0].upper(), k.split("_")[1].upper()): v
+                  for k, v in DEFAULT_MATRIX.items()}
+        gt = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        pred = torch.tensor([[1.0, 0.0]])
+        value = compute(gt, pred, ["ABNORMALITY", "ANATOMY"], ["ABNORMALITY"], matrix)
+        return {"sentences": sentences, "starts": starts, "compute": float(value)}
+
 
 class GreenAdapter:
     """GREEN with StanfordAIMI/GREEN-RadLlama2-7b, batched, on a CUDA GPU only."""
@@ -105,7 +121,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metric", required=True, choices=sorted(ADAPTERS))
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--selfcheck", action="store_true",
+                        help="run the metric package's weight-free code once, print JSON, exit")
     args = parser.parse_args(argv)
+    if args.selfcheck:
+        check = getattr(ADAPTERS[args.metric], "selfcheck", None)
+        try:
+            print(json.dumps({"ok": True, **(check() if check else {})}))
+        except Exception as exc:
+            print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}))
+            return 1
+        return 0
     out = sys.stdout
     sys.stdout = sys.stderr  # library prints never corrupt the protocol stream
 

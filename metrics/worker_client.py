@@ -38,7 +38,10 @@ class WorkerSpec:
 
 SPECS = {
     "selftest": WorkerSpec("selftest", "selftest", (), "stand-in (token-set Jaccard)", 256),
-    "ratescore": WorkerSpec("ratescore", "ratescore", ("ratescore==0.6.0",),
+    # the ratescore wheel declares no dependencies: what its modules import, named here
+    "ratescore": WorkerSpec("ratescore", "ratescore",
+                            ("ratescore==0.6.0", "medspacy==1.3.1", "torch>=2.1,<2.14",
+                             "transformers>=4.38,<4.58", "pandas>=1.5,<3"),
                             "RaTEScore 0.6.0 RaTEScore().compute_score (MAGIC-AI4Med)", 64),
     "green": WorkerSpec("green", "green", ("green-score",),
                         "GREEN (StanfordAIMI/GREEN-RadLlama2-7b), green_score package", 16),
@@ -79,6 +82,18 @@ def setup_worker(name: str, folder: Path | None = None, python: str | None = Non
              .strip()}
     (folder / STAMP).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
     return folder
+
+
+def selfcheck(name: str, folder: Path | None = None) -> dict:
+    """Run the worker's weight-free check of its package in its environment."""
+    folder = Path(folder) if folder else workers_root() / name
+    res = subprocess.run([str(venv_python(folder)), str(WORKER), "--metric", name,
+                          "--selfcheck"], capture_output=True, text=True, timeout=600)
+    lines = res.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"ok": False, "error": (res.stderr.strip().splitlines() or ["no output"])[-1]}
 
 
 def _run(cmd: list[str], what: str) -> str:

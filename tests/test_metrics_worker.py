@@ -130,3 +130,30 @@ def test_setup_worker_installs_its_requirements_from_the_registry(tmp_path, monk
         assert metric.version == f"worker-selftest-{stamp['freeze_sha256'][:12]}"
     finally:
         metric.close()
+
+
+def test_selfcheck_runs_the_packages_weight_free_code_in_its_environment(worker_env):
+    from metrics.worker_client import selfcheck
+
+    assert selfcheck("selftest", worker_env) == {"ok": True}
+    missing = selfcheck("ratescore", worker_env)  # the stand-in env lacks RaTEScore
+    assert missing["ok"] is False and "No module named" in missing["error"]
+
+
+def test_ratescore_package_code_runs_in_a_real_ratescore_worker():
+    """Where `rrg-review metrics setup-worker ratescore` has been run (its environment is
+    large: torch, medspacy), RaTEScore's own sentence splitting and weighted similarity run
+    there without its weights."""
+    import os
+
+    from metrics.worker_client import selfcheck, workers_root
+
+    folder = Path(os.environ.get("RRG_REVIEW_RATESCORE_WORKER") or workers_root() / "ratescore")
+    if not venv_python(folder).is_file():
+        pytest.skip(f"no RaTEScore worker environment at {folder} (create it with "
+                    "`rrg-review metrics setup-worker ratescore`)")
+    check = selfcheck("ratescore", folder)
+    assert check["ok"], check
+    assert check["sentences"][:2] == ["No pneumothorax.", "Small left effusion."]
+    abn, anat = 0.4276119164393705, 0.7487824274337533  # the package's default matrix
+    assert check["compute"] == pytest.approx(abn / (abn + anat))
