@@ -244,12 +244,9 @@ def _requested_keys(names: list[str] | None, metrics) -> list[str]:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    import json
-
-    from metrics.expect import ExpectError, compare, read_expected
+    from metrics.expect import read_expected
     from metrics.pairs import PairsError, read_pairs
     from metrics.registry import MetricConfig, build
-    from metrics.scoring import score
 
     try:
         pairs = read_pairs(args.predictions, args.references, args.section,
@@ -268,6 +265,20 @@ def cmd_score(args: argparse.Namespace) -> int:
         print("error: no pair to score in this section", file=sys.stderr)
         return 2
     progress = _tqdm_progress("score", "pair")
+    try:
+        return _score_and_report(args, names, metrics, pairs, expected, progress)
+    finally:
+        for metric in metrics:  # models freed, metric workers shut down
+            metric.close()
+
+
+def _score_and_report(args, names, metrics, pairs, expected, progress) -> int:
+    import json
+
+    from metrics.expect import compare
+    from metrics.pairs import PairsError, read_pairs
+    from metrics.scoring import score
+
     report = score(pairs.hyps, pairs.refs, metrics, _metric_cache(args), pairs.sources,
                    n_resamples=args.bootstrap, progress=progress)
     progress(-1, None)
@@ -300,11 +311,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         out["paired"] = _paired(report, other.hyps, pairs.refs, args, cache=_metric_cache(args))
     parity = None
     if expected is not None:
-        try:
-            parity = compare(expected, pairs.ids, report.per_sample)
-        except ExpectError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        parity = compare(expected, pairs.ids, report.per_sample)
         out["expect"] = {"file": str(args.expect), "tolerance": args.expect_tolerance,
                          "keys": {p.key: {"compared": p.compared, "max_abs_diff": p.max_abs_diff,
                                           "worst_id": p.worst_id, "missing": p.missing}
