@@ -72,17 +72,18 @@ class RaTEScoreAdapter:
     @staticmethod
     def selfcheck() -> dict:
         """The package's own code that needs no weights: medspacy sentence splitting and the
-        type-weighted similarity on hand-made embeddings (proves the environment works)."""
+        type-weighted similarity (with its negation weight) on hand-made embeddings, with the
+        package's default ("long") affinity matrix keyed as RaTEScore.__init__ keys it."""
         import torch
-        from RaTEScore.scorer import DEFAULT_MATRIX
+        from RaTEScore.scorer import DEFAULT_MATRIX_LONG
         from RaTEScore.utils import compute, sentence_split
 
         sentences, starts = sentence_split(["No pneumothorax. Small left effusion.", "ok"])
         matrix = {(k.split("_")[0].upper(), k.split("_")[1].upper()): v
-                  for k, v in DEFAULT_MATRIX.items()}
+                  for k, v in DEFAULT_MATRIX_LONG.items()}
         gt = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
         pred = torch.tensor([[1.0, 0.0]])
-        value = compute(gt, pred, ["ABNORMALITY", "ANATOMY"], ["ABNORMALITY"], matrix)
+        value = compute(gt, pred, ["ABNORMALITY", "ANATOMY"], ["NON-ABNORMALITY"], matrix)
         return {"sentences": sentences, "starts": starts, "compute": float(value)}
 
 

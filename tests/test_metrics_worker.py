@@ -140,7 +140,7 @@ def test_selfcheck_runs_the_packages_weight_free_code_in_its_environment(worker_
     assert missing["ok"] is False and "No module named" in missing["error"]
 
 
-def test_ratescore_package_code_runs_in_a_real_ratescore_worker():
+def test_ratescore_package_code_runs_in_a_real_ratescore_worker(monkeypatch):
     """Where `rrg-review metrics setup-worker ratescore` has been run (its environment is
     large: torch, medspacy), RaTEScore's own sentence splitting and weighted similarity run
     there without its weights."""
@@ -154,6 +154,14 @@ def test_ratescore_package_code_runs_in_a_real_ratescore_worker():
                     "`rrg-review metrics setup-worker ratescore`)")
     check = selfcheck("ratescore", folder)
     assert check["ok"], check
-    assert check["sentences"][:2] == ["No pneumothorax.", "Small left effusion."]
-    abn, anat = 0.4276119164393705, 0.7487824274337533  # the package's default matrix
-    assert check["compute"] == pytest.approx(abn / (abn + anat))
+    assert (check["sentences"], check["starts"]) == (
+        ["No pneumothorax.", "Small left effusion."], [1, 0])  # "ok" is under 3 characters
+    # ratescore 0.6.0's default ("long") matrix: abnormality vs non-abnormality, anatomy vs
+    # non-abnormality, and its negation weight
+    abn_neg, anat_neg, neg = 0.5431049700217344, 0.02097055139911715, 0.8716553966489615
+    assert check["compute"] == pytest.approx(abn_neg * neg / (abn_neg + anat_neg), abs=1e-6)
+    # without its weights (offline, not cached) the real worker says so, nothing is faked
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    metric = WorkerMetric(SPECS["ratescore"], folder, device="cpu")
+    report = score(["no effusion"], ["no pleural effusion"], [metric], n_resamples=0)
+    assert "could not start" in report.unavailable["ratescore"]
