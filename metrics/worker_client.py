@@ -43,7 +43,8 @@ SPECS = {
                             ("ratescore==0.6.0", "medspacy==1.3.1", "torch>=2.1,<2.14",
                              "transformers>=4.38,<4.58", "pandas>=1.5,<3"),
                             "RaTEScore 0.6.0 RaTEScore().compute_score (MAGIC-AI4Med)", 64),
-    "green": WorkerSpec("green", "green", ("green-score",),
+    # green-score 0.0.12 declares Requires-Python ==3.12.1: `setup-worker green --python` one
+    "green": WorkerSpec("green", "green", ("green-score==0.0.12",),
                         "GREEN (StanfordAIMI/GREEN-RadLlama2-7b), green_score package", 16),
 }
 
