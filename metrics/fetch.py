@@ -13,6 +13,10 @@ def _describe(label: str, files: list[Path], hasher) -> Iterator[str]:
         yield f"  {path}  {path.stat().st_size:,} bytes  sha256 {hasher.file(path)}"
 
 
+RATESCORE_MODELS = ("Angelakeke/RaTE-NER-Deberta", "FremyCompany/BioLORD-2023-C")
+GREEN_MODEL = "StanfordAIMI/GREEN-RadLlama2-7b"
+
+
 def fetch_metric_models() -> Iterator[str]:
     from metrics.bertscore import OFFICIAL_MODEL, REXRANK_MODEL, shipped_baseline
     from metrics.chexbert import BACKBONE, REPO, WEIGHTS
@@ -44,5 +48,11 @@ def fetch_metric_models() -> Iterator[str]:
             raise ModelUnavailable(model_type, f"download failed ({exc})") from exc
         yield from _describe(f"{model_type} ({metric.model_dir})", all_files(metric.model_dir),
                              hasher)
-    yield ("ratescore, green: run in their own environments; `rrg-review metrics setup-worker "
-           "ratescore` (their packages download their weights on first use)")
+    # RaTEScore's models load by hub id inside its worker, from the same Hugging Face cache
+    for model_id in RATESCORE_MODELS:
+        found = fetch(model_id)
+        yield from _describe(f"{model_id} (RaTEScore, revision {found.revision})",
+                             model_folder_files(found.path), hasher)
+    yield (f"green: {GREEN_MODEL} (about 14 GB) is fetched by its worker on a GPU machine; "
+           "ratescore and green run in their own environments (`rrg-review metrics "
+           "setup-worker ratescore`)")
