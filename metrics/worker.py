@@ -23,6 +23,27 @@ import sys
 import time
 
 
+def _revision(model_id: str) -> str:
+    """`id@commit` of a hub model in the local cache (the snapshot folder is named by its
+    commit), or `path@sha256 of config.json` of a local folder."""
+    import hashlib
+
+    if os.path.isdir(model_id):
+        config = os.path.join(model_id, "config.json")
+        digest = "no-config"
+        if os.path.isfile(config):
+            with open(config, "rb") as fh:
+                digest = hashlib.sha256(fh.read()).hexdigest()[:16]
+        return f"{os.path.abspath(model_id)}@{digest}"
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return f"{model_id}@unknown"
+    found = try_to_load_from_cache(model_id, "config.json")
+    return f"{model_id}@{os.path.basename(os.path.dirname(found))}" if isinstance(found, str) \
+        else f"{model_id}@unknown"
+
+
 def _cuda() -> bool:
     try:
         import torch
@@ -38,7 +59,7 @@ class SelfTestAdapter:
     version = "selftest-jaccard-1"
     fingerprint = "no weights"
 
-    def __init__(self, device: str, batch_size: int) -> None:
+    def __init__(self, device: str, batch_size: int, **options) -> None:
         self.device = "cpu"
 
     def score(self, hyps: list[str], refs: list[str]) -> list[float]:
@@ -51,20 +72,25 @@ class SelfTestAdapter:
 
 class RaTEScoreAdapter:
     """`RaTEScore(use_gpu=<CUDA available>).compute_score(hyps, refs)`: the package's own
-    defaults (RaTE-NER-Deberta, BioLORD-2023-C, its default affinity matrix)."""
+    defaults (RaTE-NER-Deberta, BioLORD-2023-C, its default affinity matrix); `bert_model` and
+    `eval_model` may name other models (tests use tiny local ones)."""
 
-    def __init__(self, device: str, batch_size: int) -> None:
+    def __init__(self, device: str, batch_size: int, bert_model: str | None = None,
+                 eval_model: str | None = None) -> None:
+        import inspect
         from importlib.metadata import version
 
         from RaTEScore import RaTEScore
 
+        defaults = inspect.signature(RaTEScore).parameters
+        bert_model = bert_model or defaults["bert_model"].default
+        eval_model = eval_model or defaults["eval_model"].default
         gpu = device.startswith("cuda") if device != "auto" else _cuda()
         self.device = "cuda" if gpu else "cpu"
         self.version = f"ratescore-{version('ratescore')}"
-        self.scorer = RaTEScore(use_gpu=gpu, batch_size=batch_size)
-        # the loaded folders: hub snapshots are named by their commit
-        self.fingerprint = [self.scorer.config._name_or_path,
-                            self.scorer.eval_model.config._name_or_path]
+        self.scorer = RaTEScore(bert_model=bert_model, eval_model=eval_model, use_gpu=gpu,
+                                batch_size=batch_size)
+        self.fingerprint = [_revision(bert_model), _revision(eval_model)]
 
     def score(self, hyps: list[str], refs: list[str]) -> list[float]:
         return [float(v) for v in self.scorer.compute_score(list(hyps), list(refs))]
@@ -92,7 +118,7 @@ class GreenAdapter:
 
     model = "StanfordAIMI/GREEN-RadLlama2-7b"
 
-    def __init__(self, device: str, batch_size: int) -> None:
+    def __init__(self, device: str, batch_size: int, **options) -> None:
         if not _cuda() or device == "cpu":
             raise RuntimeError(
                 "GREEN runs a 7B language model (GREEN-RadLlama2-7b: about 14 GB of weights in "
@@ -122,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metric", required=True, choices=sorted(ADAPTERS))
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--options", default="{}",
+                        help="JSON object of adapter options (e.g. ratescore's bert_model)")
     parser.add_argument("--selfcheck", action="store_true",
                         help="run the metric package's weight-free code once, print JSON, exit")
     args = parser.parse_args(argv)
@@ -141,7 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         out.flush()
 
     try:
-        adapter = ADAPTERS[args.metric](args.device, args.batch_size)
+        options = json.loads(args.options)
+        if not isinstance(options, dict):
+            raise ValueError("--options must be a JSON object")
+        adapter = ADAPTERS[args.metric](args.device, args.batch_size, **options)
     except Exception as exc:  # missing package, no GPU, no weights: say why and stop
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return 1

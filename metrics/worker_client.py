@@ -109,7 +109,7 @@ class WorkerMetric(Metric):
     """A metric computed by a worker process; one value per pair, corpus value the mean."""
 
     def __init__(self, spec: WorkerSpec, folder: Path | None = None, device: str | None = None,
-                 batch_size: int = 8) -> None:
+                 batch_size: int = 8, options: dict | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         self.keys = (spec.key,)
@@ -118,6 +118,7 @@ class WorkerMetric(Metric):
         self.folder = Path(folder) if folder else workers_root() / spec.name
         self.device = device or "auto"
         self.batch_size = batch_size
+        self.options = dict(options or {})  # adapter options, e.g. other models for ratescore
         self._proc: subprocess.Popen | None = None
         self._ready: dict = {}
         self._next = 0
@@ -150,7 +151,8 @@ class WorkerMetric(Metric):
         if not ok:
             raise MetricUnavailable(why)
         cmd = [str(venv_python(self.folder)), str(WORKER), "--metric", self.spec.name,
-               "--device", self.device, "--batch-size", str(self.batch_size)]
+               "--device", self.device, "--batch-size", str(self.batch_size),
+               "--options", json.dumps(self.options)]
         log.info("starting metric worker: %s", " ".join(cmd))
         with open(self.folder / "worker.log", "a", encoding="utf-8") as errors:
             # the libraries' own output goes to the log, the protocol to stdout
