@@ -25,16 +25,18 @@ import time
 
 def _revision(model_id: str) -> str:
     """`id@commit` of a hub model in the local cache (the snapshot folder is named by its
-    commit), or `path@sha256 of config.json` of a local folder."""
+    commit), or `path@sha256` of a local folder's config and weight files."""
     import hashlib
 
     if os.path.isdir(model_id):
-        config = os.path.join(model_id, "config.json")
-        digest = "no-config"
-        if os.path.isfile(config):
-            with open(config, "rb") as fh:
-                digest = hashlib.sha256(fh.read()).hexdigest()[:16]
-        return f"{os.path.abspath(model_id)}@{digest}"
+        digest = hashlib.sha256()
+        for name in ("config.json", "model.safetensors", "pytorch_model.bin"):
+            path = os.path.join(model_id, name)
+            if os.path.isfile(path):
+                with open(path, "rb") as fh:
+                    for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                        digest.update(block)
+        return f"{os.path.abspath(model_id)}@{digest.hexdigest()[:16]}"
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
@@ -93,7 +95,26 @@ class RaTEScoreAdapter:
         self.fingerprint = [_revision(bert_model), _revision(eval_model)]
 
     def score(self, hyps: list[str], refs: list[str]) -> list[float]:
-        return [float(v) for v in self.scorer.compute_score(list(hyps), list(refs))]
+        """compute_score drops a report in which its splitter finds no sentence (empty, or
+        only pieces under 3 characters) and then zips the shorter lists, shifting every later
+        score onto the wrong pair. Such pairs get the package's own value for a report without
+        entities (0.5); the others are scored together, in order."""
+        from RaTEScore.utils import sentence_split
+
+        def has_sentence(text: str) -> bool:
+            return bool(sentence_split([text])[0])
+
+        keep = [i for i, (h, r) in enumerate(zip(hyps, refs, strict=True))
+                if has_sentence(h) and has_sentence(r)]
+        out = [0.5] * len(hyps)
+        if keep:
+            values = self.scorer.compute_score([hyps[i] for i in keep], [refs[i] for i in keep])
+            if len(values) != len(keep):
+                raise RuntimeError(f"RaTEScore returned {len(values)} scores for {len(keep)} "
+                                   "pairs")
+            for i, value in zip(keep, values, strict=True):
+                out[i] = float(value)
+        return out
 
     @staticmethod
     def selfcheck() -> dict:

@@ -165,3 +165,42 @@ def test_ratescore_package_code_runs_in_a_real_ratescore_worker(monkeypatch):
     metric = WorkerMetric(SPECS["ratescore"], folder, device="cpu")
     report = score(["no effusion"], ["no pleural effusion"], [metric], n_resamples=0)
     assert "could not start" in report.unavailable["ratescore"]
+
+
+def test_ratescore_runs_its_whole_path_in_the_worker_on_tiny_models(tmp_path):
+    """The real package in its own environment, on tiny local models of its two model kinds:
+    values through the worker equal a direct RaTEScore call in that environment."""
+    import os
+
+    from metrics.worker_client import workers_root
+    from tests.tiny_metric_models import tiny_rate_models
+
+    folder = Path(os.environ.get("RRG_REVIEW_RATESCORE_WORKER") or workers_root() / "ratescore")
+    if not venv_python(folder).is_file():
+        pytest.skip(f"no RaTEScore worker environment at {folder}")
+    ner, enc = tiny_rate_models(tmp_path)
+    hyps = ["No pleural effusion. Mild cardiomegaly.", "The lungs are clear.", "", "ok",
+            "Small left basilar atelectasis."]
+    refs = ["No effusion. Heart size is normal.", "Lungs clear.", "No acute process.",
+            "Stable.", "Left basilar opacity, likely atelectasis."]
+    metric = WorkerMetric(SPECS["ratescore"], folder, device="cpu",
+                          options={"bert_model": str(ner), "eval_model": str(enc)})
+    try:
+        report = score(hyps, refs, [metric], FileCache(tmp_path / "c.sqlite"), n_resamples=0)
+    finally:
+        metric.close()
+    assert "ratescore" not in report.unavailable, report.unavailable
+    code = ("import json, sys; from RaTEScore import RaTEScore; "
+            "s = RaTEScore(bert_model=sys.argv[1], eval_model=sys.argv[2], use_gpu=False); "
+            "print(json.dumps(s.compute_score(json.loads(sys.argv[3]), json.loads(sys.argv[4]))))")
+    # the package itself on the pairs it can align (it drops reports without a sentence and
+    # would shift later scores); the empty and the 2-character hypotheses get its 0.5
+    kept = [0, 1, 4]
+    direct = subprocess.run([str(venv_python(folder)), "-c", code, str(ner), str(enc),
+                             json.dumps([hyps[i] for i in kept]),
+                             json.dumps([refs[i] for i in kept])],
+                            capture_output=True, text=True, check=True, timeout=600)
+    expected = json.loads(direct.stdout.strip().splitlines()[-1])
+    got = report.per_sample["ratescore"]
+    assert [got[i] for i in kept] == pytest.approx(expected, abs=1e-6)
+    assert (got[2], got[3]) == (0.5, 0.5)

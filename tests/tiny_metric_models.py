@@ -39,3 +39,33 @@ def baseline_tsv(path: Path, layers: int, seed: int = 0) -> Path:
                               for i in range(layers + 1)]
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     return path
+
+
+RATE_TYPES = ("ABNORMALITY", "NON-ABNORMALITY", "DISEASE", "NON-DISEASE", "ANATOMY")
+
+
+def tiny_rate_models(path: Path, seed: int = 0) -> tuple[Path, Path]:
+    """RaTEScore's two models in miniature: a BERT token classifier with its B-/I- entity labels
+    (for RaTE-NER) and a BERT encoder (for BioLORD's [CLS] embeddings), WordPiece tokenizers."""
+    import torch
+    from transformers import BertConfig, BertForTokenClassification, BertModel, BertTokenizer
+
+    from tests.tiny_models import SPECIAL, WORDS
+
+    labels = ["O"] + [f"{p}-{t}" for t in RATE_TYPES for p in ("B", "I")]
+    folders = []
+    for name in ("ner", "eval"):
+        folder = path / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "vocab.txt").write_text("\n".join(SPECIAL + sorted(set(WORDS))) + "\n")
+        tokenizer = BertTokenizer(str(folder / "vocab.txt"))
+        config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16,
+                            num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                            id2label=dict(enumerate(labels)),
+                            label2id={label: i for i, label in enumerate(labels)})
+        torch.manual_seed(seed)
+        model = BertForTokenClassification(config) if name == "ner" else BertModel(config)
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        folders.append(folder)
+    return folders[0], folders[1]
