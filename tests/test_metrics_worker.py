@@ -203,4 +203,5 @@ def test_ratescore_runs_its_whole_path_in_the_worker_on_tiny_models(tmp_path):
     expected = json.loads(direct.stdout.strip().splitlines()[-1])
     got = report.per_sample["ratescore"]
     assert [got[i] for i in kept] == pytest.approx(expected, abs=1e-6)
+    assert all(v != 0.5 for v in expected)  # entities were found: the whole path ran
     assert (got[2], got[3]) == (0.5, 0.5)
