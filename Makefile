@@ -37,8 +37,18 @@ $(VENV)/.installed-run: pyproject.toml | $(PY)
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-run
+	@command -v g++ >/dev/null 2>&1 || $(MAKE) --no-print-directory gxx
 	$(PIP) install -e '.[test]'
 	@touch $@
+
+# g++ builds fast-bleu (the BLEU-2 reference of the metric tests) from its sdist.
+.PHONY: gxx
+gxx:
+	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ >/dev/null; \
+	else \
+		echo "g++ not found: install a C++ compiler to build fast-bleu for the metric tests"; \
+	fi
 
 # Debian's Chromium for the browser tests (Playwright's own browser download is not used).
 .PHONY: chromium

@@ -249,69 +249,179 @@ def _paired(report, other_hyps, refs, args, cache) -> dict:
     return out
 
 
-def cmd_score(args: argparse.Namespace) -> int:
-    import json
+def _requested_keys(names: list[str] | None, metrics) -> list[str]:
+    """The keys to show: every key of a set or metric asked for, or just a key asked for."""
+    from metrics.registry import SETS, resolve_names
 
+    built = dict(zip(resolve_names(names), metrics, strict=True))
+    keys: list[str] = []
+    for raw in names or list(built):
+        for item in SETS.get(raw, (raw,)):
+            chosen = built[item].keys if item in built else (item,)
+            keys += [k for k in chosen if k not in keys]
+    return keys
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from metrics.expect import read_expected
     from metrics.pairs import PairsError, read_pairs
     from metrics.registry import MetricConfig, build
-    from metrics.scoring import score
 
     try:
-        pairs = read_pairs(args.predictions, args.references, args.section)
-        names = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
+        pairs = read_pairs(args.predictions, args.references, args.section,
+                           args.empty_references)
+        names = [m.strip() for m in args.metrics.split(",") if m.strip()] \
+            if args.metrics else None
         metrics = build(names, MetricConfig(
             device=None if args.device == "auto" else args.device, download=not args.offline,
-            bertscore_model=args.bertscore_model))
-    except (PairsError, ValueError) as exc:
+            bertscore_model=args.bertscore_model, bertscore_baseline=args.bertscore_baseline,
+            bertscore_rescale=not args.no_rescale))
+        expected = read_expected(args.expect) if args.expect else None
+    except (PairsError, ValueError) as exc:  # ExpectError is a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not pairs.ids:
-        print("error: no pair has a reference text in this section", file=sys.stderr)
+        print("error: no pair to score in this section", file=sys.stderr)
         return 2
     progress = _tqdm_progress("score", "pair")
+    try:
+        return _score_and_report(args, names, metrics, pairs, expected, progress)
+    finally:
+        for metric in metrics:  # models freed, metric workers shut down
+            metric.close()
+
+
+def _score_and_report(args, names, metrics, pairs, expected, progress) -> int:
+    import json
+
+    from metrics.expect import compare
+    from metrics.pairs import PairsError, read_pairs
+    from metrics.scoring import score
+
     report = score(pairs.hyps, pairs.refs, metrics, _metric_cache(args), pairs.sources,
                    n_resamples=args.bootstrap, progress=progress)
     progress(-1, None)
-    wanted = set(names or [])
-    keep = [k for k in report.values if not wanted or k in wanted or
-            any(k.startswith(n) for n in wanted)]
+    requested = _requested_keys(names, metrics)
+    keep = [k for k in requested if k in report.values]
     out = {
         "n": report.n, "section": args.section,
         "metrics": {k: report.values[k] for k in keep},
+        "metric_info": {k: report.meta[k] for k in requested if k in report.meta},
         "ci": {k: list(report.ci[k]) for k in keep if k in report.ci},
-        "per_sample": [{"id": i, **{k: report.per_sample[k][j] for k in keep}}
+        "per_sample": [{"id": i, **{k: report.per_sample[k][j] for k in keep
+                                    if k in report.per_sample}}
                        for j, i in enumerate(pairs.ids)],
-        "unavailable": report.unavailable,
+        "unavailable": {k: v for k, v in report.unavailable.items()
+                        if k in requested or not names},
         "by_source": {g: {k: v[k] for k in keep if k in v} | {"n": report.group_sizes[g]}
                       for g, v in report.groups.items()},
-        "skipped_without_reference": pairs.skipped,
+        "empty_references": (
+            {"policy": "skip", "skipped": pairs.skipped} if args.empty_references == "skip"
+            else {"policy": "score (as the reference scorer: an empty reference is scored as "
+                            "an empty text)", "scored": pairs.empty_references}),
     }
     if args.compare:
         try:
-            other = read_pairs(args.compare, args.references, args.section)
+            other = read_pairs(args.compare, args.references, args.section,
+                               args.empty_references)
         except PairsError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         out["paired"] = _paired(report, other.hyps, pairs.refs, args, cache=_metric_cache(args))
+    parity = None
+    if expected is not None:
+        parity = compare(expected, pairs.ids, report.per_sample)
+        out["expect"] = {"file": str(args.expect), "tolerance": args.expect_tolerance,
+                         "keys": {p.key: {"compared": p.compared, "max_abs_diff": p.max_abs_diff,
+                                          "worst_id": p.worst_id, "missing": p.missing}
+                                  for p in parity}}
     text = json.dumps(out, indent=2)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
     width = max([len(k) for k in out["metrics"]] + [10])
+    empty = pairs.skipped if args.empty_references == "skip" else pairs.empty_references
     print(f"{report.n} pairs ({args.section})" + (
-        f", {len(pairs.skipped)} without a reference skipped" if pairs.skipped else ""))
+        (f", {len(empty)} with an empty reference skipped" if args.empty_references == "skip"
+         else f", {len(empty)} with an empty reference scored as empty") if empty else ""))
     for key, value in out["metrics"].items():
         lo, hi = out["ci"].get(key, (float("nan"), float("nan")))
         paired = out.get("paired", {}).get(key)
+        info = out["metric_info"].get(key, {})
         versus = (f"   vs --compare {paired['compare']:.4f} (diff {paired['difference']:+.4f}, "
                   f"p={paired['p_value']:.3g})" if paired else "")
-        print(f"  {key:<{width}}  {value:.4f}  [{lo:.4f}, {hi:.4f}]{versus}")
+        print(f"  {key:<{width}}  {value:.4f}  [{lo:.4f}, {hi:.4f}]  "
+              f"({info.get('direction', '')}; {info.get('version', '')}){versus}")
     reasons: dict[str, list[str]] = {}
-    for key, reason in report.unavailable.items():
+    for key, reason in out["unavailable"].items():
         reasons.setdefault(reason, []).append(key)
     for reason, keys in reasons.items():
         print(f"  unavailable: {', '.join(keys)}: {reason}")
+    failed_parity = False
+    if parity is not None:
+        if not parity:
+            print(f"  expect: {args.expect} has no key this run reports")
+            failed_parity = True
+        for p in parity:
+            ok = p.compared > 0 and p.max_abs_diff <= args.expect_tolerance
+            failed_parity |= not ok
+            print(f"  expect {p.key}: max |diff| {p.max_abs_diff:.3g} over {p.compared} pairs"
+                  + (f" (worst id {p.worst_id})" if p.worst_id is not None else "")
+                  + (f", {p.missing} expected ids not scored" if p.missing else "")
+                  + ("  ok" if ok else f"  over tolerance {args.expect_tolerance:g}"))
     if args.out:
         print(f"written to {args.out}")
+    if not keep:
+        print("error: every requested metric is unavailable", file=sys.stderr)
+        return 3
+    return 1 if failed_parity else 0
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    """`metrics list` (every key, set, direction, version) and `metrics setup-worker NAME`."""
+    import json
+
+    from metrics.registry import HEADLINE, SETS, MetricConfig, build, resolve_names
+
+    if args.action == "setup-worker":
+        from metrics.worker_client import SPECS, WorkerMetric, selfcheck, setup_worker
+
+        if args.name not in SPECS:
+            print(f"error: unknown worker metric {args.name!r} ({', '.join(SPECS)})",
+                  file=sys.stderr)
+            return 2
+        print(f"setting up the {args.name} worker environment ...", flush=True)
+        try:
+            folder = setup_worker(args.name, args.dir, args.python)
+        except (RuntimeError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"  {folder}")
+        check = selfcheck(args.name, folder)
+        if not check.get("ok"):
+            print(f"error: the {args.name} worker's self-check failed: {check.get('error')}",
+                  file=sys.stderr)
+            return 2
+        details = {k: v for k, v in check.items() if k != "ok"}
+        print("  self-check ok" + (f": {json.dumps(details)}" if details else ""))
+        if args.name == "selftest":
+            metric = WorkerMetric(SPECS["selftest"], folder)
+            try:
+                value = metric.compute(["lungs clear"], ["lungs are clear"])[0]["selftest"]
+            finally:
+                metric.close()
+            print(f"  round trip ok (selftest {value:.4f})")
+        return 0
+    try:
+        names = resolve_names([args.name] if args.name else list(SETS))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for metric in build(names, MetricConfig(download=False)):
+        sets = [s for s, members in SETS.items() if metric.name in members]
+        for key in metric.keys:
+            star = " (headline)" if any(key in HEADLINE[s] for s in sets) else ""
+            print(f"{key:<22} {metric.direction(key):<6} is better  {metric.version:<46} "
+                  f"{','.join(sets)}{star}")
     return 0
 
 
@@ -415,8 +525,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ValueError:
         print(f"error: --since {args.since!r} is not a date (YYYY-MM-DD)", file=sys.stderr)
         return 2
+    try:
+        names = [m.strip() for m in args.metrics.split(",") if m.strip()] \
+            if args.metrics else None
+        metrics = build(names, MetricConfig(download=not args.offline))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     db = open_database(Settings.from_args(args.db).db_url)
-    metrics = build(None, MetricConfig(download=not args.offline))
     files = export(db, args.format, args.out,
                    ExportFilters(args.model, args.reader, args.source, since,
                                  dataset_keys=args.dataset_keys), metrics,
@@ -512,22 +628,36 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
     p.set_defaults(func=cmd_draft)
 
-    p = sub.add_parser("score", help="score predictions against references (RRG24 metrics)")
+    p = sub.add_parser("score", help="score predictions against references (RRG24 and ReXrank "
+                                     "metric sets)")
     p.add_argument("--predictions", required=True, type=Path, metavar="P",
                    help="JSONL ({id, findings, impression}) or text, one section per line")
     p.add_argument("--references", required=True, type=Path, metavar="R",
                    help="same format as the predictions")
     p.add_argument("--section", default="findings", choices=("findings", "impression"))
     p.add_argument("--metrics", metavar="LIST",
-                   help="comma-separated metrics or keys (default: bleu4,rougeL,bertscore,"
-                        "radgraph,chexbert)")
+                   help="comma-separated sets (rrg24, rexrank), metrics or keys (default: "
+                        "rrg24 = bleu4,rougeL,bertscore,radgraph,chexbert)")
+    p.add_argument("--empty-references", choices=("score", "skip"), default="score",
+                   help="a reference without text: scored as empty, as the reference scorer "
+                        "does (default), or left out and listed")
+    p.add_argument("--expect", type=Path, metavar="FILE",
+                   help="JSON of expected per-pair values (e.g. from the reference code with the "
+                        "real weights): report the max difference per key")
+    p.add_argument("--expect-tolerance", type=float, default=1e-5, metavar="X",
+                   help="exit 1 when a key differs from --expect by more (default 1e-5)")
     p.add_argument("--out", type=Path, help="write the JSON result here")
     p.add_argument("--compare", type=Path, metavar="P2",
                    help="a second system's predictions: adds a paired randomization test")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
                    help="bootstrap resamples for the 95%% CIs (0: none)")
     p.add_argument("--bertscore-model", metavar="MODEL",
-                   help="another BERTScore model (reported as bertscore[MODEL])")
+                   help="another BERTScore model, hub id or local folder (reported as "
+                        "bertscore[MODEL], or bertscore_raw[MODEL] with --no-rescale)")
+    p.add_argument("--bertscore-baseline", metavar="TSV",
+                   help="rescaling baseline file for --bertscore-model (bert-score's format)")
+    p.add_argument("--no-rescale", action="store_true",
+                   help="raw BERTScore F1, no baseline rescaling (reported as bertscore_raw…)")
     p.add_argument("--cache", type=Path, metavar="FILE",
                    help="cache file when no --db is given (default ~/.cache/rrg-review/)")
     p.add_argument("--db", metavar="PATH_OR_URL", help="cache scores in this database")
@@ -539,9 +669,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fetch", metavar="PRESET",
                    help="download the preset's weights into the Hugging Face cache")
     p.add_argument("--fetch-metrics", action="store_true",
-                   help="download the metric models (distilbert, radgraph-xl, CheXbert)")
+                   help="download the metric models (distilbert, distilroberta, radgraph-xl, "
+                        "radgraph, CheXbert) and list each file, size and sha256")
     p.add_argument("--presets", metavar="FILE", help="extra model presets (JSON)")
     p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("metrics", help="list metric keys, or set up a metric worker environment")
+    p.add_argument("action", choices=("list", "setup-worker"))
+    p.add_argument("name", nargs="?", help="a set, metric or key (list); ratescore, green or "
+                                           "selftest (setup-worker)")
+    p.add_argument("--dir", type=Path, metavar="DIR",
+                   help="where the worker's virtualenv goes (default "
+                        "~/.cache/rrg-review/metric-workers/NAME or $RRG_REVIEW_METRIC_WORKERS)")
+    p.add_argument("--python", metavar="PY", help="the Python that creates the virtualenv")
+    p.set_defaults(func=cmd_metrics)
 
     p = sub.add_parser("export", help="evaluation report of the review session (HTML/CSV/JSON)")
     p.add_argument("--format", required=True, choices=("html", "csv", "json"))
@@ -551,6 +692,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", metavar="SOURCE", help="only studies of this dataset")
     p.add_argument("--since", metavar="YYYY-MM-DD", help="only reviews saved since this date")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N")
+    p.add_argument("--metrics", metavar="LIST",
+                   help="comma-separated sets (rrg24, rexrank), metrics or keys (default rrg24)")
     p.add_argument("--offline", action="store_true", help="never download metric weights")
     p.add_argument("--dataset-keys", action="store_true",
                    help="show the datasets' own study keys instead of opaque ids (may carry "

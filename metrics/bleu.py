@@ -72,3 +72,47 @@ class Bleu4(Metric):
             return {"bleu4": float("nan")}
         total = m[:, 1:].sum(axis=0)
         return {"bleu4": _bleu(total[0], total[1], total[2:6], total[6:10])}
+
+
+def bleu2_tokens(text: str) -> list[str]:
+    """CXR-Report-Metric `run_eval.py::prep_reports`: lowercase, "." -> " .", split on single
+    spaces, empty tokens dropped (other whitespace stays inside tokens, as there)."""
+    return [t for t in str(text).lower().replace(".", " .").split(" ") if t != ""]
+
+
+def bleu2_sentence(hyp: list[str], ref: list[str]) -> float:
+    """fast-bleu 0.0.90 `BLEU([ref], {"bigram": (0.5, 0.5)}).get_score([hyp])` (its nltk.cpp
+    `corpus_bleu` over one hypothesis, smoothing method 1): clipped n-gram precisions with
+    denominator max(1, hyp n-grams); 0 when no unigram matches; a zero bigram precision becomes
+    1 / (10 * denominator); brevity penalty exp(1 - r/h) when h <= r."""
+    if not hyp:
+        return 0.0
+    logs = 0.0
+    for n in (1, 2):
+        grams = Counter(tuple(hyp[i:i + n]) for i in range(len(hyp) - n + 1))
+        ref_grams = Counter(tuple(ref[i:i + n]) for i in range(len(ref) - n + 1))
+        matches = sum(min(c, ref_grams[g]) for g, c in grams.items())
+        total = max(1, sum(grams.values()))
+        if matches == 0:
+            if n == 1:
+                return 0.0
+            logs += 0.5 * math.log(1 / (total * 10))
+        else:
+            logs += 0.5 * math.log(matches / total)
+    h, r = len(hyp), len(ref)
+    bp = 1.0 if h > r else math.exp(1 - r / h)
+    return bp * math.exp(logs)
+
+
+class Bleu2(Metric):
+    """BLEU-2 as RadCliQ / ReXrank score it (`bleu2`): one smoothed sentence-level score per
+    report, corpus value the mean (not corpus BLEU)."""
+
+    name = "bleu2"
+    keys = ("bleu2",)
+    version = "fast-bleu-0.0.90-bigram-smooth1-1"
+    reference = "CXR-Report-Metric run_eval.py add_bleu_col (fast-bleu 0.0.90)"
+
+    def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        return [{"bleu2": bleu2_sentence(bleu2_tokens(h), bleu2_tokens(r))}
+                for h, r in zip(hyps, refs, strict=True)]

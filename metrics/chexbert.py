@@ -93,6 +93,7 @@ class CheXbertF1(Metric):
             "chexbert_all_macro_f1")
     version = "chexbert-rrg-pos+unc-1"
     model_id = f"{REPO}/{WEIGHTS}"
+    reference = "f1chexbert (RRG24 scoring: positive or uncertain = 1)"
 
     def __init__(self, weights: str | None = None, backbone: str = BACKBONE,
                  device: str | None = None, batch_size: int = 32, download: bool = True) -> None:
@@ -103,6 +104,25 @@ class CheXbertF1(Metric):
         self.download = download
         self._model = None
         self._tokenizer = None
+        self._cache_id: str | None = None
+
+    def cache_id(self) -> str:
+        """The weights file's content hash plus the backbone's config and vocabulary (its own
+        weights are replaced by the checkpoint's) and hub revision."""
+        if self._cache_id is None:
+            from metrics.fingerprint import FileHasher, cache_id, model_folder_files
+            from model.hub import resolve
+
+            weights = self._weights_path()
+            if weights is None:
+                from huggingface_hub import hf_hub_download
+
+                weights = Path(hf_hub_download(REPO, WEIGHTS))
+            backbone = resolve(self.backbone, download=self.download)
+            files = [weights, *model_folder_files(backbone.path, weights=False)]
+            self._cache_id = cache_id(f"{self.model_id}+{self.backbone}",
+                                      FileHasher().files(files, backbone.revision))
+        return self._cache_id
 
     def _weights_path(self) -> Path | None:
         if self.weights:
@@ -159,16 +179,16 @@ class CheXbertF1(Metric):
         ids = [tok.cls_token_id, *ids, tok.sep_token_id]
         return ids[:511] + [tok.sep_token_id] if len(ids) > 512 else ids
 
-    def label(self, texts: Sequence[str]) -> np.ndarray:
-        """Binary labels (positive or uncertain = 1), one row of 14 per text; batches sorted by
-        length, each distinct text labelled once."""
+    def _batches(self, texts: Sequence[str], head):
+        """Run `head(model, ids, mask)` over each distinct text once, in batches sorted by
+        length; returns the distinct texts' rows in the order of `texts`."""
         import torch
 
         model = self._load()
         unique = list(dict.fromkeys(texts))
         encoded = [self._encode(t) for t in unique]
         order = sorted(range(len(unique)), key=lambda i: len(encoded[i]))
-        labels = np.zeros((len(unique), len(CONDITIONS)), dtype=np.int8)
+        rows: list = [None] * len(unique)
         for start in range(0, len(order), self.batch_size):
             idx = order[start:start + self.batch_size]
             width = max(len(encoded[i]) for i in idx)
@@ -178,12 +198,28 @@ class CheXbertF1(Metric):
                 ids[row, :len(encoded[i])] = torch.tensor(encoded[i])
                 mask[row, :len(encoded[i])] = 1
             with torch.inference_mode():
-                heads = model(ids.to(self._device), mask.to(self._device))
-            classes = torch.stack([h.argmax(dim=1) for h in heads], dim=1).cpu().numpy()
-            positive = (classes == 1) | (classes == 3)  # No Finding's head has classes 0/1
-            labels[idx] = positive.astype(np.int8)
+                out = head(model, ids.to(self._device), mask.to(self._device))
+            for row, i in enumerate(idx):
+                rows[i] = out[row]
         where = {t: i for i, t in enumerate(unique)}
-        return labels[[where[t] for t in texts]]
+        return np.stack([rows[where[t]] for t in texts]) if texts else np.zeros((0, 0))
+
+    def label(self, texts: Sequence[str]) -> np.ndarray:
+        """Binary labels (positive or uncertain = 1), one row of 14 per text."""
+        def head(model, ids, mask):
+            heads = model(ids, mask)
+            classes = np.stack([h.argmax(dim=1).cpu().numpy() for h in heads], axis=1)
+            return ((classes == 1) | (classes == 3)).astype(np.int8)  # No Finding: 0/1 only
+
+        return self._batches(texts, head).reshape(len(texts), len(CONDITIONS))
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The encoder's last-layer [CLS] vector per text (CheXbert `encode.py`: `bert_encoder`
+        with logits=False returns `final_hidden[:, 0, :]`, no dropout), as float32."""
+        def head(model, ids, mask):
+            return model.bert(ids, attention_mask=mask)[0][:, 0, :].float().cpu().numpy()
+
+        return self._batches(texts, head)
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
         labels = self.label(list(hyps) + list(refs))
@@ -214,3 +250,30 @@ class CheXbertF1(Metric):
 
     def close(self) -> None:
         self._model = None
+
+
+class SembScore(CheXbertF1):
+    """SembScore (`semb_score`): cosine similarity of the CheXbert encoder's [CLS] vectors of
+    hypothesis and reference, as CXR-Report-Metric `run_eval.py::add_semb_col` (the vectors from
+    `CheXbert/src/encode.py`; same weights and tokenization as the labeler above)."""
+
+    name = "semb_score"
+    keys = ("semb_score",)
+    version = "chexbert-cls-cosine-1"
+    reference = "CXR-Report-Metric run_eval.py add_semb_col (CheXbert [CLS] cosine)"
+
+    def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        vectors = self.embed(list(hyps) + list(refs))
+        n = len(hyps)
+        return [{"semb_score": cosine(vectors[n + i], vectors[i])} for i in range(n)]
+
+    matrix = Metric.matrix
+    per_sample = Metric.per_sample
+    corpus = Metric.corpus
+
+
+def cosine(label: np.ndarray, pred: np.ndarray) -> float:
+    """The reference's `(label * pred).sum() / (norm(label) * norm(pred))`, in float32 as the
+    reference's numpy arrays of torch float32 vectors are."""
+    label, pred = label.astype(np.float32), pred.astype(np.float32)
+    return float((label * pred).sum() / (np.linalg.norm(label) * np.linalg.norm(pred)))

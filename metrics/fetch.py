@@ -1,28 +1,58 @@
-"""`rrg-review models --fetch-metrics`: put every metric model where the metrics look for it."""
+"""`rrg-review models --fetch-metrics`: put every metric model where the metrics look for it, and
+list each file with its size and sha256 (the same content hashes the score cache keys on)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+
+
+def _describe(label: str, files: list[Path], hasher) -> Iterator[str]:
+    yield f"{label}:"
+    for path in files:
+        yield f"  {path}  {path.stat().st_size:,} bytes  sha256 {hasher.file(path)}"
+
+
+RATESCORE_MODELS = ("Angelakeke/RaTE-NER-Deberta", "FremyCompany/BioLORD-2023-C")
+GREEN_MODEL = "StanfordAIMI/GREEN-RadLlama2-7b"
 
 
 def fetch_metric_models() -> Iterator[str]:
-    from metrics.bertscore import OFFICIAL_MODEL
+    from metrics.bertscore import OFFICIAL_MODEL, REXRANK_MODEL, shipped_baseline
     from metrics.chexbert import BACKBONE, REPO, WEIGHTS
+    from metrics.fingerprint import FileHasher, all_files, model_folder_files
     from metrics.radgraph import RadGraphF1
     from model.hub import ModelUnavailable, fetch
 
-    for model_id in (OFFICIAL_MODEL, BACKBONE):
+    hasher = FileHasher()
+    for model_id in (OFFICIAL_MODEL, REXRANK_MODEL):
         found = fetch(model_id)
-        yield f"{model_id}: {found.path}"
+        files = model_folder_files(found.path) + [shipped_baseline(model_id)]
+        yield from _describe(f"{model_id} (revision {found.revision})", files, hasher)
+    backbone = fetch(BACKBONE)
+    yield from _describe(f"{BACKBONE} (revision {backbone.revision}; config and vocabulary: "
+                         "CheXbert replaces its weights)",
+                         model_folder_files(backbone.path, weights=False), hasher)
     from huggingface_hub import hf_hub_download
 
     try:
-        yield f"{REPO}/{WEIGHTS}: {hf_hub_download(REPO, WEIGHTS)}"
+        weights = Path(hf_hub_download(REPO, WEIGHTS))
     except Exception as exc:
         raise ModelUnavailable(f"{REPO}/{WEIGHTS}", f"download failed ({exc})") from exc
-    metric = RadGraphF1()
-    try:
-        metric._load()  # the radgraph package downloads and unpacks its own archive
-    except Exception as exc:
-        raise ModelUnavailable("radgraph-xl", f"download failed ({exc})") from exc
-    yield f"radgraph-xl: {metric.model_dir}"
+    yield from _describe(f"{REPO}/{WEIGHTS} (CheXbert F1 and SembScore)", [weights], hasher)
+    for model_type in ("radgraph-xl", "radgraph"):
+        metric = RadGraphF1(model_type)
+        try:
+            metric._load()  # the radgraph package downloads and unpacks its own archive
+        except Exception as exc:
+            raise ModelUnavailable(model_type, f"download failed ({exc})") from exc
+        yield from _describe(f"{model_type} ({metric.model_dir})", all_files(metric.model_dir),
+                             hasher)
+    # RaTEScore's models load by hub id inside its worker, from the same Hugging Face cache
+    for model_id in RATESCORE_MODELS:
+        found = fetch(model_id)
+        yield from _describe(f"{model_id} (RaTEScore, revision {found.revision})",
+                             model_folder_files(found.path), hasher)
+    yield (f"green: {GREEN_MODEL} (about 14 GB) is fetched by its worker on a GPU machine; "
+           "ratescore and green run in their own environments (`rrg-review metrics "
+           "setup-worker ratescore`)")

@@ -1,8 +1,13 @@
 """Reading predictions and references for `rrg-review score`.
 
 JSONL files (`{"id", "findings", "impression"}` per line, optional "source") are matched by id;
-plain text files (one report section per line, RRG24 submission style) are matched by line.
+plain text files (one report section per line, RRG24 submission style) are matched by line, split
+as the reference scorer reads them: `open(...).readlines()` then `strip()` (lines end at \n, \r
+or \r\n only; \x0b, \x0c, \x1c-\x1e, \x85, \u2028, \u2029 stay inside a line).
 Mismatches are errors naming the file and the reason, never a silent truncation.
+
+A reference with no text in the section is scored as an empty reference by default, as the
+reference scorer does (`empty_references="score"`); `"skip"` leaves those pairs out and lists them.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ class Pairs:
     hyps: list[str]
     refs: list[str]
     sources: list[str] | None
-    skipped: list[str]  # ids whose reference has no text in the section (not scored)
+    skipped: list[str]  # ids whose reference has no text in the section, left out ("skip")
+    empty_references: list[str]  # ids whose reference has no text in the section, scored as ""
 
 
 def _is_jsonl(path: Path) -> bool:
@@ -54,8 +60,23 @@ def _read_jsonl(path: Path, section: str) -> dict[str, dict]:
     return records
 
 
+EMPTY_REFERENCES = ("score", "skip")
+
+
+def read_lines(path: Path) -> list[str]:
+    """The reference scorer's reading: readlines() (universal newlines), each line stripped."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return [line.strip() for line in fh.readlines()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PairsError(f"{path}: cannot read ({exc})") from exc
+
+
 def read_pairs(predictions: str | Path, references: str | Path,
-               section: str = "findings") -> Pairs:
+               section: str = "findings", empty_references: str = "score") -> Pairs:
+    if empty_references not in EMPTY_REFERENCES:
+        raise PairsError(f"empty_references must be one of {', '.join(EMPTY_REFERENCES)}")
+    skip = empty_references == "skip"
     pred, ref = Path(predictions), Path(references)
     for p in (pred, ref):
         if not p.is_file():
@@ -63,16 +84,15 @@ def read_pairs(predictions: str | Path, references: str | Path,
     if _is_jsonl(pred) != _is_jsonl(ref):
         raise PairsError(f"{pred} and {ref}: both must be JSONL or both plain text")
     if not _is_jsonl(pred):
-        hyps = pred.read_text(encoding="utf-8").splitlines()
-        refs = ref.read_text(encoding="utf-8").splitlines()
+        hyps, refs = read_lines(pred), read_lines(ref)
         if len(hyps) != len(refs):
             raise PairsError(f"{pred} has {len(hyps)} lines but {ref} has {len(refs)}: "
                              "plain-text files are matched line by line")
         ids = [str(i + 1) for i in range(len(refs))]
-        keep = [i for i, r in enumerate(refs) if r.strip()]
-        return Pairs([ids[i] for i in keep], [hyps[i].strip() for i in keep],
-                     [refs[i].strip() for i in keep], None,
-                     [ids[i] for i in range(len(refs)) if not refs[i].strip()])
+        empty = [ids[i] for i in range(len(refs)) if not refs[i]]
+        keep = [i for i in range(len(refs)) if refs[i] or not skip]
+        return Pairs([ids[i] for i in keep], [hyps[i] for i in keep], [refs[i] for i in keep],
+                     None, empty if skip else [], [] if skip else empty)
     hyp_rows, ref_rows = _read_jsonl(pred, section), _read_jsonl(ref, section)
     missing = [k for k in ref_rows if k not in hyp_rows]
     extra = [k for k in hyp_rows if k not in ref_rows]
@@ -85,14 +105,15 @@ def read_pairs(predictions: str | Path, references: str | Path,
             parts.append(f"{len(extra)} prediction ids have no reference (e.g. "
                          f"{', '.join(map(repr, extra[:3]))})")
         raise PairsError(f"{pred} vs {ref}: " + "; ".join(parts))
-    ids, hyps, refs, sources, skipped = [], [], [], [], []
+    ids, hyps, refs, sources, skipped, empty = [], [], [], [], [], []
     for key, row in ref_rows.items():
         text = (row.get(section) or "").strip()
         if not text:
-            skipped.append(key)
-            continue
+            (skipped if skip else empty).append(key)
+            if skip:
+                continue
         ids.append(key)
         refs.append(text)
         hyps.append((hyp_rows[key].get(section) or "").strip())
         sources.append(str(row.get("source") or hyp_rows[key].get("source") or ""))
-    return Pairs(ids, hyps, refs, sources if any(sources) else None, skipped)
+    return Pairs(ids, hyps, refs, sources if any(sources) else None, skipped, empty)

@@ -30,6 +30,7 @@ class RadGraphF1(Metric):
     name = "radgraph"
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
     keys = ("radgraph_simple", "radgraph_partial", "radgraph_complete")
+    reference = "radgraph 0.1.18 F1RadGraph(reward_level='all', model_type='radgraph-xl')"
 
     def __init__(self, model_type: str = "radgraph-xl", model_cache_dir: str | None = None,
                  device: str | None = None, download: bool = True) -> None:
@@ -42,6 +43,21 @@ class RadGraphF1(Metric):
         self.download = download
         self.version = f"radgraph-{version('radgraph')}-{model_type}-all"
         self._model = None
+        self._cache_id: str | None = None
+
+    def cache_id(self) -> str:
+        """A content hash of every file of the unpacked model folder (the package downloads
+        by name into a cache folder, so the folder, not the name, says which weights ran)."""
+        if self._cache_id is None:
+            from metrics.fingerprint import FileHasher, all_files, cache_id
+
+            if not (self.model_dir.is_dir() and any(self.model_dir.iterdir())):
+                self._load()  # the package downloads and unpacks its archive
+            files = all_files(self.model_dir)
+            if not files:
+                raise MetricUnavailable(f"{self.model_type}: no files in {self.model_dir}")
+            self._cache_id = cache_id(self.model_type, FileHasher().files(files))
+        return self._cache_id
 
     @property
     def model_dir(self) -> Path:
@@ -103,3 +119,55 @@ class RadGraphF1(Metric):
 
     def close(self) -> None:
         self._model = None
+
+
+def entity_relation_sets(annotation: dict) -> tuple[set, set]:
+    """Entities as {(tokens, label)} and relations as {((tokens, label) of the source,
+    (tokens, label) of the target, relation type)}, as CXR-Report-Metric's
+    `radgraph_evaluate_model.py::parse_entity_relation` builds them."""
+    entities = annotation.get("entities", {})
+    ents = {(e["tokens"], e["label"]) for e in entities.values()}
+    rels = set()
+    for e in entities.values():
+        for relation in e["relations"]:
+            target = entities[relation[1]]
+            rels.add(((e["tokens"], e["label"]), (target["tokens"], target["label"]),
+                      relation[0]))
+    return ents, rels
+
+
+def set_f1(test: set, retrieved: set) -> float:
+    """F1 of two sets as the reference's `compute_f1(test, retrieved)` (0 when either side has
+    nothing to match)."""
+    tp = len(test & retrieved)
+    precision = tp / len(retrieved) if retrieved else 0.0
+    recall = tp / len(test) if test else 0.0
+    return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+
+
+class RadGraphCombined(RadGraphF1):
+    """RadGraph combined (`radgraph_combined`, a RadCliQ-v1 input): per report the mean of the
+    entity F1 and the relation F1 between reference and hypothesis annotations
+    (CXR-Report-Metric `run_eval.py::add_radgraph_col` over `evaluate_radgraph`'s two scores),
+    annotated by the original `radgraph` model (not radgraph-xl) of the radgraph package."""
+
+    name = "radgraph_combined"
+    keys = ("radgraph_combined",)
+    reference = ("CXR-Report-Metric radgraph_evaluate_model.py compute_f1 / "
+                 "parse_entity_relation; radgraph package 'radgraph' model annotates")
+
+    def __init__(self, model_cache_dir: str | None = None, device: str | None = None,
+                 download: bool = True, model_type: str = "radgraph") -> None:
+        super().__init__(model_type, model_cache_dir, device, download)
+        self.version = f"radgraph-{version('radgraph')}-{model_type}-combined-1"
+
+    def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        notes = self.annotate(list(hyps) + list(refs))
+        n = len(hyps)
+        return [{"radgraph_combined": combined_f1(notes[n + i], notes[i])} for i in range(n)]
+
+
+def combined_f1(reference: dict, hypothesis: dict) -> float:
+    ref_ents, ref_rels = entity_relation_sets(reference)
+    hyp_ents, hyp_rels = entity_relation_sets(hypothesis)
+    return (set_f1(ref_ents, hyp_ents) + set_f1(ref_rels, hyp_rels)) / 2

@@ -54,34 +54,104 @@ def _chexbert(cfg: MetricConfig) -> Metric:
                       download=cfg.download)
 
 
+def _bleu2(cfg: MetricConfig) -> Metric:
+    from metrics.bleu import Bleu2
+
+    return Bleu2()
+
+
+def _bertscore_rexrank(cfg: MetricConfig) -> Metric:
+    from metrics.bertscore import rexrank_bertscore
+
+    return rexrank_bertscore(cfg.device, cfg.download)
+
+
+def _semb(cfg: MetricConfig) -> Metric:
+    from metrics.chexbert import BACKBONE, SembScore
+
+    return SembScore(cfg.chexbert_weights, cfg.chexbert_backbone or BACKBONE, cfg.device,
+                     download=cfg.download)
+
+
+def _radgraph_combined(cfg: MetricConfig) -> Metric:
+    from metrics.radgraph import RadGraphCombined
+
+    return RadGraphCombined(cfg.radgraph_cache_dir, cfg.device, cfg.download)
+
+
 FACTORIES: dict[str, Callable[[MetricConfig], Metric]] = {
     "bleu4": _bleu, "rougeL": _rouge, "bertscore": _bertscore, "radgraph": _radgraph,
-    "chexbert": _chexbert,
+    "chexbert": _chexbert, "bleu2": _bleu2, "bertscore_rexrank": _bertscore_rexrank,
+    "semb_score": _semb, "radgraph_combined": _radgraph_combined,
 }
+# composites: built from the metrics above (shared instances, so each model loads once)
+COMPOSITES = {"radcliq_v1": ("radgraph_combined", "bertscore_rexrank", "semb_score", "bleu2")}
+WORKER_METRICS = ("ratescore", "green")  # run in their own virtualenv (metrics/worker_client.py)
 # the keys each metric reports, so a user may ask for `radgraph_partial` and get its metric
 KEY_TO_METRIC = {
     "bleu4": "bleu4", "rougeL": "rougeL", "bertscore": "bertscore",
     "radgraph_simple": "radgraph", "radgraph_partial": "radgraph", "radgraph_complete": "radgraph",
     "chexbert_5_micro_f1": "chexbert", "chexbert_all_micro_f1": "chexbert",
     "chexbert_5_macro_f1": "chexbert", "chexbert_all_macro_f1": "chexbert",
+    "bleu2": "bleu2", "bertscore_rexrank": "bertscore_rexrank", "semb_score": "semb_score",
+    "radgraph_combined": "radgraph_combined", "radcliq_v1": "radcliq_v1",
+    "inv_radcliq_v1": "radcliq_v1", "ratescore": "ratescore", "green": "green",
 }
-DEFAULT = ("bleu4", "rougeL", "bertscore", "radgraph", "chexbert")
+RRG24 = ("bleu4", "rougeL", "bertscore", "radgraph", "chexbert")
+REXRANK = ("radcliq_v1", "bleu2", "bertscore_rexrank", "semb_score", "radgraph_combined",
+           "ratescore", "green")
+SETS = {"rrg24": RRG24, "rexrank": REXRANK}
+# the number each set ranks by (the HTML report marks it); RRG24 reports each metric on its own
+HEADLINE = {"rrg24": ("bleu4", "rougeL", "bertscore", "radgraph_partial", "chexbert_5_micro_f1"),
+            "rexrank": ("inv_radcliq_v1",)}
+DEFAULT = RRG24
+LOWER_IS_BETTER = ("radcliq_v1",)  # every other key: higher is better
+
+
+def key_label(key: str) -> str:
+    """A key as a report table shows it: direction, and whether it heads a set."""
+    arrow = "lower is better" if key in LOWER_IS_BETTER else "higher is better"
+    heads = [name for name, keys in HEADLINE.items() if key in keys]
+    return f"{key} ({arrow}" + "".join(f"; {h} headline" for h in heads) + ")"
 
 
 def resolve_names(names: Sequence[str] | None) -> list[str]:
-    """Metric names from names or keys (e.g. 'bleu4,radgraph_partial'), in a stable order."""
+    """Metric names from set names, metric names or keys (e.g. 'rexrank' or
+    'bleu4,radgraph_partial'), in a stable order."""
     if not names:
         return list(DEFAULT)
-    out = []
+    out: list[str] = []
     for raw in names:
-        name = KEY_TO_METRIC.get(raw, raw if raw in FACTORIES else None)
-        if name is None:
-            raise ValueError(f"unknown metric {raw!r}; known: {', '.join(KEY_TO_METRIC)}")
-        if name not in out:
-            out.append(name)
+        expanded = SETS.get(raw, (raw,))
+        for item in expanded:
+            name = KEY_TO_METRIC.get(item, item if item in FACTORIES else None)
+            if name is None:
+                raise ValueError(f"unknown metric {item!r}; known: "
+                                 f"{', '.join([*SETS, *KEY_TO_METRIC])}")
+            if name not in out:
+                out.append(name)
     return out
 
 
 def build(names: Sequence[str] | None = None, config: MetricConfig | None = None) -> list[Metric]:
+    """Metrics by name; a composite's components are built once and shared with it (and are
+    scored only for it unless asked for)."""
     cfg = config or MetricConfig()
-    return [FACTORIES[n](cfg) for n in resolve_names(names)]
+    wanted = resolve_names(names)
+    made: dict[str, Metric] = {}
+
+    def make(name: str) -> Metric:
+        if name not in made:
+            if name in COMPOSITES:
+                from metrics.radcliq import RadCliQ
+
+                made[name] = RadCliQ([make(part) for part in COMPOSITES[name]])
+            elif name in WORKER_METRICS:
+                from metrics.worker_client import worker_metric
+
+                made[name] = worker_metric(name, cfg)
+            else:
+                made[name] = FACTORIES[name](cfg)
+        return made[name]
+
+    return [make(n) for n in wanted]

@@ -33,20 +33,27 @@ class ScoreReport:
     groups: dict[str, dict[str, float]] = field(default_factory=dict)  # group -> key -> value
     group_sizes: dict[str, int] = field(default_factory=dict)
     rows: dict[str, MetricRows] = field(default_factory=dict)  # metric name -> rows
+    # key -> {"metric", "version", "direction", "reference"}: every output names them
+    meta: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def metric_rows(metric: Metric, hyps: Sequence[str], refs: Sequence[str],
                 cache: ScoreCache | None = None,
                 progress: Progress | None = None) -> np.ndarray:
     """The metric's matrix for all pairs: one lookup when these exact lists were scored before,
-    else computing only the pairs missing from the cache."""
+    else computing only the pairs missing from the cache. A composite metric (one with
+    `components`) is the stack of its components' per-sample columns, each cached on its own."""
+    components = getattr(metric, "components", None)
+    if components:
+        return _composite_rows(metric, components, hyps, refs, cache, progress)
     digest = corpus_digest(hyps, refs)
+    model_id = metric.cache_id() if cache is not None else metric.model_id
     if cache is not None:
-        known = cache.get_matrix(metric.name, metric.version, metric.model_id, digest)
+        known = cache.get_matrix(metric.name, metric.version, model_id, digest)
         if known is not None and len(known) == len(hyps):
             return known
     keys = [(text_hash(h), text_hash(r)) for h, r in zip(hyps, refs, strict=True)]
-    found = cache.get_many(metric.name, metric.version, metric.model_id, keys) if cache else {}
+    found = cache.get_many(metric.name, metric.version, model_id, keys) if cache else {}
     missing = list(dict.fromkeys(k for k in keys if k not in found))
     if missing:
         texts = {}
@@ -59,13 +66,30 @@ def metric_rows(metric: Metric, hyps: Sequence[str], refs: Sequence[str],
             fresh = dict(zip(part, payloads, strict=True))
             found.update(fresh)
             if cache is not None:
-                cache.put_many(metric.name, metric.version, metric.model_id, fresh)
+                cache.put_many(metric.name, metric.version, model_id, fresh)
             if progress:
                 progress(min(start + chunk, len(missing)), len(missing))
     m = metric.matrix([found[k] for k in keys])
     if cache is not None:
-        cache.put_matrix(metric.name, metric.version, metric.model_id, digest, m)
+        cache.put_matrix(metric.name, metric.version, model_id, digest, m)
     return m
+
+
+def _composite_rows(metric: Metric, components: Sequence[Metric], hyps: Sequence[str],
+                    refs: Sequence[str], cache: ScoreCache | None,
+                    progress: Progress | None) -> np.ndarray:
+    columns = []
+    for part in components:
+        ok, why = (False, part.failed) if part.failed else part.available()
+        if not ok:
+            raise MetricUnavailable(f"needs {part.keys[0]}, which is unavailable: {why}")
+        try:
+            m = metric_rows(part, hyps, refs, cache, progress)
+        except MetricUnavailable as exc:
+            part.failed = str(exc)
+            raise MetricUnavailable(f"needs {part.keys[0]}, which is unavailable: {exc}") from exc
+        columns.append(part.per_sample(m)[part.keys[0]])
+    return np.column_stack(columns) if columns else np.zeros((len(hyps), 0))
 
 
 def corpus_digest(hyps: Sequence[str], refs: Sequence[str]) -> str:
@@ -89,6 +113,7 @@ def score(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[Metric],
     unavailable: dict[str, str] = {}
     by_group: dict[str, dict[str, float]] = {}
     rows: dict[str, MetricRows] = {}
+    meta = {key: describe(metric, key) for metric in metrics for key in metric.keys}
     for metric in metrics:
         ok, why = (False, metric.failed) if metric.failed else metric.available()
         try:
@@ -112,4 +137,11 @@ def score(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[Metric],
             for g in sorted(set(groups)):
                 by_group.setdefault(g, {}).update(metric.corpus(m[labels == g]))
     sizes = {g: int(sum(1 for x in groups if x == g)) for g in by_group} if groups else {}
-    return ScoreReport(len(hyps), values, per_sample, ci, unavailable, by_group, sizes, rows)
+    return ScoreReport(len(hyps), values, per_sample, ci, unavailable, by_group, sizes, rows,
+                       meta)
+
+
+def describe(metric: Metric, key: str) -> dict[str, str]:
+    """What a reader of a number needs: which metric and version, and which way is better."""
+    return {"metric": metric.name, "version": metric.version,
+            "direction": f"{metric.direction(key)} is better", "reference": metric.reference}

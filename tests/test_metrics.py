@@ -97,8 +97,8 @@ def test_bertscore_wrapper_equals_a_direct_bert_score_call(monkeypatch):
     hyps, refs = [h for h, _ in pairs], [r for _, r in pairs]
     metric = build(["bertscore"], MetricConfig(bertscore_model=minilm(), bertscore_layers=4,
                                                bertscore_rescale=False))[0]
-    key = f"bertscore[{minilm()}]"
-    assert metric.keys == (key,)  # never passed off as the official distilbert number
+    key = f"bertscore_raw[{minilm()}]"
+    assert metric.keys == (key,)  # never passed off as the official (rescaled) number
     report = score(hyps, refs, [metric], n_resamples=0)
     _, _, f1 = bert_score(hyps, refs, model_type=minilm(), num_layers=4, idf=False, lang="en")
     np.testing.assert_allclose(report.per_sample[key], f1.numpy(), atol=1e-6)
@@ -209,9 +209,12 @@ def test_pairs_match_by_id_or_line_and_refuse_mismatches(tmp_path):
     preds = write_jsonl(tmp_path / "p.jsonl", [
         {"id": "c", "findings": "small effusion"}, {"id": "a", "findings": "clear"},
         {"id": "b", "findings": "x"}])
-    pairs = read_pairs(preds, refs, "findings")
+    pairs = read_pairs(preds, refs, "findings", empty_references="skip")
     assert (pairs.ids, pairs.hyps, pairs.skipped) == (["a", "c"], ["clear", "small effusion"],
                                                       ["b"])
+    scored = read_pairs(preds, refs, "findings")  # default: as the reference scorer, scored
+    assert (scored.ids, scored.refs, scored.skipped, scored.empty_references) == (
+        ["a", "b", "c"], ["lungs clear", "", "effusion"], [], ["b"])
     short = write_jsonl(tmp_path / "short.jsonl", [{"id": "a", "findings": "x"}])
     with pytest.raises(PairsError, match=r"short.jsonl vs .*r.jsonl: 2 reference ids have no "
                                          r"prediction \(e.g. 'b', 'c'\)"):

@@ -11,6 +11,7 @@ from typing import Any
 
 from app.services.export import Evaluation, ReviewRow
 from db.models import REXVAL_CATEGORIES
+from metrics.registry import key_label
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -132,7 +133,7 @@ def render(ev: Evaluation) -> str:
 
     parts.append('<h2 id="automatic">Automatic metrics</h2>')
     parts.append(_table(["model", "section", "source", "metric", "value", "95% CI", "n"],
-                        [[a["model"], a["section"], a["source"], a["key"], a["value"],
+                        [[a["model"], a["section"], a["source"], key_label(a["key"]), a["value"],
                           "—" if a["ci"][0] is None else
                           f"{_num(a['ci'][0])} – {_num(a['ci'][1])}", a["n"]]
                          for a in ev.automatic]))
