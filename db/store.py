@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from db.models import Image, Meta, Patient, ReferenceReport, Study
+from db.sorting import natural_key
 from studies.pixels import ImageInfo
 from studies.records import StudyRecord, view_group
 
@@ -51,6 +52,8 @@ def add_study(session: Session, record: StudyRecord, images: Sequence[StoredImag
         patient=patient,
         source=record.source,
         study_key=record.study_key,
+        sort_key=natural_key(record.study_key),
+        image_count=len(images),
         study_date=record.study_date,
         split=record.split,
         indication=record.indication,
