@@ -47,7 +47,10 @@ class Meta(Base):
 
 class Patient(Base):
     __tablename__ = "patient"
-    __table_args__ = (UniqueConstraint("source", "key", name="uq_patient_source_key"),)
+    __table_args__ = (
+        UniqueConstraint("source", "key", name="uq_patient_source_key"),
+        Index("ix_patient_key", "key"),  # worklist search by patient key (prefix)
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     source: Mapped[str] = mapped_column(String(64))
@@ -61,6 +64,7 @@ class Study(Base):
         UniqueConstraint("source", "study_key", name="uq_study_source_key"),
         Index("ix_study_patient_date", "patient_id", "study_date"),
         Index("ix_study_source_sort", "source", "sort_key", "id"),
+        Index("ix_study_key", "study_key"),  # worklist search by study key (prefix)
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

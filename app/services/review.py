@@ -20,6 +20,7 @@ from datetime import datetime
 
 from sqlalchemy import func, select
 
+from app.services.worklist import WorklistService
 from db.engine import Database
 from db.models import (
     REXVAL_CATEGORIES,
@@ -164,6 +165,7 @@ def _validate_errors(errors: dict[str, dict[str, int]]) -> dict[str, dict[str, i
 class ReviewService:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.worklists = WorklistService(db)
 
     # -- readers --------------------------------------------------------------------------
     def add_reader(self, name: str, password: str | None) -> int:
@@ -209,23 +211,17 @@ class ReviewService:
             return reader.id
 
     # -- worklists ------------------------------------------------------------------------
-    def assign(self, reader_id: int, study_ids: Sequence[int] | None = None) -> int:
-        """Put studies (default: every study) on a reader's worklist; returns how many were new."""
-        with self.db.write() as s:
-            if study_ids is None:
-                study_ids = list(s.scalars(select(Study.id).order_by(
-                    Study.source, Study.study_date, Study.id)))
-            have = set(s.scalars(select(WorklistItem.study_id).where(
-                WorklistItem.reader_id == reader_id)))
-            start = int(s.scalar(select(func.coalesce(func.max(WorklistItem.position), -1))
-                                 .where(WorklistItem.reader_id == reader_id))) + 1
-            new = [sid for sid in study_ids if sid not in have]
-            s.add_all(WorklistItem(reader_id=reader_id, study_id=sid, position=start + i)
-                      for i, sid in enumerate(new))
-            return len(new)
+    def assign(self, reader_id: int, study_ids: Sequence[int] | None = None, *,
+               include_report_only: bool = False) -> int:
+        """Put studies (default: every study with images) on a reader's worklist; returns how
+        many were new. See app/services/worklist.py."""
+        return self.worklists.assign(reader_id, study_ids,
+                                     include_report_only=include_report_only)
 
     def worklist(self, reader_id: int, status: str | None = None,
                  source: str | None = None) -> list[WorkItem]:
+        """The whole worklist (small lists, tests and exports only: handlers page with
+        WorklistService.page, which never loads the whole list)."""
         stmt = (select(WorklistItem, Study.source, Study.study_key)
                 .join(Study, Study.id == WorklistItem.study_id)
                 .where(WorklistItem.reader_id == reader_id).order_by(WorklistItem.position))
@@ -240,23 +236,11 @@ class ReviewService:
     def next_unfinished(self, reader_id: int, after: int | None = None,
                         step: int = 1) -> int | None:
         """The next (step=1) or previous (step=-1) study not done, around `after`."""
-        items = self.worklist(reader_id)
-        ids = [i.study_id for i in items]
-        open_ids = [i.study_id for i in items if i.status != "done"]
-        if after not in ids:
-            return open_ids[0] if open_ids else None
-        here = ids.index(after)
-        order = ids[here + 1:] if step > 0 else list(reversed(ids[:here]))
-        done = {i.study_id for i in items if i.status == "done"}
-        return next((sid for sid in order if sid not in done), None)
+        return self.worklists.next_unfinished(reader_id, after, step)
 
     def resume(self, reader_id: int) -> int | None:
         """The study to reopen after a reload: the last one worked on, else the first open."""
-        with self.db.read() as s:
-            last = s.scalar(select(WorklistItem.study_id).where(
-                WorklistItem.reader_id == reader_id, WorklistItem.status == "in_review")
-                .order_by(WorklistItem.updated_at.desc(), WorklistItem.id.desc()).limit(1))
-        return last if last is not None else self.next_unfinished(reader_id)
+        return self.worklists.resume(reader_id)
 
     def _item(self, s, reader_id: int, study_id: int) -> WorklistItem:
         item = s.scalar(select(WorklistItem).where(WorklistItem.reader_id == reader_id,

@@ -6,7 +6,8 @@ Create Date: 2026-11-23
 
 Paging, filtering and counting a 160,000-study worklist must be single indexed queries. The
 natural sort key (CXR2 before CXR10) and the number of images (0 for report-only references) are
-stored on the study and back-filled here for existing rows.
+stored on the study and back-filled here for existing rows; study and patient keys are indexed
+for prefix search.
 """
 import re
 
@@ -35,6 +36,9 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('image_count', sa.Integer(), server_default='0',
                                       nullable=False))
         batch_op.create_index('ix_study_source_sort', ['source', 'sort_key', 'id'], unique=False)
+        batch_op.create_index('ix_study_key', ['study_key'], unique=False)
+    with op.batch_alter_table('patient', schema=None) as batch_op:
+        batch_op.create_index('ix_patient_key', ['key'], unique=False)
     conn = op.get_bind()
     rows = conn.execute(sa.text("SELECT id, study_key FROM study")).fetchall()
     if rows:
@@ -53,7 +57,10 @@ def downgrade() -> None:
     with op.batch_alter_table('worklist_item', schema=None) as batch_op:
         batch_op.drop_index('ix_worklist_reader_status')
         batch_op.drop_index('ix_worklist_reader_position')
+    with op.batch_alter_table('patient', schema=None) as batch_op:
+        batch_op.drop_index('ix_patient_key')
     with op.batch_alter_table('study', schema=None) as batch_op:
+        batch_op.drop_index('ix_study_key')
         batch_op.drop_index('ix_study_source_sort')
         batch_op.drop_column('image_count')
         batch_op.drop_column('sort_key')
