@@ -22,6 +22,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-predraft", action="store_true",
                         help="do not draft upcoming studies in the background")
     parser.add_argument("--no-demo", action="store_true", help="do not add the demo studies")
+    parser.add_argument("--include-report-only", action="store_true",
+                        help="also put studies without images (imported as references for "
+                             "scoring) on reading worklists")
     parser.add_argument("--login", action="store_true",
                         help="require reader login (always on beyond 127.0.0.1; add readers "
                              "with `rrg-review readers add NAME`)")
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = Settings.from_args(args.db, args.data_dir)
     db = prepare(settings, demo=not args.no_demo)
-    review = ReviewService(db)
+    review = ReviewService(db, include_report_only=args.include_report_only)
     if login and not review.has_logins():
         where = "beyond this machine" if not is_loopback(args.host) else "with --login"
         print(f"error: refusing to serve {where} ({args.host}) without reader accounts: add one "

@@ -163,9 +163,11 @@ def _validate_errors(errors: dict[str, dict[str, int]]) -> dict[str, dict[str, i
 
 
 class ReviewService:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, include_report_only: bool = False) -> None:
         self.db = db
         self.worklists = WorklistService(db)
+        # launch.py --include-report-only: new readers also get studies without images
+        self.include_report_only = include_report_only
 
     # -- readers --------------------------------------------------------------------------
     def add_reader(self, name: str, password: str | None) -> int:
@@ -212,9 +214,11 @@ class ReviewService:
 
     # -- worklists ------------------------------------------------------------------------
     def assign(self, reader_id: int, study_ids: Sequence[int] | None = None, *,
-               include_report_only: bool = False) -> int:
+               include_report_only: bool | None = None) -> int:
         """Put studies (default: every study with images) on a reader's worklist; returns how
-        many were new. See app/services/worklist.py."""
+        many were new. Report-only studies only when asked (here or at construction)."""
+        if include_report_only is None:
+            include_report_only = self.include_report_only
         return self.worklists.assign(reader_id, study_ids,
                                      include_report_only=include_report_only)
 
