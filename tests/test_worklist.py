@@ -220,3 +220,39 @@ def test_the_migration_backfills_sort_keys_and_image_counts(tmp_path, image):
                                  "ORDER BY sort_key")).all()
     assert rows == [("CXR9", natural_key("CXR9"), 1), ("CXR10", natural_key("CXR10"), 0)]
     old.dispose()
+
+
+def test_readers_add_leaves_report_only_studies_off_unless_asked(db, settings, image):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    add_studies(db, 6, image=image, report_only_every=3)
+    root = Path(__file__).resolve().parents[1]
+
+    def add(name: str, *flags: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "readers", "add", name, "--password-stdin",
+             "--db", settings.db_url, *flags], input="long enough password\n", cwd=root,
+            capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "(4 studies on the worklist)" in add("dr.a")
+    assert "(6 studies on the worklist)" in add("dr.b", "--include-report-only")
+    service = WorklistService(db)
+    ids = ReviewService(db)
+    assert service.page(ids.reader_id("dr.a")).total == 4
+    assert service.page(ids.reader_id("dr.b"), WorklistFilter(has_images=False)).total == 2
+
+
+def test_launch_takes_include_report_only(db, image):
+    from launch import parse_args
+
+    assert parse_args([]).include_report_only is False
+    assert parse_args(["--include-report-only"]).include_report_only is True
+    add_studies(db, 4, image=image, report_only_every=2)
+    review = ReviewService(db, include_report_only=True)
+    assert review.assign(review.local_reader()) == 4
+    plain = ReviewService(db)
+    assert plain.assign(plain.add_reader("x", None)) == 2
