@@ -39,8 +39,12 @@ def panel_app(db):
         pytest.skip(f"{CHROMIUM} not installed (make test installs Debian's chromium)")
     image = SyntheticImage(rg1(), 1955, 1841)
     ids = add_studies(db, 30, image=image)
-    alice = ReviewService(db).add_reader("alice", None)
-    WorklistService(db).assign(alice)
+    alice = ReviewService(db).add_reader("alice", None)  # a new reader: no worklist yet
+    worklists = WorklistService(db)
+
+    def prepare(reader: int) -> None:  # what the workstation hands in: assign a new reader
+        if not worklists.has_worklist(reader):
+            worklists.assign(reader)
     with gr.Blocks() as ui:
         state = gr.State(Tab())
         with gr.Row():
@@ -52,7 +56,8 @@ def panel_app(db):
             session.study = study_id
             return [session, f"opened {study_id}"]
 
-        panel.connect(ui, state, lambda request: alice, open_study, [state, header])
+        panel.connect(ui, state, lambda request: alice, open_study, [state, header],
+                      prepare_reader=prepare)
     port = _free_port()
     ui.launch(server_port=port, prevent_thread_lock=True)
     yield f"http://127.0.0.1:{port}/", ids

@@ -8,7 +8,7 @@ function:
     with gr.Column():
         panel = build_worklist_panel(WorklistService(db))
     ...  # the rest of the layout, then:
-    panel.connect(ui, state, reader_of, open_study, open_outputs)
+    panel.connect(ui, state, reader_of, open_study, open_outputs, prepare_reader=...)
 
 `open_study(session, study_id, request)` returns the workstation's outputs for opening a study
 (a list in the order of `open_outputs`, or a {component: value} dict). After save/rate/accept,
@@ -176,8 +176,12 @@ class WorklistPanel:
                 open_study: Callable[..., Any],
                 open_outputs: Sequence[gr.components.Component],
                 current_of: Callable[[Any], int | None] = lambda s: getattr(s, "study", None),
-                ) -> None:
-        """Wire the panel: load, filters, search, paging, row click and Previous/Next."""
+                prepare_reader: Callable[[int], Any] | None = None) -> None:
+        """Wire the panel: load, filters, search, paging, row click and Previous/Next.
+
+        `prepare_reader(reader)` runs on page load before the first page is read (e.g. give a
+        new reader a worklist); it must be idempotent, as the workstation's own load may run it
+        at the same time."""
         logic, outputs = self.logic, list(open_outputs)
         view_outputs = self.view_outputs
         filters = self.filters
@@ -190,6 +194,8 @@ class WorklistPanel:
                                       images, page))
 
         def on_load(search, status, source, split, images, page, request: gr.Request):
+            if prepare_reader is not None:
+                prepare_reader(reader_of(request))
             choices = ["all", *logic.worklists.sources()]
             splits = ["all", *logic.worklists.splits()]
             return [gr.update(choices=choices), gr.update(choices=splits),
