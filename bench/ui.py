@@ -25,6 +25,7 @@ Run: `.venv/bin/python bench/ui.py [--sizes 1000,160000] [--rounds 300] [--http 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import subprocess
@@ -56,57 +57,64 @@ def timed(xs: list[float], fn, *args, **kwargs):
     return out
 
 
-def bench_size(folder: Path, n: int, rounds: int, seed: int = 0) -> dict[str, list[float]]:
-    from pydicom.data import get_testdata_file
+class SizeBench:
+    """One database of `n` studies and the handlers on it; `round()` times one of each."""
 
-    from app.services.drafting import DraftingService
-    from app.services.review import ReviewService
-    from app.services.viewer import DecodedCache, StudyViewer
-    from app.services.worklist import WorklistService
-    from app.settings import Settings
-    from app.ui.desk import Desk, Session
-    from app.ui.worklist_panel import WorklistPanelLogic
-    from bench.synthetic import SyntheticImage, add_studies
-    from db.engine import open_database
+    def __init__(self, folder: Path, n: int, seed: int = 0) -> None:
+        from pydicom.data import get_testdata_file
 
-    settings = Settings.from_args(str(folder / f"bench-{n}.sqlite"))
-    db = open_database(settings.db_url)
-    t0 = time.perf_counter()
-    add_studies(db, n, image=SyntheticImage(get_testdata_file("RG1_UNCI.dcm"), 1955, 1841),
-                studies_per_patient=2)
-    built = time.perf_counter() - t0
-    review = ReviewService(db)
-    reader = review.local_reader()
-    t0 = time.perf_counter()
-    review.assign(reader)
-    assigned = time.perf_counter() - t0
-    print(f"{n:,} studies: built in {built:.1f} s (bulk INSERT), assigned to a reader in "
-          f"{assigned:.2f} s (INSERT ... SELECT)")
+        from app.services.drafting import DraftingService
+        from app.services.review import ReviewService
+        from app.services.viewer import DecodedCache, StudyViewer
+        from app.services.worklist import WorklistService
+        from app.settings import Settings
+        from app.ui.desk import Desk, Session
+        from app.ui.worklist_panel import WorklistPanelLogic
+        from bench.synthetic import SyntheticImage, add_studies
+        from db.engine import open_database
 
-    viewer = StudyViewer(db, settings.blobs, DecodedCache(max_bytes=256 << 20),
-                         preview_dir=settings.data_dir / "previews")
-    desk = Desk(viewer, review, DraftingService(db, settings, decoded=viewer.decoded))
-    panel = WorklistPanelLogic(WorklistService(db))
-    session = Session()
-    rng = random.Random(seed)
-    times: dict[str, list[float]] = {k: [] for k in (
-        "open next study", "save", "rate", "worklist page", "search", "next unfinished")}
-    pages = max(1, n // panel.page_size)
-    current = None
-    for i in range(rounds):
+        self.n = n
+        settings = Settings.from_args(str(folder / f"bench-{n}.sqlite"))
+        self.db = open_database(settings.db_url)
+        t0 = time.perf_counter()
+        add_studies(self.db, n, studies_per_patient=2,
+                    image=SyntheticImage(get_testdata_file("RG1_UNCI.dcm"), 1955, 1841))
+        built = time.perf_counter() - t0
+        review = ReviewService(self.db)
+        self.reader = review.local_reader()
+        t0 = time.perf_counter()
+        review.assign(self.reader)
+        assigned = time.perf_counter() - t0
+        print(f"{n:,} studies: built in {built:.1f} s (bulk INSERT), assigned to a reader in "
+              f"{assigned:.2f} s (INSERT ... SELECT)")
+        self.viewer = StudyViewer(self.db, settings.blobs, DecodedCache(max_bytes=256 << 20),
+                                  preview_dir=settings.data_dir / "previews")
+        self.desk = Desk(self.viewer, review,
+                         DraftingService(self.db, settings, decoded=self.viewer.decoded))
+        self.panel = WorklistPanelLogic(WorklistService(self.db))
+        self.session = Session()
+        first = self.viewer.open(self.panel.target(self.reader, None, 1))
+        [self.viewer.preview_file(img) for img in first.images]  # the shared preview, on disk
+        self.rng = random.Random(seed)
+        self.current: int | None = None
+        self.times: dict[str, list[float]] = {k: [] for k in (
+            "open next study", "save", "rate", "worklist page", "search", "next unfinished")}
+
+    def round(self, i: int) -> None:
+        times, panel, desk, reader = self.times, self.panel, self.desk, self.reader
         t = time.perf_counter()
-        target = panel.target(reader, current, 1)
-        opened = desk.open(session, reader, target, time.monotonic())
-        [viewer.preview_file(img) for img in opened.view.images]
+        target = panel.target(reader, self.current, 1)
+        opened = desk.open(self.session, reader, target, time.monotonic())
+        [self.viewer.preview_file(img) for img in opened.view.images]
         times["open next study"].append(time.perf_counter() - t)
-        current = target
-        timed(times["save"], desk.save, session, f"Edited findings {i}.", "No acute disease.")
-        timed(times["rate"], desk.rate, session, 4, False, {}, None)
-        timed(times["worklist page"], panel.view, reader, page=rng.randint(1, pages))
-        timed(times["search"], panel.view, reader, search=f"CXR{rng.randint(1, n)}")
-        timed(times["next unfinished"], panel.target, reader, current, 1)
-    db.dispose()
-    return times
+        self.current = target
+        timed(times["save"], desk.save, self.session, f"Edited findings {i}.",
+              "No acute disease.")
+        timed(times["rate"], desk.rate, self.session, 4, False, {}, None)
+        pages = max(1, self.n // panel.page_size)
+        timed(times["worklist page"], panel.view, reader, page=self.rng.randint(1, pages))
+        timed(times["search"], panel.view, reader, search=f"CXR{self.rng.randint(1, self.n)}")
+        timed(times["next unfinished"], panel.target, reader, self.current, 1)
 
 
 def bench_first_open(folder: Path, sides: tuple[int, ...] = (1024, 512),
@@ -228,8 +236,13 @@ def main() -> int:
     results: dict[int, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        for n in sizes:
-            results[n] = bench_size(folder, n, args.rounds)
+        benches = [SizeBench(folder, n) for n in sizes]
+        for i in range(args.rounds):  # sizes take turns, so both see the same machine load
+            for bench in benches:
+                bench.round(i)
+        for bench in benches:
+            results[bench.n] = bench.times
+            bench.db.dispose()
         first = bench_first_open(folder)
         http = bench_http(folder / f"bench-{sizes[0]}.sqlite", args.http) if args.http else None
 
@@ -246,6 +259,7 @@ def main() -> int:
             print(line(name, xs))
     big, small = max(results), min(results)
     open_p95, save_p99 = pct(results[big]["open next study"], 95), pct(results[big]["save"], 99)
+    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"targets at {big:,}: open p95 < 50 ms ({open_p95:.1f}), save p99 < 20 ms "
           f"({save_p99:.1f}); vs {small:,}: open p95 x"
           f"{open_p95 / pct(results[small]['open next study'], 95):.2f}, save p99 x"

@@ -256,3 +256,15 @@ def test_launch_takes_include_report_only(db, image):
     assert review.assign(review.local_reader()) == 4
     plain = ReviewService(db)
     assert plain.assign(plain.add_reader("x", None)) == 2
+
+
+def test_a_page_may_take_its_total_from_the_progress_counts(db, service, image):
+    ids = add_studies(db, 12, image=image, source="a")
+    add_studies(db, 3, image=image, source="b", start=13)
+    alice = reader(db)
+    service.assign(alice)
+    ReviewService(db).rate(alice, ids[0], likert=2, acceptable=False)
+    counts = service.progress(alice)
+    for flt in (WorklistFilter(), WorklistFilter(status="done"), WorklistFilter(status="new"),
+                WorklistFilter(source="b"), WorklistFilter(search="CXR1")):
+        assert service.page(alice, flt, 1, 5, counts) == service.page(alice, flt, 1, 5)

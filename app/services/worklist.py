@@ -213,16 +213,21 @@ class WorklistService:
         return stmt
 
     def page(self, reader_id: int, flt: WorklistFilter | None = None, page: int = 1,
-             page_size: int = 50) -> WorklistPage:
+             page_size: int = 50, progress: Progress | None = None) -> WorklistPage:
         """One page of the reader's worklist. A page past the end shows the last page, a page
-        below 1 the first: a stale page number after a filter change never shows nothing."""
+        below 1 the first: a stale page number after a filter change never shows nothing.
+        With the reader's `progress` at hand, an unfiltered or status-only page takes its
+        total from it instead of counting again."""
         flt = flt or WorklistFilter()
         if not 1 <= int(page_size) <= MAX_PAGE_SIZE:
             raise WorklistError(f"page size must be 1-{MAX_PAGE_SIZE}, not {page_size}")
         page_size = int(page_size)
         with self.db.read() as s:
-            total = int(s.scalar(self._filtered(select(func.count(WorklistItem.id)),
-                                                reader_id, flt)) or 0)
+            if progress is not None and not flt.needs_study:
+                total = getattr(progress, flt.status) if flt.status else progress.total
+            else:
+                total = int(s.scalar(self._filtered(select(func.count(WorklistItem.id)),
+                                                    reader_id, flt)) or 0)
             pages = max(1, -(-total // page_size))
             page = min(max(1, int(page)), pages)
             # the page's ids first (a covering index scan when no study column is filtered),

@@ -29,6 +29,7 @@ import gradio as gr
 from app.services.worklist import (
     IMAGE_FILTERS,
     STATUSES,
+    Progress,
     WorklistError,
     WorklistFilter,
     WorklistPage,
@@ -53,8 +54,7 @@ class PanelView:
     message: str
 
 
-def progress_line(worklists: WorklistService, reader: int) -> str:
-    p = worklists.progress(reader)
+def progress_line(p: Progress) -> str:
     if not p.total:
         return "**No studies on your worklist.**"
     return (f"**{p.done:,} / {p.total:,} done** · {p.in_review:,} in review · "
@@ -90,11 +90,12 @@ class WorklistPanelLogic:
              source: str | None = "all", split: str | None = "all", images: str | None = "all",
              page: float | None = 1, with_progress: bool = True) -> PanelView:
         """A page of the filtered worklist; bad input gives a message, never a traceback."""
-        progress = progress_line(self.worklists, reader) if with_progress else ""
+        counts = self.worklists.progress(reader) if with_progress else None
+        progress = progress_line(counts) if counts is not None else ""
         try:
             flt = self.filter_of(search, status, source, split, images)
             number = int(page) if page is not None and page == page else 1  # NaN -> 1
-            result = self.worklists.page(reader, flt, number, self.page_size)
+            result = self.worklists.page(reader, flt, number, self.page_size, counts)
         except (WorklistError, ValueError, OverflowError) as exc:
             return PanelView([], 1, "", progress, f"⚠ {html.escape(str(exc))}")
         return PanelView(table_rows(result), result.page, page_label(result), progress, "")
