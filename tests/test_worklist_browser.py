@@ -58,6 +58,13 @@ def panel_app(db):
 
         panel.connect(ui, state, lambda request: alice, open_study, [state, header],
                       prepare_reader=prepare)
+        rate = gr.Button("Rate", elem_id="rate")
+
+        def on_rate(session: Tab):  # stands in for the workstation's rate handler
+            ReviewService(db).rate(alice, session.study, likert=4, acceptable=True)
+            return "rated"
+
+        panel.follow(rate.click(on_rate, [state], [header]))
     port = _free_port()
     ui.launch(server_port=port, prevent_thread_lock=True)
     yield f"http://127.0.0.1:{port}/", ids
@@ -118,3 +125,9 @@ def test_search_paging_row_click_and_next_in_chromium(panel_app, page):
     page.wait_for_function(
         "t => document.querySelector('#opened')?.innerText.includes(t)",
         arg=f"opened {ids[5]}", timeout=20_000)
+    # a rating refreshes the progress and the rows in a follow-up event
+    page.locator("#rate").click()
+    page.wait_for_function(
+        "() => document.querySelector('#progress')?.innerText.includes('1 / 30 done')",
+        timeout=20_000)
+    assert "done" in page.locator('#worklist .body-cell[data-row="5"][data-col="6"]').inner_text()

@@ -170,7 +170,7 @@ class WorklistPanel:
         if self._refresh is None:
             raise RuntimeError("connect() the panel before following events")
         return event.then(self._refresh, [*self.filters, self.page], self.view_outputs,
-                          show_progress="hidden")
+                          show_progress="hidden", queue=False)
 
     def connect(self, blocks: gr.Blocks, state: gr.State,
                 reader_of: Callable[[gr.Request | None], int],
@@ -249,18 +249,18 @@ class WorklistPanel:
 
         self._refresh = refresh
         paging = [*filters, self.page]
-        blocks.load(on_load, paging, [self.source, self.split, *view_outputs],
-                    show_progress="hidden")
-        self.search.submit(first, filters, view_outputs, show_progress="hidden",
-                           api_name="worklist_search")
+        # reads only: off Gradio's queue (no waiting behind other events; SQLite in WAL mode
+        # serves concurrent reads)
+        light = {"show_progress": "hidden", "queue": False}
+        blocks.load(on_load, paging, [self.source, self.split, *view_outputs], **light)
+        self.search.submit(first, filters, view_outputs, api_name="worklist_search", **light)
         for dropdown in (self.status, self.source, self.split, self.images):
-            dropdown.input(first, filters, view_outputs, show_progress="hidden")
-        self.page.submit(paged(0), paging, view_outputs, show_progress="hidden")
-        self.first_page.click(first, filters, view_outputs, show_progress="hidden")
-        self.previous_page.click(paged(-1), paging, view_outputs, show_progress="hidden")
-        self.next_page.click(paged(1), paging, view_outputs, show_progress="hidden",
-                             api_name="worklist_page")
-        self.last_page.click(paged(None), paging, view_outputs, show_progress="hidden")
+            dropdown.input(first, filters, view_outputs, **light)
+        self.page.submit(paged(0), paging, view_outputs, **light)
+        self.first_page.click(first, filters, view_outputs, **light)
+        self.previous_page.click(paged(-1), paging, view_outputs, **light)
+        self.next_page.click(paged(1), paging, view_outputs, api_name="worklist_page", **light)
+        self.last_page.click(paged(None), paging, view_outputs, **light)
         step_outputs = [*outputs, self.table, self.page, self.page_text, self.message]
         step_outputs = list(dict.fromkeys(step_outputs))
         self.table.select(on_select, [state], list(dict.fromkeys([*outputs, self.message])))
