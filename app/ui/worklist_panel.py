@@ -50,7 +50,7 @@ class PanelView:
     rows: list[list[Any]]
     page: int
     label: str
-    progress: str
+    progress: str | None  # None: unchanged (not recounted for a search or a column filter)
     message: str
 
 
@@ -89,16 +89,21 @@ class WorklistPanelLogic:
     def view(self, reader: int, search: str | None = "", status: str | None = "all",
              source: str | None = "all", split: str | None = "all", images: str | None = "all",
              page: float | None = 1, with_progress: bool = True) -> PanelView:
-        """A page of the filtered worklist; bad input gives a message, never a traceback."""
-        counts = self.worklists.progress(reader) if with_progress else None
-        progress = progress_line(counts) if counts is not None else ""
+        """A page of the filtered worklist; bad input gives a message, never a traceback.
+
+        The progress counts are read when they cost nothing extra: for the whole list or a
+        status filter they also give the page's total. A search or a column filter counts its
+        own matches and leaves the progress line as it is."""
         try:
             flt = self.filter_of(search, status, source, split, images)
             number = int(page) if page is not None and page == page else 1  # NaN -> 1
-            result = self.worklists.page(reader, flt, number, self.page_size, counts)
         except (WorklistError, ValueError, OverflowError) as exc:
-            return PanelView([], 1, "", progress, f"⚠ {html.escape(str(exc))}")
-        return PanelView(table_rows(result), result.page, page_label(result), progress, "")
+            return PanelView([], 1, "", None, f"⚠ {html.escape(str(exc))}")
+        counts = (self.worklists.progress(reader)
+                  if with_progress and not flt.needs_study else None)
+        result = self.worklists.page(reader, flt, number, self.page_size, counts)
+        return PanelView(table_rows(result), result.page, page_label(result),
+                         progress_line(counts) if counts is not None else None, "")
 
     def target(self, reader: int, current: int | None, step: int, search: str | None = "",
                status: str | None = "all", source: str | None = "all",
@@ -188,11 +193,21 @@ class WorklistPanel:
         filters = self.filters
 
         def as_view(v: PanelView) -> list[Any]:
-            return [v.rows, v.page, v.label, v.progress, v.message]
+            progress = gr.update() if v.progress is None else v.progress
+            return [v.rows, v.page, v.label, progress, v.message]
 
         def refresh(search, status, source, split, images, page, request: gr.Request):
             return as_view(logic.view(reader_of(request), search, status, source, split,
                                       images, page))
+
+        def refresh_all(search, status, source, split, images, page, request: gr.Request):
+            """After a status change: the rows, and the progress line whatever the filter."""
+            reader = reader_of(request)
+            v = logic.view(reader, search, status, source, split, images, page)
+            out = as_view(v)
+            if v.progress is None:
+                out[3] = progress_line(logic.worklists.progress(reader))
+            return out
 
         def on_load(search, status, source, split, images, page, request: gr.Request):
             if prepare_reader is not None:
@@ -200,7 +215,7 @@ class WorklistPanel:
             choices = ["all", *logic.worklists.sources()]
             splits = ["all", *logic.worklists.splits()]
             return [gr.update(choices=choices), gr.update(choices=splits),
-                    *refresh(search, status, source, split, images, page, request)]
+                    *refresh_all(search, status, source, split, images, page, request)]
 
         def first(search, status, source, split, images, request: gr.Request):
             return refresh(search, status, source, split, images, 1, request)
@@ -247,7 +262,7 @@ class WorklistPanel:
                 return out
             return handler
 
-        self._refresh = refresh
+        self._refresh = refresh_all
         paging = [*filters, self.page]
         # reads only: off Gradio's queue (no waiting behind other events; SQLite in WAL mode
         # serves concurrent reads)
