@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 from sqlalchemy import func, select
+from sqlalchemy.orm import joinedload, selectinload
 
 from db.blobs import BlobStore, resolve_uri
 from db.engine import Database
 from db.models import Image, ReferenceReport, Study
-from db.store import get_study, priors
 from studies.pixels import DecodedImage, decode, decode_reduced, window_level
 from studies.records import ImageSource, ReportSections
 
@@ -165,11 +165,15 @@ class StudyViewer:
                     for r in session.execute(stmt)]
 
     def open(self, study_id: int) -> StudyView:
+        """A study's metadata and image handles: two queries, nothing decoded."""
         with self.db.read() as session:
-            study = get_study(session, study_id)
+            study = session.scalar(
+                select(Study).where(Study.id == study_id)
+                .options(joinedload(Study.reference), joinedload(Study.patient),
+                         selectinload(Study.images)))
             if study is None:
                 raise LookupError(f"study {study_id} does not exist")
-            prior_ids = tuple(p.id for p in priors(session, study))
+            prior_ids = self._prior_ids(session, study)
             images = tuple(self._image_view(img) for img in study.images)
             reference = (ReportSections(study.reference.findings, study.reference.impression)
                          if study.reference else None)
@@ -181,11 +185,22 @@ class StudyViewer:
                 reference=reference, prior_ids=prior_ids,
             )
 
+    @staticmethod
+    def _prior_ids(session, study: Study) -> tuple[int, ...]:
+        """The same patient's earlier studies, newest first (ids only, on the patient index;
+        the order of db.store.priors)."""
+        if study.study_date is None:
+            return ()
+        return tuple(session.scalars(
+            select(Study.id).where(Study.patient_id == study.patient_id,
+                                   Study.study_date < study.study_date)
+            .order_by(Study.study_date.desc(), Study.id.desc())))
+
     def prior_ids(self, study_id: int) -> tuple[int, ...]:
         """The same patient's earlier studies, newest first, without loading any images."""
         with self.db.read() as session:
             study = session.get(Study, study_id)
-            return tuple(p.id for p in priors(session, study)) if study else ()
+            return self._prior_ids(session, study) if study else ()
 
     def decoded(self, image: Image) -> DecodedImage:
         cached = self.cache.get(image.id)
