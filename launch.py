@@ -30,6 +30,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-predraft", action="store_true",
                         help="do not draft upcoming studies in the background")
     parser.add_argument("--no-demo", action="store_true", help="do not add the demo studies")
+    parser.add_argument("--include-report-only", action="store_true",
+                        help="also put studies without images (imported as references for "
+                             "scoring) on reading worklists")
     parser.add_argument("--login", action="store_true",
                         help="require reader login (always on beyond 127.0.0.1; add readers "
                              "with `rrg-review readers add NAME`)")
@@ -122,7 +125,8 @@ def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) 
     from model.presets import UnknownPreset
 
     exports = ExportService(db, accounts.audit, ExportSpool(runtime / "exports"))
-    review = ReviewService(db, accounts, exports)
+    review = ReviewService(db, accounts, exports,
+                           include_report_only=args.include_report_only)
     viewer = StudyViewer(db, settings.blobs, preview_dir=settings.data_dir / "previews")
     drafting = DraftingService(db, settings, RuntimeConfig(device=args.device,
                                                            presets_file=args.presets),

@@ -467,7 +467,8 @@ def cmd_readers(args: argparse.Namespace) -> int:
     except AccountError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    added = ReviewService(db, accounts).assign(reader_id) if not args.empty else 0
+    added = ReviewService(db, accounts).assign(
+        reader_id, include_report_only=args.include_report_only) if not args.empty else 0
     role = "admin" if args.admin else "reader"
     print(f"{role} {args.name} added ({added} studies on the worklist)")
     return 0
@@ -719,9 +720,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--password-stdin", action="store_true",
                    help="read the password from standard input instead of prompting")
     p.add_argument("--empty", action="store_true",
-                   help="start with an empty worklist (default: every stored study)")
+                   help="start with an empty worklist (default: every stored study with "
+                        "images)")
     p.add_argument("--admin", action="store_true",
                    help="add (or with `role`, make) an admin: may export every reader's work")
+    p.add_argument("--include-report-only", action="store_true",
+                   help="also put studies without images (report-only references) on the "
+                        "new reader's worklist")
     _add_db(p)
     p.set_defaults(func=cmd_readers)
 

@@ -48,7 +48,10 @@ class Meta(Base):
 
 class Patient(Base):
     __tablename__ = "patient"
-    __table_args__ = (UniqueConstraint("source", "key", name="uq_patient_source_key"),)
+    __table_args__ = (
+        UniqueConstraint("source", "key", name="uq_patient_source_key"),
+        Index("ix_patient_key", "key"),  # worklist search by patient key (prefix)
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     source: Mapped[str] = mapped_column(String(64))
@@ -61,6 +64,8 @@ class Study(Base):
     __table_args__ = (
         UniqueConstraint("source", "study_key", name="uq_study_source_key"),
         Index("ix_study_patient_date", "patient_id", "study_date"),
+        Index("ix_study_source_sort", "source", "sort_key", "id"),
+        Index("ix_study_key", "study_key"),  # worklist search by study key (prefix)
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -77,6 +82,10 @@ class Study(Base):
     comparison: Mapped[str | None] = mapped_column(Text)
     demographics: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # Denormalised for the worklist (one indexed query per page, see db/sorting.py): the natural
+    # sort key of study_key, and how many images the study has (0: a report-only reference).
+    sort_key: Mapped[str] = mapped_column(String(255), default="", server_default="")
+    image_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     patient: Mapped[Patient] = relationship(back_populates="studies")
     images: Mapped[list[Image]] = relationship(
@@ -254,6 +263,8 @@ class WorklistItem(Base):
     __tablename__ = "worklist_item"
     __table_args__ = (
         UniqueConstraint("reader_id", "study_id", name="uq_worklist_reader_study"),
+        Index("ix_worklist_reader_position", "reader_id", "position"),
+        Index("ix_worklist_reader_status", "reader_id", "status", "position"),
         CheckConstraint(
             "status IN ('new', 'drafted', 'in_review', 'done')", name="ck_worklist_status"
         ),

@@ -25,6 +25,7 @@ from db.models import (
     Study,
     utcnow,
 )
+from db.sorting import natural_key
 from studies.pixels import ImageInfo
 from studies.records import StudyRecord, view_group
 
@@ -240,6 +241,7 @@ def insert_studies(
             study_time=record.study_time, split=record.split, split_raw=record.split_raw,
             indication=record.indication, comparison=record.comparison,
             demographics=dict(record.demographics), created_at=now, fingerprint=fingerprint,
+            sort_key=natural_key(record.study_key), image_count=len(stored),
         ))
         images.extend(_image_row(study_id, pos, im) for pos, im in enumerate(stored))
         if record.reference is not None:
@@ -285,6 +287,7 @@ def merge_study(
         position = max((im.position for im in study.images), default=-1) + 1
         session.execute(insert(Image.__table__), [
             _image_row(study.id, position + i, im) for i, im in enumerate(new_images)])
+        study.image_count = len(study.images) + len(new_images)
         changes.append(f"{len(new_images)} image(s)")
     new_ref = record.reference
     old_ref = study.reference

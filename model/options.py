@@ -20,4 +20,5 @@ class DrafterOptions:
     worker_python: str | None = None  # interpreter for worker presets (else the preset's env var)
     feature_dir: Path | None = None  # where retrieval caches image features
     # the studies retrieval may copy from (the service reads them from the DB)
-    candidates: Callable[[], Iterable[Candidate]] | None = None
+    # (called with the last study id seen: only newer ones are returned)
+    candidates: Callable[[int], Iterable[Candidate]] | None = None

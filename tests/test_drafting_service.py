@@ -70,7 +70,7 @@ def test_retrieval_copies_the_nearest_other_patient_never_the_same_one(filled, s
     assert s1["findings"].model_id == "retrieval/thumbnail-32"
     # S5 has no reference but can be drafted from the others
     assert service.latest(ids[4], "retrieval")["findings"].text
-    assert (settings.data_dir / "features" / "thumbnail-32.npz").is_file()
+    assert (settings.data_dir / "features" / "thumbnail-32.features").is_file()
 
 
 def test_retrieval_features_are_computed_once_and_cached(filled, settings, tmp_path):
@@ -93,7 +93,7 @@ def test_retrieval_features_are_computed_once_and_cached(filled, settings, tmp_p
     calls.clear()
     again = RetrievalDrafter(preset, service.candidates, Counting(), tmp_path)
     assert again.draft(inputs)[0].text == "mirror findings"
-    assert calls == [] and len(FeatureCache(tmp_path / "thumbnail-32.npz")) == 3
+    assert calls == [] and len(FeatureCache(tmp_path / "thumbnail-32.features")) == 3
 
 
 def test_retrieval_with_a_local_vision_encoder(filled, settings, tmp_path):
@@ -197,7 +197,7 @@ def test_draft_and_models_commands(filled, settings, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "retrieval" in out and "needs no download" in out and "rrg24-baseline" in out
     assert os.environ["HF_HUB_OFFLINE"] == "1"
-    assert Path(settings.data_dir / "features" / "thumbnail-32.npz").is_file()
+    assert Path(settings.data_dir / "features" / "thumbnail-32.features").is_file()
 
 
 def test_the_model_stays_warm_until_unloaded(filled, settings):

@@ -210,8 +210,9 @@ class DraftingService:
                                       prior))
         return out
 
-    def candidates(self) -> Iterator[Any]:
-        """Studies with a reference report and images, for the retrieval preset."""
+    def candidates(self, after: int = 0) -> Iterator[Any]:
+        """Studies with a reference report and images, for the retrieval preset; only those
+        with an id above `after` (the retrieval index asks for what it has not seen)."""
         from model.backends.retrieval import Candidate
 
         rows = {}
@@ -219,11 +220,13 @@ class DraftingService:
             stmt = (select(Study.id, Patient.key, ReferenceReport.findings,
                            ReferenceReport.impression)
                     .join(Patient, Patient.id == Study.patient_id)
-                    .join(ReferenceReport, ReferenceReport.study_id == Study.id))
+                    .join(ReferenceReport, ReferenceReport.study_id == Study.id)
+                    .where(Study.id > after))
             for sid, pkey, findings, impression in session.execute(stmt):
                 rows[sid] = (pkey, findings, impression)
             images: dict[int, list[Image]] = {}
-            for image in session.scalars(select(Image).order_by(Image.study_id, Image.position)):
+            for image in session.scalars(select(Image).where(Image.study_id > after)
+                                         .order_by(Image.study_id, Image.position)):
                 if image.study_id in rows:
                     images.setdefault(image.study_id, []).append(image)
         for sid, (pkey, findings, impression) in rows.items():

@@ -24,6 +24,7 @@ from app.services.accounts import (
     verify_password,
 )
 from app.services.audit import AuditLog
+from app.services.worklist import WorklistService
 from db.engine import Database
 from db.models import (
     REXVAL_CATEGORIES,
@@ -143,11 +144,14 @@ def _validate_errors(errors: dict[str, dict[str, int]]) -> dict[str, dict[str, i
 
 class ReviewService:
     def __init__(self, db: Database, accounts: AccountService | None = None,
-                 exports=None) -> None:
+                 exports=None, include_report_only: bool = False) -> None:
         self.db = db
         self.audit = accounts.audit if accounts else AuditLog(db)
         self.accounts = accounts or AccountService(db, self.audit)
         self.exports = exports  # an ExportService; made on first export when not given
+        self.worklists = WorklistService(db)
+        # launch.py --include-report-only: new readers also get studies without images
+        self.include_report_only = include_report_only
 
     # -- readers (thin delegates to AccountService) ------------------------------------------
     def add_reader(self, name: str, password: str | None, role: str = "reader") -> int:
@@ -194,26 +198,22 @@ class ReviewService:
                                       address=address)
 
     # -- worklists ------------------------------------------------------------------------
-    def assign(self, reader_id: int, study_ids: Sequence[int] | None = None) -> int:
-        """Put studies (default: every study) on a reader's worklist; returns how many were new.
+    def assign(self, reader_id: int, study_ids: Sequence[int] | None = None, *,
+               include_report_only: bool | None = None) -> int:
+        """Put studies (default: every study with images) on a reader's worklist; returns how
+        many were new. Report-only studies only when asked (here or at construction).
         A read-only database (`--read-only`) keeps the worklists it has."""
         if self.db.read_only:
             return 0
-        with self.db.write() as s:
-            if study_ids is None:
-                study_ids = list(s.scalars(select(Study.id).order_by(
-                    Study.source, Study.study_date, Study.id)))
-            have = set(s.scalars(select(WorklistItem.study_id).where(
-                WorklistItem.reader_id == reader_id)))
-            start = int(s.scalar(select(func.coalesce(func.max(WorklistItem.position), -1))
-                                 .where(WorklistItem.reader_id == reader_id))) + 1
-            new = [sid for sid in study_ids if sid not in have]
-            s.add_all(WorklistItem(reader_id=reader_id, study_id=sid, position=start + i)
-                      for i, sid in enumerate(new))
-            return len(new)
+        if include_report_only is None:
+            include_report_only = self.include_report_only
+        return self.worklists.assign(reader_id, study_ids,
+                                     include_report_only=include_report_only)
 
     def worklist(self, reader_id: int, status: str | None = None,
                  source: str | None = None) -> list[WorkItem]:
+        """The whole worklist (small lists, tests and exports only: handlers page with
+        WorklistService.page, which never loads the whole list)."""
         stmt = (select(WorklistItem, Study.source, Study.study_key)
                 .join(Study, Study.id == WorklistItem.study_id)
                 .where(WorklistItem.reader_id == reader_id).order_by(WorklistItem.position))
@@ -228,23 +228,11 @@ class ReviewService:
     def next_unfinished(self, reader_id: int, after: int | None = None,
                         step: int = 1) -> int | None:
         """The next (step=1) or previous (step=-1) study not done, around `after`."""
-        items = self.worklist(reader_id)
-        ids = [i.study_id for i in items]
-        open_ids = [i.study_id for i in items if i.status != "done"]
-        if after not in ids:
-            return open_ids[0] if open_ids else None
-        here = ids.index(after)
-        order = ids[here + 1:] if step > 0 else list(reversed(ids[:here]))
-        done = {i.study_id for i in items if i.status == "done"}
-        return next((sid for sid in order if sid not in done), None)
+        return self.worklists.next_unfinished(reader_id, after, step)
 
     def resume(self, reader_id: int) -> int | None:
         """The study to reopen after a reload: the last one worked on, else the first open."""
-        with self.db.read() as s:
-            last = s.scalar(select(WorklistItem.study_id).where(
-                WorklistItem.reader_id == reader_id, WorklistItem.status == "in_review")
-                .order_by(WorklistItem.updated_at.desc(), WorklistItem.id.desc()).limit(1))
-        return last if last is not None else self.next_unfinished(reader_id)
+        return self.worklists.resume(reader_id)
 
     def _item(self, s, reader_id: int, study_id: int) -> WorklistItem:
         item = s.scalar(select(WorklistItem).where(WorklistItem.reader_id == reader_id,

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
 import numpy as np
 from sqlalchemy import func, select
+from sqlalchemy.orm import joinedload, selectinload
 
 from db.blobs import BlobStore, resolve_uri
 from db.engine import Database
 from db.models import Image, ReferenceReport, Study
-from db.store import get_study, priors
-from studies.pixels import DecodedImage, decode, window_level
+from studies.pixels import DecodedImage, decode, decode_reduced, window_level
 from studies.records import ImageSource, ReportSections
 
 
@@ -31,17 +32,35 @@ class WorklistRow:
 
 @dataclass(frozen=True)
 class ImageView:
+    """One image of an opened study. Nothing is decoded to open a study: the pixels are read
+    when first asked for (`display`, `window`), previews by `StudyViewer.preview_file`."""
+
     image_id: int
     label: str
     view_group: str | None
-    display: np.ndarray  # uint8, bone white, full resolution
-    window: tuple[float, float] | None
-    checksum: str = ""
+    checksum: str
+    rows: int
+    cols: int
+    _decoded: Callable[[], DecodedImage] = field(repr=False, compare=False)
+    _preview: Callable[[int], np.ndarray] = field(repr=False, compare=False)
+
+    @property
+    def display(self) -> np.ndarray:
+        """uint8, bone white, full resolution (decodes the full image once, then cached)."""
+        return self._decoded().display
+
+    @property
+    def window(self) -> tuple[float, float] | None:
+        return self._decoded().window
 
     def preview(self, max_side: int = 1024) -> np.ndarray:
-        """A strided thumbnail for the grid (the full image is shown on enlarge)."""
-        step = max(1, int(np.ceil(max(self.display.shape) / max_side)))
-        return self.display[::step, ::step]
+        """A display image with sides at most `max_side`; JPEG 2000 decodes at a reduced
+        resolution level, other formats from the (cached) full decode, strided."""
+        return self._preview(max_side)
+
+
+NO_IMAGES_NOTICE = ("This study has no images: it was imported as a report-only reference "
+                    "(for scoring), so there is nothing to read here.")
 
 
 @dataclass(frozen=True)
@@ -58,6 +77,20 @@ class StudyView:
     images: tuple[ImageView, ...]
     reference: ReportSections | None
     prior_ids: tuple[int, ...]
+
+    @property
+    def has_images(self) -> bool:
+        return bool(self.images)
+
+    @property
+    def notice(self) -> str | None:
+        """What the viewer must say instead of showing an empty gallery (None: nothing)."""
+        return None if self.images else NO_IMAGES_NOTICE
+
+
+def strided(display: np.ndarray, max_side: int) -> np.ndarray:
+    step = max(1, int(np.ceil(max(display.shape) / max_side)))
+    return display[::step, ::step]
 
 
 class DecodedCache:
@@ -87,6 +120,28 @@ class DecodedCache:
                 self._bytes -= old.raw.nbytes + old.display.nbytes
 
 
+class PreviewCache:
+    """The last few previews in memory (small: a preview is at most 1024x1024 bytes)."""
+
+    def __init__(self, max_items: int = 64) -> None:
+        self.max_items = max_items
+        self._items: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[int, int]) -> np.ndarray | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key: tuple[int, int], pixels: np.ndarray) -> None:
+        with self._lock:
+            self._items[key] = pixels
+            while len(self._items) > self.max_items:
+                self._items.popitem(last=False)
+
+
 class StudyViewer:
     def __init__(self, db: Database, blobs: BlobStore, cache: DecodedCache | None = None,
                  preview_dir: Path | None = None) -> None:
@@ -94,6 +149,7 @@ class StudyViewer:
         self.blobs = blobs
         self.cache = cache or DecodedCache()
         self.preview_dir = preview_dir
+        self._previews = PreviewCache()
 
     def worklist(self, source: str | None = None, limit: int = 500) -> list[WorklistRow]:
         n_images = (select(func.count(Image.id)).where(Image.study_id == Study.id)
@@ -109,11 +165,15 @@ class StudyViewer:
                     for r in session.execute(stmt)]
 
     def open(self, study_id: int) -> StudyView:
+        """A study's metadata and image handles: two queries, nothing decoded."""
         with self.db.read() as session:
-            study = get_study(session, study_id)
+            study = session.scalar(
+                select(Study).where(Study.id == study_id)
+                .options(joinedload(Study.reference), joinedload(Study.patient),
+                         selectinload(Study.images)))
             if study is None:
                 raise LookupError(f"study {study_id} does not exist")
-            prior_ids = tuple(p.id for p in priors(session, study))
+            prior_ids = self._prior_ids(session, study)
             images = tuple(self._image_view(img) for img in study.images)
             reference = (ReportSections(study.reference.findings, study.reference.impression)
                          if study.reference else None)
@@ -125,11 +185,22 @@ class StudyViewer:
                 reference=reference, prior_ids=prior_ids,
             )
 
+    @staticmethod
+    def _prior_ids(session, study: Study) -> tuple[int, ...]:
+        """The same patient's earlier studies, newest first (ids only, on the patient index;
+        the order of db.store.priors)."""
+        if study.study_date is None:
+            return ()
+        return tuple(session.scalars(
+            select(Study.id).where(Study.patient_id == study.patient_id,
+                                   Study.study_date < study.study_date)
+            .order_by(Study.study_date.desc(), Study.id.desc())))
+
     def prior_ids(self, study_id: int) -> tuple[int, ...]:
         """The same patient's earlier studies, newest first, without loading any images."""
         with self.db.read() as session:
             study = session.get(Study, study_id)
-            return tuple(p.id for p in priors(session, study)) if study else ()
+            return self._prior_ids(session, study) if study else ()
 
     def decoded(self, image: Image) -> DecodedImage:
         cached = self.cache.get(image.id)
@@ -139,22 +210,59 @@ class StudyViewer:
             self.cache.put(image.id, cached)
         return cached
 
+    def preview_pixels(self, image_id: int, uri: str, max_side: int = 1024) -> np.ndarray:
+        """A preview without the full decode where the format allows it (JPEG 2000 at a
+        reduced resolution level, JPEG by DCT scaling); a full image already decoded (for
+        window/level or drafting) is strided instead of decoded again."""
+        key = (image_id, max_side)
+        hit = self._previews.get(key)
+        if hit is not None:
+            return hit
+        full = self.cache.get(image_id)
+        if full is None:
+            path = str(resolve_uri(uri, self.blobs))
+            reduced = decode_reduced(ImageSource(name=path, path=path), max_side)
+            if reduced is not None:
+                pixels = strided(reduced.display, max_side)
+                self._previews.put(key, pixels)
+                return pixels
+            full = self._decoded_by_id(image_id)
+        pixels = strided(full.display, max_side)
+        self._previews.put(key, pixels)
+        return pixels
+
+    def _decoded_by_id(self, image_id: int) -> DecodedImage:
+        cached = self.cache.get(image_id)
+        if cached is not None:
+            return cached
+        with self.db.read() as session:
+            image = session.get(Image, image_id)
+            if image is None:
+                raise LookupError(f"image {image_id} does not exist")
+            return self.decoded(image)
+
     def _image_view(self, image: Image) -> ImageView:
-        decoded = self.decoded(image)
         label = " · ".join(x for x in (image.view_position, image.view_group) if x) or "image"
-        return ImageView(image.id, f"{image.position + 1}: {label}", image.view_group,
-                         decoded.display, decoded.window, image.checksum)
+        image_id, uri = image.id, image.uri
+        return ImageView(image_id, f"{image.position + 1}: {label}", image.view_group,
+                         image.checksum, image.rows, image.cols,
+                         lambda: self._decoded_by_id(image_id),
+                         lambda side: self.preview_pixels(image_id, uri, side))
+
+    def preview_path(self, view: ImageView, max_side: int = 1024) -> Path:
+        if self.preview_dir is None:
+            raise ValueError("no preview folder configured")
+        name = f"{view.checksum or view.image_id}-{max_side}.png"
+        return self.preview_dir / name[:2] / name
 
     def preview_file(self, view: ImageView, max_side: int = 1024) -> str:
         """The preview as a lossless PNG file, written once per image (keyed by checksum).
 
-        Handing Gradio a file spares a PNG encode on every open (about 150 ms at Pillow's
-        default compression for a radiograph preview; level 1 takes about 25 ms, once).
+        A preview already on disk is served as it is: nothing is decoded. Handing Gradio a
+        file also spares a PNG encode on every open (about 150 ms at Pillow's default
+        compression for a radiograph preview; level 1 takes about 25 ms, once).
         """
-        if self.preview_dir is None:
-            raise ValueError("no preview folder configured")
-        name = f"{view.checksum or view.image_id}-{max_side}.png"
-        path = self.preview_dir / name[:2] / name
+        path = self.preview_path(view, max_side)
         if not path.exists():
             from PIL import Image as PILImage
 

@@ -89,13 +89,16 @@ class Desk:
     # -- worklist -------------------------------------------------------------------------
     def worklist_rows(self, reader: int, status: str | None = "all",
                       source: str | None = "all") -> tuple[list[list[Any]], str]:
-        items = self.review.worklist(reader)
-        done = sum(1 for i in items if i.status == "done")
-        shown = [i for i in items if (status in (None, "all") or i.status == status)
-                 and (source in (None, "all") or i.source == source)]
+        """The first page of the filtered worklist and the progress line (two indexed
+        queries; app/ui/worklist_panel.py pages, searches and filters in full)."""
+        from app.services.worklist import WorklistFilter
+
+        worklists = self.review.worklists
+        page = worklists.page(reader, WorklistFilter.from_ui(status, source), page_size=200)
+        progress = worklists.progress(reader)
         rows = [[i.study_id, i.source, i.study_key, i.status.replace("_", " "),
-                 round(i.active_seconds / 60, 1)] for i in shown]
-        return rows, f"**{done} / {len(items)} done**"
+                 round(i.active_seconds / 60, 1)] for i in page.rows]
+        return rows, f"**{progress.done} / {progress.total} done**"
 
     # -- opening --------------------------------------------------------------------------
     def open(self, session: Session, reader: int, study_id: int, now: float) -> Opened:
@@ -104,9 +107,8 @@ class Desk:
         view = self.viewer.open(int(study_id))
         drafts = self.drafting.latest(view.study_id, self.preset) if self.drafting else {}
         if self.predrafter is not None:
-            ids = [i.study_id for i in self.review.worklist(reader)]
-            after = ids[ids.index(view.study_id) + 1:] if view.study_id in ids else ids
-            self.predrafter.schedule(after[:PREDRAFT_AHEAD])
+            self.predrafter.schedule(
+                self.review.worklists.upcoming(reader, view.study_id, PREDRAFT_AHEAD))
         good = {s: (d.id, d.text) for s, d in drafts.items() if d.error is None and d.text}
         current = self.review.current(reader, view.study_id)
         texts = {s: current[s].text if s in current else (good[s][1] if s in good else "")

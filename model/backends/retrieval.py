@@ -4,13 +4,15 @@ Similarity is the cosine of image features, computed once per image (keyed by it
 cached in a file: a 32x32 normalised thumbnail by default, or the pooled embedding of a local vision
 encoder when the preset names one. The study itself and every study of the same patient are never
 candidates, so a reference never leaks into its own draft.
+
+The index is incremental: each draft asks the database only for studies stored since the last
+one (by id), and features are appended to a file, never rewritten.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -24,6 +26,7 @@ from model.inputs import SECTIONS, DraftResult, InputImage, Provenance, StudyInp
 from model.presets import Preset
 
 THUMBNAIL_SIDE = 32
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,39 +42,85 @@ class Candidate:
 
 
 class FeatureCache:
-    """checksum -> feature vector, kept in one .npz file per feature extractor."""
+    """checksum -> feature vector, in one append-only file per feature extractor.
+
+    Each record is a 64-byte key, a uint32 length and that many float32 values. A new image
+    appends one record (nothing already written is rewritten, so the cost of caching does not
+    grow with the collection); a record torn by a killed process is cut off on the next load.
+    A cache written by older versions as `<name>.npz` beside the file is read once and carried
+    over.
+    """
+
+    KEY_BYTES = 64
+    SUFFIX = ".features"
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._vectors: dict[str, np.ndarray] = {}
-        self._dirty = False
-        if path is not None and path.is_file():
-            with np.load(path) as data:
-                self._vectors = {k: data[k] for k in data.files}
+        self._pending: list[tuple[str, np.ndarray]] = []
+        self._lock = threading.Lock()
+        if path is None:
+            return
+        if path.is_file():
+            self._load(path)
+        legacy = path.with_suffix(".npz")
+        if legacy.is_file():
+            with np.load(legacy) as data:
+                for key in data.files:
+                    if key not in self._vectors:
+                        self.put(key, data[key])
+
+    @classmethod
+    def _key_bytes(cls, key: str) -> bytes:
+        raw = key.encode()
+        if len(raw) > cls.KEY_BYTES:
+            import hashlib
+
+            raw = hashlib.sha256(raw).hexdigest().encode()
+        return raw.ljust(cls.KEY_BYTES, b" ")
+
+    def _load(self, path: Path) -> None:
+        data = path.read_bytes()
+        offset, head = 0, self.KEY_BYTES + 4
+        while offset + head <= len(data):
+            dim = int.from_bytes(data[offset + self.KEY_BYTES:offset + head], "little")
+            end = offset + head + 4 * dim
+            if end > len(data):
+                break
+            key = data[offset:offset + self.KEY_BYTES].rstrip(b" ").decode()
+            self._vectors[key] = np.frombuffer(data, np.float32, dim, offset + head).copy()
+            offset = end
+        if offset != len(data):  # a torn last record: drop it so appends stay aligned
+            log.warning("feature cache %s: dropping a torn record at byte %d", path, offset)
+            with open(path, "r+b") as fh:
+                fh.truncate(offset)
 
     def get(self, key: str) -> np.ndarray | None:
-        return self._vectors.get(key)
+        return self._vectors.get(self._key_bytes(key).rstrip(b" ").decode())
 
     def put(self, key: str, vector: np.ndarray) -> None:
-        self._vectors[key] = vector.astype(np.float32)
-        self._dirty = True
+        name = self._key_bytes(key).rstrip(b" ").decode()
+        vector = np.ascontiguousarray(vector, dtype=np.float32).ravel()
+        with self._lock:
+            if name in self._vectors:
+                return
+            self._vectors[name] = vector
+            self._pending.append((name, vector))
 
     def __len__(self) -> int:
         return len(self._vectors)
 
     def save(self) -> None:
-        if self.path is None or not self._dirty:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-", suffix=".npz")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **self._vectors)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        self._dirty = False
+        """Append the vectors computed since the last save (one write)."""
+        with self._lock:
+            if self.path is None or not self._pending:
+                return
+            blob = b"".join(self._key_bytes(k) + len(v).to_bytes(4, "little") + v.tobytes()
+                            for k, v in self._pending)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "ab") as fh:
+                fh.write(blob)
+            self._pending.clear()
 
 
 class ThumbnailFeatures:
@@ -128,14 +177,21 @@ class EncoderFeatures:
 class RetrievalDrafter:
     streams = False
 
-    def __init__(self, preset: Preset, candidates: Callable[[], Iterable[Candidate]],
+    def __init__(self, preset: Preset, candidates: Callable[[int], Iterable[Candidate]],
                  features: ThumbnailFeatures | EncoderFeatures,
                  feature_dir: Path | None = None) -> None:
+        """`candidates(after)` yields the studies with a reference and images whose id is
+        greater than `after`: the index asks only for studies it has not seen."""
         self.preset = preset.name
         self.features = features
         self._candidates = candidates
-        self.cache = FeatureCache(feature_dir / f"{features.name}.npz" if feature_dir else None)
+        path = feature_dir / f"{features.name}{FeatureCache.SUFFIX}" if feature_dir else None
+        self.cache = FeatureCache(path)
         self._lock = threading.Lock()
+        self._entries: list[Candidate] = []
+        self._rows: list[np.ndarray] = []
+        self._matrix = np.zeros((0, 1), np.float32)
+        self._seen = 0  # the highest study id the index has asked about
 
     def _vectors(self, keys: Sequence[str | None], load: Callable[[], Sequence[InputImage]]
                  ) -> np.ndarray:
@@ -157,17 +213,25 @@ class RetrievalDrafter:
         return v / (np.linalg.norm(v) or 1.0)
 
     def _index(self) -> tuple[list[Candidate], np.ndarray]:
-        entries, rows = [], []
-        for c in self._candidates():
+        """The index, brought up to date with the studies stored since the last call (one
+        query for ids above the last one seen; features only for their new images)."""
+        added = False
+        for c in self._candidates(self._seen):
+            self._seen = max(self._seen, c.study_id)
             if not c.image_keys:
                 continue
             try:
-                rows.append(self._study_vector(self._vectors(c.image_keys, c.load_images)))
-            except Exception:  # an unreadable candidate image: that study cannot be retrieved
+                row = self._study_vector(self._vectors(c.image_keys, c.load_images))
+            except Exception as exc:  # an unreadable candidate image: it cannot be retrieved
+                log.warning("retrieval: study %s left out of the index (%s)", c.study_id, exc)
                 continue
-            entries.append(c)
-        self.cache.save()
-        return entries, (np.stack(rows) if rows else np.zeros((0, 1), np.float32))
+            self._entries.append(c)
+            self._rows.append(row)
+            added = True
+        if added:
+            self._matrix = np.stack(self._rows)
+            self.cache.save()
+        return self._entries, self._matrix
 
     def _query(self, study: StudyInput) -> np.ndarray:
         frontal = [im for im in study.images if im.view_group == "frontal"] or list(study.images)

@@ -1,0 +1,270 @@
+"""Reader worklists at dataset scale: paging, search, filters, natural order, progress, next
+unfinished, bulk assignment, report-only studies, hostile input. Real SQLite files."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.services.review import ReviewService
+from app.services.worklist import (
+    Progress,
+    WorklistError,
+    WorklistFilter,
+    WorklistService,
+)
+from bench.synthetic import SyntheticImage, add_studies
+from db.sorting import natural_key
+from tests.conftest import rg1
+
+
+@pytest.fixture
+def image() -> SyntheticImage:
+    return SyntheticImage(rg1(), 1955, 1841)
+
+
+@pytest.fixture
+def service(db) -> WorklistService:
+    return WorklistService(db)
+
+
+def reader(db, name: str = "alice") -> int:
+    return ReviewService(db).add_reader(name, None)
+
+
+def keys(page) -> list[str]:
+    return [r.study_key for r in page.rows]
+
+
+def test_natural_key_orders_numbers_by_value():
+    names = ["CXR10", "CXR2", "CXR100", "CXR1", "cxr3", "CXR10_IM-0002", "CXR10_IM-0010"]
+    assert sorted(names, key=natural_key) == [
+        "CXR1", "CXR2", "cxr3", "CXR10", "CXR10_IM-0002", "CXR10_IM-0010", "CXR100"]
+    assert natural_key("A007") == natural_key("a7")
+
+
+def test_assign_puts_studies_in_natural_order_and_pages_them(db, service, image):
+    add_studies(db, 120, image=image)
+    alice = reader(db)
+    assert service.assign(alice) == 120
+    first = service.page(alice, page_size=12)
+    assert keys(first)[:12] == [f"CXR{i}" for i in range(1, 13)]
+    assert (first.total, first.pages, first.page, first.first, first.last) == (120, 10, 1, 1, 12)
+    second = service.page(alice, page=2, page_size=12)
+    assert keys(second)[0] == "CXR13"
+    assert service.assign(alice) == 0  # idempotent: nothing twice, places kept
+    assert keys(service.page(alice, page_size=12)) == keys(first)
+
+
+def test_page_past_the_end_and_negative_page_clamp(db, service, image):
+    add_studies(db, 25, image=image)
+    alice = reader(db)
+    service.assign(alice)
+    last = service.page(alice, page=99, page_size=10)
+    assert (last.page, keys(last)) == (3, [f"CXR{i}" for i in range(21, 26)])
+    assert service.page(alice, page=-5, page_size=10).page == 1
+    assert keys(service.page(alice, page=0, page_size=10))[0] == "CXR1"
+    with pytest.raises(WorklistError, match="page size"):
+        service.page(alice, page_size=0)
+    with pytest.raises(WorklistError, match="page size"):
+        service.page(alice, page_size=10_000)
+
+
+def test_search_by_study_or_patient_key_prefix_case_insensitive(db, service, image):
+    add_studies(db, 150, image=image)
+    alice = reader(db)
+    service.assign(alice)
+    assert keys(service.page(alice, WorklistFilter(search="CXR12"), page_size=50)) == [
+        "CXR12", *[f"CXR{i}" for i in range(120, 130)]]
+    assert keys(service.page(alice, WorklistFilter(search="cxr77"))) == ["CXR77"]
+    by_patient = service.page(alice, WorklistFilter(search="bench-P10"))
+    assert {r.patient_key for r in by_patient.rows} >= {"bench-P10"}
+    assert all(r.patient_key.startswith("bench-P10") for r in by_patient.rows)
+
+
+@pytest.mark.parametrize("text", ["%", "_", "CXR%", "C_R1", "'", "\"; DROP TABLE study; --",
+                                  "CXR1' OR '1'='1", "\\", "%'_\\"])
+def test_search_with_wildcards_and_quotes_matches_literally(db, service, image, text):
+    add_studies(db, 30, image=image)
+    add_studies(db, 1, image=image, prefix="odd%_'\\", start=31)
+    alice = reader(db)
+    service.assign(alice)
+    page = service.page(alice, WorklistFilter(search=text))
+    assert all(r.study_key.lower().startswith(text.lower())
+               or r.patient_key.lower().startswith(text.lower()) for r in page.rows)
+    assert page.total == len(page.rows) == 0
+    assert service.page(alice).total == 31  # nothing was dropped or changed
+    hit = service.page(alice, WorklistFilter(search="odd%_'\\"))
+    assert keys(hit) == ["odd%_'\\31"]
+
+
+def test_filters_by_status_source_split_and_images(db, service, image):
+    add_studies(db, 20, image=image, source="iu", splits=("train", "test"))
+    add_studies(db, 10, image=image, source="rexgradient", start=21, report_only_every=5)
+    alice = reader(db)
+    service.assign(alice, include_report_only=True)
+    assert service.page(alice, WorklistFilter(source="iu")).total == 20
+    assert service.page(alice, WorklistFilter(source="rexgradient", has_images=False)).total == 2
+    assert service.page(alice, WorklistFilter(has_images=True)).total == 28
+    assert service.page(alice, WorklistFilter(source="iu", split="test")).total == 10
+    assert service.sources() == ("iu", "rexgradient")
+    assert service.splits() == ("test", "train")
+    # a value that does not exist: an empty page (source/split), a named error (status)
+    nothing = service.page(alice, WorklistFilter(source="no-such-source"))
+    assert (nothing.total, nothing.rows, nothing.page, nothing.pages) == (0, (), 1, 1)
+    assert service.page(alice, WorklistFilter(split="nope")).total == 0
+    with pytest.raises(WorklistError, match="unknown status 'finished'"):
+        WorklistFilter(status="finished")
+    with pytest.raises(WorklistError, match="unknown image filter"):
+        WorklistFilter.from_ui(images="some")
+    assert WorklistFilter.from_ui("done", "all", "all", "report only", "  x ") == WorklistFilter(
+        status="done", has_images=False, search="x")
+
+
+def test_report_only_studies_stay_off_reading_worklists_unless_asked(db, service, image):
+    with_images = add_studies(db, 10, image=image, report_only_every=2)
+    alice, bob = reader(db, "alice"), reader(db, "bob")
+    assert service.assign(alice) == 5
+    assert all(r.images == 1 for r in service.page(alice).rows)
+    assert service.assign(bob, include_report_only=True) == 10
+    assert service.assign(alice, with_images[:4], include_report_only=True) == 2
+
+
+def test_progress_and_next_unfinished(db, service, image):
+    ids = add_studies(db, 10, image=image)
+    alice = reader(db)
+    service.assign(alice)
+    review = ReviewService(db)
+    for sid in ids[1:4]:
+        review.rate(alice, sid, likert=4, acceptable=True)
+    review.save(alice, ids[5], "findings", "Edited.", None)
+    assert service.progress(alice) == Progress(new=6, drafted=0, in_review=1, done=3)
+    assert service.progress(alice).unfinished == 7
+    assert service.next_unfinished(alice) == ids[0]
+    assert service.next_unfinished(alice, ids[0]) == ids[4]  # skips the three done
+    assert service.next_unfinished(alice, ids[4], step=-1) == ids[0]
+    assert service.next_unfinished(alice, ids[0], step=-1) is None
+    assert service.next_unfinished(alice, ids[9]) is None
+    assert service.next_unfinished(alice, 10_000) == ids[0]  # not on the list: first open
+    assert service.next_unfinished(alice, ids[0], flt=WorklistFilter(search="CXR7")) == ids[6]
+    assert service.upcoming(alice, ids[0], 3) == [ids[4], ids[5], ids[6]]
+    assert service.resume(alice) == ids[5]
+    assert service.page_of(alice, ids[9], page_size=4) == 3
+    assert service.page_of(alice, ids[9], WorklistFilter(status="done")) is None
+
+
+def test_a_reader_with_an_empty_worklist(db, service):
+    alice = reader(db)
+    page = service.page(alice)
+    assert (page.rows, page.total, page.page, page.pages, page.first, page.last) == (
+        (), 0, 1, 1, 0, 0)
+    assert service.progress(alice) == Progress()
+    assert service.next_unfinished(alice) is None and service.resume(alice) is None
+    assert not service.has_worklist(alice)
+    assert service.assign(alice) == 0  # nothing stored yet
+    assert service.sources() == ()
+
+
+def test_two_readers_worklists_are_independent(db, service, image):
+    ids = add_studies(db, 6, image=image)
+    alice, bob = reader(db, "alice"), reader(db, "bob")
+    service.assign(alice)
+    service.assign(bob, ids[3:])
+    ReviewService(db).rate(alice, ids[3], likert=3, acceptable=False)
+    assert service.progress(alice).done == 1 and service.progress(bob).done == 0
+    assert keys(service.page(bob)) == ["CXR4", "CXR5", "CXR6"]
+    assert service.next_unfinished(bob) == ids[3]
+    assert service.page(bob, WorklistFilter(status="done")).total == 0
+    assert service.page_of(bob, ids[0]) is None
+
+
+def test_assignment_appends_new_studies_after_the_old_ones(db, service, image):
+    add_studies(db, 3, image=image)
+    alice = reader(db)
+    service.assign(alice)
+    add_studies(db, 2, image=image, start=4)
+    assert service.assign(alice) == 2
+    page = service.page(alice)
+    assert keys(page) == ["CXR1", "CXR2", "CXR3", "CXR4", "CXR5"]
+    assert [r.position for r in page.rows] == [0, 1, 2, 3, 4]
+
+
+def test_assigning_thousands_is_one_statement_and_keeps_positions_unique(db, service, image):
+    add_studies(db, 5000, image=image, report_only_every=7)
+    alice = reader(db)
+    added = service.assign(alice)
+    assert added == 5000 - 5000 // 7
+    last = service.page(alice, page=10**6, page_size=500)
+    assert last.rows[-1].position == added - 1
+    assert service.page(alice, page_size=500).total == added
+
+
+def test_the_migration_backfills_sort_keys_and_image_counts(tmp_path, image):
+    from sqlalchemy import text
+
+    from db.engine import open_database, upgrade_schema
+
+    old = open_database(tmp_path / "old.sqlite", upgrade=False)
+    upgrade_schema(old, "0002")
+    with old.engine.begin() as conn:
+        conn.execute(text("INSERT INTO patient (id, source, key) VALUES (1, 's', 'p')"))
+        for sid, key in ((1, "CXR10"), (2, "CXR9")):
+            conn.execute(text(
+                "INSERT INTO study (id, patient_id, source, study_key, demographics, created_at)"
+                " VALUES (:i, 1, 's', :k, '{}', '2024-01-01')"), {"i": sid, "k": key})
+        conn.execute(text(
+            "INSERT INTO image (study_id, position, uri, format, rows, cols, photometric, "
+            "bits_stored, checksum) VALUES (2, 0, 'x', 'png', 1, 1, 'MONOCHROME2', 8, 'c')"))
+    upgrade_schema(old, "head")
+    with old.engine.connect() as conn:
+        rows = conn.execute(text("SELECT study_key, sort_key, image_count FROM study "
+                                 "ORDER BY sort_key")).all()
+    assert rows == [("CXR9", natural_key("CXR9"), 1), ("CXR10", natural_key("CXR10"), 0)]
+    old.dispose()
+
+
+def test_readers_add_leaves_report_only_studies_off_unless_asked(db, settings, image):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    add_studies(db, 6, image=image, report_only_every=3)
+    root = Path(__file__).resolve().parents[1]
+
+    def add(name: str, *flags: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "readers", "add", name, "--password-stdin",
+             "--db", settings.db_url, *flags], input="long enough password\n", cwd=root,
+            capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "(4 studies on the worklist)" in add("dr.a")
+    assert "(6 studies on the worklist)" in add("dr.b", "--include-report-only")
+    service = WorklistService(db)
+    ids = ReviewService(db)
+    assert service.page(ids.reader_id("dr.a")).total == 4
+    assert service.page(ids.reader_id("dr.b"), WorklistFilter(has_images=False)).total == 2
+
+
+def test_launch_takes_include_report_only(db, image):
+    from launch import parse_args
+
+    assert parse_args([]).include_report_only is False
+    assert parse_args(["--include-report-only"]).include_report_only is True
+    add_studies(db, 4, image=image, report_only_every=2)
+    review = ReviewService(db, include_report_only=True)
+    assert review.assign(review.local_reader()) == 4
+    plain = ReviewService(db)
+    assert plain.assign(plain.add_reader("x", None)) == 2
+
+
+def test_a_page_may_take_its_total_from_the_progress_counts(db, service, image):
+    ids = add_studies(db, 12, image=image, source="a")
+    add_studies(db, 3, image=image, source="b", start=13)
+    alice = reader(db)
+    service.assign(alice)
+    ReviewService(db).rate(alice, ids[0], likert=2, acceptable=False)
+    counts = service.progress(alice)
+    for flt in (WorklistFilter(), WorklistFilter(status="done"), WorklistFilter(status="new"),
+                WorklistFilter(source="b"), WorklistFilter(search="CXR1")):
+        assert service.page(alice, flt, 1, 5, counts) == service.page(alice, flt, 1, 5)

@@ -1,0 +1,133 @@
+"""The worklist panel in headless Chromium (Debian's package): search, paging, row click and
+Next on a real Gradio app over a real SQLite file."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass
+
+import pytest
+
+from app.services.review import ReviewService
+from app.services.worklist import WorklistService
+from app.ui.worklist_panel import build_worklist_panel
+from bench.synthetic import SyntheticImage, add_studies
+from tests.conftest import rg1
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@dataclass
+class Tab:
+    study: int | None = None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def panel_app(db):
+    import gradio as gr
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} not installed (make test installs Debian's chromium)")
+    image = SyntheticImage(rg1(), 1955, 1841)
+    ids = add_studies(db, 30, image=image)
+    alice = ReviewService(db).add_reader("alice", None)  # a new reader: no worklist yet
+    worklists = WorklistService(db)
+
+    def prepare(reader: int) -> None:  # what the workstation hands in: assign a new reader
+        if not worklists.has_worklist(reader):
+            worklists.assign(reader)
+    with gr.Blocks() as ui:
+        state = gr.State(Tab())
+        with gr.Row():
+            with gr.Column():
+                panel = build_worklist_panel(WorklistService(db), page_size=10)
+            header = gr.Markdown(elem_id="opened")
+
+        def open_study(session: Tab, study_id: int, request):
+            session.study = study_id
+            return [session, f"opened {study_id}"]
+
+        panel.connect(ui, state, lambda request: alice, open_study, [state, header],
+                      prepare_reader=prepare)
+        rate = gr.Button("Rate", elem_id="rate")
+
+        def on_rate(session: Tab):  # stands in for the workstation's rate handler
+            ReviewService(db).rate(alice, session.study, likert=4, acceptable=True)
+            return "rated"
+
+        panel.follow(rate.click(on_rate, [state], [header]))
+    port = _free_port()
+    ui.launch(server_port=port, prevent_thread_lock=True)
+    yield f"http://127.0.0.1:{port}/", ids
+    ui.close()
+
+
+@pytest.fixture
+def page():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        yield browser.new_page(viewport={"width": 1400, "height": 1000})
+        browser.close()
+
+
+def study_column(page) -> list[str]:
+    cells = page.locator('#worklist .body-cell[data-col="1"]').all_inner_texts()
+    return [c.strip() for c in cells if c.strip()]
+
+
+def wait_for_label(page, pattern: str) -> None:
+    page.wait_for_function(
+        "p => new RegExp(p).test(document.querySelector('#worklist-page-label')?.innerText "
+        "|| '')", arg=pattern, timeout=20_000)
+
+
+def test_search_paging_row_click_and_next_in_chromium(panel_app, page):
+    url, ids = panel_app
+    page.goto(url)
+    wait_for_label(page, r"1-10 of 30")
+    assert study_column(page) == [f"CXR{i}" for i in range(1, 11)]  # natural order
+    assert "0 / 30 done" in page.locator("#progress").inner_text()
+
+    search = page.locator("#worklist-search textarea, #worklist-search input").first
+    search.fill("CXR2")
+    search.press("Enter")
+    wait_for_label(page, r"1-10 of 11")
+    assert study_column(page) == ["CXR2", *[f"CXR{i}" for i in range(20, 29)]]
+    page.locator("#worklist-next-page").click()
+    wait_for_label(page, r"11-11 of 11")
+    assert study_column(page) == ["CXR29"]
+
+    search.fill("%'_")
+    search.press("Enter")
+    wait_for_label(page, r"No study matches")
+
+    search.fill("")
+    search.press("Enter")
+    wait_for_label(page, r"1-10 of 30")
+    page.locator('#worklist .body-cell[data-col="1"]').filter(
+        has_text=re.compile(r"^\s*CXR5\s*$")).click()
+    page.wait_for_function(
+        "t => document.querySelector('#opened')?.innerText.includes(t)",
+        arg=f"opened {ids[4]}", timeout=20_000)
+    page.locator("#next-study").click()
+    page.wait_for_function(
+        "t => document.querySelector('#opened')?.innerText.includes(t)",
+        arg=f"opened {ids[5]}", timeout=20_000)
+    # a rating refreshes the progress and the rows in a follow-up event
+    page.locator("#rate").click()
+    page.wait_for_function(
+        "() => document.querySelector('#progress')?.innerText.includes('1 / 30 done')",
+        timeout=20_000)
+    assert "done" in page.locator('#worklist .body-cell[data-row="5"][data-col="6"]').inner_text()
