@@ -1,7 +1,7 @@
 """reader roles (reader/admin) and the audit table (who, what, when, from where)
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 Create Date: 2026-11-23
 
 Every existing account becomes a plain `reader`; `rrg-review readers add NAME --admin` makes
