@@ -22,6 +22,7 @@ import numpy as np
 
 from studies.errors import StudyLoadError
 from studies.records import ImageSource
+from studies.safety import Guard
 
 # Integer ranges up to this many distinct values go through a lookup table.
 _LUT_MAX_RANGE = 1 << 20
@@ -107,7 +108,7 @@ class ImageCheck:
     `allow_modality` adds modalities to CR/DX; "ANY" turns the modality and body-part check off.
     """
 
-    guard: object | None = None  # studies.safety.Guard (kept untyped: no import cycle)
+    guard: Guard | None = None
     allow_modality: frozenset[str] = frozenset()
     max_pixels: int = 60_000_000
     max_bytes: int = 256 << 20
@@ -129,7 +130,7 @@ def inspect(source: ImageSource, check: ImageCheck | None = None) -> ImageInfo:
             raise StudyLoadError(source.name, f"image too large ({len(data):,} bytes; the "
                                               f"limit is {check.max_bytes:,})")
     elif check.guard is not None:
-        data = check.guard.read(source.path, source.name, what="image")  # type: ignore[attr-defined]
+        data = check.guard.read(source.path, source.name, what="image")  # type: ignore[arg-type]
     else:
         data = read_bytes(source)
     fmt = sniff_format(data[:132], source.name)
