@@ -393,3 +393,32 @@ def test_interpret_cxr_row_without_images_fails_alone(db, settings, tmp_path, rg
     assert (report.added, report.failed) == (1, 2)
     with db.read() as s:
         assert s.scalar(select(func.count(Study.id))) == 1
+
+
+def test_mimic_ids_that_would_climb_out_are_refused(db, settings, tmp_path, rg1_small):
+    parent = layouts.mimic_download(tmp_path, rg1_small)
+    meta = parent / "2.0.0" / "mimic-cxr-2.0.0-metadata.csv.gz"
+    text = gzip.decompress(meta.read_bytes()).decode()
+    text += "../../../secret,10000032,59999999,,PA,1,1,21800506,1,,,\n"
+    text += "d9,../10000032,58888888,,PA,1,1,21800506,1,,,\n"
+    meta.write_bytes(gzip.compress(text.encode()))
+    report = run_import(db, settings, parent)
+    assert (report.added, report.failed) == (4, 2)
+    reasons = " | ".join(str(p) for p in report.problems)
+    assert "invalid dicom_id" in reasons and "invalid study_id/subject_id" in reasons
+
+
+def test_folder_symlinks_and_loops(db, settings, tmp_path, rg1_small):
+    outside = layouts.write(tmp_path / "private" / "x.png", layouts.png_bytes(rg1_small))
+    root = tmp_path / "cases"
+    layouts.write(root / "a" / "1.png", layouts.png_bytes(rg1_small))
+    (root / "b").mkdir()
+    os.symlink(outside, root / "b" / "1.png")
+    os.symlink(root, root / "a" / "loop")  # a directory loop
+    os.symlink(tmp_path / "private", root / "c")  # a linked folder outside the root
+    report = run_import(db, settings, root)
+    assert report.added == 1
+    assert sum("symbolic link" in p.reason for p in report.problems) == 3
+    assert not any("private" in u for u in stored_uris(db))
+    followed = run_import(db, settings, root, follow_symlinks=True)
+    assert followed.added == 2 and followed.unchanged == 1  # b (link) and c; no loop hang
