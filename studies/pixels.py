@@ -504,9 +504,15 @@ def _minmax_u8_int(raw: np.ndarray) -> np.ndarray:
     lo, hi = int(raw.min()), int(raw.max())
     if hi <= lo:
         return np.zeros(raw.shape, np.uint8)
-    out = raw.astype(np.float32)
-    out -= np.float32(lo)
-    out *= np.float32(255.0 / (hi - lo))
-    np.rint(out, out=out)
-    np.clip(out, 0, 255, out=out)
-    return out.astype(np.uint8)
+    scale, offset = np.float32(255.0 / (hi - lo)), np.float32(lo)
+    out = np.empty(raw.shape, np.uint8)
+    flat_in, flat_out = raw.reshape(-1), out.reshape(-1)
+    buf = np.empty(min(1 << 16, flat_in.size), np.float32)  # 256 KiB: stays in cache
+    for start in range(0, flat_in.size, buf.size):
+        chunk = flat_in[start:start + buf.size]
+        work = buf[:chunk.size]
+        np.subtract(chunk, offset, out=work, dtype=np.float32)
+        work *= scale
+        np.rint(work, out=work)
+        flat_out[start:start + chunk.size] = work  # values are in 0..255 by construction
+    return out
