@@ -422,3 +422,41 @@ def test_folder_symlinks_and_loops(db, settings, tmp_path, rg1_small):
     assert not any("private" in u for u in stored_uris(db))
     followed = run_import(db, settings, root, follow_symlinks=True)
     assert followed.added == 2 and followed.unchanged == 1  # b (link) and c; no loop hang
+
+
+def test_a_killed_import_leaves_only_whole_studies_and_a_rerun_finishes(tmp_path, rg1_small):
+    import signal
+
+    root = tmp_path / "rex"
+    rows = {}
+    for i in range(60):
+        rels = []
+        for j in range(2):
+            rel = f"deid_png/P{i}/{j}.png"
+            layouts.write(root / rel, png16(rg1_small))
+            rels.append("../" + rel)
+        rows[f"pP{i}_aA{i}_s1"] = {"PatientID": f"P{i}", "AccessionNumber": f"A{i}",
+                                   "StudyDate": 20200101, "ImagePath": rels}
+    layouts.write(root / "metadata" / "train_metadata_view_position.json", json.dumps(rows))
+    db = tmp_path / "k.sqlite"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "import", str(root), "--db",
+                             str(db), "--workers", "1"], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    from db.engine import open_database
+
+    database = open_database(str(db))
+    try:
+        with database.read() as s:
+            per_study = s.execute(select(Image.study_id, func.count(Image.id))
+                                  .group_by(Image.study_id)).all()
+            n_studies = s.scalar(select(func.count(Study.id)))
+        assert all(n == 2 for _, n in per_study) and len(per_study) == n_studies
+    finally:
+        database.dispose()
+    rerun = cli("import", str(root), "--db", str(db))
+    assert rerun.returncode == 0
+    assert f"60 records: {60 - n_studies} added, 0 updated, {n_studies} unchanged" in rerun.stdout
