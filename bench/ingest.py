@@ -145,12 +145,32 @@ def bench_images(n: int, workers: int, rounds: int = 3) -> None:
                 report = import_path(db, root, blobs=settings.blobs, workers=workers)
                 our_times.append(time.perf_counter() - t0)
                 db.dispose()
+            # the per-image check alone (no pool start, metadata or writes), same warm pool
+            from app.services.ingest import _check_one
+            from studies.pixels import ImageCheck
+            from studies.records import ImageSource
+            from studies.safety import Guard
+
+            check = ImageCheck(guard=Guard.for_roots(root))
+            tasks = [(ImageSource(name=p, path=p), check) for p in paths]
+            warm_bare, warm_check = [], []
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                list(pool.map(_bare_decode, paths, chunksize=2))
+                warm_bare.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                list(pool.map(_check_one, tasks, chunksize=2))
+                warm_check.append(time.perf_counter() - t0)
         bare, ours = statistics.median(bare_times), statistics.median(our_times)
+        wb, wc = statistics.median(warm_bare), statistics.median(warm_check)
     assert report.images == len(paths), report.summary()
     print(f"16-bit PNG 760x640 ({size / 1024:.0f} KiB each), {len(paths)} images, {workers} "
           f"processes, median of {rounds} alternating rounds: import "
           f"{len(paths) / ours:,.1f} images/s; baseline bare PIL decode "
           f"{len(paths) / bare:,.1f} images/s; ratio {bare / ours:.2f}x (target >= 0.8x)")
+    print(f"  the image check alone in the same warm pool: {len(paths) / wc:,.1f} images/s vs "
+          f"bare decode {len(paths) / wb:,.1f} images/s; ratio {wb / wc:.2f}x")
+    print(f"  load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
 def paired_medians(a, b, repeat: int) -> tuple[float, float]:

@@ -130,8 +130,15 @@ class Guard:
                 raise StudyLoadError(
                     name, f"{what} too large ({st.st_size:,} bytes; the limit is {limit:,})"
                 )
-            with os.fdopen(os.dup(fd), "rb") as fh:
-                data = fh.read(limit + 1)
+            # Read what fstat announced (+1 to notice growth): read(limit) would allocate the
+            # whole limit up front.
+            with os.fdopen(os.dup(fd), "rb", buffering=0) as fh:
+                data = fh.read(min(st.st_size, limit) + 1)
+                while len(data) <= limit:  # grew while being read (or reported no size)
+                    chunk = fh.read(min(1 << 20, limit + 1 - len(data)))
+                    if not chunk:
+                        break
+                    data += chunk
         except OSError as exc:
             raise StudyLoadError(name, f"cannot read file ({exc.strerror or exc})") from None
         finally:

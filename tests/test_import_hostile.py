@@ -393,3 +393,70 @@ def test_interpret_cxr_row_without_images_fails_alone(db, settings, tmp_path, rg
     assert (report.added, report.failed) == (1, 2)
     with db.read() as s:
         assert s.scalar(select(func.count(Study.id))) == 1
+
+
+def test_mimic_ids_that_would_climb_out_are_refused(db, settings, tmp_path, rg1_small):
+    parent = layouts.mimic_download(tmp_path, rg1_small)
+    meta = parent / "2.0.0" / "mimic-cxr-2.0.0-metadata.csv.gz"
+    text = gzip.decompress(meta.read_bytes()).decode()
+    text += "../../../secret,10000032,59999999,,PA,1,1,21800506,1,,,\n"
+    text += "d9,../10000032,58888888,,PA,1,1,21800506,1,,,\n"
+    meta.write_bytes(gzip.compress(text.encode()))
+    report = run_import(db, settings, parent)
+    assert (report.added, report.failed) == (4, 2)
+    reasons = " | ".join(str(p) for p in report.problems)
+    assert "invalid dicom_id" in reasons and "invalid study_id/subject_id" in reasons
+
+
+def test_folder_symlinks_and_loops(db, settings, tmp_path, rg1_small):
+    outside = layouts.write(tmp_path / "private" / "x.png", layouts.png_bytes(rg1_small))
+    root = tmp_path / "cases"
+    layouts.write(root / "a" / "1.png", layouts.png_bytes(rg1_small))
+    (root / "b").mkdir()
+    os.symlink(outside, root / "b" / "1.png")
+    os.symlink(root, root / "a" / "loop")  # a directory loop
+    os.symlink(tmp_path / "private", root / "c")  # a linked folder outside the root
+    report = run_import(db, settings, root)
+    assert report.added == 1
+    assert sum("symbolic link" in p.reason for p in report.problems) == 3
+    assert not any("private" in u for u in stored_uris(db))
+    followed = run_import(db, settings, root, follow_symlinks=True)
+    assert followed.added == 2 and followed.unchanged == 1  # b (link) and c; no loop hang
+
+
+def test_a_killed_import_leaves_only_whole_studies_and_a_rerun_finishes(tmp_path, rg1_small):
+    import signal
+
+    root = tmp_path / "rex"
+    rows = {}
+    for i in range(60):
+        rels = []
+        for j in range(2):
+            rel = f"deid_png/P{i}/{j}.png"
+            layouts.write(root / rel, png16(rg1_small))
+            rels.append("../" + rel)
+        rows[f"pP{i}_aA{i}_s1"] = {"PatientID": f"P{i}", "AccessionNumber": f"A{i}",
+                                   "StudyDate": 20200101, "ImagePath": rels}
+    layouts.write(root / "metadata" / "train_metadata_view_position.json", json.dumps(rows))
+    db = tmp_path / "k.sqlite"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "import", str(root), "--db",
+                             str(db), "--workers", "1"], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    from db.engine import open_database
+
+    database = open_database(str(db))
+    try:
+        with database.read() as s:
+            per_study = s.execute(select(Image.study_id, func.count(Image.id))
+                                  .group_by(Image.study_id)).all()
+            n_studies = s.scalar(select(func.count(Study.id)))
+        assert all(n == 2 for _, n in per_study) and len(per_study) == n_studies
+    finally:
+        database.dispose()
+    rerun = cli("import", str(root), "--db", str(db))
+    assert rerun.returncode == 0
+    assert f"60 records: {60 - n_studies} added, 0 updated, {n_studies} unchanged" in rerun.stdout

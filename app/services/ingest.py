@@ -267,6 +267,9 @@ class _Pending:
 
 
 class _BatchWriter:
+    """Collects records, skips unchanged ones, checks the images of the rest in the pool and
+    writes them in one transaction per batch (retried study by study if it fails)."""
+
     def __init__(self, db: Database, blobs: BlobStore, check: ImageCheck, report: ImportReport,
                  pool: _PoolHandle) -> None:
         self.db, self.blobs, self.check, self.report, self.pool = db, blobs, check, report, pool

@@ -125,11 +125,17 @@ class FolderImporter:
 
     def __init__(self, options: ImportOptions) -> None:
         self.options = options
+        self._scans: dict[Path, _Scan] = {}  # detect's walk, reused by read
+
+    def _scan(self, path: Path) -> _Scan:
+        if path not in self._scans:
+            self._scans[path] = scan(path, self.options.follow_symlinks)
+        return self._scans[path]
 
     def detect(self, path: Path) -> bool:
         if not path.is_dir():
             return False
-        found = scan(path, self.options.follow_symlinks)
+        found = self._scan(path)
         return bool(found.dicom or found.raster)
 
     def root(self, path: Path) -> Path:
@@ -142,7 +148,7 @@ class FolderImporter:
         if not path.is_dir():
             raise DatasetLayoutError(str(path), "a folder import needs a directory")
         guard = self.options.guard_for(path)
-        found = scan(path, self.options.follow_symlinks)
+        found = self._scans.pop(path, None) or scan(path, self.options.follow_symlinks)
         yield from found.skipped
         studies, headers, notes, unreadable = _group_dicom(found.dicom, guard)
         yield from unreadable

@@ -64,13 +64,14 @@ class InterpretCxrImporter:
         images_root = self.options.images or self.root(path)
         guard = self.options.guard_for(self.root(path))
         parts = self._parts(path)
+        parsed: dict[Path, list] = {}  # JSON parts: parsed once for the columns and the rows
         for _, part in parts:
-            _check_columns(part, _columns(part, guard))
+            _check_columns(part, _columns(part, guard, parsed))
         for split, part in parts:
             norm, raw = normalise_split(split)
             row_no = 0
             try:
-                for batch in _batches(part, guard):
+                for batch in _batches(part, guard, parsed):
                     for row in batch:
                         yield build(f"{part}#row{row_no}", _record, row, norm, raw, part, row_no,
                                     images_root, guard, record=f"row {row_no}")
@@ -137,7 +138,7 @@ def _arrow_reader(path: Path):
         return pa.ipc.open_file(pa.memory_map(str(path)))
 
 
-def _columns(path: Path, guard) -> list[str]:
+def _columns(path: Path, guard, parsed: dict[Path, list]) -> list[str]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -149,7 +150,7 @@ def _columns(path: Path, guard) -> list[str]:
             return list(_arrow_reader(path).schema.names)
     except (pa.ArrowException, OSError) as exc:
         raise DatasetLayoutError(str(path), f"unreadable data file ({exc})") from None
-    rows = read_json_records(path, guard)
+    rows = parsed[path] = read_json_records(path, guard)
     names: set[str] = set()
     for _, r in rows[:100]:
         if isinstance(r, dict):
@@ -157,7 +158,7 @@ def _columns(path: Path, guard) -> list[str]:
     return sorted(names)
 
 
-def _batches(path: Path, guard) -> Iterator[list[object]]:
+def _batches(path: Path, guard, parsed: dict[Path, list]) -> Iterator[list[object]]:
     import pyarrow.parquet as pq
 
     if path.suffix == ".parquet":
@@ -167,7 +168,8 @@ def _batches(path: Path, guard) -> Iterator[list[object]]:
         for batch in _arrow_reader(path):
             yield batch.to_pylist()
     else:
-        yield [r for _, r in read_json_records(path, guard)]
+        rows = parsed.pop(path, None)
+        yield [r for _, r in (rows if rows is not None else read_json_records(path, guard))]
 
 
 def _check_columns(path: Path, names) -> None:
