@@ -89,7 +89,7 @@ def test_every_command_on_the_database(settings, tmp_path, rg1_small, capsys, mo
     root = layouts.rexgradient(tmp_path / "rex", rg1_small)
     db = ["--db", settings.db_url, "--data-dir", str(settings.data_dir)]
     assert cli(["import", str(root), *db]) == 0
-    assert "3 studies added (4 images)" in capsys.readouterr().out
+    assert "3 added, 0 updated, 0 unchanged, 0 failed (4 images added)" in capsys.readouterr().out
     assert cli(["import", str(root), *db]) == 0
     assert "3 already present" in capsys.readouterr().out
     assert cli(["studies", *db]) == 0
