@@ -91,7 +91,7 @@ def test_every_command_on_the_database(settings, tmp_path, rg1_small, capsys, mo
     assert cli(["import", str(root), *db]) == 0
     assert "3 added, 0 updated, 0 unchanged, 0 failed (4 images added)" in capsys.readouterr().out
     assert cli(["import", str(root), *db]) == 0
-    assert "3 already present" in capsys.readouterr().out
+    assert "0 added, 0 updated, 3 unchanged, 0 failed" in capsys.readouterr().out
     assert cli(["studies", *db]) == 0
     assert "3 studies, 2 patients, 4 images" in capsys.readouterr().out
     monkeypatch.setattr("sys.stdin", __import__("io").StringIO("long enough pw\n"))

@@ -185,8 +185,8 @@ class WorklistService:
         stmt = WorklistItem.__table__.insert().from_select(
             ["reader_id", "study_id", "position", "status", "active_seconds", "updated_at"],
             chosen)
-        # the Core result keeps the rowcount (an ORM Session result reports -1 on PostgreSQL)
-        return int(s.connection().execute(stmt).rowcount or 0)
+        # SQLAlchemy keeps an INSERT's rowcount only when asked (else -1 on PostgreSQL)
+        return int(s.execute(stmt.execution_options(preserve_rowcount=True)).rowcount or 0)
 
     def has_worklist(self, reader_id: int) -> bool:
         with self.db.read() as s:
