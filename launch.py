@@ -143,7 +143,8 @@ def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) 
                             ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
                             gradio_cache=runtime / "gradio")
     app = build_app(ui, accounts, sessions, options, launch_kwargs={
-        "allowed_paths": [str(viewer.preview_dir)], "show_error": True, **launch_options()})
+        "allowed_paths": [str(viewer.preview_dir)], "show_error": True, **launch_options()},
+        on_export_download=lambda: exports.spool.purge(older_than_s=0))
     mode = " (read-only)" if args.read_only else ""
     print(f"rrg-review: database {settings.db_url}{mode}; drafting with preset {preset}",
           flush=True)

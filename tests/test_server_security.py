@@ -325,6 +325,7 @@ def test_pseudonyms_in_the_database_and_private_runtime_files(team):
     leftovers = [p for p in runtime[0].rglob("*") if p.is_file()
                  and p.name.startswith("rrg-review-report") and "gradio" in str(p)]
     assert leftovers == []  # downloaded exports were deleted
+    assert list((runtime[0] / "exports").glob("export-*")) == []  # and their spool folders
 
 
 def test_plain_http_beyond_loopback_is_refused(tmp_path):
