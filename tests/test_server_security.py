@@ -359,8 +359,8 @@ def test_tls_with_a_self_signed_certificate(team, tmp_path):
                            cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert wrong.returncode == 2 and "cannot be used together" in wrong.stderr
     app = RunningApp(work, "--db", str(db), "--no-demo", "--no-predraft", "--ssl-certfile",
-                     str(cert), "--ssl-keyfile", str(key), scheme="https", verify=str(cert),
-                     host="0.0.0.0")
+                     str(cert), "--ssl-keyfile", str(key), "--session-idle-minutes", "0.05",
+                     scheme="https", verify=str(cert), host="0.0.0.0")
     try:
         with pytest.raises(httpx.HTTPError):  # plain HTTP on the TLS port gets nowhere
             httpx.get(f"http://127.0.0.1:{app.port}/config", timeout=5)
@@ -372,5 +372,9 @@ def test_tls_with_a_self_signed_certificate(team, tmp_path):
         assert "samesite=strict" in login.headers["set-cookie"].lower()
         assert login.headers["strict-transport-security"].startswith("max-age=")
         assert tab.http.get("config").status_code == 200
+        time.sleep(3.5)  # --session-idle-minutes 0.05: 3 s without a request ends the session
+        assert tab.http.get("config").status_code == 401
+        page = tab.http.get("", headers={"accept": "text/html"})
+        assert page.status_code == 303 and page.headers["location"] == "login?msg=expired"
     finally:
         app.stop()
