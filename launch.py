@@ -11,6 +11,7 @@ import ipaddress
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -55,6 +56,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def _refuse(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
@@ -62,6 +67,9 @@ def _refuse(message: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # SIGTERM stops like Ctrl+C (uvicorn shuts down gracefully, then re-raises the signal):
+    # as KeyboardInterrupt, so every clean-up below (workers, exports, private folders) runs
+    signal.signal(signal.SIGTERM, _interrupt)
     os.umask(0o077)  # everything this process creates (database, exports, caches) is private
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: "
                         "%(message)s")
@@ -105,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["GRADIO_TEMP_DIR"] = str(runtime / "gradio")  # before Gradio is imported
     try:
         return _serve(args, settings, db, accounts, runtime, login, tls)
+    except KeyboardInterrupt:
+        return 0
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
 

@@ -378,3 +378,6 @@ def test_tls_with_a_self_signed_certificate(team, tmp_path):
         assert page.status_code == 303 and page.headers["location"] == "login?msg=expired"
     finally:
         app.stop()
+    # SIGTERM shuts down cleanly: exit 0 and the private run folder (exports, caches) is gone
+    assert app.proc.returncode == 0, app.log_path.read_text()[-2000:]
+    assert list(app.tmp.glob("rrg-review-run-*")) == []
