@@ -11,6 +11,7 @@ import ipaddress
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -58,6 +59,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def _refuse(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
@@ -65,6 +70,9 @@ def _refuse(message: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # SIGTERM stops like Ctrl+C (uvicorn shuts down gracefully, then re-raises the signal):
+    # as KeyboardInterrupt, so every clean-up below (workers, exports, private folders) runs
+    signal.signal(signal.SIGTERM, _interrupt)
     os.umask(0o077)  # everything this process creates (database, exports, caches) is private
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: "
                         "%(message)s")
@@ -108,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["GRADIO_TEMP_DIR"] = str(runtime / "gradio")  # before Gradio is imported
     try:
         return _serve(args, settings, db, accounts, runtime, login, tls)
+    except KeyboardInterrupt:
+        return 0
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
 
@@ -147,7 +157,8 @@ def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) 
                             ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
                             gradio_cache=runtime / "gradio")
     app = build_app(ui, accounts, sessions, options, launch_kwargs={
-        "allowed_paths": [str(viewer.preview_dir)], "show_error": True, **launch_options()})
+        "allowed_paths": [str(viewer.preview_dir)], "show_error": True, **launch_options()},
+        on_export_download=lambda: exports.spool.purge(older_than_s=0))
     mode = " (read-only)" if args.read_only else ""
     print(f"rrg-review: database {settings.db_url}{mode}; drafting with preset {preset}",
           flush=True)

@@ -564,6 +564,19 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from app.services.audit import AuditLog
+    from app.settings import Settings
+    from db.engine import open_database
+
+    db = open_database(Settings.from_args(args.db).db_url, read_only=True, upgrade=False)
+    for e in reversed(AuditLog(db).recent(args.limit, actor=args.actor, action=args.action)):
+        print(f"{e.at:%Y-%m-%d %H:%M:%S}\t{e.actor or '-'}\t{e.action}\t"
+              f"{'ok' if e.ok else 'REFUSED'}\t{e.address or '-'}\t{e.target or ''}"
+              + (f"\t{e.detail}" if e.detail else ""))
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from sqlalchemy import func, select
 
@@ -713,6 +726,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="PRAGMA integrity_check instead of the faster quick_check")
     _add_db(p)
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("audit", help="the audit trail: logins, failed logins, saves, ratings, "
+                                     "exports (who, what, when, from where)")
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="the last N events (50)")
+    p.add_argument("--actor", metavar="NAME", help="only this account")
+    p.add_argument("--action", metavar="ACTION", help="only this action (e.g. login_failed)")
+    _add_db(p)
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("readers", help="reader accounts: add, list, password, role")
     p.add_argument("action", choices=("add", "list", "password", "role"))

@@ -22,6 +22,7 @@ import html
 import logging
 import ssl
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,8 +104,12 @@ def login_page(message: str = "", *, tls: bool, error: bool = True) -> str:
 
 
 def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
-              options: ServerOptions, *, launch_kwargs: dict[str, Any] | None = None):
-    """The FastAPI app: login/logout routes and headers, with the Gradio page mounted at /."""
+              options: ServerOptions, *, launch_kwargs: dict[str, Any] | None = None,
+              on_export_download: Callable[[], Any] | None = None):
+    """The FastAPI app: login/logout routes and headers, with the Gradio page mounted at /.
+
+    `on_export_download` runs after an export was sent (launch.py empties the export spool of
+    finished exports, whose copy Gradio has already taken)."""
     import gradio as gr
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
@@ -180,7 +185,7 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
             response.headers.setdefault("Strict-Transport-Security", "max-age=31536000")
         served = _export_file(path, cache)
         if served is not None and response.status_code == 200:
-            response.background = BackgroundTask(_delete, served)
+            response.background = BackgroundTask(_delete, served, on_export_download)
         return response
 
     gr.mount_gradio_app(app, blocks, path="/",
@@ -200,12 +205,14 @@ def _export_file(url_path: str, cache: Path | None) -> Path | None:
     return None
 
 
-def _delete(path: Path) -> None:
+def _delete(path: Path, then: Callable[[], Any] | None = None) -> None:
     try:
         path.unlink(missing_ok=True)
         log.info("export %s deleted after download", path.name)
     except OSError as exc:  # pragma: no cover - logged, the folder goes at shutdown
         log.warning("could not delete %s: %s", path, exc)
+    if then is not None:
+        then()
 
 
 def serve(app: Any, options: ServerOptions) -> None:

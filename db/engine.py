@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -263,7 +263,7 @@ def describe(exc: BaseException, name: str) -> DatabaseProblem:
     if "unable to open" in message:
         return DatabaseProblem(f"{name} cannot be opened (missing folder, permissions or a "
                                "read-only file system)")
-    if "disk i/o" in message or "disk is full" in message or "full" in message:
+    if "disk i/o" in message or "disk is full" in message:
         return DatabaseProblem(f"{name} cannot be written: {orig}")
     return DatabaseProblem(f"{name}: database error: {orig}")
 
@@ -279,10 +279,7 @@ def check_schema(db: Database) -> None:
     write it? Cheap: a few catalogue reads and one empty write transaction."""
     name = db.name
     with db.engine.connect() as conn:
-        tables = {r[0] for r in conn.execute(text(
-            "SELECT name FROM sqlite_master WHERE type = 'table'"))} \
-            if db.engine.dialect.name == "sqlite" else set(
-                __import__("sqlalchemy").inspect(conn).get_table_names())
+        tables = set(inspect(conn).get_table_names())
         if tables and not (tables & _OUR_TABLES):
             raise DatabaseProblem(f"{name} is not an rrg-review database (it holds other "
                                   f"tables: {', '.join(sorted(tables)[:5])})")

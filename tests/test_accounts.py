@@ -78,7 +78,7 @@ def test_throttle_backs_off_exponentially_and_a_success_clears_it():
     assert t.failure("account:x") == 0  # counting starts again
 
 
-def test_logins_are_throttled_per_account_and_per_address_and_audited(db, accounts):
+def test_logins_are_throttled_per_account_and_per_address_and_audited(db, accounts, capsys):
     accounts.add("dr.a", "a-fine-password")
     accounts.add("dr.b", "b-fine-password")
     clock = accounts.throttle.clock
@@ -99,6 +99,13 @@ def test_logins_are_throttled_per_account_and_per_address_and_audited(db, accoun
     assert {"login", "login_failed", "login_throttled"} <= kinds
     failed = [e for e in events if e.action == "login_failed" and e.actor == "dr.a"]
     assert len(failed) == 4 and all(e.address == "10.0.0.9" and not e.ok for e in failed)
+    from app.cli import main as cli
+
+    capsys.readouterr()
+    assert cli(["audit", "--actor", "dr.a", "--db", db.url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sum("\tdr.a\tlogin_failed\tREFUSED\t10.0.0.9" in line for line in lines) == 4
+    assert "\tdr.a\tlogin\tok\t10.0.0.10" in lines[-1]
 
 
 def test_sessions_expire_when_idle_and_absolutely_and_on_logout():

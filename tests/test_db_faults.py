@@ -353,3 +353,21 @@ def test_patient_keys_stored_raw_by_an_older_version_are_pseudonymised_at_start(
                              "(SELECT id FROM patient)")) == 0
         assert s.scalar(text("SELECT count(*) FROM study")) == studies
     db.dispose()
+
+
+def test_importing_into_a_copy_without_its_key_is_one_sentence(tmp_path):
+    import shutil
+
+    from tests.conftest import rg1
+
+    path = made_db(tmp_path)
+    copy = tmp_path / "elsewhere" / "copy.sqlite"
+    copy.parent.mkdir()
+    shutil.copy(path, copy)
+    case = tmp_path / "cases" / "case-1"
+    case.mkdir(parents=True)
+    shutil.copy(rg1(), case / "image.dcm")
+    result = run("-m", "app.cli", "import", str(tmp_path / "cases"), "--format", "folder",
+                 "--db", str(copy), env={ENV_KEY: ""})
+    one_sentence(result, "pseudonym key", "missing", "copy.sqlite.key")
+    assert not copy.with_name("copy.sqlite.key").exists()  # no new key was made up

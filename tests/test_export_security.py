@@ -42,8 +42,13 @@ def test_the_spool_is_private_and_emptied(tmp_path):
     assert stat.S_IMODE(spool.root.stat().st_mode) == 0o700
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     (folder / "rrg-review-report.csv").write_text("x")
+    spool.finished(folder)
     assert spool.purge() == 0 and folder.exists()
     assert spool.purge(older_than_s=-1) == 1 and not folder.exists()
+    building = spool.new_folder()  # an export still being built is never purged
+    assert spool.purge(older_than_s=-1) == 0 and building.exists()
+    spool.finished(building)
+    assert spool.purge(older_than_s=-1) == 1
     again = spool.new_folder()
     (again / "f.csv").write_text("x")
     spool.discard(again / "f.csv")

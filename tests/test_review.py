@@ -182,7 +182,7 @@ def test_readers_command(settings, db, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("short\n"))
     assert cli(["readers", "add", "dr.x", "--password-stdin", "--db", settings.db_url]) == 2
     assert cli(["readers", "list", "--db", settings.db_url]) == 0
-    assert "dr.kim\tlogin" in capsys.readouterr().out
+    assert "dr.kim\treader\tlogin" in capsys.readouterr().out
     assert ReviewService(db).authenticate("dr.kim", "long-enough-pw") is not None
 
 

@@ -300,7 +300,7 @@ def test_logout_ends_the_session_on_the_server(team):
     alice = logged_in(app, "alice")
     cookie = alice.http.cookies.get("rrg-session")
     page = alice.http.get("config")
-    assert page.status_code == 200 and 'href="logout"' in page.text  # the page's sign-out
+    assert page.status_code == 200 and "logout-link" in page.text  # the page's sign-out
     out = alice.http.get("logout")
     assert out.status_code == 303 and out.headers["location"].startswith("login")
     replay = Tab(app, cookies=httpx.Cookies({"rrg-session": cookie}))
@@ -325,6 +325,7 @@ def test_pseudonyms_in_the_database_and_private_runtime_files(team):
     leftovers = [p for p in runtime[0].rglob("*") if p.is_file()
                  and p.name.startswith("rrg-review-report") and "gradio" in str(p)]
     assert leftovers == []  # downloaded exports were deleted
+    assert list((runtime[0] / "exports").glob("export-*")) == []  # and their spool folders
 
 
 def test_plain_http_beyond_loopback_is_refused(tmp_path):
@@ -358,8 +359,8 @@ def test_tls_with_a_self_signed_certificate(team, tmp_path):
                            cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert wrong.returncode == 2 and "cannot be used together" in wrong.stderr
     app = RunningApp(work, "--db", str(db), "--no-demo", "--no-predraft", "--ssl-certfile",
-                     str(cert), "--ssl-keyfile", str(key), scheme="https", verify=str(cert),
-                     host="0.0.0.0")
+                     str(cert), "--ssl-keyfile", str(key), "--session-idle-minutes", "0.05",
+                     scheme="https", verify=str(cert), host="0.0.0.0")
     try:
         with pytest.raises(httpx.HTTPError):  # plain HTTP on the TLS port gets nowhere
             httpx.get(f"http://127.0.0.1:{app.port}/config", timeout=5)
@@ -371,5 +372,12 @@ def test_tls_with_a_self_signed_certificate(team, tmp_path):
         assert "samesite=strict" in login.headers["set-cookie"].lower()
         assert login.headers["strict-transport-security"].startswith("max-age=")
         assert tab.http.get("config").status_code == 200
+        time.sleep(3.5)  # --session-idle-minutes 0.05: 3 s without a request ends the session
+        assert tab.http.get("config").status_code == 401
+        page = tab.http.get("", headers={"accept": "text/html"})
+        assert page.status_code == 303 and page.headers["location"] == "login?msg=expired"
     finally:
         app.stop()
+    # SIGTERM shuts down cleanly: exit 0 and the private run folder (exports, caches) is gone
+    assert app.proc.returncode == 0, app.log_path.read_text()[-2000:]
+    assert list(app.tmp.glob("rrg-review-run-*")) == []

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -518,17 +519,29 @@ class ExportSpool:
             root.chmod(0o700)
         self.root, self.keep_s = root, keep_s
         self._lock = threading.Lock()
+        self._busy: set[Path] = set()  # folders of exports still being built: never purged
 
     def new_folder(self) -> Path:
         self.purge()
-        return Path(tempfile.mkdtemp(prefix="export-", dir=self.root))
+        folder = Path(tempfile.mkdtemp(prefix="export-", dir=self.root))
+        with self._lock:
+            self._busy.add(folder)
+        return folder
+
+    def finished(self, folder: Path) -> None:
+        """The export in `folder` is written: from now on it may be purged."""
+        with self._lock:
+            self._busy.discard(folder)
+        if folder.exists():
+            os.utime(folder)  # its age counts from the end of the export
 
     def purge(self, older_than_s: float | None = None) -> int:
+        """Remove finished exports older than `older_than_s` (default `keep_s`)."""
         limit = time.time() - (self.keep_s if older_than_s is None else older_than_s)
         removed = 0
         with self._lock:
             for folder in self.root.glob("export-*"):
-                if folder.stat().st_mtime <= limit:
+                if folder not in self._busy and folder.stat().st_mtime <= limit:
                     shutil.rmtree(folder, ignore_errors=True)
                     removed += 1
         return removed
@@ -591,6 +604,8 @@ class ExportService:
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
+        finally:
+            self.spool.finished(folder)
         self.audit.record("export", actor=account.name, address=address,
                           target=f"{fmt}: {scope}", detail=note)
         return ExportResult(files, scope, note)
