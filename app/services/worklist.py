@@ -33,6 +33,7 @@ IMAGE_FILTERS = {"all": None, "with images": True, "report only": False}
 _AFTER = "\U0010ffff"  # sorts after every character: key < text + _AFTER bounds a prefix
 MAX_PAGE_SIZE = 500
 MAX_SEARCH_LENGTH = 128
+_DRIVE_FROM_MATCHES = 5000  # up to this many search matches are sorted rather than walked
 _ASSIGN_CHUNK = 500  # explicit study ids per INSERT ... SELECT (SQLite's bound-parameter limit)
 
 
@@ -232,8 +233,13 @@ class WorklistService:
             page = min(max(1, int(page)), pages)
             # the page's ids first (a covering index scan when no study column is filtered),
             # then the joins for those rows only: OFFSET never joins the rows it skips
+            # a narrow search: drive from its few studies (the reader/study index) and sort
+            # them, instead of walking the reader's whole list in position order; a broad one
+            # ("CXR1": 64,000 matches) fills a page within the first rows of that walk
+            narrow = flt.search and total <= _DRIVE_FROM_MATCHES
+            order = WorklistItem.position + 0 if narrow else WorklistItem.position
             ids = (self._filtered(select(WorklistItem.id), reader_id, flt)
-                   .order_by(WorklistItem.position)
+                   .order_by(order)
                    .limit(page_size).offset((page - 1) * page_size))
             stmt = (select(WorklistItem.study_id, WorklistItem.position, Study.source,
                            Study.study_key, Patient.key, Study.study_date, Study.split,
