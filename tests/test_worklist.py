@@ -268,3 +268,18 @@ def test_a_page_may_take_its_total_from_the_progress_counts(db, service, image):
     for flt in (WorklistFilter(), WorklistFilter(status="done"), WorklistFilter(status="new"),
                 WorklistFilter(source="b"), WorklistFilter(search="CXR1")):
         assert service.page(alice, flt, 1, 5, counts) == service.page(alice, flt, 1, 5)
+
+
+@pytest.mark.parametrize("threshold", [0, 10_000])
+def test_search_pages_are_in_list_order_whether_matches_are_walked_or_sorted(
+        db, service, image, monkeypatch, threshold):
+    import app.services.worklist as worklist_module
+
+    monkeypatch.setattr(worklist_module, "_DRIVE_FROM_MATCHES", threshold)
+    add_studies(db, 130, image=image)
+    alice = reader(db)
+    service.assign(alice)
+    first = service.page(alice, WorklistFilter(search="CXR1"), page_size=5)
+    assert keys(first) == ["CXR1", "CXR10", "CXR11", "CXR12", "CXR13"]
+    last = service.page(alice, WorklistFilter(search="CXR1"), page=99, page_size=5)
+    assert keys(last)[-1] == "CXR130" and last.total == 42
