@@ -238,9 +238,14 @@ class WorklistService:
             # ("CXR1": 64,000 matches) fills a page within the first rows of that walk
             narrow = flt.search and total <= _DRIVE_FROM_MATCHES
             order = WorklistItem.position + 0 if narrow else WorklistItem.position
-            ids = (self._filtered(select(WorklistItem.id), reader_id, flt)
-                   .order_by(order)
-                   .limit(page_size).offset((page - 1) * page_size))
+            ids = self._filtered(select(WorklistItem.id), reader_id, flt).order_by(order)
+            skip = (page - 1) * page_size
+            if skip and not (flt.status or flt.needs_study) and self._dense(s, reader_id, total):
+                # positions 0..total-1 without holes: page k starts at position k*size, an
+                # index seek instead of stepping over `skip` entries
+                ids = ids.where(WorklistItem.position >= skip).limit(page_size)
+            else:
+                ids = ids.limit(page_size).offset(skip)
             stmt = (select(WorklistItem.study_id, WorklistItem.position, Study.source,
                            Study.study_key, Patient.key, Study.study_date, Study.split,
                            Study.image_count, WorklistItem.status, WorklistItem.active_seconds)
@@ -249,6 +254,13 @@ class WorklistService:
                     .where(WorklistItem.id.in_(ids)).order_by(WorklistItem.position))
             rows = tuple(WorklistEntry(*row) for row in s.execute(stmt))
         return WorklistPage(rows, page, pages, page_size, total, flt)
+
+    @staticmethod
+    def _dense(s, reader_id: int, total: int) -> bool:
+        """True when the reader's positions are exactly 0..total-1 (no study removed)."""
+        top = s.scalar(select(func.max(WorklistItem.position)).where(
+            WorklistItem.reader_id == reader_id))
+        return top is not None and int(top) == total - 1
 
     def page_of(self, reader_id: int, study_id: int, flt: WorklistFilter | None = None,
                 page_size: int = 50) -> int | None:
