@@ -268,3 +268,35 @@ def test_a_page_may_take_its_total_from_the_progress_counts(db, service, image):
     for flt in (WorklistFilter(), WorklistFilter(status="done"), WorklistFilter(status="new"),
                 WorklistFilter(source="b"), WorklistFilter(search="CXR1")):
         assert service.page(alice, flt, 1, 5, counts) == service.page(alice, flt, 1, 5)
+
+
+@pytest.mark.parametrize("threshold", [0, 10_000])
+def test_search_pages_are_in_list_order_whether_matches_are_walked_or_sorted(
+        db, service, image, monkeypatch, threshold):
+    import app.services.worklist as worklist_module
+
+    monkeypatch.setattr(worklist_module, "_DRIVE_FROM_MATCHES", threshold)
+    add_studies(db, 130, image=image)
+    alice = reader(db)
+    service.assign(alice)
+    first = service.page(alice, WorklistFilter(search="CXR1"), page_size=5)
+    assert keys(first) == ["CXR1", "CXR10", "CXR11", "CXR12", "CXR13"]
+    last = service.page(alice, WorklistFilter(search="CXR1"), page=99, page_size=5)
+    assert keys(last)[-1] == "CXR130" and last.total == 42
+
+
+def test_pages_stay_right_when_a_study_leaves_the_list(db, service, image):
+    from sqlalchemy import delete
+
+    from db.models import Study
+
+    ids = add_studies(db, 12, image=image)
+    alice = reader(db)
+    service.assign(alice)
+    dense = [keys(service.page(alice, page=p, page_size=5)) for p in (1, 2, 3)]
+    assert dense == [[f"CXR{i}" for i in range(a, min(a + 5, 13))] for a in (1, 6, 11)]
+    with db.write() as s:  # a study deleted: its worklist row goes (cascade), a hole remains
+        s.execute(delete(Study).where(Study.id == ids[2]))
+    holes = [keys(service.page(alice, page=p, page_size=5)) for p in (1, 2, 3)]
+    assert holes == [["CXR1", "CXR2", "CXR4", "CXR5", "CXR6"],
+                     ["CXR7", "CXR8", "CXR9", "CXR10", "CXR11"], ["CXR12"]]

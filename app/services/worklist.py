@@ -33,6 +33,7 @@ IMAGE_FILTERS = {"all": None, "with images": True, "report only": False}
 _AFTER = "\U0010ffff"  # sorts after every character: key < text + _AFTER bounds a prefix
 MAX_PAGE_SIZE = 500
 MAX_SEARCH_LENGTH = 128
+_DRIVE_FROM_MATCHES = 5000  # up to this many search matches are sorted rather than walked
 _ASSIGN_CHUNK = 500  # explicit study ids per INSERT ... SELECT (SQLite's bound-parameter limit)
 
 
@@ -233,9 +234,19 @@ class WorklistService:
             page = min(max(1, int(page)), pages)
             # the page's ids first (a covering index scan when no study column is filtered),
             # then the joins for those rows only: OFFSET never joins the rows it skips
-            ids = (self._filtered(select(WorklistItem.id), reader_id, flt)
-                   .order_by(WorklistItem.position)
-                   .limit(page_size).offset((page - 1) * page_size))
+            # a narrow search: drive from its few studies (the reader/study index) and sort
+            # them, instead of walking the reader's whole list in position order; a broad one
+            # ("CXR1": 64,000 matches) fills a page within the first rows of that walk
+            narrow = flt.search and total <= _DRIVE_FROM_MATCHES
+            order = WorklistItem.position + 0 if narrow else WorklistItem.position
+            ids = self._filtered(select(WorklistItem.id), reader_id, flt).order_by(order)
+            skip = (page - 1) * page_size
+            if skip and not (flt.status or flt.needs_study) and self._dense(s, reader_id, total):
+                # positions 0..total-1 without holes: page k starts at position k*size, an
+                # index seek instead of stepping over `skip` entries
+                ids = ids.where(WorklistItem.position >= skip).limit(page_size)
+            else:
+                ids = ids.limit(page_size).offset(skip)
             stmt = (select(WorklistItem.study_id, WorklistItem.position, Study.source,
                            Study.study_key, Patient.key, Study.study_date, Study.split,
                            Study.image_count, WorklistItem.status, WorklistItem.active_seconds)
@@ -244,6 +255,13 @@ class WorklistService:
                     .where(WorklistItem.id.in_(ids)).order_by(WorklistItem.position))
             rows = tuple(WorklistEntry(*row) for row in s.execute(stmt))
         return WorklistPage(rows, page, pages, page_size, total, flt)
+
+    @staticmethod
+    def _dense(s, reader_id: int, total: int) -> bool:
+        """True when the reader's positions are exactly 0..total-1 (no study removed)."""
+        top = s.scalar(select(func.max(WorklistItem.position)).where(
+            WorklistItem.reader_id == reader_id))
+        return top is not None and int(top) == total - 1
 
     def page_of(self, reader_id: int, study_id: int, flt: WorklistFilter | None = None,
                 page_size: int = 50) -> int | None:

@@ -222,7 +222,10 @@ class WorklistPanel:
 
         def paged(delta: int | None):
             def handler(search, status, source, split, images, page, request: gr.Request):
-                number = LAST_PAGE if delta is None else int(page or 1) + delta
+                try:
+                    number = LAST_PAGE if delta is None else int(page or 1) + delta
+                except (TypeError, ValueError, OverflowError):  # NaN, inf: back to the start
+                    number = 1
                 return refresh(search, status, source, split, images, number, request)
             return handler
 
@@ -238,7 +241,9 @@ class WorklistPanel:
                 study_id = int(value)
             except (TypeError, ValueError):
                 return {self.message: "Select a row with a study."}
-            return opened(session, study_id, request)
+            out = opened(session, study_id, request)
+            out[self.message] = ""
+            return out
 
         def stepper(step: int):
             def handler(session, search, status, source, split, images, table,
