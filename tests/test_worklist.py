@@ -144,6 +144,10 @@ def test_progress_and_next_unfinished(db, service, image):
     assert service.next_unfinished(alice, ids[4], step=-1) == ids[0]
     assert service.next_unfinished(alice, ids[0], step=-1) is None
     assert service.next_unfinished(alice, ids[9]) is None
+    # a hurried reader at the end of the list is taken round to the unfinished ones above
+    assert service.next_unfinished(alice, ids[9], wrap=True) == ids[0]
+    assert service.next_unfinished(alice, ids[0], step=-1, wrap=True) == ids[9]
+    assert service.positions(alice, (ids[0], ids[9])) == {ids[0]: 0, ids[9]: 9}
     assert service.next_unfinished(alice, 10_000) == ids[0]  # not on the list: first open
     assert service.next_unfinished(alice, ids[0], flt=WorklistFilter(search="CXR7")) == ids[6]
     assert service.upcoming(alice, ids[0], 3) == [ids[4], ids[5], ids[6]]

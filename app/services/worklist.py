@@ -311,11 +311,27 @@ class WorklistService:
         return s.scalar(select(WorklistItem.position).where(
             WorklistItem.reader_id == reader_id, WorklistItem.study_id == study_id))
 
+    def positions(self, reader_id: int, study_ids: Sequence[int]) -> dict[int, int]:
+        """Where each of these studies stands on the reader's list (absent ones left out)."""
+        with self.db.read() as s:
+            return dict(s.execute(select(WorklistItem.study_id, WorklistItem.position).where(
+                WorklistItem.reader_id == reader_id,
+                WorklistItem.study_id.in_(list(study_ids)))).all())
+
     def next_unfinished(self, reader_id: int, after: int | None = None, step: int = 1,
-                        flt: WorklistFilter | None = None) -> int | None:
+                        flt: WorklistFilter | None = None, *, wrap: bool = False) -> int | None:
         """The next (step=1) or previous (step=-1) study not done after/before `after`, in
         list order and within the filter. `after` not on the list: the first unfinished one.
-        None when there is none in that direction."""
+        None when there is none in that direction; with `wrap`, the search then goes round
+        from the other end of the list (a reader at the last row still has the unfinished
+        studies above it), never returning `after` itself."""
+        found = self._next_unfinished(reader_id, after, step, flt)
+        if found is None and wrap and after is not None:
+            found = self._next_unfinished(reader_id, None, step, flt, exclude=after)
+        return found
+
+    def _next_unfinished(self, reader_id: int, after: int | None, step: int,
+                         flt: WorklistFilter | None, exclude: int | None = None) -> int | None:
         flt = flt or WorklistFilter()
         if flt.status == "done":
             flt = WorklistFilter(None, flt.source, flt.split, flt.has_images, flt.search)
@@ -323,8 +339,11 @@ class WorklistService:
             here = self._position(s, reader_id, after)
             stmt = self._filtered(select(WorklistItem.study_id), reader_id, flt).where(
                 WorklistItem.status != "done")
+            if exclude is not None:
+                stmt = stmt.where(WorklistItem.study_id != exclude)
             if here is None:
-                stmt = stmt.order_by(WorklistItem.position)
+                stmt = stmt.order_by(WorklistItem.position if step >= 0
+                                     else WorklistItem.position.desc())
             elif step >= 0:
                 stmt = stmt.where(WorklistItem.position > here).order_by(WorklistItem.position)
             else:

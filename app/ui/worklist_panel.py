@@ -113,7 +113,14 @@ class WorklistPanelLogic:
             flt = self.filter_of(search, status, source, split, images)
         except WorklistError:
             flt = WorklistFilter()
-        return self.worklists.next_unfinished(reader, current, step, flt)
+        return self.worklists.next_unfinished(reader, current, step, flt, wrap=True)
+
+    def wrapped(self, reader: int, current: int, target: int, step: int) -> bool:
+        """Whether going `step` from `current` went round the end of the list to `target`."""
+        order = self.worklists.positions(reader, (current, target))
+        if len(order) < 2:
+            return False
+        return (order[target] < order[current]) if step > 0 else (order[target] > order[current])
 
     def page_showing(self, reader: int, study_id: int, search: str | None = "",
                      status: str | None = "all", source: str | None = "all",
@@ -257,7 +264,9 @@ class WorklistPanel:
                     return {self.message: f"No unfinished study {where} this one"
                             + (" under these filters." if current is not None else ".")}
                 out = opened(session, target, request)
-                out[self.message] = ""
+                wrapped = current is not None and logic.wrapped(reader, current, target, step)
+                out[self.message] = ("Wrapped round to the " + ("first" if step > 0 else "last")
+                                     + " unfinished study of the list." if wrapped else "")
                 if target not in _shown_ids(table):  # follow the study to its page
                     v = logic.page_showing(reader, target, search, status, source, split,
                                            images)
