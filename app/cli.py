@@ -145,8 +145,20 @@ def cmd_draft(args: argparse.Namespace) -> int:
     sections = ("findings", "impression") if args.section == "both" else (args.section,)
     progress = _tqdm_progress(f"draft {preset}", "study")
     try:
-        run = service.draft(ids, preset, sections, redo=args.redo, batch_size=args.batch_size,
-                            progress=progress)
+        if args.engine == "ray":
+            from app.services.ray_engine import RayConfig, RayUnavailable, draft_on_ray
+
+            config = RayConfig(address=args.address, workers=args.workers,
+                               gpus_per_worker=args.gpus_per_worker,
+                               batch_size=args.batch_size or 8)
+            try:
+                run = draft_on_ray(service, ids, preset, sections, config, redo=args.redo,
+                                   progress=progress)
+            except RayUnavailable as exc:
+                raise ValueError(str(exc)) from exc
+        else:
+            run = service.draft(ids, preset, sections, redo=args.redo,
+                                batch_size=args.batch_size, progress=progress)
     except (ModelUnavailable, ValueError) as exc:
         progress(-1, None)
         print(f"error: {exc}", file=sys.stderr)
@@ -425,6 +437,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, metavar="N",
                    help="studies per batch (halved automatically on out-of-memory)")
     p.add_argument("--redo", action="store_true", help="draft again studies already drafted")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: this process (default); ray: Ray Data actors, one model each "
+                        "(pip install 'rrg-review[scale]')")
+    p.add_argument("--address", help="Ray cluster to use (default: start a local one)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="Ray actors, one model replica each")
+    p.add_argument("--gpus-per-worker", type=float, default=0.0, metavar="G")
     _add_runtime(p)
     _add_db(p)
     p.set_defaults(func=cmd_draft)
