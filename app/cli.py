@@ -252,17 +252,34 @@ def cmd_score(args: argparse.Namespace) -> int:
     try:
         pairs = read_pairs(args.predictions, args.references, args.section)
         names = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
-        metrics = build(names, MetricConfig(
+        config = MetricConfig(
             device=None if args.device == "auto" else args.device, download=not args.offline,
-            bertscore_model=args.bertscore_model))
+            bertscore_model=args.bertscore_model)
+        metrics = build(names, config)
     except (PairsError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not pairs.ids:
         print("error: no pair has a reference text in this section", file=sys.stderr)
         return 2
+    cache = _metric_cache(args)
+    if args.engine == "ray":  # Ray computes what the cache lacks; score() then aggregates
+        from app.services.ray_engine import RayConfig, RayUnavailable, fill_score_cache_on_ray
+
+        ray_progress = _tqdm_progress("score on ray", "pair")
+        try:
+            cluster = RayConfig(address=args.address, workers=args.workers,
+                                gpus_per_worker=args.gpus_per_worker, batch_size=args.batch_size)
+            computed = fill_score_cache_on_ray(metrics, config, pairs.hyps, pairs.refs, cache,
+                                               cluster, progress=ray_progress)
+            print(f"ray: {computed} pair values computed (the rest were cached)")
+        except RayUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        finally:
+            ray_progress(-1, None)
     progress = _tqdm_progress("score", "pair")
-    report = score(pairs.hyps, pairs.refs, metrics, _metric_cache(args), pairs.sources,
+    report = score(pairs.hyps, pairs.refs, metrics, cache, pairs.sources,
                    n_resamples=args.bootstrap, progress=progress)
     progress(-1, None)
     wanted = set(names or [])
@@ -467,6 +484,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", type=Path, metavar="FILE",
                    help="cache file when no --db is given (default ~/.cache/rrg-review/)")
     p.add_argument("--db", metavar="PATH_OR_URL", help="cache scores in this database")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="ray: compute the pairs on Ray Data actors (pip install "
+                        "'rrg-review[scale]'), then aggregate here")
+    p.add_argument("--address", help="Ray cluster to use (default: start a local one)")
+    p.add_argument("--workers", type=int, default=1, metavar="N")
+    p.add_argument("--gpus-per-worker", type=float, default=0.0, metavar="G")
+    p.add_argument("--batch-size", type=int, default=256, metavar="N",
+                   help="pairs per Ray batch")
     p.add_argument("--device", default="auto")
     p.add_argument("--offline", action="store_true", help="never download metric weights")
     p.set_defaults(func=cmd_score)

@@ -127,3 +127,40 @@ def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_sma
     drafts = drafts_by_key(settings)
     assert len(drafts) == 20 and all(len(v) == 1 for v in drafts.values())  # no dup, no gap
     db.dispose()
+
+
+def test_ray_scoring_equals_local_scoring_and_resumes_from_the_cache(tmp_path):
+    import random
+
+    random.seed(7)
+    words = ("the", "lungs", "are", "clear", "no", "pleural", "effusion", "heart", "size",
+             "normal", "mild", "edema")
+    refs = [" ".join(random.choices(words, k=random.randint(4, 12))) for _ in range(300)]
+    hyps = [" ".join(random.choices(words, k=random.randint(3, 12))) for _ in range(300)]
+    for name, texts in (("h", hyps), ("r", refs)):
+        (tmp_path / f"{name}.jsonl").write_text("\n".join(
+            json.dumps({"id": i, "findings": t}) for i, t in enumerate(texts)))
+    base = ["score", "--predictions", str(tmp_path / "h.jsonl"), "--references",
+            str(tmp_path / "r.jsonl"), "--metrics", "bleu4,rougeL", "--bootstrap", "0"]
+    local = run_cli([*base, "--cache", str(tmp_path / "local.sqlite"),
+                     "--out", str(tmp_path / "local.json")])
+    assert local.returncode == 0, local.stderr[-2000:]
+    ray_args = [*base, "--cache", str(tmp_path / "ray.sqlite"), "--out",
+                str(tmp_path / "ray.json"), "--engine", "ray", "--workers", "2",
+                "--batch-size", "64"]
+    on_ray = run_cli(ray_args)
+    assert on_ray.returncode == 0, on_ray.stderr[-2000:]
+    a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("local", "ray"))
+    assert a["metrics"] == b["metrics"] and a["per_sample"] == b["per_sample"]
+    import sqlite3
+
+    def cached() -> int:
+        with sqlite3.connect(tmp_path / "ray.sqlite") as conn:
+            return conn.execute("SELECT COUNT(*) FROM payload").fetchone()[0]
+
+    before = cached()
+    assert before == 2 * len(set(zip(hyps, refs, strict=True)))  # every pair, both metrics
+    again = run_cli(ray_args)  # everything is cached: nothing is computed again
+    assert again.returncode == 0 and cached() == before
+    assert f"ray: {before} pair values computed" in on_ray.stdout
+    assert "ray: 0 pair values computed" in again.stdout

@@ -129,3 +129,83 @@ def draft_on_ray(service: DraftingService, study_ids: Sequence[int], preset: str
         if progress:
             progress(done, len(todo))
     return run
+
+
+# -- scoring ---------------------------------------------------------------------------------
+class ScoreActor:
+    """The metrics, built once per actor (model-based ones load their model here): per-pair
+    payloads for a batch of (metric, hypothesis, reference) rows."""
+
+    def __init__(self, names: Sequence[str], config: dict[str, Any]) -> None:
+        from metrics.registry import MetricConfig, build
+
+        self.metrics = {m.name: m for m in build(list(names), MetricConfig(**config))}
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
+        import json
+
+        names = [str(n) for n in batch["metric"]]
+        payloads: list[str] = [""] * len(names)
+        for name in dict.fromkeys(names):
+            idx = [i for i, n in enumerate(names) if n == name]
+            computed = self.metrics[name].compute([str(batch["hyp"][i]) for i in idx],
+                                                  [str(batch["ref"][i]) for i in idx])
+            for i, payload in zip(idx, computed, strict=True):
+                payloads[i] = json.dumps(payload)
+        return {"metric": names, "hyp_hash": [str(h) for h in batch["hyp_hash"]],
+                "ref_hash": [str(h) for h in batch["ref_hash"]], "payload": payloads}
+
+
+def fill_score_cache_on_ray(metrics: Sequence[Any], config: Any, hyps: Sequence[str],
+                            refs: Sequence[str], cache: Any, ray_config: RayConfig,
+                            progress: Progress | None = None) -> int:
+    """Compute on Ray every (metric, pair) the cache lacks and store it in the cache as each
+    batch returns, so `metrics.scoring.score` then only aggregates (same values as a local run,
+    which computes the same per-pair payloads), and a killed run resumes from the cache.
+    Returns the number of payloads computed."""
+    import json
+
+    from metrics.base import text_hash
+
+    ray = _ray()
+    rows = []
+    by_name = {}
+    for metric in metrics:
+        ok, _ = (False, metric.failed) if metric.failed else metric.available()
+        if not ok:
+            continue  # score() reports why
+        by_name[metric.name] = metric
+        keys = [(text_hash(h), text_hash(r)) for h, r in zip(hyps, refs, strict=True)]
+        found = cache.get_many(metric.name, metric.version, metric.model_id, keys)
+        seen = set(found)
+        for (hh, rh), h, r in zip(keys, hyps, refs, strict=True):
+            if (hh, rh) not in seen:
+                seen.add((hh, rh))
+                rows.append({"metric": metric.name, "hyp": h, "ref": r,
+                             "hyp_hash": hh, "ref_hash": rh})
+    if not rows:
+        return 0
+    rows.sort(key=lambda row: (row["metric"], len(row["hyp"]) + len(row["ref"])))
+    if not ray.is_initialized():
+        ray.init(address=ray_config.address, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.WARNING, configure_logging=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    size = ray_config.batch_size
+    scored = ray.data.from_items(rows, override_num_blocks=max(1, len(rows) // size)).map_batches(
+        ScoreActor, batch_size=size, batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=ray_config.workers),
+        num_gpus=ray_config.gpus_per_worker or None, num_cpus=1,
+        fn_constructor_kwargs=dict(names=list(by_name), config=asdict(config)))
+    done = 0
+    for batch in scored.iter_batches(batch_size=None, batch_format="numpy"):
+        fresh: dict[str, dict] = {}
+        for name, hh, rh, payload in zip(batch["metric"], batch["hyp_hash"], batch["ref_hash"],
+                                         batch["payload"], strict=True):
+            fresh.setdefault(str(name), {})[(str(hh), str(rh))] = json.loads(str(payload))
+        for name, items in fresh.items():
+            metric = by_name[name]
+            cache.put_many(metric.name, metric.version, metric.model_id, items)
+        done += len(batch["metric"])
+        if progress:
+            progress(done, len(rows))
+    return done
