@@ -36,8 +36,9 @@ $(VENV)/.installed-run: pyproject.toml | $(PY)
 	$(PIP) install -e .
 	@touch $@
 
+# the Ray engine's tests need the optional [scale] extra (Ray Data, local mode on CPU)
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-run
-	$(PIP) install -e '.[test]'
+	$(PIP) install -e '.[test,scale]'
 	@touch $@
 
 # Debian's Chromium for the browser tests (Playwright's own browser download is not used).
