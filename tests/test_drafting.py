@@ -81,7 +81,7 @@ def test_builtin_presets_are_data_with_the_rrg24_card_settings():
     assert base.model_for("impression").model_id == IMPRESSION_ID
     assert base.generation["max_length"] == 128 and base.generation["num_beams"] == 2
     assert {p.backend for p in presets.values()} == {"retrieval", "vision-encoder-decoder",
-                                                     "chat", "worker"}
+                                                     "chat", "worker", "openai"}
     with pytest.raises(UnknownPreset, match="known presets: .*retrieval"):
         get_preset(presets, "gpt-9")
 
