@@ -36,9 +36,10 @@ $(VENV)/.installed-run: pyproject.toml | $(PY)
 	$(PIP) install -e .
 	@touch $@
 
+# the Ray engine's tests need the optional [scale] extra (Ray Data, local mode on CPU)
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-run
 	@command -v g++ >/dev/null 2>&1 || $(MAKE) --no-print-directory gxx
-	$(PIP) install -e '.[test]'
+	$(PIP) install -e '.[test,scale]'
 	@touch $@
 
 # g++ builds fast-bleu (the BLEU-2 reference of the metric tests) from its sdist.

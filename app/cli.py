@@ -164,8 +164,20 @@ def cmd_draft(args: argparse.Namespace) -> int:
     sections = ("findings", "impression") if args.section == "both" else (args.section,)
     progress = _tqdm_progress(f"draft {preset}", "study")
     try:
-        run = service.draft(ids, preset, sections, redo=args.redo, batch_size=args.batch_size,
-                            progress=progress)
+        if args.engine == "ray":
+            from app.services.ray_engine import RayConfig, RayUnavailable, draft_on_ray
+
+            config = RayConfig(address=args.address, workers=args.workers,
+                               gpus_per_worker=args.gpus_per_worker,
+                               batch_size=args.batch_size or 8)
+            try:
+                run = draft_on_ray(service, ids, preset, sections, config, redo=args.redo,
+                                   progress=progress)
+            except RayUnavailable as exc:
+                raise ValueError(str(exc)) from exc
+        else:
+            run = service.draft(ids, preset, sections, redo=args.redo,
+                                batch_size=args.batch_size, progress=progress)
     except (ModelUnavailable, ValueError) as exc:
         progress(-1, None)
         print(f"error: {exc}", file=sys.stderr)
@@ -272,10 +284,11 @@ def cmd_score(args: argparse.Namespace) -> int:
                            args.empty_references)
         names = [m.strip() for m in args.metrics.split(",") if m.strip()] \
             if args.metrics else None
-        metrics = build(names, MetricConfig(
+        config = MetricConfig(
             device=None if args.device == "auto" else args.device, download=not args.offline,
             bertscore_model=args.bertscore_model, bertscore_baseline=args.bertscore_baseline,
-            bertscore_rescale=not args.no_rescale))
+            bertscore_rescale=not args.no_rescale)
+        metrics = build(names, config)
         expected = read_expected(args.expect) if args.expect else None
     except (PairsError, ValueError) as exc:  # ExpectError is a ValueError
         print(f"error: {exc}", file=sys.stderr)
@@ -283,22 +296,38 @@ def cmd_score(args: argparse.Namespace) -> int:
     if not pairs.ids:
         print("error: no pair to score in this section", file=sys.stderr)
         return 2
+    cache = _metric_cache(args)
+    if args.engine == "ray":  # Ray computes what the cache lacks; score() then aggregates
+        from app.services.ray_engine import RayConfig, RayUnavailable, fill_score_cache_on_ray
+
+        ray_progress = _tqdm_progress("score on ray", "pair")
+        try:
+            cluster = RayConfig(address=args.address, workers=args.workers,
+                                gpus_per_worker=args.gpus_per_worker, batch_size=args.batch_size)
+            computed = fill_score_cache_on_ray(metrics, config, pairs.hyps, pairs.refs, cache,
+                                               cluster, progress=ray_progress)
+            print(f"ray: {computed} pair values computed (the rest were cached)")
+        except RayUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        finally:
+            ray_progress(-1, None)
     progress = _tqdm_progress("score", "pair")
     try:
-        return _score_and_report(args, names, metrics, pairs, expected, progress)
+        return _score_and_report(args, names, metrics, pairs, expected, progress, cache)
     finally:
         for metric in metrics:  # models freed, metric workers shut down
             metric.close()
 
 
-def _score_and_report(args, names, metrics, pairs, expected, progress) -> int:
+def _score_and_report(args, names, metrics, pairs, expected, progress, cache) -> int:
     import json
 
     from metrics.expect import compare
     from metrics.pairs import PairsError, read_pairs
     from metrics.scoring import score
 
-    report = score(pairs.hyps, pairs.refs, metrics, _metric_cache(args), pairs.sources,
+    report = score(pairs.hyps, pairs.refs, metrics, cache, pairs.sources,
                    n_resamples=args.bootstrap, progress=progress)
     progress(-1, None)
     requested = _requested_keys(names, metrics)
@@ -638,6 +667,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, metavar="N",
                    help="studies per batch (halved automatically on out-of-memory)")
     p.add_argument("--redo", action="store_true", help="draft again studies already drafted")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: this process (default); ray: Ray Data actors, one model each "
+                        "(pip install 'rrg-review[scale]')")
+    p.add_argument("--address", help="Ray cluster to use (default: start a local one)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="Ray actors, one model replica each")
+    p.add_argument("--gpus-per-worker", type=float, default=0.0, metavar="G")
     _add_runtime(p)
     _add_db(p)
     p.set_defaults(func=cmd_draft)
@@ -675,6 +711,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", type=Path, metavar="FILE",
                    help="cache file when no --db is given (default ~/.cache/rrg-review/)")
     p.add_argument("--db", metavar="PATH_OR_URL", help="cache scores in this database")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="ray: compute the pairs on Ray Data actors (pip install "
+                        "'rrg-review[scale]'), then aggregate here")
+    p.add_argument("--address", help="Ray cluster to use (default: start a local one)")
+    p.add_argument("--workers", type=int, default=1, metavar="N")
+    p.add_argument("--gpus-per-worker", type=float, default=0.0, metavar="G")
+    p.add_argument("--batch-size", type=int, default=256, metavar="N",
+                   help="pairs per Ray batch")
     p.add_argument("--device", default="auto")
     p.add_argument("--offline", action="store_true", help="never download metric weights")
     p.set_defaults(func=cmd_score)

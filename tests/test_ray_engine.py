@@ -1,0 +1,166 @@
+"""`rrg-review draft --engine ray` on a local Ray cluster (CPU, tiny encoder-decoder): the same
+drafts as the local engine, a failing study recorded while the rest go on, and a run whose
+driver is SIGKILLed resumes with no duplicate and no gap."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from app.cli import main as cli
+from app.services.ingest import import_records
+from app.settings import Settings
+from db.engine import open_database
+from db.models import Draft, Image, Study
+from tests.test_drafting_service import _images, record
+from tests.tiny_models import tiny_encoder_decoder
+
+pytest.importorskip("ray.data", reason="Ray is the optional [scale] extra")
+pytestmark = pytest.mark.slow  # starts a local Ray cluster and model actors
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def presets(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("ray-model")
+    tiny = tiny_encoder_decoder(folder / "tiny")
+    path = folder / "presets.json"
+    path.write_text(json.dumps({"tiny": {
+        "backend": "vision-encoder-decoder", "generation": {"max_length": 12},
+        "models": {"findings": str(tiny), "impression": str(tiny)}}}))
+    return path
+
+
+def filled_db(folder: Path, rg1_small, n: int = 8, broken: int | None = None) -> Settings:
+    settings = Settings.from_args(str(folder / "db.sqlite"))
+    db = open_database(settings.db_url)
+    img = list(_images(rg1_small).values())
+    records = [record(f"S{i}", f"P{i}", img[i % len(img)], f"findings {i}", f"impression {i}",
+                      day=1 + i) for i in range(n)]
+    assert import_records(db, records, blobs=settings.blobs, fmt="test").added == n
+    if broken is not None:  # one study's image file disappears
+        with db.read() as session:
+            image = session.scalars(select(Image).join(Study).where(
+                Study.study_key == f"S{broken}")).one()
+        settings.blobs.path(image.uri).unlink()
+    db.dispose()
+    return settings
+
+
+def drafts_by_key(settings: Settings) -> dict[tuple[str, str], list[tuple]]:
+    db = open_database(settings.db_url)
+    out: dict[tuple[str, str], list[tuple]] = {}
+    with db.read() as session:
+        for key, d in session.execute(select(Study.study_key, Draft).join(Study)):
+            out.setdefault((key, d.section), []).append(
+                (d.text, d.error is not None, d.model_id, d.generation.get("max_length")))
+    db.dispose()
+    return out
+
+
+def cli_args(settings: Settings, presets: Path) -> list[str]:
+    return ["draft", "--model", "tiny", "--presets", str(presets), "--device", "cpu",
+            "--db", settings.db_url, "--data-dir", str(settings.data_dir)]
+
+
+def run_cli(args: list[str], timeout: float = 400) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=ROOT, check=False)
+
+
+def test_ray_drafts_equal_local_drafts_and_a_failing_study_is_recorded(
+        tmp_path, rg1_small, presets, capsys):
+    local = filled_db(tmp_path / "local", rg1_small, broken=3)
+    on_ray = filled_db(tmp_path / "ray", rg1_small, broken=3)
+    assert cli([*cli_args(local, presets), "--batch-size", "3"]) == 1
+    capsys.readouterr()
+    done = run_cli([*cli_args(on_ray, presets), "--engine", "ray", "--workers", "2",
+                    "--batch-size", "2"])
+    assert done.returncode == 1, done.stderr[-3000:]  # one study failed, the rest drafted
+    # S3's image is gone; S7 has the same image bytes (stored once, content-addressed)
+    assert "tiny: 12 sections drafted, 4 failed" in done.stdout
+    assert "cannot read file" in done.stderr
+    expected, got = drafts_by_key(local), drafts_by_key(on_ray)
+    assert got == expected
+    assert got[("S3", "findings")][0][1] is True  # the failure is stored with its study
+    assert got[("S4", "findings")][0][1] is False
+    assert all(len(v) == 1 for v in got.values()) and len(got) == 16
+
+
+def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_small, presets):
+    settings = filled_db(tmp_path, rg1_small, n=10)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    args = [*cli_args(settings, presets), "--engine", "ray", "--workers", "1",
+            "--batch-size", "1"]
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", *args], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # its own group: Ray's daemons too
+    db = open_database(settings.db_url)
+    try:
+        deadline = time.monotonic() + 400
+        while True:
+            with db.read() as session:
+                stored = session.scalar(select(func.count(Draft.id)))
+            if stored >= 4:  # two studies drafted: the run is under way
+                break
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, "no draft stored in time"
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and what it started, mid-run
+        proc.wait()
+    with db.read() as session:
+        before = session.scalar(select(func.count(Draft.id)))
+    assert before < 20  # it was stopped part way
+    done = run_cli(args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "already drafted" in done.stdout
+    drafts = drafts_by_key(settings)
+    assert len(drafts) == 20 and all(len(v) == 1 for v in drafts.values())  # no dup, no gap
+    db.dispose()
+
+
+def test_ray_scoring_equals_local_scoring_and_resumes_from_the_cache(tmp_path):
+    import random
+
+    random.seed(7)
+    words = ("the", "lungs", "are", "clear", "no", "pleural", "effusion", "heart", "size",
+             "normal", "mild", "edema")
+    refs = [" ".join(random.choices(words, k=random.randint(4, 12))) for _ in range(300)]
+    hyps = [" ".join(random.choices(words, k=random.randint(3, 12))) for _ in range(300)]
+    for name, texts in (("h", hyps), ("r", refs)):
+        (tmp_path / f"{name}.jsonl").write_text("\n".join(
+            json.dumps({"id": i, "findings": t}) for i, t in enumerate(texts)))
+    base = ["score", "--predictions", str(tmp_path / "h.jsonl"), "--references",
+            str(tmp_path / "r.jsonl"), "--metrics", "bleu4,rougeL", "--bootstrap", "0"]
+    local = run_cli([*base, "--cache", str(tmp_path / "local.sqlite"),
+                     "--out", str(tmp_path / "local.json")])
+    assert local.returncode == 0, local.stderr[-2000:]
+    ray_args = [*base, "--cache", str(tmp_path / "ray.sqlite"), "--out",
+                str(tmp_path / "ray.json"), "--engine", "ray", "--workers", "2",
+                "--batch-size", "64"]
+    on_ray = run_cli(ray_args)
+    assert on_ray.returncode == 0, on_ray.stderr[-2000:]
+    a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("local", "ray"))
+    assert a["metrics"] == b["metrics"] and a["per_sample"] == b["per_sample"]
+    import sqlite3
+
+    def cached() -> int:
+        with sqlite3.connect(tmp_path / "ray.sqlite") as conn:
+            return conn.execute("SELECT COUNT(*) FROM payload").fetchone()[0]
+
+    before = cached()
+    assert before == 2 * len(set(zip(hyps, refs, strict=True)))  # every pair, both metrics
+    again = run_cli(ray_args)  # everything is cached: nothing is computed again
+    assert again.returncode == 0 and cached() == before
+    assert f"ray: {before} pair values computed" in on_ray.stdout
+    assert "ray: 0 pair values computed" in again.stdout
