@@ -189,12 +189,15 @@ class WorklistPanel:
                 open_study: Callable[..., Any],
                 open_outputs: Sequence[gr.components.Component],
                 current_of: Callable[[Any], int | None] = lambda s: getattr(s, "study", None),
-                prepare_reader: Callable[[int], Any] | None = None) -> None:
+                prepare_reader: Callable[[int], Any] | None = None,
+                navigation: bool = True) -> None:
         """Wire the panel: load, filters, search, paging, row click and Previous/Next.
 
         `prepare_reader(reader)` runs on page load before the first page is read (e.g. give a
         new reader a worklist); it must be idempotent, as the workstation's own load may run it
-        at the same time."""
+        at the same time. With `navigation=False` the row click and Previous/Next are left to
+        the caller (the workstation saves the reader's pending text before it leaves a study,
+        which needs the edit boxes as inputs); `logic.target` and `page_showing` serve it."""
         logic, outputs = self.logic, list(open_outputs)
         view_outputs = self.view_outputs
         filters = self.filters
@@ -290,6 +293,8 @@ class WorklistPanel:
         self.previous_page.click(paged(-1), paging, view_outputs, **light)
         self.next_page.click(paged(1), paging, view_outputs, api_name="worklist_page", **light)
         self.last_page.click(paged(None), paging, view_outputs, **light)
+        if not navigation:
+            return
         step_outputs = [*outputs, self.table, self.page, self.page_text, self.message]
         step_outputs = list(dict.fromkeys(step_outputs))
         self.table.select(on_select, [state], list(dict.fromkeys([*outputs, self.message])))
