@@ -269,7 +269,7 @@ def _layout(viewer: StudyViewer, login: bool) -> Screen:
             with gr.Accordion("Metrics for this study", open=True, elem_id="metrics"):
                 c.metrics_table = gr.Dataframe(interactive=False, elem_id="metrics-panel")
                 c.metrics_notes = gr.Markdown(elem_id="metrics-notes")
-    with gr.Column(visible=False, elem_id="enlarged") as c.enlarged:
+    with gr.Column(elem_id="enlarged"):  # shown by the page script (body.rrg-enlarged)
         with gr.Row(elem_id="enlarged-tools"):
             c.prev_image = gr.Button("◀ image", elem_id="prev-image", size="sm", scale=0)
             c.next_image = gr.Button("image ▶", elem_id="next-image", size="sm", scale=0)
@@ -283,7 +283,7 @@ def _layout(viewer: StudyViewer, login: bool) -> Screen:
                                    scale=2)
             c.close = gr.Button("Close (Esc)", elem_id="close-enlarged", size="sm", scale=0)
         c.wl_caption = gr.Markdown(elem_id="wl-caption")
-        c.wl_image = gr.Image(show_label=False, interactive=False, elem_id="wl-image",
+        c.wl_image = gr.Image(show_label=False, interactive=False, elem_id="wl-image", format="png",
                               buttons=[], container=False)
     c.timer = gr.Timer(AUTOSAVE_S)
     return c
@@ -307,7 +307,7 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
     if not login:
         review.local_reader()
     desk = Desk(viewer, review, drafting, predrafter, preset, metrics)
-    with gr.Blocks(title="rrg-review") as ui:
+    with gr.Blocks(title="rrg-review", fill_width=True) as ui:
         c = _layout(viewer, login)
         _wire(ui, c, desk, viewer, review, drafting, metrics, preset, login)
     return ui
@@ -353,7 +353,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                       d: dict) -> dict:
         """Everything on screen that belongs to a study, replaced (or cleared) together."""
         out: dict = {c.state: session, c.who: f"Reader: **{html.escape(name)}**",
-                     c.enlarged: gr.update(visible=False), c.wl_image: None,
+                     c.wl_image: None,
                      c.conflict_row: gr.update(visible=False),
                      c.accept_row: gr.update(visible=False), c.draft_error: "",
                      c.restore_note: ""}
@@ -604,10 +604,10 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     # -- the enlarged view -----------------------------------------------------------------
     def show_image(session: Session, image_id: int | None) -> dict:
         if image_id is None:
-            return {c.enlarged: gr.update(visible=False), c.wl_image: None}
+            return {c.wl_image: None}
         lo, hi, (center, width) = viewer.value_range(image_id)
         n = session.images.index(image_id) + 1
-        return {c.state: session, c.enlarged: gr.update(visible=True),
+        return {c.state: session,
                 c.wl_center: gr.update(minimum=lo, maximum=hi, value=center),
                 c.wl_width: gr.update(minimum=1, maximum=max(hi - lo, 1) * 2, value=width),
                 c.wl_preset: "file default", c.wl_invert: False,
@@ -622,9 +622,9 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
             try:
                 index = int(d[c.pick])
             except (TypeError, ValueError):
-                return {c.enlarged: gr.update()}
+                return {c.wl_image: gr.update()}
             if not 0 <= index < len(session.images):
-                return {c.enlarged: gr.update()}
+                return {c.wl_image: gr.update()}
             session.image = session.images[index]
             return show_image(session, session.image)
 
@@ -635,9 +635,6 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                 who(session, request)
                 return show_image(session, desk.step_image(session, step))
         return handler
-
-    def on_close(d: dict) -> dict:
-        return {c.enlarged: gr.update(visible=False)}
 
     def on_window(d: dict, request: gr.Request) -> dict:
         session = d[c.state]
@@ -691,7 +688,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     study_outs = [c.state, c.who, c.film, c.details, c.prior_button, c.findings, c.impression,
                   c.new_findings, c.new_impression, c.ref_findings, c.ref_impression,
                   c.model_line, c.draft_error, c.draft_button, c.save_status, c.diff, c.sync,
-                  c.enlarged, c.wl_image, c.conflict_row, c.accept_row, c.restore_note,
+                  c.wl_image, c.conflict_row, c.accept_row, c.restore_note,
                   wl.table, wl.progress, *rating_fields, c.rate_status]
     edit_in = {c.state, c.findings, c.impression, c.client, wl.status, wl.source}
     save_outs = [c.state, c.save_status, c.sync, c.conflict_row, c.diff, wl.table, wl.progress]
@@ -742,7 +739,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
         c.conflict_row, wl.table, wl.progress], **PRIVATE, **with_client).then(**metrics_step)
     c.use_draft.click(on_use_draft, {c.state}, [c.findings, c.impression, c.diff,
                                                 c.save_status], **LIGHT)
-    enlarge_outs = [c.state, c.enlarged, c.wl_center, c.wl_width, c.wl_preset, c.wl_invert,
+    enlarge_outs = [c.state, c.wl_center, c.wl_width, c.wl_preset, c.wl_invert,
                     c.wl_caption, c.wl_image]
     c.enlarge.click(on_enlarge, {c.state, c.pick}, enlarge_outs, **PRIVATE,
                     js=f"(...a) => {{ const v = a.slice(0, 2); "
@@ -750,7 +747,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                        "window.rrgPick(); return v; }")
     c.next_image.click(on_step_image(1), {c.state}, enlarge_outs, **PRIVATE)
     c.prev_image.click(on_step_image(-1), {c.state}, enlarge_outs, **PRIVATE)
-    c.close.click(on_close, {c.state}, [c.enlarged], **LIGHT)
+    c.close.click(None, None, None, js="() => { window.rrgEnlarged(false); return []; }")
     wl_in = {c.state, c.wl_center, c.wl_width, c.wl_invert}
     c.wl_center.release(on_window, wl_in, [c.wl_image], **PRIVATE)
     c.wl_width.release(on_window, wl_in, [c.wl_image], **PRIVATE)

@@ -71,6 +71,7 @@
         rrg.reader = sync.reader; rrg.shown = sync.shown || {}; rrg.base = sync.base;
         if (changed) {
           rrg.study = sync.study; rrg.keys = {};
+          window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
           const note = $('#restore-note'); if (note) note.textContent = '';
           if (sync.study !== null) restore(sync);
         }
@@ -108,7 +109,12 @@
   // keyboard: KeyboardEvent.code, so Option (Alt) on macOS works whatever letter it types
   const typing = (t) => t && (t.tagName === 'TEXTAREA' || t.tagName === 'INPUT' ||
                               t.tagName === 'SELECT' || t.isContentEditable);
-  const enlarged = () => { const el = $('#enlarged'); return !!el && el.getClientRects().length > 0; };
+  // an attribute on the overlay itself: Gradio's own re-renders do not touch it
+  const enlarged = () => { const el = $('#enlarged'); return !!el && el.hasAttribute('data-open'); };
+  window.rrgEnlarged = (open) => {
+    const el = $('#enlarged'); if (!el) return;
+    if (open) el.setAttribute('data-open', ''); else el.removeAttribute('data-open');
+  };
   document.addEventListener('keydown', (e) => {
     if ((e.ctrlKey || e.metaKey) && e.code === 'KeyS') { e.preventDefault(); click('save'); return; }
     if (enlarged() && !typing(e.target)) {
@@ -138,6 +144,7 @@
     const fig = e.target.closest && e.target.closest('#film [data-index]');
     if (!fig) return;
     rrg.pick = fig.dataset.index;
+    window.rrgEnlarged(true);
     click('enlarge-button');
   });
   window.rrgPick = () => String(rrg.pick === undefined ? '' : rrg.pick);
