@@ -203,10 +203,13 @@ def _layout(viewer: StudyViewer, login: bool) -> Screen:
         with gr.Column(scale=3, min_width=380, elem_id="editor-col"):
             c.save_status = gr.Markdown(elem_id="save-status")
             c.restore_note = gr.HTML("", elem_id="restore-note")
-            with gr.Row(visible=False, elem_id="conflict-row") as c.conflict_row:
+            # rows of buttons offered only now and then: shown while their buttons are enabled
+            # (page.css), since a layout's visibility update does not always reach the page
+            with gr.Row(elem_id="conflict-row", elem_classes="rrg-offer"):
                 c.keep_mine = gr.Button("Keep mine", elem_id="keep-mine", size="sm",
-                                        variant="primary")
-                c.take_theirs = gr.Button("Take theirs", elem_id="take-theirs", size="sm")
+                                        variant="primary", interactive=False)
+                c.take_theirs = gr.Button("Take theirs", elem_id="take-theirs", size="sm",
+                                          interactive=False)
             with gr.Row():
                 c.draft_button = gr.Button("Draft", interactive=False, elem_id="draft-button",
                                            size="sm")
@@ -222,10 +225,11 @@ def _layout(viewer: StudyViewer, login: bool) -> Screen:
                                           size="sm")
                 c.revert_button = gr.Button("Revert to draft", elem_id="revert", size="sm")
                 c.accept_button = gr.Button("Accept draft (Alt+A)", elem_id="accept", size="sm")
-            with gr.Row(visible=False, elem_id="accept-confirm-row") as c.accept_row:
+            with gr.Row(elem_id="accept-confirm-row", elem_classes="rrg-offer"):
                 c.accept_confirm = gr.Button("Yes, accept the draft", elem_id="accept-confirm",
-                                             size="sm", variant="stop")
-                c.accept_cancel = gr.Button("Cancel", elem_id="accept-cancel", size="sm")
+                                             size="sm", variant="stop", interactive=False)
+                c.accept_cancel = gr.Button("Cancel", elem_id="accept-cancel", size="sm",
+                                            interactive=False)
             with gr.Group(elem_id="rating"):
                 with gr.Row(equal_height=True):
                     c.likert = gr.Radio([1, 2, 3, 4, 5], label="Overall quality (keys 1-5)",
@@ -319,6 +323,12 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     wl = c.worklist
     rating_fields = [c.likert, c.acceptable, *c.rexval.values(), c.comment]
 
+    conflict_btns = [c.keep_mine, c.take_theirs]
+    accept_btns = [c.accept_confirm, c.accept_cancel]
+
+    def offer(*buttons: gr.Button, on: bool) -> dict:
+        return {b: gr.update(interactive=on) for b in buttons}
+
     def who(session: Session, request: gr.Request | None) -> tuple[str, int]:
         """The authenticated reader of this request, bound to the tab's state."""
         name = getattr(request, "username", None) if login else LOCAL_READER
@@ -346,7 +356,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     def after_save(name: str, session: Session, saved: Saved, texts: dict[str, str]) -> dict:
         return {c.state: session, c.save_status: saved.message,
                 c.sync: sync_json(name, session),
-                c.conflict_row: gr.update(visible=bool(saved.conflicts)),
+                **offer(c.keep_mine, c.take_theirs, on=bool(saved.conflicts)),
                 c.diff: diff_of(desk.draft_texts(session), texts)}
 
     def study_outputs(name: str, reader: int, session: Session, study_id: int | None,
@@ -354,8 +364,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
         """Everything on screen that belongs to a study, replaced (or cleared) together."""
         out: dict = {c.state: session, c.who: f"Reader: **{html.escape(name)}**",
                      c.wl_image: None,
-                     c.conflict_row: gr.update(visible=False),
-                     c.accept_row: gr.update(visible=False), c.draft_error: "",
+                     **offer(c.keep_mine, c.take_theirs, on=False),
+                     **offer(c.accept_confirm, c.accept_cancel, on=False), c.draft_error: "",
                      c.restore_note: ""}
         if study_id is None:
             session.study = None
@@ -506,8 +516,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                 texts = texts_of(d)
                 result = desk.accept(session, texts, Client.parse(d[c.client]), confirmed)
                 out = {c.state: session, c.save_status: result.message,
-                       c.accept_row: gr.update(visible=result.needs_confirm),
-                       c.conflict_row: gr.update(visible=bool(session.conflicts))}
+                       **offer(c.accept_confirm, c.accept_cancel, on=result.needs_confirm),
+                       **offer(c.keep_mine, c.take_theirs, on=bool(session.conflicts))}
                 if result.texts is not None:
                     out.update({c.findings: result.texts["findings"],
                                 c.impression: result.texts["impression"],
@@ -688,10 +698,11 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     study_outs = [c.state, c.who, c.film, c.details, c.prior_button, c.findings, c.impression,
                   c.new_findings, c.new_impression, c.ref_findings, c.ref_impression,
                   c.model_line, c.draft_error, c.draft_button, c.save_status, c.diff, c.sync,
-                  c.wl_image, c.conflict_row, c.accept_row, c.restore_note,
+                  c.wl_image, *conflict_btns, *accept_btns, c.restore_note,
                   wl.table, wl.progress, *rating_fields, c.rate_status]
     edit_in = {c.state, c.findings, c.impression, c.client, wl.status, wl.source}
-    save_outs = [c.state, c.save_status, c.sync, c.conflict_row, c.diff, wl.table, wl.progress]
+    edit_outs = [c.state, c.save_status, c.sync, *conflict_btns, c.diff]
+    save_outs = [*edit_outs, wl.table, wl.progress]
     metrics_step = {"fn": on_metrics, "inputs": {c.state},
                     "outputs": [c.metrics_table, c.metrics_notes], **PRIVATE}
     with_client = {"js": _client_js(edit_in, c.client)}
@@ -710,33 +721,33 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     c.prior_button.click(on_prior, {c.state}, [c.film, c.prior_button], **PRIVATE)
     c.save_button.click(on_save, edit_in, save_outs, api_name="save", queue=False,
                         **with_client).then(**metrics_step)
-    c.timer.tick(on_tick, edit_in, save_outs[:5], **LIGHT, **with_client)
+    c.timer.tick(on_tick, edit_in, edit_outs, **LIGHT, **with_client)
     for box in (c.findings, c.impression):
         box.input(on_input, {c.state, c.findings, c.impression}, [c.diff], **LIGHT,
                   trigger_mode="always_last")
     c.keep_mine.click(on_keep_mine, edit_in, save_outs, **LIGHT, **with_client
                       ).then(**metrics_step)
-    c.take_theirs.click(on_take_theirs, edit_in, [*save_outs[:5], c.findings, c.impression],
+    c.take_theirs.click(on_take_theirs, edit_in, [*edit_outs, c.findings, c.impression],
                         **LIGHT, **with_client)
     c.revert_button.click(on_revert, {c.state}, [c.findings, c.impression, c.diff,
                                                  c.save_status], **LIGHT)
-    accept_outs = [c.state, c.save_status, c.accept_row, c.conflict_row, c.findings,
+    accept_outs = [c.state, c.save_status, *accept_btns, *conflict_btns, c.findings,
                    c.impression, c.diff, c.sync, c.acceptable, c.rate_status, wl.table,
                    wl.progress]
     c.accept_button.click(accept(False), edit_in, accept_outs, **LIGHT, **with_client
                           ).then(**metrics_step)
     c.accept_confirm.click(accept(True), edit_in, accept_outs, **LIGHT, **with_client
                            ).then(**metrics_step)
-    c.accept_cancel.click(lambda: {c.accept_row: gr.update(visible=False),
+    c.accept_cancel.click(lambda: {**offer(c.accept_confirm, c.accept_cancel, on=False),
                                    c.save_status: "Not accepted."}, None,
-                          [c.accept_row, c.save_status], **LIGHT)
+                          [c.accept_confirm, c.accept_cancel, c.save_status], **LIGHT)
     c.rate_button.click(on_rate, {c.state, c.likert, c.acceptable, *c.rexval.values(),
                                   c.comment, wl.status, wl.source},
                         [c.rate_status, wl.table, wl.progress], api_name="rate", queue=False)
     c.draft_button.click(on_draft, edit_in, [
         c.state, c.model_line, c.new_findings, c.new_impression, c.draft_button, c.draft_error,
         c.sync, c.findings, c.impression, c.diff, c.save_status, c.model_draft,
-        c.conflict_row, wl.table, wl.progress], **PRIVATE, **with_client).then(**metrics_step)
+        *conflict_btns, wl.table, wl.progress], **PRIVATE, **with_client).then(**metrics_step)
     c.use_draft.click(on_use_draft, {c.state}, [c.findings, c.impression, c.diff,
                                                 c.save_status], **LIGHT)
     enlarge_outs = [c.state, c.wl_center, c.wl_width, c.wl_preset, c.wl_invert,

@@ -107,8 +107,9 @@
   document.addEventListener('DOMContentLoaded', applyTheme);
 
   // keyboard: KeyboardEvent.code, so Option (Alt) on macOS works whatever letter it types
-  const typing = (t) => t && (t.tagName === 'TEXTAREA' || t.tagName === 'INPUT' ||
-                              t.tagName === 'SELECT' || t.isContentEditable);
+  const TEXT_INPUTS = ['text', 'number', 'search', 'password', 'email', 'url'];
+  const typing = (t) => !!t && (t.tagName === 'TEXTAREA' || t.tagName === 'SELECT' ||
+    t.isContentEditable || (t.tagName === 'INPUT' && TEXT_INPUTS.includes(t.type)));
   // an attribute on the overlay itself: Gradio's own re-renders do not touch it
   const enlarged = () => { const el = $('#enlarged'); return !!el && el.hasAttribute('data-open'); };
   window.rrgEnlarged = (open) => {
@@ -117,7 +118,7 @@
   };
   document.addEventListener('keydown', (e) => {
     if ((e.ctrlKey || e.metaKey) && e.code === 'KeyS') { e.preventDefault(); click('save'); return; }
-    if (enlarged() && !typing(e.target)) {
+    if (enlarged() && (e.code === 'Escape' || !typing(e.target))) {
       const keys = {Escape: 'close-enlarged', ArrowRight: 'next-image', ArrowLeft: 'prev-image'};
       if (keys[e.code]) { e.preventDefault(); click(keys[e.code]); return; }
     }
