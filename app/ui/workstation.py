@@ -363,7 +363,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                       d: dict) -> dict:
         """Everything on screen that belongs to a study, replaced (or cleared) together."""
         out: dict = {c.state: session, c.who: f"Reader: **{html.escape(name)}**",
-                     c.wl_image: None,
+                     c.wl_image: None, c.metrics_table: None,
+                     c.metrics_notes: "Computing metrics…",
                      **offer(c.keep_mine, c.take_theirs, on=False),
                      **offer(c.accept_confirm, c.accept_cancel, on=False), c.draft_error: "",
                      c.restore_note: ""}
@@ -699,6 +700,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                   c.new_findings, c.new_impression, c.ref_findings, c.ref_impression,
                   c.model_line, c.draft_error, c.draft_button, c.save_status, c.diff, c.sync,
                   c.wl_image, *conflict_btns, *accept_btns, c.restore_note,
+                  c.metrics_table, c.metrics_notes,
                   wl.table, wl.progress, *rating_fields, c.rate_status]
     edit_in = {c.state, c.findings, c.impression, c.client, wl.status, wl.source}
     edit_outs = [c.state, c.save_status, c.sync, *conflict_btns, c.diff]
