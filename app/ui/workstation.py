@@ -79,8 +79,9 @@ def _image_src(viewer: StudyViewer, img: ImageView) -> str:
 def study_line(view: StudyView, prior: bool = False) -> str:
     esc = html.escape
     when = esc(str(view.study_date or "date unknown"))
-    tag = "PRIOR (read-only) · " if prior else ""
-    return (f"{tag}<b>Patient {esc(view.patient_key)}</b> · <b>Study {esc(view.study_key)}</b>"
+    if prior:  # the same patient: the date and key are what matter
+        return f"PRIOR (read-only) · <b>{when}</b> · Study {esc(view.study_key)}"
+    return (f"<b>Patient {esc(view.patient_key)}</b> · <b>Study {esc(view.study_key)}</b>"
             f" · {when} · {esc(view.source)}")
 
 
