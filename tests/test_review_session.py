@@ -273,3 +273,77 @@ def test_light_theme_is_a_setting_kept_in_the_browser(browser, app):
     page.reload()
     page.locator("#film .current").wait_for()
     page.wait_for_function("() => !document.body.classList.contains('dark')")
+
+
+def _login(browser, url: str, name: str):
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    page = context.new_page()
+    page.goto(url)
+    page.get_by_label("username").fill(name)
+    page.get_by_label("password").fill("correct horse battery")
+    page.get_by_role("button", name="Login").click()
+    page.locator("#reader").get_by_text(name).wait_for()
+    return context, page
+
+
+def test_a_tab_state_is_refused_to_another_login(browser, tmp_path):
+    """Alice, with her own cookie, sends a save under Bob's tab (his session hash): refused,
+    nothing written, and Bob's text is not shown to her."""
+    import subprocess
+    import sys
+
+    from tests.browser import ROOT
+
+    db = tmp_path / "two.sqlite"
+    for name in ("alice", "bob"):
+        add = subprocess.run(
+            [sys.executable, "-m", "app.cli", "readers", "add", name, "--password-stdin",
+             "--db", str(db)], input="correct horse battery\n", capture_output=True, text=True,
+            cwd=ROOT)
+        assert add.returncode == 0, add.stderr
+    running = App(db, "--login")
+    try:
+        bob_context, bob = _login(browser, running.url, "bob")
+        hashes: list[str] = []
+
+        def record(request) -> None:
+            if request.method == "POST" and "/gradio_api/" in request.url:
+                body = request.post_data_json or {}
+                if isinstance(body, dict) and body.get("session_hash"):
+                    hashes.append(body["session_hash"])
+
+        bob.on("request", record)
+        click_row(bob, "DEMO-0003")
+        type_into(bob, "impression", "Bob's private impression.")
+        bob.locator("#save").click()
+        wait_text(bob, "save-status", "impression saved")
+        assert hashes
+        alice_context, alice = _login(browser, running.url, "alice")
+        click_row(alice, "DEMO-0003")
+        rewritten: list[str] = []
+
+        def as_bob(route) -> None:
+            body = route.request.post_data_json
+            if isinstance(body, dict) and "session_hash" in body:
+                body["session_hash"] = hashes[-1]
+                rewritten.append(route.request.url)
+                route.continue_(post_data=json.dumps(body))
+            else:
+                route.continue_()
+
+        alice.route("**/gradio_api/**", as_bob)
+        type_into(alice, "impression", "Alice writing into Bob's tab.")
+        with alice.expect_response(lambda r: "/gradio_api/" in r.url
+                                   and r.request.method == "POST"
+                                   and "session_hash" in (r.request.post_data or "")) as resp:
+            alice.locator("#save").click()
+        assert rewritten and resp.value.status >= 400
+        assert "belongs to another reader" in resp.value.text()
+        texts = running.query("SELECT rd.name, r.text FROM revision r "
+                              "JOIN reader rd ON rd.id = r.reader_id ORDER BY r.id")
+        assert texts == [("bob", "Bob's private impression.")]
+        assert "Bob's private" not in alice.locator("body").inner_text()
+        alice_context.close()
+        bob_context.close()
+    finally:
+        running.stop()
