@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import App, click_row, launch_browser, new_page, wait_text
+from tests.browser import App, click_row, launch_browser, new_page, wait_text, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -130,7 +130,10 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
         page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())
         findings.fill("Edited by the reader: <b>no</b> pleural effusion.")
         page.keyboard.press("Control+s")
-        wait_text(page, "save-status", "findings saved as revision 1")
+        wait_text(page, "save-status", "findings")  # saved (or already autosaved)
+        wait_until(lambda: running.query("SELECT text FROM revision WHERE section = 'findings'"
+                                         ) == [("Edited by the reader: <b>no</b> pleural "
+                                                "effusion.",)], "the findings revision")
         # reload: the reader comes back to the study being worked on, edit intact and escaped
         page.reload()
         page.locator("#film-head").get_by_text("DEMO-0003").wait_for()
@@ -181,7 +184,9 @@ def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     first, second = tabs
     first.locator("#edit-impression textarea").fill("Tab one impression.")
     first.locator("#save").click()
-    wait_text(first, "save-status", "impression saved as revision 1")
+    wait_text(first, "save-status", "impression")  # saved (or already autosaved)
+    wait_until(lambda: app.query("SELECT text FROM revision WHERE section = 'impression'"
+                                 ) == [("Tab one impression.",)], "tab one's revision")
     second.locator("#edit-impression textarea").fill("Tab two impression.")
     second.locator("#save").click()
     wait_text(second, "save-status", "not saved")

@@ -52,9 +52,13 @@ def test_open_shows_the_draft_then_the_readers_own_text(desk):
     assert first.texts["findings"] == draft and first.status.startswith("Showing the draft")
     assert "Offline default (retrieval)" in first.model_note
     assert d.save(session, first.texts, typed(ids[0])).message == "Everything is saved."
+    assert d.review.timing(reader, ids[0]) == {}
     edited = {**first.texts, "findings": draft + " Edited."}
     assert d.save(session, edited, typed(ids[0], "findings")).message == (
         "findings saved as revision 1")
+    assert d.save(session, edited, typed(ids[0], "findings")).message == (
+        "Everything is saved (findings revision 1).")
+    assert d.review.timing(reader, ids[0])["findings"].submitted_at is not None
     again = d.open(Session(), reader, ids[0], now=0.0)
     assert again.texts["findings"] == draft + " Edited." and "revision 1" in again.status
     assert d.review.status(reader, ids[1]) != "in_review"  # opening changes nothing

@@ -208,7 +208,7 @@ def test_a_failed_draft_is_shown_beside_the_boxes_never_in_them(browser, tmp_pat
         texts = [t for (t,) in running.query("SELECT text FROM revision ORDER BY id")]
         assert texts[-1] == "The reader's findings."  # (autosaves may have caught typing)
         page.locator("#save").click()
-        wait_text(page, "save-status", "Everything is saved")
+        wait_text(page, "save-status", "Everything is saved (findings revision")
         assert not [t for (t,) in running.query("SELECT text FROM revision")
                     if "fail" in t.lower()]
     finally:
@@ -316,7 +316,9 @@ def test_a_tab_state_is_refused_to_another_login(browser, tmp_path):
         click_row(bob, "DEMO-0003")
         type_into(bob, "impression", "Bob's private impression.")
         bob.locator("#save").click()
-        wait_text(bob, "save-status", "impression saved")
+        wait_text(bob, "save-status", "impression")  # saved (or already autosaved)
+        wait_until(lambda: running.query("SELECT text FROM revision") == [
+            ("Bob's private impression.",)], "bob's revision")
         assert hashes
         alice_context, alice = _login(browser, running.url, "alice")
         click_row(alice, "DEMO-0003")

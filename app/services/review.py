@@ -397,6 +397,13 @@ class ReviewService:
         if submitted:
             row.submitted_at = utcnow()
 
+    def submitted(self, reader_id: int, study_id: int, sections: Sequence[str]) -> None:
+        """An explicit Save of text that an autosave already stored: record the submit time."""
+        with self.db.write() as s:
+            self._item(s, reader_id, study_id)
+            for section in sections:
+                self._timing_in(s, reader_id, study_id, section, None, submitted=True)
+
     def timing(self, reader_id: int, study_id: int) -> dict[str, TimingView]:
         with self.db.read() as s:
             rows = s.scalars(select(SectionTiming).where(

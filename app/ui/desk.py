@@ -343,7 +343,13 @@ class Desk:
         session.seq = max(session.seq, client.seq)
         if session.conflicts:
             return Saved(self.conflict_message(session), dict(session.conflicts), wrote)
-        return Saved("; ".join(messages) if messages else "Everything is saved.", {}, wrote)
+        if messages:
+            return Saved("; ".join(messages), {}, wrote)
+        mine = {s: n for s, n in session.base.items() if n is not None}
+        if not autosave and mine:
+            self.review.submitted(session.reader, session.study, list(mine))
+        return Saved("Everything is saved" + (" (" + ", ".join(
+            f"{s} revision {n}" for s, n in mine.items()) + ")." if mine else "."), {}, wrote)
 
     @staticmethod
     def conflict_message(session: Session) -> str:
