@@ -173,6 +173,10 @@ def test_accept_asks_first_when_the_reader_has_edits_and_invents_no_likert(desk)
         is None
     done = d.accept(session, mine, typed(ids[3], "findings"), confirmed=True)
     assert done.texts == d.draft_texts(session)
+    # an autosave of the replaced text, already on its way, does not land after the accept
+    late = d.tick(session, mine, typed(ids[3], "findings"), now=5.0)
+    assert late is None or not late.wrote
+    assert d.review.current(reader, ids[3])["findings"].text == d.draft_texts(session)["findings"]
     rating = d.review.latest_rating(reader, ids[3])
     assert rating.acceptable and rating.likert is None
     assert d.review.status(reader, ids[3]) == "in_review"
@@ -263,3 +267,26 @@ def test_metrics_view_and_worklist_rows(desk):
     assert len(rows) == 4 and progress == "**0 / 4 done**"
     assert d.worklist_rows(reader, "done", "all")[0] == []
     assert d.start(reader) in ids
+
+
+def test_film_puts_frontal_before_lateral_side_by_side_and_escapes_everything(desk):
+    import dataclasses
+
+    from app.ui.workstation import film_html
+
+    d, reader, ids = desk
+    view = d.viewer.open(ids[0])
+    frontal = view.images[0]
+    lateral = dataclasses.replace(frontal, image_id=frontal.image_id + 1000, label="2: LL",
+                                  view_group="lateral")
+    hostile = dataclasses.replace(view, images=(lateral, frontal), study_key="<b>K</b>",
+                                  patient_key="<script>x</script>")
+    html = film_html(d.viewer, hostile)
+    assert html.index('alt="1: ') < html.index('alt="2: LL"')  # frontal first, then lateral
+    assert html.count("<figure") == 2 and html.count('class="film-images"') == 1
+    assert "<script>" not in html and "&lt;b&gt;K&lt;/b&gt;" in html
+    empty = film_html(d.viewer, dataclasses.replace(view, images=()))
+    assert "No images: this study is a report only" in empty
+    beside = film_html(d.viewer, view, d.viewer.open(ids[0]))
+    assert 'id="prior-panel"' in beside and "PRIOR (read-only)" in beside
+    assert beside.count("data-index") == len(view.images)  # only the current study enlarges

@@ -371,8 +371,12 @@ class Desk:
         return self.save(session, texts, Client(client.study, typed, client.seq,
                                                 client.visible, client.idle_s))
 
-    def take_theirs(self, session: Session, texts: dict[str, str]) -> dict[str, str]:
-        """Show the newer saved text instead of the reader's; returns the boxes' texts."""
+    def take_theirs(self, session: Session, texts: dict[str, str],
+                    client: Client | None = None) -> dict[str, str]:
+        """Show the newer saved text instead of the reader's; returns the boxes' texts.
+        Requests already on their way (an autosave of the reader's text) are then stale."""
+        if client is not None:
+            session.seq = max(session.seq, client.seq + 1)
         out = dict(texts)
         for section, rev in session.conflicts.items():
             session.base[section] = rev.number
@@ -436,7 +440,8 @@ class Desk:
         current = self.review.current(session.reader, session.study)
         session.base = {s: current[s].number if s in current else None for s in SECTIONS}
         session.shown = {s: current[s].text if s in current else drafts[s] for s in SECTIONS}
-        session.seq = max(session.seq, client.seq)
+        # requests already on their way carry the replaced text: only a newer edit may save
+        session.seq = max(session.seq, client.seq + 1)
         return Accepted("Draft accepted without changes. Now give an overall score (keys 1-5) "
                         "and Submit rating to finish the study.", texts=dict(session.shown))
 

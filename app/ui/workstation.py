@@ -496,7 +496,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
         session = d[c.state]
         with session.lock:
             name, _ = who(session, request)
-            texts = desk.take_theirs(session, texts_of(d))
+            texts = desk.take_theirs(session, texts_of(d), Client.parse(d[c.client]))
             saved = Saved("Showing the newer saved text.", {}, False)
             return {**after_save(name, session, saved, texts), c.findings: texts["findings"],
                     c.impression: texts["impression"]}
@@ -572,29 +572,37 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                            c.new_impression: streamed["impression"]}
             except Exception as exc:  # shown to the reader, never a stack trace
                 errors.append(f"{section}: {type(exc).__name__}: {exc}")
+        yield {c.draft_error: ("⚠ Draft failed — " + "; ".join(html.escape(e) for e in errors))
+               if errors else "", c.save_status: "Draft finished."}
+
+    def on_draft_done(d: dict, request: gr.Request) -> dict:
+        """After drafting, with the boxes as they are now (the reader may have typed while
+        the model ran): the new draft goes into the boxes only if they hold no text of the
+        reader's own; otherwise it stays beside them."""
+        session = d[c.state]
         with session.lock:
-            if session.study != study:
-                yield {c.save_status: gr.update()}
-                return
+            name, reader = who(session, request)
+            if session.study is None or drafting is None:
+                return {c.save_status: gr.update()}
+            texts = texts_of(d)
             drafts, fresh = desk.refresh_drafts(session, texts)
             shown = desk.draft_texts(session)
             out = {c.state: session, c.model_line: desk.model_note(drafts),
                    c.new_findings: shown["findings"], c.new_impression: shown["impression"],
                    c.draft_button: gr.update(value="Regenerate" if drafts else "Draft"),
-                   c.draft_error: ("⚠ Draft failed — " + "; ".join(
-                       html.escape(e) for e in errors)) if errors else desk.draft_errors(drafts),
-                   c.sync: sync_json(name, session)}
+                   c.sync: sync_json(name, session), **worklist_outputs(reader, d)}
+            failed = desk.draft_errors(drafts)
+            if failed:
+                out[c.draft_error] = failed
             if fresh is not None:
                 out.update({c.findings: fresh["findings"], c.impression: fresh["impression"],
                             c.diff: diff_of(shown, fresh),
                             c.save_status: desk.status_line(session)})
             else:
                 out.update({c.diff: diff_of(shown, texts),
-                            c.save_status: "New draft beside your text (Model draft); your "
-                                           "text is kept" + (" and saved." if saved.wrote
-                                                              else ".")})
-            out.update(worklist_outputs(reader, d))
-            yield out
+                            c.save_status: "The new draft is beside your text (Model draft); "
+                                           "your text is kept."})
+            return out
 
     def on_use_draft(d: dict, request: gr.Request) -> dict:
         session = d[c.state]
@@ -748,9 +756,12 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                                   c.comment, wl.status, wl.source},
                         [c.rate_status, wl.table, wl.progress], api_name="rate", queue=False)
     c.draft_button.click(on_draft, edit_in, [
-        c.state, c.model_line, c.new_findings, c.new_impression, c.draft_button, c.draft_error,
-        c.sync, c.findings, c.impression, c.diff, c.save_status, c.model_draft,
-        *conflict_btns, wl.table, wl.progress], **PRIVATE, **with_client).then(**metrics_step)
+        c.state, c.new_findings, c.new_impression, c.draft_error, c.sync, c.diff,
+        c.save_status, c.model_draft, *conflict_btns], **PRIVATE, **with_client).then(
+        on_draft_done, edit_in, [c.state, c.model_line, c.new_findings, c.new_impression,
+                                 c.draft_button, c.draft_error, c.sync, c.findings,
+                                 c.impression, c.diff, c.save_status, wl.table, wl.progress],
+        **PRIVATE, **with_client).then(**metrics_step)
     c.use_draft.click(on_use_draft, {c.state}, [c.findings, c.impression, c.diff,
                                                 c.save_status], **LIGHT)
     enlarge_outs = [c.state, c.wl_center, c.wl_width, c.wl_preset, c.wl_invert,
