@@ -84,7 +84,7 @@ def test_draft_on_request_and_predrafted_next_study(browser, app):
     page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())
     page.locator("#draft-model").get_by_text("copied from study").wait_for()
     # the screen shows the new state at once: status line and diff
-    assert "Showing the draft" in page.locator("#save-status").inner_text()
+    wait_text(page, "save-status", "Showing the draft")
     assert page.locator("#draft-button").inner_text() == "Regenerate"
     # a pre-drafted study shows its draft at once, without asking for one
     ready = sorted(_drafted_keys(app.db) - {"DEMO-0002"})[0]
