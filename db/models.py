@@ -281,6 +281,28 @@ class WorklistItem(Base):
     )
 
 
+class SectionTiming(Base):
+    """When a reader worked on one section of one study: first and last keystroke, the last
+    explicit save (submit), and whether a model draft was on screen at the first keystroke, so
+    "time with vs without a draft" means what the reader saw. One row per reader, study, section;
+    the timestamps are updated as work goes on (they are measurements, not the reader's text)."""
+
+    __tablename__ = "section_timing"
+    __table_args__ = (
+        UniqueConstraint("reader_id", "study_id", "section", name="uq_section_timing"),
+        CheckConstraint("section IN ('findings', 'impression')", name="ck_section_timing_section"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    reader_id: Mapped[int] = mapped_column(ForeignKey("reader.id", ondelete="CASCADE"))
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"))
+    section: Mapped[str] = mapped_column(String(16))
+    first_keystroke_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_keystroke_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    submitted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    draft_on_screen: Mapped[bool | None] = mapped_column(Boolean)
+
+
 class MetricResult(Base):
     """A cached metric payload: (metric, version, metric model, hypothesis, reference) -> the
     per-pair numbers the metric aggregates (a score, BLEU counts, CheXbert labels)."""

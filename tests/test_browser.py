@@ -2,55 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import sqlite3
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
+from tests.browser import App, click_row, launch_browser, new_page, wait_text, wait_until
+
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs"
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class App:
-    def __init__(self, db: Path, *args: str) -> None:
-        if not os.path.exists(CHROMIUM):
-            pytest.skip(f"{CHROMIUM} not installed (make test installs Debian's chromium)")
-        self.db = db
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}/"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "launch.py", "--db", str(db), "--port", str(port), *args],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"app exited early:\n{self.proc.stdout.read()}")
-            try:
-                urllib.request.urlopen(self.url, timeout=1)
-                return
-            except OSError:
-                time.sleep(0.5)
-        self.proc.kill()
-        pytest.fail("app did not start within 90 s")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=20)
 
 
 @pytest.fixture
@@ -58,10 +21,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
+        b = launch_browser(p)
         yield b
         b.close()
 
@@ -73,32 +33,34 @@ def app(tmp_path):
     running.stop()
 
 
-def new_page(browser, url: str):
-    page = browser.new_page(viewport={"width": 1500, "height": 1100})
-    page.goto(url)
-    return page
-
-
-def click_row(page, key: str) -> None:
-    # Gradio keeps hidden copies of table cells for measuring: click the visible one.
-    page.get_by_text(key, exact=True).filter(visible=True).first.click()
-    page.locator("#study-header").get_by_text(key).wait_for()
-
-
-def test_open_a_demo_study_see_its_image_and_its_prior(browser, app):
+def test_open_a_demo_study_see_its_image_and_its_prior_beside_it(browser, app):
     page = new_page(browser, app.url)
-    page.wait_for_selector("#worklist")
     click_row(page, "DEMO-0002")
     header = page.locator("#study-header")
     header.get_by_text("Follow-up of known pulmonary metastases").wait_for()
     assert "Prior studies: 1" in header.inner_text()
-    image = page.locator("#study-images img").first
+    assert "Patient DEMO-P1" in page.locator("#film-head").inner_text()
+    image = page.locator("#film .current img").first
     image.wait_for()
-    assert page.evaluate("img => img.naturalWidth", image.element_handle()) > 500
+    page.wait_for_function("img => img.complete && img.naturalWidth > 500",
+                           arg=image.element_handle())
     assert "persist throughout both lungs" in page.locator("#ref-findings textarea").input_value()
-    page.locator("#open-prior").click()
-    header.get_by_text("DEMO-0001").wait_for()
-    assert "Cough and weight loss" in header.inner_text()
+    findings_before = page.locator("#edit-findings textarea").input_value()
+    page.locator("#toggle-prior").click()
+    prior = page.locator("#prior-panel")
+    prior.wait_for()
+    # the prior is shown beside the current study, read-only, with its date and report
+    assert "DEMO-0001" in prior.inner_text() and "2024-09-02" in prior.inner_text()
+    assert "PRIOR" in prior.inner_text()
+    assert prior.locator("img").count() == 1 and prior.locator("textarea, input").count() == 0
+    current, beside = (page.locator(sel).bounding_box()
+                       for sel in ("#film .current", "#prior-panel"))
+    assert beside["x"] >= current["x"] + current["width"] - 1  # to the right, same row
+    assert abs(beside["y"] - current["y"]) < 5
+    assert "DEMO-0002" in page.locator("#film-head").inner_text()
+    assert page.locator("#edit-findings textarea").input_value() == findings_before
+    page.locator("#toggle-prior").click()
+    prior.wait_for(state="detached")
 
 
 def _drafted_keys(db: Path) -> set[str]:
@@ -110,7 +72,6 @@ def _drafted_keys(db: Path) -> set[str]:
 
 def test_draft_on_request_and_predrafted_next_study(browser, app):
     page = new_page(browser, app.url)
-    page.wait_for_selector("#worklist")
     click_row(page, "DEMO-0002")
     assert "Offline default (retrieval)" in page.locator("#draft-model").inner_text()
     # the background worker drafts the studies after this one while the reader works
@@ -122,6 +83,9 @@ def test_draft_on_request_and_predrafted_next_study(browser, app):
     findings = page.locator("#edit-findings textarea")
     page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())
     page.locator("#draft-model").get_by_text("copied from study").wait_for()
+    # the screen shows the new state at once: status line and diff
+    wait_text(page, "save-status", "Showing the draft")
+    assert page.locator("#draft-button").inner_text() == "Regenerate"
     # a pre-drafted study shows its draft at once, without asking for one
     ready = sorted(_drafted_keys(app.db) - {"DEMO-0002"})[0]
     click_row(page, ready)
@@ -139,49 +103,57 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
     assert add.returncode == 0, add.stderr
     running = App(db, "--login")
     try:
-        page = new_page(browser, running.url)
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        page.goto(running.url)
         page.get_by_label("username").fill("dr.ana")
         page.get_by_label("password").fill("correct horse")
         page.get_by_role("button", name="Login").click()
         page.locator("#reader").get_by_text("dr.ana").wait_for()
         click_row(page, "DEMO-0003")
-        page.locator("#study-images img").first.wait_for()
-        # window/level on the full-bit-depth image, then zoom it with the wheel
-        page.locator("#window-panel").get_by_text("Window / level").click()
-        page.locator("#study-images img").first.click()
+        # the enlarged view: full viewport, window/level on the full-bit-depth image, zoom
+        page.locator("#film .current img").first.click()
         wl = page.locator("#wl-image img")
         wl.wait_for()
+        box = page.locator("#enlarged").bounding_box()
+        assert box["width"] >= 1490 and box["height"] >= 990
+        assert page.locator("#wl-image").bounding_box()["height"] > 800
         wl.hover()
         page.mouse.wheel(0, -300)
         page.wait_for_function("el => el.style.transform.includes('scale(1.2')",
                                arg=wl.element_handle())
+        page.locator("#wl-preset").get_by_text("bone").click()
+        wait_text(page, "wl-center", "")
         page.keyboard.press("Escape")
+        page.locator("#enlarged").wait_for(state="hidden")
         page.locator("#draft-button").click()
         findings = page.locator("#edit-findings textarea")
         page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())
         findings.fill("Edited by the reader: <b>no</b> pleural effusion.")
         page.keyboard.press("Control+s")
-        page.locator("#save-status").get_by_text("findings saved as revision 1").wait_for()
+        wait_text(page, "save-status", "findings")  # saved (or already autosaved)
+        wait_until(lambda: running.query("SELECT text FROM revision WHERE section = 'findings'"
+                                         ) == [("Edited by the reader: <b>no</b> pleural "
+                                                "effusion.",)], "the findings revision")
         # reload: the reader comes back to the study being worked on, edit intact and escaped
         page.reload()
-        page.locator("#study-header").get_by_text("DEMO-0003").wait_for()
+        page.locator("#film-head").get_by_text("DEMO-0003").wait_for()
         page.wait_for_function("el => el.value.startsWith('Edited by the reader')",
                                arg=page.locator("#edit-findings textarea").element_handle())
-        assert page.locator("#study-header b").count() == 0
-        # rate with the ReXVal taxonomy
-        page.locator("#likert").get_by_text("3", exact=True).click()
+        assert page.locator("#film b b, #study-header b b").count() == 0
+        # rate with the ReXVal taxonomy; the score by key 3 (not typing in a box)
+        page.locator("#film-head").click()
+        page.keyboard.press("Digit3")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('#likert input')].some(i => i.checked)")
         page.locator("#rexval-missing_finding-significant input").fill("1")
         page.locator("#comment textarea").fill("misses the effusion")
         page.locator("#rate").click()
-        page.locator("#rate-status").get_by_text("Rated (#1").wait_for()
+        wait_text(page, "rate-status", "Rated (#1")
         # the metrics panel shows draft/final/reference comparisons
         panel = page.locator("#metrics-panel")
         panel.get_by_text("final vs reference").first.wait_for()
         assert "rougeL" in panel.inner_text()
         assert "unavailable" in page.locator("#metrics-notes").inner_text()
-        DOCS.mkdir(exist_ok=True)
-        page.evaluate("window.scrollTo(0, 0)")
-        page.screenshot(path=str(DOCS / "workstation.png"), full_page=True)
         # the evaluation report, built and offered for download from the UI
         page.locator("#export").get_by_text("Export evaluation report").click()
         page.locator("#export-button").click()
@@ -192,15 +164,15 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
         report = Path(download.value.path()).read_text()
         assert "Radiologist review" in report and "dr.ana" in report
         # keyboard: next unfinished study
-        page.locator("body").click()
+        page.locator("#film-head").click()
         page.keyboard.press("Alt+n")
         page.wait_for_function(
-            "() => !document.querySelector('#study-header').innerText.includes('DEMO-0003')")
+            "() => !document.querySelector('#film-head').innerText.includes('DEMO-0003')")
         with sqlite3.connect(db) as con:
             (text,) = con.execute("SELECT text FROM revision ORDER BY id DESC LIMIT 1").fetchone()
-            (errors,) = con.execute("SELECT errors FROM rating").fetchone()
+            (likert, errors) = con.execute("SELECT likert, errors FROM rating").fetchone()
         assert text == "Edited by the reader: <b>no</b> pleural effusion."
-        assert '"missing_finding": {"significant": 1' in errors
+        assert likert == 3 and '"missing_finding": {"significant": 1' in errors
     finally:
         running.stop()
 
@@ -208,17 +180,31 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
 def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     tabs = [new_page(browser, app.url) for _ in range(2)]
     for tab in tabs:
-        tab.wait_for_selector("#worklist")
         click_row(tab, "DEMO-0004")
     first, second = tabs
     first.locator("#edit-impression textarea").fill("Tab one impression.")
     first.locator("#save").click()
-    first.locator("#save-status").get_by_text("impression saved as revision 1").wait_for()
+    wait_text(first, "save-status", "impression")  # saved (or already autosaved)
+    wait_until(lambda: app.query("SELECT text FROM revision WHERE section = 'impression'"
+                                 ) == [("Tab one impression.",)], "tab one's revision")
     second.locator("#edit-impression textarea").fill("Tab two impression.")
     second.locator("#save").click()
-    status = second.locator("#save-status")
-    status.get_by_text("Not saved").wait_for()
-    assert "Tab one impression." in status.inner_text()
-    with sqlite3.connect(app.db) as con:
-        rows = con.execute("SELECT text FROM revision WHERE section = 'impression'").fetchall()
+    wait_text(second, "save-status", "not saved")
+    status = second.locator("#save-status").inner_text()
+    assert "Tab one impression." in status
+    # the refused words stay on screen, with "keep mine" and "take theirs" offered
+    assert second.locator("#edit-impression textarea").input_value() == "Tab two impression."
+    rows = app.query("SELECT text FROM revision WHERE section = 'impression'")
     assert rows == [("Tab one impression.",)]
+    second.locator("#keep-mine").click()
+    wait_text(second, "save-status", "impression saved as revision 2")
+    assert app.query("SELECT text FROM revision WHERE section = 'impression' ORDER BY number"
+                     ) == [("Tab one impression.",), ("Tab two impression.",)]
+    # the first tab is now behind: take theirs puts the newer text on its screen
+    first.locator("#edit-impression textarea").fill("Tab one again.")
+    first.locator("#save").click()
+    wait_text(first, "save-status", "not saved")
+    first.locator("#take-theirs").click()
+    first.wait_for_function("el => el.value === 'Tab two impression.'",
+                            arg=first.locator("#edit-impression textarea").element_handle())
+    assert len(app.query("SELECT id FROM revision WHERE section = 'impression'")) == 2

@@ -1,15 +1,20 @@
-"""The workstation's handler logic without a browser (app/ui/desk.py)."""
+"""The workstation's handler logic without a browser (app/ui/desk.py), on a real SQLite file,
+the real demo radiographs and the real retrieval drafter."""
 
 from __future__ import annotations
+
+import copy
+import json
+import threading
 
 import pytest
 
 from app.services.drafting import DraftingService
 from app.services.evaluation import StudyMetrics
-from app.services.review import ReviewService
+from app.services.review import LOCAL_READER, ReviewError, ReviewService
 from app.services.setup import seed_demo
 from app.services.viewer import StudyViewer
-from app.ui.desk import IDLE_AFTER_S, Desk, Session
+from app.ui.desk import IDLE_AFTER_S, WINDOW_PRESETS, Client, Desk, Session, TabRefused
 from metrics.bleu import Bleu4
 from metrics.rouge import RougeL
 
@@ -30,66 +35,260 @@ def desk(db, settings):
                 StudyMetrics(db, [Bleu4(), RougeL()])), reader, ids
 
 
+def typed(study: int, *sections: str, seq: int = 1, **kw) -> Client:
+    return Client(study, {s: (1.7e12, 1.7e12 + 500) for s in sections}, seq, **kw)
+
+
+def opened(d: Desk, reader: int, study: int) -> tuple[Session, dict[str, str]]:
+    session = Session()
+    d.bind(session, LOCAL_READER)
+    return session, d.open(session, reader, study, now=0.0).texts
+
+
 def test_open_shows_the_draft_then_the_readers_own_text(desk):
     d, reader, ids = desk
     session = Session()
-    opened = d.open(session, reader, ids[0], now=0.0)
-    draft = opened.drafts["findings"].text
-    assert opened.texts["findings"] == draft and opened.status.startswith("Showing the draft")
-    assert "Offline default (retrieval)" in opened.model_note
-    assert d.save(session, draft, opened.texts["impression"]) == "Everything is saved."
-    assert d.save(session, draft + " Edited.", opened.texts["impression"]) == (
+    d.bind(session, LOCAL_READER)
+    first = d.open(session, reader, ids[0], now=0.0)
+    draft = first.drafts["findings"].text
+    assert first.texts["findings"] == draft and first.status.startswith("Showing the draft")
+    assert "Offline default (retrieval)" in first.model_note
+    assert d.save(session, first.texts, typed(ids[0])).message == "Everything is saved."
+    assert d.review.timing(reader, ids[0]) == {}
+    edited = {**first.texts, "findings": draft + " Edited."}
+    assert d.save(session, edited, typed(ids[0], "findings")).message == (
         "findings saved as revision 1")
+    assert d.save(session, edited, typed(ids[0], "findings")).message == (
+        "Everything is saved (findings revision 1).")
+    assert d.review.timing(reader, ids[0])["findings"].submitted_at is not None
     again = d.open(Session(), reader, ids[0], now=0.0)
     assert again.texts["findings"] == draft + " Edited." and "revision 1" in again.status
+    assert d.review.status(reader, ids[1]) != "in_review"  # opening changes nothing
 
 
-def test_autosave_only_after_typing_and_time_only_while_active(desk):
+def test_a_tab_belongs_to_the_reader_who_created_it(desk):
     d, reader, ids = desk
+    other = d.review.add_reader("dr.b", "a long password")
     session = Session()
-    opened = d.open(session, reader, ids[1], now=100.0)
-    findings, impression = opened.texts["findings"], opened.texts["impression"]
-    # a tick before any typing saves nothing, even with empty boxes (page still loading)
-    assert d.tick(session, "", "", now=104.0) is None
-    assert d.review.current(reader, ids[1]) == {}
-    d.typed(session, now=105.0)
-    assert d.tick(session, findings + " x", impression, now=108.0) == (
-        "findings saved as revision 1 (autosave)")
-    assert d.tick(session, findings + " x", impression, now=112.0) is None
-    # idle for longer than IDLE_AFTER_S: no time is added
-    before = d.review.worklist(reader)[1].active_seconds
-    d.tick(session, findings + " x", impression, now=112.0 + IDLE_AFTER_S + 500)
-    assert d.review.worklist(reader)[1].active_seconds == before == pytest.approx(12.0)
+    assert d.bind(session, LOCAL_READER) == reader
+    with pytest.raises(TabRefused, match="another reader"):
+        d.bind(session, "dr.b")
+    with pytest.raises(TabRefused, match="unknown reader"):
+        d.bind(Session(), "nobody")
+    fresh = Session()
+    assert d.bind(fresh, "dr.b") == other and fresh.owner == "dr.b"
+    # Gradio copies the initial state per tab: a copy is fresh, unbound, with its own lock
+    clone = copy.deepcopy(session)
+    assert clone.owner is None and clone.lock is not session.lock
 
 
-def test_conflicting_tabs_and_accept_and_rate(desk):
+def test_leaving_saves_the_typed_text_and_only_for_its_own_study(desk):
     d, reader, ids = desk
-    one, two = Session(), Session()
-    opened = d.open(one, reader, ids[2], now=0.0)
-    d.open(two, reader, ids[2], now=0.0)
-    assert "revision 1" in d.save(one, "tab one", opened.texts["impression"])
-    message = d.save(two, "tab two", opened.texts["impression"])
-    assert message.startswith("⚠ **Not saved") and "tab one" in message and two.dirty
-    assert d.accept(Session()) == "No draft to accept."
-    three = Session()
-    d.open(three, reader, ids[3], now=0.0)
-    assert d.accept(three) == "Draft accepted as is and rated acceptable."
-    assert d.review.latest_rating(reader, ids[3]).acceptable
-    ok, msg = d.rate(three, 9, False, {}, None)
-    assert not ok and "1-5" in msg
-    ok, msg = d.rate(three, 4, False, {"wrong_severity": {"significant": 1}}, "c")
-    assert ok and msg.startswith("Rated (#2")
+    session, texts = opened(d, reader, ids[0])
+    typed_text = {**texts, "impression": "Typed just before Alt+N."}
+    saved = d.leave(session, typed_text, typed(ids[0], "impression"), now=1.0)
+    assert saved.ok and saved.message == "impression saved as revision 1 (autosave)"
+    rev = d.review.current(reader, ids[0])["impression"]
+    assert rev.text == "Typed just before Alt+N." and rev.autosave
+    # text that the page says belongs to another study (a stale screen) is never saved here
+    d.open(session, reader, ids[1], now=2.0)
+    stale = d.save(session, {"findings": "old screen", "impression": ""}, typed(ids[0]))
+    assert not stale.wrote and d.review.current(reader, ids[1]) == {}
+
+
+def test_empty_text_is_saved_only_when_the_reader_cleared_it(desk):
+    d, reader, ids = desk
+    session, texts = opened(d, reader, ids[2])
+    assert texts["findings"]  # the draft is on screen
+    loading = {"findings": "", "impression": ""}  # boxes not filled in yet
+    assert d.save(session, loading, typed(ids[2]), autosave=True).wrote is False
+    assert d.tick(session, loading, typed(ids[2]), now=1.0) is None
+    assert d.review.current(reader, ids[2]) == {}
+    cleared = d.save(session, {**texts, "findings": ""}, typed(ids[2], "findings"))
+    assert cleared.wrote and d.review.current(reader, ids[2])["findings"].text == ""
+
+
+def test_an_older_edit_never_lands_after_a_newer_one(desk):
+    d, reader, ids = desk
+    session, texts = opened(d, reader, ids[0])
+    d.save(session, {**texts, "findings": "newer"}, typed(ids[0], "findings", seq=5))
+    late_tick = d.tick(session, {**texts, "findings": "older"}, typed(ids[0], "findings", seq=3),
+                       now=1.0)
+    assert late_tick is None or not late_tick.wrote
+    assert d.review.current(reader, ids[0])["findings"].text == "newer"
+
+
+def test_save_and_autosave_of_one_tab_never_conflict(desk):
+    """The Save click and the autosave tick of one tab arrive together, many times."""
+    d, reader, ids = desk
+    session, texts = opened(d, reader, ids[1])
+    messages: list[str] = []
+
+    def run(kind: str, i: int) -> None:
+        edit = {**texts, "findings": f"edit {i}"}
+        client = typed(ids[1], "findings", seq=i)
+        with session.lock:
+            result = (d.save(session, edit, client) if kind == "save"
+                      else d.tick(session, edit, client, now=float(i)))
+        if result is not None:
+            messages.append(result.message)
+
+    for i in range(1, 13):
+        threads = [threading.Thread(target=run, args=(k, i)) for k in ("save", "tick")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not any("not saved" in m for m in messages)
+    assert d.review.current(reader, ids[1])["findings"].text == "edit 12"
+
+
+def test_conflict_keeps_my_words_and_offers_keep_mine_or_take_theirs(desk):
+    d, reader, ids = desk
+    one, texts = opened(d, reader, ids[2])
+    two, _ = opened(d, reader, ids[2])
+    assert d.save(one, {**texts, "impression": "tab one"}, typed(ids[2], "impression")).ok
+    mine = {**texts, "impression": "tab two"}
+    refused = d.save(two, mine, typed(ids[2], "impression"))
+    assert not refused.ok and "tab one" in refused.message and "Keep mine" in refused.message
+    # the autosave does not retry into the same conflict every few seconds
+    assert d.tick(two, mine, typed(ids[2], "impression"), now=1.0) is None
+    kept = d.keep_mine(two, mine, typed(ids[2], "impression"))
+    assert kept.ok and kept.message == "impression saved as revision 2"
+    history = [r.text for r in d.review.history(reader, ids[2], "impression")]
+    assert history == ["tab one", "tab two"]
+    # the other tab is now behind: it takes theirs
+    assert not d.save(one, {**texts, "impression": "tab one again"},
+                      typed(ids[2], "impression")).ok
+    shown = d.take_theirs(one, {**texts, "impression": "tab one again"})
+    assert shown["impression"] == "tab two" and one.base["impression"] == 2
+    assert not one.conflicts
+
+
+def test_accept_asks_first_when_the_reader_has_edits_and_invents_no_likert(desk):
+    d, reader, ids = desk
+    session, texts = opened(d, reader, ids[3])
+    mine = {**texts, "findings": texts["findings"] + " My addition."}
+    asked = d.accept(session, mine, typed(ids[3], "findings"))
+    assert asked.needs_confirm and "findings" in asked.message
+    assert d.review.current(reader, ids[3]) == {} and d.review.latest_rating(reader, ids[3]) \
+        is None
+    done = d.accept(session, mine, typed(ids[3], "findings"), confirmed=True)
+    assert done.texts == d.draft_texts(session)
+    # an autosave of the replaced text, already on its way, does not land after the accept
+    late = d.tick(session, mine, typed(ids[3], "findings"), now=5.0)
+    assert late is None or not late.wrote
+    assert d.review.current(reader, ids[3])["findings"].text == d.draft_texts(session)["findings"]
+    rating = d.review.latest_rating(reader, ids[3])
+    assert rating.acceptable and rating.likert is None
+    assert d.review.status(reader, ids[3]) == "in_review"
+    # untouched draft: accepted at once, no question
+    other, texts = opened(d, reader, ids[0])
+    assert not d.accept(other, texts, typed(ids[0])).needs_confirm
+    assert d.accept(Session(), {}, Client()).message == "Open a study first."
+
+
+def test_rating_needs_a_likert_and_whole_counts(desk):
+    d, reader, ids = desk
+    session, _ = opened(d, reader, ids[0])
+    ok, msg = d.rate(session, None, False, {}, None)
+    assert not ok and "overall quality score" in msg
+    assert d.review.status(reader, ids[0]) != "done"
+    ok, msg = d.rate(session, 4, False, {"wrong_severity": {"significant": -1}}, "c")
+    assert not ok and "negative" in msg
+    ok, msg = d.rate(session, 4, False, {"wrong_severity": {"significant": 1}}, "c")
+    assert ok and msg.startswith("Rated (#1") and d.review.status(reader, ids[0]) == "done"
+
+
+def test_time_counts_only_while_open_visible_and_active(desk):
+    d, reader, ids = desk
+    session, texts = opened(d, reader, ids[1])
+
+    def minutes() -> float:
+        return next(w for w in d.review.worklist(reader) if w.study_id == ids[1]).active_seconds
+
+    d.tick(session, texts, typed(ids[1]), now=10.0)
+    assert minutes() == pytest.approx(10.0)
+    d.tick(session, texts, typed(ids[1], visible=False), now=20.0)  # tab hidden
+    d.tick(session, texts, typed(ids[1], idle_s=IDLE_AFTER_S + 1), now=30.0)  # reader away
+    d.tick(session, texts, typed(ids[0]), now=40.0)  # page still shows another study
+    assert minutes() == pytest.approx(10.0)
+    assert d.review.status(reader, ids[1]) != "in_review"
+
+
+def test_regenerate_keeps_the_readers_text(desk):
+    d, reader, ids = desk
+    session, texts = opened(d, reader, ids[0])
+    mine = {**texts, "findings": "My own findings."}
+    d.leave(session, mine, typed(ids[0], "findings"), now=1.0)
+    drafts, boxes = d.refresh_drafts(session, mine)
+    assert boxes is None and drafts  # the reader's text stays; the draft goes beside it
+    assert d.review.current(reader, ids[0])["findings"].text == "My own findings."
+    fresh, untouched = opened(d, reader, ids[1])
+    _, boxes = d.refresh_drafts(fresh, untouched)
+    assert boxes == d.draft_texts(fresh)
+
+
+def test_client_report_parsing_never_raises():
+    assert Client.parse(None) == Client()
+    assert Client.parse("not json") == Client()
+    assert Client.parse('{"keys": {"findings": "x"}}') == Client()
+    report = json.dumps({"study": 3, "keys": {"findings": [1, 2], "evil": [0, 0]}, "seq": 7,
+                         "visible": False, "idle_ms": 1500})
+    assert Client.parse(report) == Client(3, {"findings": (1.0, 2.0)}, 7, False, 1.5)
+
+
+def test_window_presets_invert_and_image_steps(desk):
+    d, reader, ids = desk
+    session, _ = opened(d, reader, ids[0])
+    image = session.image
+    lo, hi, _ = d.viewer.value_range(image)
+    for name in WINDOW_PRESETS:
+        center, width = d.window_preset(image, name)
+        assert width > 0 and lo - (hi - lo) <= center <= hi + (hi - lo)
+    assert d.window_preset(image, "full range") == pytest.approx(((lo + hi) / 2, hi - lo))
+    with pytest.raises(ReviewError, match="unknown window preset"):
+        d.window_preset(image, "disco")
+    center, width = d.window_preset(image, "full range")
+    plain = d.render(image, center, width, False)
+    assert (d.render(image, center, width, True) == 255 - plain).all()
+    images = session.images
+    if len(images) > 1:
+        assert d.step_image(session, 1) == images[1]
+        assert d.step_image(session, -1) == images[0]
+    assert d.step_image(session, -1) == images[-1]  # wraps
 
 
 def test_metrics_view_and_worklist_rows(desk):
     d, reader, ids = desk
-    session = Session()
-    d.open(session, reader, ids[0], now=0.0)
+    session, _ = opened(d, reader, ids[0])
     view = d.metrics_view(session)
     assert view.headers == ["section", "comparison", "bleu4", "rougeL"]
     assert {tuple(r[:2]) for r in view.rows} >= {("findings", "draft vs reference")}
     rows, progress = d.worklist_rows(reader, "all", "all")
     assert len(rows) == 4 and progress == "**0 / 4 done**"
     assert d.worklist_rows(reader, "done", "all")[0] == []
-    findings, impression = d.revert(session)
-    assert findings == session.drafts["findings"][1] and session.dirty
+    assert d.start(reader) in ids
+
+
+def test_film_puts_frontal_before_lateral_side_by_side_and_escapes_everything(desk):
+    import dataclasses
+
+    from app.ui.workstation import film_html
+
+    d, reader, ids = desk
+    view = d.viewer.open(ids[0])
+    frontal = view.images[0]
+    lateral = dataclasses.replace(frontal, image_id=frontal.image_id + 1000, label="2: LL",
+                                  view_group="lateral")
+    hostile = dataclasses.replace(view, images=(lateral, frontal), study_key="<b>K</b>",
+                                  patient_key="<script>x</script>")
+    html = film_html(d.viewer, hostile)
+    assert html.index('alt="1: ') < html.index('alt="2: LL"')  # frontal first, then lateral
+    assert html.count("<figure") == 2 and html.count('class="film-images"') == 1
+    assert "<script>" not in html and "&lt;b&gt;K&lt;/b&gt;" in html
+    empty = film_html(d.viewer, dataclasses.replace(view, images=()))
+    assert "No images: this study is a report only" in empty
+    beside = film_html(d.viewer, view, d.viewer.open(ids[0]))
+    assert 'id="prior-panel"' in beside and "PRIOR (read-only)" in beside
+    assert beside.count("data-index") == len(view.images)  # only the current study enlarges

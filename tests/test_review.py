@@ -116,6 +116,8 @@ def test_ratings_with_the_rexval_taxonomy(review, db):
         assert len(s.scalars(select(Rating)).all()) == 2
     with pytest.raises(ReviewError, match="1-5"):
         review.rate(r, study, likert=6, acceptable=None)
+    with pytest.raises(ReviewError, match="overall quality score"):
+        review.rate(r, study, likert=None, acceptable=True)
     with pytest.raises(ReviewError, match="unknown ReXVal category"):
         review.rate(r, study, likert=3, acceptable=None, errors={"typo": {"significant": 1}})
     with pytest.raises(ReviewError, match="negative"):
@@ -152,7 +154,7 @@ def test_word_diff_and_edit_rate():
     assert edit_rate("small left pleural effusion", "small right pleural effusion noted") == 0.75
 
 
-def test_accept_draft_as_is(review, db, settings):
+def _drafted(review, db, settings):
     from app.services.drafting import DraftingService
 
     r = review.local_reader()
@@ -160,14 +162,92 @@ def test_accept_draft_as_is(review, db, settings):
     study = review.worklist(r)[0].study_id
     drafting = DraftingService(db, settings)
     drafting.draft([study], "retrieval")
-    drafts = drafting.latest(study, "retrieval")
-    rating = review.accept_draft(r, study, {s: (d.id, d.text) for s, d in drafts.items()},
-                                 preset="retrieval")
-    assert rating.acceptable and rating.likert == 5
-    current = review.current(r, study)
-    assert current["findings"].text == drafts["findings"].text
-    assert current["findings"].draft_id == drafts["findings"].id
+    drafts = {s: (d.id, d.text) for s, d in drafting.latest(study, "retrieval").items()}
+    return r, study, drafts
 
+
+def test_accept_draft_records_acceptable_and_invents_no_likert(review, db, settings):
+    r, study, drafts = _drafted(review, db, settings)
+    rating = review.accept_draft(r, study, drafts, {"findings": None, "impression": None},
+                                 preset="retrieval")
+    assert rating.acceptable and rating.likert is None  # the score is the reader's to give
+    current = review.current(r, study)
+    assert current["findings"].text == drafts["findings"][1]
+    assert current["findings"].draft_id == drafts["findings"][0]
+    assert review.status(r, study) == "in_review"  # not done without a score
+    timing = review.timing(r, study)
+    assert timing["findings"].submitted_at is not None
+    review.rate(r, study, likert=4, acceptable=True)
+    assert review.status(r, study) == "done"
+
+
+def test_accept_draft_is_one_transaction(review, db, settings):
+    """A stale base for the impression refuses the whole accept: no findings revision and no
+    rating are left behind (as a kill midway would leave nothing either)."""
+    r, study, drafts = _drafted(review, db, settings)
+    review.save(r, study, "impression", "saved in another tab", None)
+    with pytest.raises(EditConflict):
+        review.accept_draft(r, study, drafts, {"findings": None, "impression": None})
+    assert review.history(r, study, "findings") == []
+    assert review.latest_rating(r, study) is None
+
+
+@pytest.mark.parametrize(("likert", "errors", "message"), [
+    (None, {}, "choose an overall quality score"),
+    ("", {}, "choose an overall quality score"),
+    (0, {}, "1-5"), (2.5, {}, "1-5"), (float("nan"), {}, "1-5"), (True, {}, "1-5"),
+    (3, {"false_finding": {"significant": 1.5}}, "whole number"),
+    (3, {"false_finding": {"significant": float("nan")}}, "whole number"),
+    (3, {"false_finding": {"insignificant": "two"}}, "whole number"),
+    (3, {"false_finding": {"insignificant": -2}}, "negative"),
+])
+def test_an_empty_or_malformed_rating_is_refused(review, likert, errors, message):
+    r = review.local_reader()
+    review.assign(r)
+    study = review.worklist(r)[0].study_id
+    with pytest.raises(ReviewError, match=message):
+        review.rate(r, study, likert=likert, acceptable=None, errors=errors)
+    assert review.latest_rating(r, study) is None and review.status(r, study) == "new"
+    ok = review.rate(r, study, likert=3.0, acceptable=None,
+                     errors={"false_finding": {"significant": 2.0}})
+    assert ok.likert == 3 and ok.errors["false_finding"]["significant"] == 2
+
+
+def test_status_changes_only_on_save_or_rate(review):
+    r = review.local_reader()
+    review.assign(r)
+    study = review.worklist(r)[0].study_id
+    review.heartbeat(r, study, 30)  # open and active for a while: time, not work
+    review.heartbeat(r, study, float("nan"))
+    assert review.status(r, study) == "new"
+    assert review.worklist(r)[0].active_seconds == pytest.approx(30)
+    review.save(r, study, "findings", "Lungs clear.", None, autosave=True)
+    assert review.status(r, study) == "in_review"
+
+
+def test_keystroke_timing_and_draft_on_screen(review):
+    from datetime import UTC, datetime, timedelta
+
+    from app.services.review import Keystrokes
+
+    r = review.local_reader()
+    review.assign(r)
+    study = review.worklist(r)[0].study_id
+    t0 = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
+    review.save(r, study, "findings", "a", None, autosave=True,
+                timing=Keystrokes(t0, t0 + timedelta(seconds=5), draft_on_screen=True))
+    t = review.timing(r, study)["findings"]
+    assert t.draft_on_screen is True and t.submitted_at is None
+    assert t.first_keystroke_at.replace(tzinfo=UTC) == t0
+    review.save(r, study, "findings", "ab", 1,
+                timing=Keystrokes(t0 + timedelta(seconds=60), t0 + timedelta(seconds=70),
+                                  draft_on_screen=False))
+    t = review.timing(r, study)["findings"]
+    # the first keystroke and what was on screen then stay; the last one and submit move on
+    assert t.first_keystroke_at.replace(tzinfo=UTC) == t0 and t.draft_on_screen is True
+    assert t.last_keystroke_at.replace(tzinfo=UTC) == t0 + timedelta(seconds=70)
+    assert t.submitted_at is not None
+    assert "impression" not in review.timing(r, study)
 
 
 def test_readers_command(settings, db, capsys, monkeypatch):

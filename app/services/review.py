@@ -9,6 +9,7 @@ same account saved in between, the save is refused with the current text (`EditC
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +34,7 @@ from db.models import (
     Rating,
     Reader,
     Revision,
+    SectionTiming,
     Study,
     WorklistItem,
     utcnow,
@@ -93,6 +95,24 @@ class WorkItem:
 
 
 @dataclass(frozen=True)
+class Keystrokes:
+    """A reader's typing in one section since the last save: first and last keystroke (UTC)
+    and whether a model draft was on screen at the first one."""
+
+    first: datetime
+    last: datetime
+    draft_on_screen: bool
+
+
+@dataclass(frozen=True)
+class TimingView:
+    first_keystroke_at: datetime | None
+    last_keystroke_at: datetime | None
+    submitted_at: datetime | None
+    draft_on_screen: bool | None
+
+
+@dataclass(frozen=True)
 class DiffPiece:
     op: str  # "equal" | "delete" | "insert"
     text: str
@@ -126,19 +146,44 @@ def _rating(r: Rating) -> RatingView:
                       r.comment, r.created_at)
 
 
-def _validate_errors(errors: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+def _count(value: object, where: str) -> int:
+    """A ReXVal count: a non-negative whole number (1.0 is 1; 1.5, -1, NaN, True, "x" are not)."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool):
+        raise ReviewError(f"{where}: a count must be a whole number, not {value!r}")
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ReviewError(f"{where}: a count must be a whole number, not {value!r}") from None
+    if not math.isfinite(number) or number != int(number):
+        raise ReviewError(f"{where}: a count must be a whole number, not {value!r}")
+    if number < 0:
+        raise ReviewError(f"{where}: a count cannot be negative")
+    return int(number)
+
+
+def _likert(value: object) -> int:
+    if value is None or value == "":
+        raise ReviewError("choose an overall quality score (Likert 1-5) before submitting")
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ReviewError(f"overall quality must be 1-5, not {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(number) or number != int(number) \
+            or not 1 <= number <= 5:
+        raise ReviewError(f"overall quality must be 1-5, not {value!r}")
+    return int(number)
+
+
+def _validate_errors(errors: dict[str, dict[str, object]]) -> dict[str, dict[str, int]]:
     clean: dict[str, dict[str, int]] = {}
     for category, counts in errors.items():
         if category not in REXVAL_CATEGORIES:
             raise ReviewError(f"unknown ReXVal category {category!r} "
                               f"(one of {', '.join(REXVAL_CATEGORIES)})")
-        row = {}
-        for kind in ("significant", "insignificant"):
-            value = int((counts or {}).get(kind, 0) or 0)
-            if value < 0:
-                raise ReviewError(f"{category} {kind}: a count cannot be negative")
-            row[kind] = value
-        clean[category] = row
+        clean[category] = {kind: _count((counts or {}).get(kind, 0), f"{category} {kind}")
+                           for kind in ("significant", "insignificant")}
     return {c: clean.get(c, {"significant": 0, "insignificant": 0}) for c in REXVAL_CATEGORIES}
 
 
@@ -242,12 +287,16 @@ class ReviewService:
         return item
 
     def heartbeat(self, reader_id: int, study_id: int, seconds_since_last: float) -> float:
-        """Add active time (capped per beat); returns the study's total active seconds."""
+        """Add active time (capped per beat); returns the study's total active seconds.
+
+        Time is a measurement, not work: it never changes the study's status (only a save or a
+        rating does), so opening or passing a study leaves it as it was."""
+        seconds = float(seconds_since_last)
+        if not math.isfinite(seconds):
+            seconds = 0.0
         with self.db.write() as s:
             item = self._item(s, reader_id, study_id)
-            item.active_seconds += max(0.0, min(float(seconds_since_last), MAX_ACTIVE_GAP_S))
-            if item.status in ("new", "drafted"):
-                item.status = "in_review"
+            item.active_seconds += max(0.0, min(seconds, MAX_ACTIVE_GAP_S))
             return item.active_seconds
 
     # -- editing --------------------------------------------------------------------------
@@ -267,60 +316,117 @@ class ReviewService:
 
     def save(self, reader_id: int, study_id: int, section: str, text: str,
              base_number: int | None, draft_id: int | None = None,
-             autosave: bool = False, address: str | None = None) -> RevisionView:
+             autosave: bool = False, timing: Keystrokes | None = None,
+             address: str | None = None) -> RevisionView:
         """Save an edit as the next revision. `base_number` is the revision the edit started from
-        (None: from the draft). Unchanged text saves nothing and returns the current revision."""
+        (None: from the draft). Unchanged text saves nothing and returns the current revision.
+        `timing` (the reader's keystrokes in this section) is stored in the same transaction."""
         if section not in SECTIONS:
             raise ReviewError(f"unknown section {section!r}")
         with self.db.write() as s:
             item = self._item(s, reader_id, study_id)
-            latest = s.scalar(select(Revision).where(
-                Revision.reader_id == reader_id, Revision.study_id == study_id,
-                Revision.section == section).order_by(Revision.number.desc()).limit(1))
-            latest_number = latest.number if latest else None
-            if latest_number != base_number:
-                if latest is not None and latest.text == text:
-                    return _revision(latest)  # the other save wrote the same words
-                raise EditConflict(section, _revision(latest))
+            revision = self._save_in(s, item, section, text, base_number, draft_id, autosave)
+            self._timing_in(s, reader_id, study_id, section, timing,
+                            submitted=not autosave)
+            self._audit(s, "save", reader_id, address,
+                        f"study {study_id} {section} revision {revision.number}")
+            return revision
+
+    def _save_in(self, s, item: WorklistItem, section: str, text: str,
+                 base_number: int | None, draft_id: int | None,
+                 autosave: bool) -> RevisionView:
+        latest = s.scalar(select(Revision).where(
+            Revision.reader_id == item.reader_id, Revision.study_id == item.study_id,
+            Revision.section == section).order_by(Revision.number.desc()).limit(1))
+        latest_number = latest.number if latest else None
+        if latest_number != base_number:
             if latest is not None and latest.text == text:
-                return _revision(latest)
-            if draft_id is not None and s.get(Draft, draft_id) is None:
-                raise ReviewError(f"draft {draft_id} does not exist")
-            revision = Revision(reader_id=reader_id, study_id=study_id, section=section,
-                                number=(latest_number or 0) + 1, text=text, draft_id=draft_id,
-                                autosave=autosave, created_at=utcnow())
-            s.add(revision)
-            if item.status in ("new", "drafted"):
-                item.status = "in_review"
-            s.flush()
-            self.audit.record("save", session=s,
-                              actor=s.get(Reader, reader_id).name, address=address,
-                              target=f"study {study_id} {section} revision {revision.number}")
-            return _revision(revision)
+                return _revision(latest)  # the other save wrote the same words
+            if latest is None:
+                raise ReviewError(f"{section}: revision {base_number} does not exist")
+            raise EditConflict(section, _revision(latest))
+        if latest is not None and latest.text == text:
+            return _revision(latest)
+        if draft_id is not None and s.get(Draft, draft_id) is None:
+            raise ReviewError(f"draft {draft_id} does not exist")
+        revision = Revision(reader_id=item.reader_id, study_id=item.study_id, section=section,
+                            number=(latest_number or 0) + 1, text=text, draft_id=draft_id,
+                            autosave=autosave, created_at=utcnow())
+        s.add(revision)
+        if item.status in ("new", "drafted"):
+            item.status = "in_review"
+        s.flush()
+        return _revision(revision)
+
+    def _timing_in(self, s, reader_id: int, study_id: int, section: str,
+                   keys: Keystrokes | None, submitted: bool) -> None:
+        if keys is None and not submitted:
+            return
+        row = s.scalar(select(SectionTiming).where(
+            SectionTiming.reader_id == reader_id, SectionTiming.study_id == study_id,
+            SectionTiming.section == section))
+        if row is None:
+            row = SectionTiming(reader_id=reader_id, study_id=study_id, section=section)
+            s.add(row)
+        if keys is not None:
+            if row.first_keystroke_at is None:
+                row.first_keystroke_at = keys.first
+                row.draft_on_screen = keys.draft_on_screen
+            row.last_keystroke_at = keys.last
+        if submitted:
+            row.submitted_at = utcnow()
+
+    def submitted(self, reader_id: int, study_id: int, sections: Sequence[str]) -> None:
+        """An explicit Save of text that an autosave already stored: record the submit time."""
+        with self.db.write() as s:
+            self._item(s, reader_id, study_id)
+            for section in sections:
+                self._timing_in(s, reader_id, study_id, section, None, submitted=True)
+
+    def timing(self, reader_id: int, study_id: int) -> dict[str, TimingView]:
+        with self.db.read() as s:
+            rows = s.scalars(select(SectionTiming).where(
+                SectionTiming.reader_id == reader_id, SectionTiming.study_id == study_id))
+            return {r.section: TimingView(r.first_keystroke_at, r.last_keystroke_at,
+                                          r.submitted_at, r.draft_on_screen) for r in rows}
+
+    def status(self, reader_id: int, study_id: int) -> str:
+        with self.db.read() as s:
+            return self._item(s, reader_id, study_id).status
 
     # -- rating ---------------------------------------------------------------------------
-    def rate(self, reader_id: int, study_id: int, *, likert: int | None,
-             acceptable: bool | None, errors: dict[str, dict[str, int]] | None = None,
+    def rate(self, reader_id: int, study_id: int, *, likert: object,
+             acceptable: bool | None, errors: dict[str, dict[str, object]] | None = None,
              comment: str | None = None, preset: str | None = None,
-             done: bool = True, address: str | None = None) -> RatingView:
-        if likert is not None and not 1 <= int(likert) <= 5:
-            raise ReviewError("overall quality must be 1-5")
+             address: str | None = None) -> RatingView:
+        """A reader's rating: a Likert score 1-5 is required (an empty rating is refused), the
+        ReXVal counts must be non-negative integers. The study is then done."""
+        score = _likert(likert)
         clean = _validate_errors(errors or {})
         with self.db.write() as s:
             item = self._item(s, reader_id, study_id)
-            number = int(s.scalar(select(func.coalesce(func.max(Rating.number), 0)).where(
-                Rating.reader_id == reader_id, Rating.study_id == study_id))) + 1
-            rating = Rating(reader_id=reader_id, study_id=study_id, number=number, preset=preset,
-                            likert=None if likert is None else int(likert),
-                            acceptable=acceptable, errors=clean,
-                            comment=(comment or "").strip() or None)
-            s.add(rating)
-            if done:
-                item.status = "done"
-            s.flush()
-            self.audit.record("rate", session=s, actor=s.get(Reader, reader_id).name,
-                              address=address, target=f"study {study_id} rating {number}")
-            return _rating(rating)
+            rating = self._rating_in(s, item, score, acceptable, clean, comment, preset)
+            item.status = "done"
+            self._audit(s, "rate", reader_id, address,
+                        f"study {study_id} rating {rating.number}")
+            return rating
+
+    def _audit(self, s, action: str, reader_id: int, address: str | None, target: str) -> None:
+        """An audit row in the same transaction as the work it records."""
+        self.audit.record(action, session=s, actor=s.get(Reader, reader_id).name,
+                          address=address, target=target)
+
+    def _rating_in(self, s, item: WorklistItem, likert: int | None, acceptable: bool | None,
+                   errors: dict[str, dict[str, int]], comment: str | None,
+                   preset: str | None) -> RatingView:
+        number = int(s.scalar(select(func.coalesce(func.max(Rating.number), 0)).where(
+            Rating.reader_id == item.reader_id, Rating.study_id == item.study_id))) + 1
+        rating = Rating(reader_id=item.reader_id, study_id=item.study_id, number=number,
+                        preset=preset, likert=likert, acceptable=acceptable, errors=errors,
+                        comment=(comment or "").strip() or None)
+        s.add(rating)
+        s.flush()
+        return _rating(rating)
 
     def latest_rating(self, reader_id: int, study_id: int) -> RatingView | None:
         with self.db.read() as s:
@@ -330,12 +436,17 @@ class ReviewService:
             return _rating(r) if r else None
 
     def accept_draft(self, reader_id: int, study_id: int, drafts: dict[str, tuple[int, str]],
-                     preset: str | None = None) -> RatingView:
-        """'Accept draft as is': each section's draft becomes the reader's text (one revision
-        each, unless already identical), then a rating marked acceptable, all in one go."""
-        current = self.current(reader_id, study_id)
-        for section, (draft_id, text) in drafts.items():
-            base = current.get(section)
-            self.save(reader_id, study_id, section, text, base.number if base else None,
-                      draft_id=draft_id)
-        return self.rate(reader_id, study_id, likert=5, acceptable=True, preset=preset)
+                     bases: dict[str, int | None], preset: str | None = None) -> RatingView:
+        """'Accept draft as is', in one transaction: each section's draft becomes the reader's
+        text (a revision, unless already identical; `bases` are the revisions the screen showed,
+        so a newer save elsewhere is a conflict) and a rating row records "acceptable without
+        changes" with no Likert score: the score is the reader's to give. Killed midway, nothing
+        of it is stored."""
+        with self.db.write() as s:
+            item = self._item(s, reader_id, study_id)
+            for section, (draft_id, text) in drafts.items():
+                self._save_in(s, item, section, text, bases.get(section), draft_id, False)
+                self._timing_in(s, reader_id, study_id, section, None, submitted=True)
+            rating = self._rating_in(s, item, None, True, _validate_errors({}), None, preset)
+            self._audit(s, "accept", reader_id, None, f"study {study_id} rating {rating.number}")
+            return rating

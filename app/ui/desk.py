@@ -1,40 +1,108 @@
 """What the workstation's handlers do, without Gradio: a tab's session state and the steps of a
-review (open, type, autosave, save, accept, rate), so they can be unit-tested directly.
+review (open, type, leave, autosave, save, conflicts, accept, draft, rate, window/level), so
+they can be unit-tested directly. workstation.py only turns these results into components.
 
-workstation.py only turns these results into Gradio components.
+Rules kept here:
+- a tab's state belongs to the reader who created it; another login using it is refused;
+- one tab's handlers run one at a time (`Session.lock`), so a Save and an autosave tick never
+  race into a false conflict, and an older edit never lands after a newer one (`Client.seq`);
+- text is saved only into the study it was typed for (`Client.study`), and empty text only when
+  the reader typed in that section (cleared it on purpose), never because a page was loading.
 """
 
 from __future__ import annotations
 
 import html
+import json
+import logging
+import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
+
+import numpy as np
 
 from app.services.drafting import DraftingService, PreDrafter, StoredDraft
 from app.services.evaluation import StudyMetrics
-from app.services.review import EditConflict, RatingView, ReviewError, ReviewService
-from app.services.viewer import StudyView, StudyViewer
+from app.services.review import (
+    EditConflict,
+    Keystrokes,
+    RatingView,
+    ReviewError,
+    ReviewService,
+    RevisionView,
+)
+from app.services.viewer import ImageView, StudyView, StudyViewer
 from db.models import SECTIONS
 from studies.records import ReportSections
 
+log = logging.getLogger(__name__)
+
 PREDRAFT_AHEAD = 3  # studies after the open one that the background worker drafts
 IDLE_AFTER_S = 60.0  # no input for this long: time on task stops counting
+WINDOW_PRESETS = ("file default", "full range", "soft tissue", "bone", "lung")
+
+
+class TabRefused(ReviewError):
+    """The request's login is not the reader this tab's state belongs to."""
+
+
+@dataclass(frozen=True)
+class Client:
+    """What the page reports with every event that carries report text (see page.js).
+
+    study: the study whose text is in the boxes; typed: sections the reader typed in since that
+    study was shown, with (first, last) keystroke times; seq: the page's edit counter (a later
+    edit has a larger number); visible/idle_s: whether the tab is seen and how long since the
+    reader last touched keyboard or mouse."""
+
+    study: int | None = None
+    typed: dict[str, tuple[float, float]] = field(default_factory=dict)
+    seq: int = 0
+    visible: bool = True
+    idle_s: float = 0.0
+
+    @classmethod
+    def parse(cls, raw: str | None) -> Client:
+        """Never raises: a missing or malformed report means "nothing known" (nothing saved)."""
+        try:
+            data = json.loads(raw or "{}")
+            typed = {s: (float(v[0]), float(v[1])) for s, v in (data.get("keys") or {}).items()
+                     if s in SECTIONS}
+            study = data.get("study")
+            return cls(int(study) if study not in (None, "") else None, typed,
+                       int(data.get("seq") or 0), bool(data.get("visible", True)),
+                       float(data.get("idle_ms") or 0) / 1000)
+        except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+            log.warning("malformed client report ignored: %.200r", raw)
+            return cls()
 
 
 @dataclass
 class Session:
     """What one browser tab holds: whose it is, what is open, which revisions it edits from."""
 
+    owner: str | None = None  # the login (or the local reader) that created this state
     reader: int | None = None
     study: int | None = None
     base: dict[str, int | None] = field(default_factory=dict)
     drafts: dict[str, tuple[int, str]] = field(default_factory=dict)  # section -> (id, text)
-    saved: dict[str, str] = field(default_factory=dict)
+    shown: dict[str, str] = field(default_factory=dict)  # what is stored for each box
     reference: ReportSections | None = None
-    active_at: float = 0.0
     beat_at: float = 0.0
     image: int | None = None
-    dirty: bool = False  # typed since the last save: only then does autosave write
+    images: tuple[int, ...] = ()  # the open study's images in film order
+    prior: int | None = None  # the prior study shown beside the open one
+    seq: int = 0  # the newest client edit applied
+    conflicts: dict[str, RevisionView] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # not a dataclass field: Gradio serialises a State's initial value with asdict()
+        self.lock = threading.RLock()  # one handler of this tab at a time
+
+    def __deepcopy__(self, memo: dict) -> Session:
+        # Gradio deep-copies a State's initial value for each new tab: a fresh, unbound state.
+        return Session()
 
 
 @dataclass(frozen=True)
@@ -45,6 +113,26 @@ class Opened:
     status: str
     model_note: str
     rating: RatingView | None
+
+
+@dataclass(frozen=True)
+class Saved:
+    """The outcome of a save: what to tell the reader, and what was refused."""
+
+    message: str
+    conflicts: dict[str, RevisionView]
+    wrote: bool
+
+    @property
+    def ok(self) -> bool:
+        return not self.conflicts
+
+
+@dataclass(frozen=True)
+class Accepted:
+    message: str
+    needs_confirm: bool = False
+    texts: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +163,16 @@ def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingSe
     return line
 
 
+def film_order(view: StudyView) -> list[ImageView]:
+    """Frontal first, then lateral, then the rest, each in stored order (side by side)."""
+    rank = {"frontal": 0, "lateral": 1}
+    return sorted(view.images, key=lambda i: rank.get(i.view_group or "", 2))
+
+
+def _utc(ms: float) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
 class Desk:
     def __init__(self, viewer: StudyViewer, review: ReviewService,
                  drafting: DraftingService | None = None, predrafter: PreDrafter | None = None,
@@ -86,7 +184,28 @@ class Desk:
         self.preset = preset
         self.metrics = metrics
 
-    # -- worklist -------------------------------------------------------------------------
+    # -- who ------------------------------------------------------------------------------
+    def bind(self, session: Session, login: str) -> int:
+        """The reader for this request: `login` must be a reader in the database and the one
+        this tab's state was created for (a tab is never used by another account)."""
+        reader = self.review.reader_id(login)
+        if reader is None:
+            raise TabRefused(f"unknown reader {login!r}")
+        if session.owner is None:
+            session.owner, session.reader = login, reader
+        elif session.owner != login or session.reader != reader:
+            log.warning("refused: %r used a tab of %r", login, session.owner)
+            raise TabRefused("this tab belongs to another reader; reload the page")
+        return reader
+
+    def start(self, reader: int) -> int | None:
+        """On page load: a new reader gets every study on the worklist; then the study to
+        resume (the last one worked on, else the first unfinished)."""
+        if not self.review.worklists.has_worklist(reader):  # one indexed row, not the list
+            self.review.assign(reader)
+        return self.review.resume(reader)
+
+    # -- worklist (the panel the worklist helper replaces) ---------------------------------
     def worklist_rows(self, reader: int, status: str | None = "all",
                       source: str | None = "all") -> tuple[list[list[Any]], str]:
         """The first page of the filtered worklist and the progress line (two indexed
@@ -100,10 +219,13 @@ class Desk:
                  round(i.active_seconds / 60, 1)] for i in page.rows]
         return rows, f"**{progress.done} / {progress.total} done**"
 
+    def step(self, session: Session, step: int) -> int | None:
+        return self.review.next_unfinished(session.reader, session.study, step)
+
     # -- opening --------------------------------------------------------------------------
     def open(self, session: Session, reader: int, study_id: int, now: float) -> Opened:
         """Open a study for a reader: their own latest text, else the draft; schedule the
-        next studies for pre-drafting."""
+        next studies for pre-drafting. Opening changes nothing in the database."""
         view = self.viewer.open(int(study_id))
         drafts = self.drafting.latest(view.study_id, self.preset) if self.drafting else {}
         if self.predrafter is not None:
@@ -116,18 +238,25 @@ class Desk:
         session.reader, session.study = reader, view.study_id
         session.base = {s: current[s].number if s in current else None for s in SECTIONS}
         session.drafts = good
-        session.saved = {s: current[s].text for s in current}
+        session.shown = dict(texts)
         session.reference = view.reference
-        session.active_at = session.beat_at = now
-        session.image = view.images[0].image_id if view.images else None
-        session.dirty = False
-        if current:
-            status = f"Editing your revision {max(n or 0 for n in session.base.values())}."
-        else:
-            status = ("Showing the draft; edit and save." if good
-                      else "No draft yet: press Draft (Alt+D).")
-        return Opened(view, drafts, texts, status, self.model_note(drafts),
+        session.beat_at = now
+        session.images = tuple(i.image_id for i in film_order(view))
+        session.image = session.images[0] if session.images else None
+        session.prior = None
+        session.conflicts = {}
+        return Opened(view, drafts, texts, self.status_line(session), self.model_note(drafts),
                       self.review.latest_rating(reader, view.study_id))
+
+    def status_line(self, session: Session) -> str:
+        if session.study is None:
+            return "Select a study in the worklist."
+        numbers = [n for n in session.base.values() if n is not None]
+        if numbers:
+            return f"Editing your revision {max(numbers)}."
+        if session.drafts:
+            return "Showing the draft; edit and save."
+        return "No draft yet: press Draft (Alt+D)."
 
     def model_note(self, drafts: dict[str, StoredDraft]) -> str:
         if self.drafting is None:
@@ -135,17 +264,13 @@ class Desk:
         note = draft_label(self.preset, drafts, self.drafting)
         if self.predrafter is not None and self.predrafter.unavailable:
             note += f"<br>⚠ {html.escape(self.predrafter.unavailable)}"
-        failed = [f"{s}: {html.escape(d.error)}" for s, d in drafts.items() if d.error]
-        if failed:
-            note += "<br>⚠ draft failed — " + "; ".join(failed)
         return note
 
-    def refresh_drafts(self, session: Session) -> dict[str, StoredDraft]:
-        """After drafting on request: the new drafts become what edits are compared with."""
-        drafts = self.drafting.latest(session.study, self.preset) if self.drafting else {}
-        session.drafts = {s: (d.id, d.text) for s, d in drafts.items()
-                          if d.error is None and d.text}
-        return drafts
+    @staticmethod
+    def draft_errors(drafts: dict[str, StoredDraft]) -> str:
+        """Failed drafts as one line for the error box beside the editor ('' when none)."""
+        failed = [f"{s}: {d.error}" for s, d in drafts.items() if d.error]
+        return ("⚠ Draft failed — " + "; ".join(html.escape(f) for f in failed)) if failed else ""
 
     # -- metrics --------------------------------------------------------------------------
     def metrics_view(self, session: Session) -> MetricsView:
@@ -173,76 +298,205 @@ class Desk:
         return MetricsView(["section", "comparison", *keys], rows, notes)
 
     # -- editing --------------------------------------------------------------------------
-    def typed(self, session: Session, now: float) -> None:
-        session.active_at = now
-        session.dirty = True
+    def pending(self, session: Session, texts: dict[str, str], client: Client) -> dict[str, str]:
+        """The sections whose text on screen is not stored yet. Only text typed for the open
+        study counts; empty text only when the reader typed in that section."""
+        if session.study is None or client.study != session.study:
+            return {}
+        out = {}
+        for section in SECTIONS:
+            text = texts.get(section) or ""
+            if text == session.shown.get(section, ""):
+                continue
+            if not text.strip() and section not in client.typed:
+                continue  # an empty box the reader did not clear: a page still loading
+            out[section] = text
+        return out
 
-    def save(self, session: Session, findings: str, impression: str,
-             autosave: bool = False) -> str:
+    def save(self, session: Session, texts: dict[str, str], client: Client,
+             autosave: bool = False) -> Saved:
         """Save what changed as new revisions; a stale base is refused, never overwritten."""
         if session.study is None or session.reader is None:
-            return "Open a study first."
-        messages, conflict = [], False
-        for section, text in (("findings", findings or ""), ("impression", impression or "")):
-            if session.saved.get(section) == text:
-                continue
+            return Saved("Open a study first.", {}, False)
+        if client.seq < session.seq:
+            return Saved("A newer edit of this tab is already saved.", {}, False)
+        messages: list[str] = []
+        wrote = False
+        for section, text in self.pending(session, texts, client).items():
+            if section in session.conflicts:
+                continue  # waits for "keep mine" / "take theirs"
             draft = session.drafts.get(section)
-            if session.base.get(section) is None and draft and draft[1] == text:
-                continue  # still the untouched draft: nothing to save
+            keys = client.typed.get(section)
+            timing = (Keystrokes(_utc(keys[0]), _utc(keys[1]), draft is not None)
+                      if keys else None)
             try:
                 rev = self.review.save(session.reader, session.study, section, text,
                                        session.base.get(section),
-                                       draft_id=draft[0] if draft else None, autosave=autosave)
+                                       draft_id=draft[0] if draft else None, autosave=autosave,
+                                       timing=timing)
             except EditConflict as exc:
-                conflict = True
-                messages.append(f"⚠ **Not saved — {html.escape(str(exc))}.** The saved "
-                                f"{section} reads: “{html.escape(exc.current.text)}”")
+                session.conflicts[section] = exc.current
                 continue
             session.base[section] = rev.number
-            session.saved[section] = rev.text
+            session.shown[section] = rev.text
+            wrote = True
             messages.append(f"{section} saved as revision {rev.number}"
                             + (" (autosave)" if autosave else ""))
-        session.dirty = conflict
-        return "; ".join(messages) if messages else "Everything is saved."
+        session.seq = max(session.seq, client.seq)
+        if session.conflicts:
+            return Saved(self.conflict_message(session), dict(session.conflicts), wrote)
+        if messages:
+            return Saved("; ".join(messages), {}, wrote)
+        mine = {s: n for s, n in session.base.items() if n is not None}
+        if not autosave and mine:
+            self.review.submitted(session.reader, session.study, list(mine))
+        return Saved("Everything is saved" + (" (" + ", ".join(
+            f"{s} revision {n}" for s, n in mine.items()) + ")." if mine else "."), {}, wrote)
 
-    def tick(self, session: Session, findings: str, impression: str, now: float) -> str | None:
-        """The periodic heartbeat: count active time, autosave if the reader typed."""
+    @staticmethod
+    def conflict_message(session: Session) -> str:
+        parts = []
+        for section, rev in session.conflicts.items():
+            parts.append(f"⚠ **{section} not saved — it was saved elsewhere (revision "
+                         f"{rev.number} at {rev.created_at:%H:%M:%S}).** Your text stays on "
+                         f"screen. The saved {section} reads: “{html.escape(rev.text)}”")
+        return "<br>".join(parts) + ("<br>Choose **Keep mine** (saved on top, both kept in "
+                                     "history) or **Take theirs**.")
+
+    def keep_mine(self, session: Session, texts: dict[str, str], client: Client) -> Saved:
+        """Save the reader's text on top of the newer revision; both stay in the history."""
+        for section, rev in list(session.conflicts.items()):
+            session.base[section] = rev.number
+            session.shown[section] = rev.text
+        session.conflicts = {}
+        typed = {**client.typed, **{s: (0.0, 0.0) for s in SECTIONS if s not in client.typed}}
+        return self.save(session, texts, Client(client.study, typed, client.seq,
+                                                client.visible, client.idle_s))
+
+    def take_theirs(self, session: Session, texts: dict[str, str],
+                    client: Client | None = None) -> dict[str, str]:
+        """Show the newer saved text instead of the reader's; returns the boxes' texts.
+        Requests already on their way (an autosave of the reader's text) are then stale."""
+        if client is not None:
+            session.seq = max(session.seq, client.seq + 1)
+        out = dict(texts)
+        for section, rev in session.conflicts.items():
+            session.base[section] = rev.number
+            session.shown[section] = out[section] = rev.text
+        session.conflicts = {}
+        return out
+
+    def tick(self, session: Session, texts: dict[str, str], client: Client,
+             now: float) -> Saved | None:
+        """The heartbeat: count time while the study is open, the tab visible and the reader
+        active; autosave what the reader typed. None when nothing was saved."""
         if session.study is None or session.reader is None:
             return None
-        if now - session.active_at < IDLE_AFTER_S:
+        if client.visible and client.idle_s < IDLE_AFTER_S and client.study == session.study:
             self.review.heartbeat(session.reader, session.study, now - session.beat_at)
         session.beat_at = now
-        if not session.dirty:
+        if not self.pending(session, texts, client) or session.conflicts:
             return None
-        return self.save(session, findings, impression, autosave=True)
+        return self.save(session, texts, client, autosave=True)
 
-    def revert(self, session: Session) -> tuple[str, str]:
-        session.dirty = True
-        return (session.drafts.get("findings", (0, ""))[1],
-                session.drafts.get("impression", (0, ""))[1])
+    def leave(self, session: Session, texts: dict[str, str], client: Client,
+              now: float) -> Saved:
+        """Before the screen leaves the study: store what is typed (an autosave revision) and
+        the time since the last beat. A conflict keeps the reader on the study."""
+        if session.study is not None and session.reader is not None and \
+                client.visible and client.idle_s < IDLE_AFTER_S and client.study == session.study:
+            self.review.heartbeat(session.reader, session.study, now - session.beat_at)
+        return self.save(session, texts, client, autosave=True)
 
-    def accept(self, session: Session) -> str:
-        if session.study is None or not session.drafts:
-            return "No draft to accept."
+    def draft_texts(self, session: Session) -> dict[str, str]:
+        """The draft's text per section ('' without one): Revert / Use the new draft."""
+        return {s: session.drafts.get(s, (0, ""))[1] for s in SECTIONS}
+
+    def has_own_text(self, session: Session, texts: dict[str, str]) -> bool:
+        """Whether the reader's text (saved or on screen) differs from the draft."""
+        drafts = self.draft_texts(session)
+        return any(n is not None for n in session.base.values()) or any(
+            (texts.get(s) or "") != drafts[s] for s in SECTIONS)
+
+    def accept(self, session: Session, texts: dict[str, str], client: Client,
+               confirmed: bool = False) -> Accepted:
+        """Accept the draft as is, in one transaction. With the reader's own text (saved or on
+        screen) it asks first. It records "acceptable without changes" and no Likert score."""
+        if session.study is None or session.reader is None:
+            return Accepted("Open a study first.")
+        if not session.drafts:
+            return Accepted("No draft to accept.")
+        drafts = self.draft_texts(session)
+        own = [s for s in SECTIONS if (texts.get(s) or "") != drafts[s]
+               or (session.base.get(s) is not None and session.shown.get(s) != drafts[s])]
+        if own and not confirmed:
+            return Accepted(f"Your {' and '.join(own)} differ from the draft. Accepting replaces "
+                            "them with the draft (your text stays in the history). Press "
+                            "**Yes, accept the draft** to go on.", needs_confirm=True)
         try:
             self.review.accept_draft(session.reader, session.study, session.drafts,
-                                     self.preset)
+                                     dict(session.base), self.preset)
         except EditConflict as exc:
-            return f"⚠ Not accepted — {html.escape(str(exc))}"
+            session.conflicts[exc.section] = exc.current
+            return Accepted(self.conflict_message(session))
         current = self.review.current(session.reader, session.study)
         session.base = {s: current[s].number if s in current else None for s in SECTIONS}
-        session.saved = {s: current[s].text for s in current}
-        session.dirty = False
-        return "Draft accepted as is and rated acceptable."
+        session.shown = {s: current[s].text if s in current else drafts[s] for s in SECTIONS}
+        # requests already on their way carry the replaced text: only a newer edit may save
+        session.seq = max(session.seq, client.seq + 1)
+        return Accepted("Draft accepted without changes. Now give an overall score (keys 1-5) "
+                        "and Submit rating to finish the study.", texts=dict(session.shown))
 
-    def rate(self, session: Session, likert: int | None, acceptable: bool,
-             errors: dict[str, dict[str, int]], comment: str | None) -> tuple[bool, str]:
-        if session.study is None:
+    def rate(self, session: Session, likert: object, acceptable: bool,
+             errors: dict[str, dict[str, object]], comment: str | None) -> tuple[bool, str]:
+        if session.study is None or session.reader is None:
             return False, "Open a study first."
         try:
             r = self.review.rate(session.reader, session.study, likert=likert,
                                  acceptable=bool(acceptable), errors=errors, comment=comment,
                                  preset=self.preset)
         except ReviewError as exc:
-            return False, f"⚠ {html.escape(str(exc))}"
-        return True, f"Rated (#{r.number}, {r.created_at:%H:%M})."
+            return False, f"⚠ Not rated: {html.escape(str(exc))}"
+        return True, f"Rated (#{r.number}, {r.created_at:%H:%M}): study done."
+
+    # -- drafting -------------------------------------------------------------------------
+    def refresh_drafts(self, session: Session, texts: dict[str, str]) -> tuple[
+            dict[str, StoredDraft], dict[str, str] | None]:
+        """After drafting on request: the new drafts become what edits are compared with.
+        Returns the drafts and the boxes' new texts: the new draft where the reader had no text
+        of their own, None where their text stays (the new draft is shown beside it)."""
+        own = self.has_own_text(session, texts)
+        drafts = self.drafting.latest(session.study, self.preset) if self.drafting else {}
+        session.drafts = {s: (d.id, d.text) for s, d in drafts.items()
+                          if d.error is None and d.text}
+        if own:
+            return drafts, None
+        fresh = self.draft_texts(session)
+        session.shown = dict(fresh)
+        return drafts, fresh
+
+    # -- window / level -------------------------------------------------------------------
+    def window_preset(self, image_id: int, choice: str) -> tuple[float, float]:
+        """(center, width) of a preset on the image's own value range. Fractions of the range,
+        because values depend on the file (12-bit DICOM, 16-bit PNG, 8-bit JPEG)."""
+        lo, hi, (c, w) = self.viewer.value_range(image_id)
+        span = max(hi - lo, 1.0)
+        presets = {"file default": (c, w), "full range": (lo + span / 2, span),
+                   "soft tissue": (lo + span * 0.55, span * 0.45),
+                   "bone": (lo + span * 0.7, span * 0.6),
+                   "lung": (lo + span * 0.35, span * 0.5)}
+        if choice not in presets:
+            raise ReviewError(f"unknown window preset {choice!r}")
+        return presets[choice]
+
+    def render(self, image_id: int, center: float, width: float, invert: bool) -> np.ndarray:
+        img = self.viewer.window(image_id, float(center), max(float(width), 1.0))
+        return 255 - img if invert else img
+
+    def step_image(self, session: Session, step: int) -> int | None:
+        """The next/previous image of the open study (wraps), for the enlarged view's keys."""
+        if not session.images:
+            return None
+        here = session.images.index(session.image) if session.image in session.images else 0
+        session.image = session.images[(here + step) % len(session.images)]
+        return session.image

@@ -1,24 +1,36 @@
-"""The review workstation screen: worklist, viewer, drafts, editing, rating, metrics, keyboard.
+"""The review workstation screen: worklist, film (with the prior beside it), enlarged view with
+window/level, drafts, editing, rating, metrics, keyboard.
 
-Handlers only read inputs, call services, and format outputs; report text is always escaped
-(Textbox values are plain text; Markdown gets html.escape).
+`_layout` builds the components, `_wire` connects events to handlers; handlers read inputs as a
+`{component: value}` dict, call the Gradio-free `Desk`, and return `{component: update}` dicts.
+Every handler takes the reader from the authenticated request (checked against the database
+and against the reader the tab's state was created for). Report text is plain text in Textboxes
+and html.escape'd anywhere it becomes HTML.
 """
 
 from __future__ import annotations
 
+import base64
 import html
+import io
+import json
+import logging
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
 from app.services.drafting import DraftingService, PreDrafter
 from app.services.evaluation import StudyMetrics
-from app.services.review import ReviewService, word_diff
-from app.services.viewer import StudyView, StudyViewer
-from app.ui.desk import Desk, Session
+from app.services.review import LOCAL_READER, RatingView, ReviewError, ReviewService, word_diff
+from app.services.viewer import ImageView, StudyView, StudyViewer
+from app.ui.desk import WINDOW_PRESETS, Client, Desk, Saved, Session, TabRefused, film_order
 from db.models import REXVAL_CATEGORIES, SECTIONS
 
+log = logging.getLogger(__name__)
+STATIC = Path(__file__).with_name("static")
 AUTOSAVE_S = 4.0  # the autosave timer; also the heartbeat of active time
 WORKLIST_COLUMNS = ["id", "source", "study", "status", "minutes"]
 STATUSES = ["all", "new", "drafted", "in_review", "done"]
@@ -31,84 +43,267 @@ REXVAL_LABELS = {
     "omitted_comparison": "6 Omits a comparison of change",
 }
 SHORTCUTS = [
-    ("Alt+N / Alt+P", "next / previous unfinished study"),
+    ("Alt+N / Alt+P", "next / previous unfinished study (what you typed is saved first)"),
     ("Ctrl+S", "save both sections"),
-    ("Alt+A", "accept the draft as is (saves it and rates it acceptable)"),
+    ("1 … 5", "overall score, when not typing in a box"),
+    ("Alt+A", "accept the draft as is (asks first if you changed it)"),
     ("Alt+F / Alt+I", "focus findings / impression"),
     ("Alt+D", "draft (or regenerate) this study"),
     ("Alt+R", "submit the rating"),
-    ("Wheel / drag / double-click", "zoom / pan / reset the window-level image"),
+    ("Alt+B", "show / hide the prior study beside this one"),
+    ("Click an image", "enlarged view: ← → other images, Esc closes, wheel/drag zoom/pan"),
 ]
-KEYBOARD_JS = """
-<script>
-document.addEventListener('keydown', (e) => {
-  const click = (id) => { const el = document.querySelector('#' + id); if (el) el.click(); };
-  const focus = (id) => { const el = document.querySelector('#' + id + ' textarea');
-                          if (el) el.focus(); };
-  const k = e.key.toLowerCase();
-  if ((e.ctrlKey || e.metaKey) && k === 's') { e.preventDefault(); click('save'); return; }
-  if (!e.altKey) return;
-  const map = {n: () => click('next-study'), p: () => click('prev-study'),
-               a: () => click('accept'), d: () => click('draft-button'),
-               r: () => click('rate'), f: () => focus('edit-findings'),
-               i: () => focus('edit-impression')};
-  if (map[k]) { e.preventDefault(); map[k](); }
-});
-// zoom (wheel) and pan (drag) on the window/level image; double-click resets
-const wlImage = (e) => e.target.closest && e.target.closest('#wl-image img');
-const wlApply = (img) => {
-  img.style.transformOrigin = 'center';
-  img.style.transform = `translate(${img.dataset.tx || 0}px, ${img.dataset.ty || 0}px) ` +
-                        `scale(${img.dataset.scale || 1})`;
-};
-document.addEventListener('wheel', (e) => {
-  const img = wlImage(e); if (!img) return;
-  e.preventDefault();
-  const s = parseFloat(img.dataset.scale || '1') * (e.deltaY < 0 ? 1.2 : 1 / 1.2);
-  img.dataset.scale = Math.min(Math.max(s, 1), 16); wlApply(img);
-}, {passive: false});
-let wlDrag = null;
-document.addEventListener('mousedown', (e) => {
-  const img = wlImage(e); if (!img) return;
-  e.preventDefault();
-  wlDrag = {img, x: e.clientX - (+img.dataset.tx || 0), y: e.clientY - (+img.dataset.ty || 0)};
-});
-document.addEventListener('mousemove', (e) => {
-  if (!wlDrag) return;
-  wlDrag.img.dataset.tx = e.clientX - wlDrag.x; wlDrag.img.dataset.ty = e.clientY - wlDrag.y;
-  wlApply(wlDrag.img);
-});
-document.addEventListener('mouseup', () => { wlDrag = null; });
-document.addEventListener('dblclick', (e) => {
-  const img = wlImage(e); if (!img) return;
-  img.dataset.scale = 1; img.dataset.tx = 0; img.dataset.ty = 0; wlApply(img);
-});
-</script>
-"""
-CSS = """
-#wl-image { overflow: hidden; }
-#wl-image img { cursor: grab; }
-#diff .token { font-size: 0.9em; }
-.rexval-row { gap: 4px !important; }
-"""
+PRIVATE = {"api_visibility": "private"}  # the page's own events, not a public API
+LIGHT = {"queue": False, **PRIVATE}  # light, quick events skip the queue
 
 
-def _study_header(view: StudyView) -> str:
-    esc = html.escape
-    demo = ", ".join(f"{k}: {esc(str(v))}" for k, v in view.demographics.items()) or "—"
-    return "\n\n".join([
-        f"### {esc(view.source)} · {esc(view.study_key)}",
-        f"**Date:** {esc(str(view.study_date or 'unknown'))} · **Patient:** "
-        f"{esc(view.patient_key)} · **Demographics:** {demo}",
-        f"**Indication:** {esc(view.indication or '—')}",
-        f"**Comparison:** {esc(view.comparison or '—')}",
-        f"**Prior studies:** {len(view.prior_ids)}",
-    ])
-
-
+# -- formatting (pure) --------------------------------------------------------------------------
 def _diff(draft: str, text: str) -> list[tuple[str, str | None]]:
     ops = {"equal": None, "delete": "-", "insert": "+"}
     return [(p.text + " ", ops[p.op]) for p in word_diff(draft or "", text or "")]
+
+
+def diff_of(drafts: dict[str, str], texts: dict[str, str]) -> list[tuple[str, str | None]]:
+    return (_diff(drafts["findings"], texts["findings"]) + [("| ", None)]
+            + _diff(drafts["impression"], texts["impression"]))
+
+
+def _image_src(viewer: StudyViewer, img: ImageView) -> str:
+    if viewer.preview_dir is not None:
+        return "/gradio_api/file=" + html.escape(viewer.preview_file(img), quote=True)
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(img.preview()).save(buf, format="PNG", compress_level=1)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def study_line(view: StudyView, prior: bool = False) -> str:
+    esc = html.escape
+    when = esc(str(view.study_date or "date unknown"))
+    if prior:  # the same patient: the date and key are what matter
+        return f"PRIOR (read-only) · <b>{when}</b> · Study {esc(view.study_key)}"
+    return (f"<b>Patient {esc(view.patient_key)}</b> · <b>Study {esc(view.study_key)}</b>"
+            f" · {when} · {esc(view.source)}")
+
+
+def film_html(viewer: StudyViewer, view: StudyView | None,
+              prior: StudyView | None = None) -> str:
+    """The film: the open study's images side by side (whole film, never cropped), its
+    patient and study key above them, and the prior study beside it when asked for."""
+    if view is None:
+        return ('<div class="film"><div class="film-empty">Select a study in the worklist.'
+                "</div></div>")
+
+    def images(v: StudyView, clickable: bool) -> str:
+        if not v.images:
+            return ('<div class="film-empty">No images: this study is a report only '
+                    '(imported as a reference).</div>')
+        figs = []
+        for i, img in enumerate(film_order(v)):
+            attr = f' data-index="{i}" title="Click to enlarge"' if clickable else ""
+            figs.append(f'<figure{attr}><img src="{_image_src(viewer, img)}" '
+                        f'alt="{html.escape(img.label)}"><figcaption>{html.escape(img.label)}'
+                        "</figcaption></figure>")
+        return f'<div class="film-images">{"".join(figs)}</div>'
+
+    parts = [f'<div class="film-study current" data-study="{view.study_id}">'
+             f'<div class="film-head" id="film-head">{study_line(view)}</div>'
+             f"{images(view, True)}</div>"]
+    if prior is not None:
+        ref = prior.reference
+        report = (f"FINDINGS: {ref.findings or '—'}\nIMPRESSION: {ref.impression or '—'}"
+                  if ref else "No report stored for the prior study.")
+        parts.append(f'<div class="film-study prior" id="prior-panel" '
+                     f'data-study="{prior.study_id}"><div class="film-head">'
+                     f"{study_line(prior, prior=True)}</div>{images(prior, False)}"
+                     f'<div class="prior-report">{html.escape(report)}</div></div>')
+    return f'<div class="film">{"".join(parts)}</div>'
+
+
+def study_details(view: StudyView) -> str:
+    esc = html.escape
+    demo = ", ".join(f"{k}: {esc(str(v))}" for k, v in view.demographics.items()) or "—"
+    return (f"**Indication:** {esc(view.indication or '—')} · **Comparison:** "
+            f"{esc(view.comparison or '—')} · **Demographics:** {demo} · "
+            f"**Prior studies:** {len(view.prior_ids)}")
+
+
+def sync_json(reader: str, session: Session) -> str:
+    """What the page script needs to know to guard unsaved text (see static/page.js)."""
+    return json.dumps({"reader": reader, "study": session.study, "base": session.base,
+                       "shown": session.shown})
+
+
+# -- components ---------------------------------------------------------------------------------
+@dataclass
+class WorklistPanel:
+    """The left-column worklist: isolated so a paged, searchable panel can replace it."""
+
+    status: gr.Dropdown
+    source: gr.Dropdown
+    table: gr.Dataframe
+    prev: gr.Button
+    next: gr.Button
+    progress: gr.Markdown
+
+
+def _worklist_panel(viewer: StudyViewer, progress: gr.Markdown) -> WorklistPanel:
+    with gr.Row():
+        status = gr.Dropdown(STATUSES, value="all", label="Status", elem_id="status-filter")
+        sources = ["all", *sorted({r.source for r in viewer.worklist()})]
+        source = gr.Dropdown(sources, value="all", label="Source", elem_id="source-filter")
+    table = gr.Dataframe(headers=WORKLIST_COLUMNS, interactive=False, label="Worklist",
+                         elem_id="worklist", max_height=520)
+    with gr.Row():
+        prev = gr.Button("◀ Previous", elem_id="prev-study", size="sm")
+        nxt = gr.Button("Next ▶", elem_id="next-study", size="sm")
+    return WorklistPanel(status, source, table, prev, nxt, progress)
+
+
+class Screen:
+    """Every component of the page, by name (built by `_layout`)."""
+
+    def __getattr__(self, name: str) -> Any:  # pragma: no cover - a typo is a bug
+        raise AttributeError(name)
+
+
+def _layout(viewer: StudyViewer, login: bool) -> Screen:
+    c = Screen()
+    c.state = gr.State(Session())
+    with gr.Row(elem_id="topbar"):
+        gr.HTML("<h2>rrg-review · chest X-ray report review</h2>")
+        c.who = gr.Markdown(elem_id="reader")
+        c.progress = gr.Markdown(elem_id="progress")
+        c.light = gr.Checkbox(label="Light theme", value=False, elem_id="light-theme",
+                              container=False, scale=0, min_width=130)
+        c.logout = gr.Button("Log out", elem_id="logout", size="sm", visible=login, scale=0)
+    # page-script plumbing, hidden by CSS (so it is in the page)
+    c.sync = gr.Textbox(elem_id="sync", elem_classes="rrg-hidden", container=False)
+    c.client = gr.Textbox(elem_id="client", elem_classes="rrg-hidden", container=False)
+    c.pick = gr.Textbox(elem_id="pick", elem_classes="rrg-hidden", container=False)
+    c.enlarge = gr.Button("enlarge", elem_id="enlarge-button", elem_classes="rrg-hidden")
+    with gr.Row(elem_id="main-row", equal_height=False):
+        with gr.Column(scale=2, min_width=250, elem_id="worklist-col"):
+            c.worklist = _worklist_panel(viewer, c.progress)
+            with gr.Accordion("Keyboard shortcuts", open=False, elem_id="help"):
+                gr.Markdown("\n".join(f"- **{k}**: {v}" for k, v in SHORTCUTS))
+            with gr.Accordion("Export evaluation report", open=False, elem_id="export"):
+                c.export_format = gr.Radio(["html", "csv", "json"], value="html",
+                                           label="Format", elem_id="export-format")
+                c.export_mine = gr.Checkbox(label="Only my reviews", value=False,
+                                            elem_id="export-mine")
+                c.export_button = gr.Button("Build report", elem_id="export-button", size="sm")
+                c.export_file = gr.File(label="Report", interactive=False,
+                                        elem_id="export-file")
+        with gr.Column(scale=6, min_width=480, elem_id="viewer-col"):
+            with gr.Row(elem_id="study-bar"):
+                c.prior_button = gr.Button("Show prior beside (Alt+B)", interactive=False,
+                                           elem_id="toggle-prior", size="sm", scale=0,
+                                           min_width=190)
+                c.details = gr.Markdown(elem_id="study-header")
+            c.film = gr.HTML(film_html(viewer, None), elem_id="film", padding=False)
+        with gr.Column(scale=3, min_width=380, elem_id="editor-col"):
+            c.save_status = gr.Markdown(elem_id="save-status")
+            c.restore_note = gr.HTML("", elem_id="restore-note")
+            # rows of buttons offered only now and then: shown while their buttons are enabled
+            # (page.css), since a layout's visibility update does not always reach the page
+            with gr.Row(elem_id="conflict-row", elem_classes="rrg-offer"):
+                c.keep_mine = gr.Button("Keep mine", elem_id="keep-mine", size="sm",
+                                        variant="primary", interactive=False)
+                c.take_theirs = gr.Button("Take theirs", elem_id="take-theirs", size="sm",
+                                          interactive=False)
+            with gr.Row():
+                c.draft_button = gr.Button("Draft", interactive=False, elem_id="draft-button",
+                                           size="sm")
+                c.unload_button = gr.Button("Unload model", elem_id="unload-model", size="sm")
+            c.model_line = gr.Markdown(elem_id="draft-model")
+            c.draft_error = gr.Markdown(elem_id="draft-error")
+            c.findings = gr.Textbox(label="Findings (editable)", lines=7, max_lines=14,
+                                    elem_id="edit-findings")
+            c.impression = gr.Textbox(label="Impression (editable)", lines=3, max_lines=8,
+                                      elem_id="edit-impression")
+            with gr.Row():
+                c.save_button = gr.Button("Save (Ctrl+S)", variant="primary", elem_id="save",
+                                          size="sm")
+                c.revert_button = gr.Button("Revert to draft", elem_id="revert", size="sm")
+                c.accept_button = gr.Button("Accept draft (Alt+A)", elem_id="accept", size="sm")
+            with gr.Row(elem_id="accept-confirm-row", elem_classes="rrg-offer"):
+                c.accept_confirm = gr.Button("Yes, accept the draft", elem_id="accept-confirm",
+                                             size="sm", variant="stop", interactive=False)
+                c.accept_cancel = gr.Button("Cancel", elem_id="accept-cancel", size="sm",
+                                            interactive=False)
+            with gr.Group(elem_id="rating"):
+                with gr.Row(equal_height=True):
+                    c.likert = gr.Radio([1, 2, 3, 4, 5], label="Overall quality (keys 1-5)",
+                                        elem_id="likert", scale=3)
+                    c.acceptable = gr.Checkbox(label="Acceptable without changes",
+                                               elem_id="acceptable", scale=2)
+                c.rate_button = gr.Button("Submit rating (Alt+R)", elem_id="rate", size="sm",
+                                          variant="primary")
+                c.rate_status = gr.Markdown(elem_id="rate-status")
+            with gr.Accordion("ReXVal errors and comment", open=True, elem_id="rexval"):
+                c.rexval = {}
+                with gr.Row(elem_classes="rexval-row"):
+                    gr.Markdown("**ReXVal errors** (counts)")
+                    gr.Markdown("clinically significant")
+                    gr.Markdown("insignificant")
+                for category in REXVAL_CATEGORIES:
+                    with gr.Row(elem_classes="rexval-row", equal_height=True):
+                        gr.Markdown(REXVAL_LABELS[category])
+                        for kind in ("significant", "insignificant"):
+                            c.rexval[(category, kind)] = gr.Number(
+                                value=0, minimum=0, precision=0, show_label=False,
+                                container=False, label=f"{REXVAL_LABELS[category]} · {kind}",
+                                elem_id=f"rexval-{category}-{kind}", min_width=80)
+                c.comment = gr.Textbox(label="Comment", lines=2, elem_id="comment")
+            with gr.Accordion("Model draft (read-only)", open=False, elem_id="model-draft") \
+                    as c.model_draft:
+                c.new_findings = gr.Textbox(label="Draft findings", interactive=False, lines=4,
+                                            elem_id="new-findings")
+                c.new_impression = gr.Textbox(label="Draft impression", interactive=False,
+                                              lines=2, elem_id="new-impression")
+                c.use_draft = gr.Button("Use this draft in the boxes", elem_id="use-draft",
+                                        size="sm")
+            c.diff = gr.HighlightedText(label="Draft → current (word level)",
+                                        color_map={"+": "green", "-": "red"},
+                                        combine_adjacent=True, elem_id="diff")
+            with gr.Accordion("Reference report (dataset)", open=True, elem_id="reference"):
+                c.ref_findings = gr.Textbox(label="Reference findings", interactive=False,
+                                            lines=3, elem_id="ref-findings")
+                c.ref_impression = gr.Textbox(label="Reference impression", interactive=False,
+                                              lines=2, elem_id="ref-impression")
+            with gr.Accordion("Metrics for this study", open=True, elem_id="metrics"):
+                c.metrics_table = gr.Dataframe(interactive=False, elem_id="metrics-panel")
+                c.metrics_notes = gr.Markdown(elem_id="metrics-notes")
+    with gr.Column(elem_id="enlarged"):  # shown by the page script (body.rrg-enlarged)
+        with gr.Row(elem_id="enlarged-tools"):
+            c.prev_image = gr.Button("◀ image", elem_id="prev-image", size="sm", scale=0)
+            c.next_image = gr.Button("image ▶", elem_id="next-image", size="sm", scale=0)
+            c.wl_preset = gr.Radio(list(WINDOW_PRESETS), value="file default", label="Preset",
+                                   elem_id="wl-preset", scale=3)
+            c.wl_invert = gr.Checkbox(label="Invert", elem_id="wl-invert", scale=0,
+                                      min_width=90)
+            c.wl_center = gr.Slider(0, 4096, value=2048, label="Level", elem_id="wl-center",
+                                    scale=2)
+            c.wl_width = gr.Slider(1, 8192, value=4096, label="Window", elem_id="wl-width",
+                                   scale=2)
+            c.close = gr.Button("Close (Esc)", elem_id="close-enlarged", size="sm", scale=0)
+        c.wl_caption = gr.Markdown(elem_id="wl-caption")
+        c.wl_image = gr.Image(show_label=False, interactive=False, elem_id="wl-image", format="png",
+                              buttons=[], container=False)
+    c.timer = gr.Timer(AUTOSAVE_S)
+    return c
+
+
+# -- wiring -------------------------------------------------------------------------------------
+def _client_js(inputs: set, client: gr.Textbox) -> str:
+    """A JS preprocessor that fills the hidden `client` input with the page's report at the
+    moment of the event (Gradio orders dict inputs by component id)."""
+    order = sorted(inputs, key=lambda b: b._id)
+    n, i = len(order), order.index(client)
+    return (f"(...a) => {{ const v = a.slice(0, {n}); "
+            f"v[{i}] = window.rrgClient ? window.rrgClient() : '{{}}'; return v; }}")
 
 
 def build(viewer: StudyViewer, drafting: DraftingService | None = None,
@@ -116,353 +311,487 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
           review: ReviewService | None = None, metrics: StudyMetrics | None = None,
           login: bool = False) -> gr.Blocks:
     review = review or ReviewService(viewer.db)
-    local_reader = None if login else review.local_reader()
-    if local_reader is not None:
-        review.assign(local_reader)
-
-    def reader_of(request: gr.Request | None) -> int:
-        if local_reader is not None:
-            return local_reader
-        name = getattr(request, "username", None)
-        reader = review.reader_id(name) if name else None
-        if reader is None:
-            raise gr.Error("not logged in")
-        return reader
-
+    if not login:
+        review.local_reader()
     desk = Desk(viewer, review, drafting, predrafter, preset, metrics)
-
-    with gr.Blocks(title="rrg-review") as ui:
-        state = gr.State(Session())
-        with gr.Row():
-            gr.Markdown("## rrg-review — chest X-ray report review")
-            who = gr.Markdown(elem_id="reader")
-            if login:  # the server's /logout ends the session (app/server.py)
-                gr.HTML('<a href="logout" id="logout-link">Sign out</a>', elem_id="logout")
-            progress = gr.Markdown(elem_id="progress")
-        with gr.Row():
-            with gr.Column(scale=3, min_width=340):
-                with gr.Row():
-                    status_filter = gr.Dropdown(STATUSES, value="all", label="Status",
-                                                elem_id="status-filter")
-                    sources = ["all", *sorted({r.source for r in viewer.worklist()})]
-                    source_filter = gr.Dropdown(sources, value="all", label="Source",
-                                                elem_id="source-filter")
-                worklist = gr.Dataframe(headers=WORKLIST_COLUMNS, interactive=False,
-                                        label="Worklist", elem_id="worklist")
-                with gr.Row():
-                    prev_button = gr.Button("◀ Previous", elem_id="prev-study", size="sm")
-                    next_button = gr.Button("Next ▶", elem_id="next-study", size="sm")
-                with gr.Accordion("Keyboard shortcuts", open=False, elem_id="help"):
-                    gr.Markdown("\n".join(f"- **{k}**: {v}" for k, v in SHORTCUTS))
-                with gr.Accordion("Export evaluation report", open=False, elem_id="export"):
-                    export_format = gr.Radio(["html", "csv", "json"], value="html",
-                                             label="Format", elem_id="export-format")
-                    export_mine = gr.Checkbox(label="Only my reviews", value=False,
-                                              elem_id="export-mine")
-                    export_button = gr.Button("Build report", elem_id="export-button",
-                                              size="sm")
-                    export_file = gr.File(label="Report", interactive=False,
-                                          elem_id="export-file")
-            with gr.Column(scale=4):
-                header = gr.Markdown("Select a study in the worklist.", elem_id="study-header")
-                gallery = gr.Gallery(label="Images (click to enlarge)", columns=2, height=420,
-                                     object_fit="contain", elem_id="study-images",
-                                     allow_preview=True)
-                with gr.Accordion("Window / level (full bit depth)", open=False,
-                                  elem_id="window-panel"):
-                    with gr.Row():
-                        wl_center = gr.Slider(0, 4096, value=2048, label="Level (center)",
-                                              elem_id="wl-center")
-                        wl_width = gr.Slider(1, 8192, value=4096, label="Window (width)",
-                                             elem_id="wl-width")
-                    with gr.Row():
-                        wl_preset = gr.Radio(["file default", "full range", "narrow",
-                                              "wide"], value="file default", label="Preset",
-                                             elem_id="wl-preset")
-                        wl_invert = gr.Checkbox(label="Invert", elem_id="wl-invert")
-                    wl_image = gr.Image(label="Selected image", interactive=False,
-                                        elem_id="wl-image", height=520)
-                prior_button = gr.Button("Open prior study", interactive=False,
-                                         elem_id="open-prior", size="sm")
-                with gr.Row():
-                    ref_findings = gr.Textbox(label="Reference findings", interactive=False,
-                                              lines=4, elem_id="ref-findings")
-                    ref_impression = gr.Textbox(label="Reference impression",
-                                                interactive=False, lines=4,
-                                                elem_id="ref-impression")
-            with gr.Column(scale=4):
-                model_line = gr.Markdown(elem_id="draft-model")
-                with gr.Row():
-                    draft_button = gr.Button("Draft", interactive=False,
-                                             elem_id="draft-button", size="sm")
-                    unload_button = gr.Button("Unload model", elem_id="unload-model",
-                                              size="sm")
-                edit_findings = gr.Textbox(label="Findings (editable)", lines=6,
-                                           elem_id="edit-findings")
-                edit_impression = gr.Textbox(label="Impression (editable)", lines=3,
-                                             elem_id="edit-impression")
-                with gr.Row():
-                    save_button = gr.Button("Save (Ctrl+S)", variant="primary", elem_id="save")
-                    revert_button = gr.Button("Revert to draft", elem_id="revert")
-                    accept_button = gr.Button("Accept draft as is (Alt+A)", elem_id="accept")
-                save_status = gr.Markdown(elem_id="save-status")
-                diff = gr.HighlightedText(label="Draft → current (word level)",
-                                          color_map={"+": "green", "-": "red"},
-                                          combine_adjacent=True, elem_id="diff")
-                with gr.Accordion("Rating", open=True, elem_id="rating"):
-                    with gr.Row():
-                        likert = gr.Radio([1, 2, 3, 4, 5], label="Overall quality (1-5)",
-                                          elem_id="likert")
-                        acceptable = gr.Checkbox(label="Acceptable without changes",
-                                                 elem_id="acceptable")
-                    rexval: dict[tuple[str, str], gr.Number] = {}
-                    with gr.Row(elem_classes="rexval-row"):
-                        gr.Markdown("**ReXVal errors** (counts)")
-                        gr.Markdown("clinically significant")
-                        gr.Markdown("insignificant")
-                    for category in REXVAL_CATEGORIES:
-                        with gr.Row(elem_classes="rexval-row", equal_height=True):
-                            gr.Markdown(REXVAL_LABELS[category])
-                            for kind in ("significant", "insignificant"):
-                                rexval[(category, kind)] = gr.Number(
-                                    value=0, minimum=0, precision=0, show_label=False,
-                                    container=False,
-                                    label=f"{REXVAL_LABELS[category]} · {kind}",
-                                    elem_id=f"rexval-{category}-{kind}", min_width=80)
-                    comment = gr.Textbox(label="Comment", lines=2, elem_id="comment")
-                    rate_button = gr.Button("Submit rating (Alt+R)", elem_id="rate")
-                    rate_status = gr.Markdown(elem_id="rate-status")
-                with gr.Accordion("Metrics for this study", open=True, elem_id="metrics"):
-                    metrics_table = gr.Dataframe(interactive=False, elem_id="metrics-panel")
-                    metrics_notes = gr.Markdown(elem_id="metrics-notes")
-        timer = gr.Timer(AUTOSAVE_S)
-
-        # -- handlers: read inputs, call the desk, format outputs ---------------------------
-        rating_fields = [likert, acceptable, *rexval.values(), comment, rate_status]
-
-        def rating_values(r) -> list:
-            values = [r.likert if r else None, bool(r.acceptable) if r else False]
-            for category in REXVAL_CATEGORIES:
-                for kind in ("significant", "insignificant"):
-                    values.append(((r.errors.get(category) or {}).get(kind, 0)) if r else 0)
-            values.append((r.comment or "") if r else "")
-            values.append(f"Rated (#{r.number}, {r.created_at:%H:%M})." if r else "")
-            return values
-
-        def metrics_outputs(session: Session) -> tuple[Any, str]:
-            m = desk.metrics_view(session)
-            table = {"headers": m.headers, "data": m.rows} if m.headers else None
-            return table, "\n".join(f"- {html.escape(n)}" for n in m.notes)
-
-        def diff_of(session: Session, findings: str, impression: str):
-            return (_diff(session.drafts.get("findings", (0, ""))[1], findings)
-                    + [("| ", None)]
-                    + _diff(session.drafts.get("impression", (0, ""))[1], impression))
-
-        def open_study(session: Session, study_id: int | None, request: gr.Request,
-                       status: str = "all", source: str = "all", with_list: bool = False):
-            """Outputs for opening a study. The worklist table is re-sent only when asked
-            (page load): opening a study does not change it, and a long list is the
-            heaviest part of the response."""
-            reader = reader_of(request)
-            session.reader = reader
-            rows, done = desk.worklist_rows(reader, status, source)
-            if not with_list:
-                rows = gr.update()
-            who_text = f"Reader: **{html.escape(review.reader_name(reader))}**"
-            if study_id is None:
-                empty = gr.update(interactive=False)
-                return [session, who_text, done, rows, "Select a study in the worklist.", [],
-                        empty, "", "", "", empty, "", "", "", [], None, "",
-                        *rating_values(None)]
-            opened = desk.open(session, reader, int(study_id), time.monotonic())
-            view, ref = opened.view, opened.view.reference
-            table, notes = metrics_outputs(session)
-            return [
-                session, who_text, done, rows, _study_header(view),
-                [(viewer.preview_file(img) if viewer.preview_dir else img.preview(),
-                  img.label) for img in view.images],
-                gr.update(interactive=bool(view.prior_ids)),
-                (ref.findings or "") if ref else "", (ref.impression or "") if ref else "",
-                opened.model_note,
-                gr.update(interactive=drafting is not None,
-                          value="Regenerate" if opened.drafts else "Draft"),
-                opened.texts["findings"], opened.texts["impression"], opened.status,
-                diff_of(session, opened.texts["findings"], opened.texts["impression"]),
-                table, notes, *rating_values(opened.rating),
-            ]
-
-        open_outputs = [state, who, progress, worklist, header, gallery, prior_button,
-                        ref_findings, ref_impression, model_line, draft_button, edit_findings,
-                        edit_impression, save_status, diff, metrics_table, metrics_notes,
-                        *rating_fields]
-
-        def on_load(session: Session, status: str, source: str, request: gr.Request):
-            reader = reader_of(request)
-            if not review.worklist(reader):
-                review.assign(reader)  # a new reader starts with every study on the worklist
-            return open_study(session, review.resume(reader), request, status, source,
-                              with_list=True)
-
-        def on_select(session: Session, table, status, source, evt: gr.SelectData,
-                      request: gr.Request):
-            row = evt.index[0] if isinstance(evt.index, list | tuple) else evt.index
-            return open_study(session, int(table.iloc[row, 0]), request, status, source)
-
-        def on_step(step: int):
-            def handler(session: Session, status, source, request: gr.Request):
-                target = review.next_unfinished(reader_of(request), session.study, step)
-                return open_study(session, target if target is not None else session.study,
-                                  request, status, source)
-            return handler
-
-        def on_filter(session: Session, status, source, request: gr.Request):
-            return desk.worklist_rows(reader_of(request), status, source)
-
-        def on_prior(session: Session, status, source, request: gr.Request):
-            prior_ids = viewer.prior_ids(session.study) if session.study else ()
-            return open_study(session, prior_ids[0] if prior_ids else session.study, request,
-                              status, source)
-
-        def on_save(session: Session, findings, impression, status, source,
-                    request: gr.Request):
-            message = desk.save(session, findings, impression)
-            rows, done = desk.worklist_rows(reader_of(request), status, source)
-            return (session, message, rows, done, *metrics_outputs(session))
-
-        def on_tick(session: Session, findings, impression):
-            message = desk.tick(session, findings, impression, time.monotonic())
-            return session, message if message is not None else gr.update()
-
-        def on_input(session: Session, findings, impression):
-            desk.typed(session, time.monotonic())
-            return session, diff_of(session, findings, impression)
-
-        def on_revert(session: Session):
-            findings, impression = desk.revert(session)
-            return (session, findings, impression,
-                    "Reverted to the draft (autosaved shortly, or press Save).")
-
-        def on_accept(session: Session, status, source):
-            message = desk.accept(session)
-            if session.reader is None:
-                return [session, message, gr.update(), gr.update(), gr.update()]
-            rows, done = desk.worklist_rows(session.reader, status, source)
-            rated = desk.review.latest_rating(session.reader, session.study)
-            return [session, message, rows, done,
-                    rating_values(rated)[-1] if rated else gr.update()]
-
-        def on_rate(session: Session, likert_v, acceptable_v, *rest):
-            *counts, comment_v, status, source = rest
-            errors: dict[str, dict[str, int]] = {}
-            for (category, kind), value in zip(rexval, counts, strict=True):
-                errors.setdefault(category, {})[kind] = int(value or 0)
-            ok, message = desk.rate(session, likert_v, acceptable_v, errors, comment_v)
-            if not ok:
-                return message, gr.update(), gr.update()
-            rows, done = desk.worklist_rows(session.reader, status, source)
-            return message, rows, done
-
-        def on_draft(session: Session):
-            """Stream the draft sections; each is stored as a draft when complete."""
-            if session.study is None or drafting is None:
-                yield gr.update(), gr.update(), gr.update(), session
-                return
-            texts = {"findings": "", "impression": ""}
-            try:  # one stream for both sections: a whole-report model generates once
-                for step in drafting.stream_study(session.study, preset, SECTIONS):
-                    texts.update(step.texts)
-                    texts.update({s: f"[draft failed: {e}]" for s, e in step.errors.items()})
-                    yield (f"Drafting with `{html.escape(preset)}` …",
-                           texts["findings"], texts["impression"], session)
-            except Exception as exc:  # shown to the reader, never a stack trace
-                texts = {s: f"[draft failed: {type(exc).__name__}: {exc}]" for s in SECTIONS}
-            drafts = desk.refresh_drafts(session)
-            yield (desk.model_note(drafts), texts["findings"], texts["impression"], session)
-
-        def wl_render(session: Session, center, width, invert):
-            if session.image is None:
-                return None
-            img = viewer.window(session.image, center, width)
-            return 255 - img if invert else img
-
-        def wl_select(session: Session, evt: gr.SelectData):
-            if session.study is None:
-                return session, gr.update(), gr.update(), None
-            view = viewer.open(session.study)
-            session.image = view.images[evt.index].image_id
-            lo, hi, (c, w) = viewer.value_range(session.image)
-            return (session, gr.update(minimum=lo, maximum=hi, value=c),
-                    gr.update(minimum=1, maximum=max(hi - lo, 1) * 2, value=w),
-                    viewer.window(session.image, c, w))
-
-        def wl_apply_preset(session: Session, choice, invert):
-            if session.image is None:
-                return gr.update(), gr.update(), None
-            lo, hi, (c, w) = viewer.value_range(session.image)
-            span = max(hi - lo, 1.0)
-            presets = {"file default": (c, w), "full range": ((lo + hi) / 2, span),
-                       "narrow": ((lo + hi) / 2, span / 3), "wide": ((lo + hi) / 2, span * 1.5)}
-            c, w = presets[choice]
-            return c, w, wl_render(session, c, w, invert)
-
-        def on_export(session: Session, fmt: str, mine: bool, request: gr.Request,
-                      progress=gr.Progress()):  # noqa: B008 - Gradio injects it
-            """The same files as `rrg-review export`, scoped on the server: a reader gets only
-            their own work, an admin everyone's unless "Only my reviews"."""
-            reader = reader_of(request)
-            progress(0.1, desc="scoring and building the report")
-            result = review.export_report(
-                reader, fmt, everyone=not mine, metrics=metrics.metrics if metrics else None,
-                address=getattr(getattr(request, "client", None), "host", None))
-            if result.note:
-                gr.Info(result.note)
-            return str(result.files[0])
-
-        def on_unload(request: gr.Request):
-            """Free the model's memory (GPU included) for everyone: admins only."""
-            if not review.is_admin(reader_of(request)):
-                raise gr.Error("only an admin can unload the model")
-            if drafting is not None:
-                drafting.unload()
-            return (f"Model `{html.escape(preset)}` unloaded; it loads again on the next "
-                    "draft.")
-
-        unload_button.click(on_unload, None, model_line)
-        export_button.click(on_export, [state, export_format, export_mine], export_file)
-        filters = [status_filter, source_filter]
-        ui.load(on_load, [state, *filters], open_outputs)
-        worklist.select(on_select, [state, worklist, *filters], open_outputs)
-        next_button.click(on_step(1), [state, *filters], open_outputs, api_name="next_study")
-        prev_button.click(on_step(-1), [state, *filters], open_outputs,
-                          api_name="previous_study")
-        prior_button.click(on_prior, [state, *filters], open_outputs)
-        status_filter.change(on_filter, [state, *filters], [worklist, progress])
-        source_filter.change(on_filter, [state, *filters], [worklist, progress])
-        save_button.click(on_save, [state, edit_findings, edit_impression, *filters],
-                          [state, save_status, worklist, progress, metrics_table,
-                           metrics_notes], api_name="save")
-        timer.tick(on_tick, [state, edit_findings, edit_impression], [state, save_status])
-        edit_findings.input(on_input, [state, edit_findings, edit_impression], [state, diff])
-        edit_impression.input(on_input, [state, edit_findings, edit_impression], [state, diff])
-        revert_button.click(on_revert, [state],
-                            [state, edit_findings, edit_impression, save_status])
-        accept_button.click(on_accept, [state, *filters],
-                            [state, save_status, worklist, progress, rate_status])
-        rate_button.click(on_rate, [state, likert, acceptable, *rexval.values(), comment,
-                                    *filters], [rate_status, worklist, progress])
-        draft_button.click(on_draft, [state],
-                           [model_line, edit_findings, edit_impression, state])
-        gallery.select(wl_select, [state], [state, wl_center, wl_width, wl_image])
-        wl_preset.change(wl_apply_preset, [state, wl_preset, wl_invert],
-                         [wl_center, wl_width, wl_image])
-        wl_inputs = [state, wl_center, wl_width, wl_invert]
-        wl_center.release(wl_render, wl_inputs, wl_image)
-        wl_width.release(wl_render, wl_inputs, wl_image)
-        wl_invert.change(wl_render, wl_inputs, wl_image)
+    with gr.Blocks(title="rrg-review", fill_width=True) as ui:
+        c = _layout(viewer, login)
+        _wire(ui, c, desk, viewer, review, drafting, metrics, preset, login)
     return ui
 
 
+def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: ReviewService,
+          drafting: DraftingService | None, metrics: StudyMetrics | None, preset: str,
+          login: bool) -> None:
+    wl = c.worklist
+    rating_fields = [c.likert, c.acceptable, *c.rexval.values(), c.comment]
+
+    conflict_btns = [c.keep_mine, c.take_theirs]
+    accept_btns = [c.accept_confirm, c.accept_cancel]
+
+    def offer(*buttons: gr.Button, on: bool) -> dict:
+        return {b: gr.update(interactive=on) for b in buttons}
+
+    def who(session: Session, request: gr.Request | None) -> tuple[str, int]:
+        """The authenticated reader of this request, bound to the tab's state."""
+        name = getattr(request, "username", None) if login else LOCAL_READER
+        if not name:
+            raise gr.Error("Not logged in.")
+        try:
+            return name, desk.bind(session, name)
+        except TabRefused as exc:
+            raise gr.Error(str(exc)) from None
+
+    def texts_of(d: dict) -> dict[str, str]:
+        return {"findings": d[c.findings] or "", "impression": d[c.impression] or ""}
+
+    def rating_values(r: RatingView | None) -> dict:
+        out: dict = {c.likert: r.likert if r else None,
+                     c.acceptable: bool(r.acceptable) if r else False,
+                     c.comment: (r.comment or "") if r else ""}
+        for (category, kind), comp in c.rexval.items():
+            out[comp] = ((r.errors.get(category) or {}).get(kind, 0)) if r else 0
+        done = r is not None and r.likert is not None
+        out[c.rate_status] = (f"Rated (#{r.number}, {r.created_at:%H:%M})." if done else
+                              "Accepted without changes; no score yet." if r else "")
+        return out
+
+    def after_save(name: str, session: Session, saved: Saved, texts: dict[str, str]) -> dict:
+        return {c.state: session, c.save_status: saved.message,
+                c.sync: sync_json(name, session),
+                **offer(c.keep_mine, c.take_theirs, on=bool(saved.conflicts)),
+                c.diff: diff_of(desk.draft_texts(session), texts)}
+
+    def study_outputs(name: str, reader: int, session: Session, study_id: int | None,
+                      d: dict) -> dict:
+        """Everything on screen that belongs to a study, replaced (or cleared) together."""
+        out: dict = {c.state: session, c.who: f"Reader: **{html.escape(name)}**",
+                     c.wl_image: None, c.metrics_table: None,
+                     c.metrics_notes: "Computing metrics…",
+                     **offer(c.keep_mine, c.take_theirs, on=False),
+                     **offer(c.accept_confirm, c.accept_cancel, on=False), c.draft_error: "",
+                     c.restore_note: ""}
+        if study_id is None:
+            session.study = None
+            session.images = ()
+            session.image = None
+            return {**out, c.film: film_html(viewer, None), c.details: "",
+                    c.prior_button: gr.update(interactive=False),
+                    c.findings: "", c.impression: "", c.new_findings: "",
+                    c.new_impression: "", c.ref_findings: "", c.ref_impression: "",
+                    c.model_line: "", c.save_status: "Your worklist is empty.",
+                    c.draft_button: gr.update(interactive=False), c.diff: [],
+                    c.sync: sync_json(name, session), **rating_values(None)}
+        opened = desk.open(session, reader, int(study_id), time.monotonic())
+        view, ref = opened.view, opened.view.reference
+        drafts = desk.draft_texts(session)
+        return {**out, c.film: film_html(viewer, view), c.details: study_details(view),
+                c.prior_button: gr.update(interactive=bool(view.prior_ids),
+                                          value="Show prior beside (Alt+B)"),
+                c.findings: opened.texts["findings"], c.impression: opened.texts["impression"],
+                c.new_findings: drafts["findings"], c.new_impression: drafts["impression"],
+                c.ref_findings: (ref.findings or "") if ref else "",
+                c.ref_impression: (ref.impression or "") if ref else "",
+                c.model_line: opened.model_note, c.draft_error: desk.draft_errors(opened.drafts),
+                c.draft_button: gr.update(interactive=drafting is not None,
+                                          value="Regenerate" if opened.drafts else "Draft"),
+                c.save_status: opened.status, c.diff: diff_of(drafts, opened.texts),
+                c.sync: sync_json(name, session), **rating_values(opened.rating)}
+
+    def worklist_outputs(reader: int, d: dict) -> dict:
+        rows, done = desk.worklist_rows(reader, d.get(wl.status, "all"), d.get(wl.source, "all"))
+        return {wl.table: rows, wl.progress: done}
+
+    # -- page load and navigation ----------------------------------------------------------
+    def on_load(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        with session.lock:
+            name, reader = who(session, request)
+            return {**study_outputs(name, reader, session, desk.start(reader), d),
+                    **worklist_outputs(reader, d)}
+
+    def navigate(d: dict, request: gr.Request, target) -> dict:
+        """Save what is typed (an autosave revision), then open the target study. A refused
+        save keeps the reader on the study with their words on screen."""
+        session = d[c.state]
+        with session.lock:
+            name, reader = who(session, request)
+            texts = texts_of(d)
+            saved = desk.leave(session, texts, Client.parse(d[c.client]), time.monotonic())
+            if not saved.ok:
+                return after_save(name, session, saved, texts)
+            study = target(session, reader)
+            if study is None:
+                return {**after_save(name, session, saved, texts),
+                        c.save_status: "No other unfinished study that way."}
+            out = study_outputs(name, reader, session, study, d)
+            if saved.wrote:
+                out.update(worklist_outputs(reader, d))
+            return out
+
+    def on_step(step: int):
+        def handler(d: dict, request: gr.Request) -> dict:
+            return navigate(d, request, lambda session, reader: desk.step(session, step))
+        return handler
+
+    def on_select(d: dict, evt: gr.SelectData, request: gr.Request) -> dict:
+        row = evt.index[0] if isinstance(evt.index, list | tuple) else evt.index
+        study = int(d[wl.table].iloc[row, 0])
+        return navigate(d, request, lambda session, reader: study)
+
+    def on_filter(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        _, reader = who(session, request)
+        return worklist_outputs(reader, d)
+
+    def on_prior(d: dict, request: gr.Request) -> dict:
+        """Show (or hide) the same patient's previous study beside the open one, read-only."""
+        session = d[c.state]
+        with session.lock:
+            who(session, request)
+            if session.study is None:
+                return {c.film: gr.update()}
+            view = viewer.open(session.study)
+            if session.prior is not None or not view.prior_ids:
+                session.prior = None
+                return {c.film: film_html(viewer, view),
+                        c.prior_button: gr.update(value="Show prior beside (Alt+B)")}
+            session.prior = view.prior_ids[0]
+            return {c.film: film_html(viewer, view, viewer.open(session.prior)),
+                    c.prior_button: gr.update(value="Hide prior (Alt+B)")}
+
+    # -- editing ---------------------------------------------------------------------------
+    def on_save(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        with session.lock:
+            name, reader = who(session, request)
+            texts = texts_of(d)
+            saved = desk.save(session, texts, Client.parse(d[c.client]))
+            return {**after_save(name, session, saved, texts), **worklist_outputs(reader, d)}
+
+    def on_tick(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        with session.lock:
+            if session.study is None:
+                return {c.save_status: gr.update()}
+            name, _ = who(session, request)
+            texts = texts_of(d)
+            saved = desk.tick(session, texts, Client.parse(d[c.client]), time.monotonic())
+            if saved is None:
+                return {c.save_status: gr.update()}
+            return after_save(name, session, saved, texts)
+
+    def on_input(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        who(session, request)
+        return {c.diff: diff_of(desk.draft_texts(session), texts_of(d))}
+
+    def on_keep_mine(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        with session.lock:
+            name, reader = who(session, request)
+            texts = texts_of(d)
+            saved = desk.keep_mine(session, texts, Client.parse(d[c.client]))
+            return {**after_save(name, session, saved, texts), **worklist_outputs(reader, d)}
+
+    def on_take_theirs(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        with session.lock:
+            name, _ = who(session, request)
+            texts = desk.take_theirs(session, texts_of(d), Client.parse(d[c.client]))
+            saved = Saved("Showing the newer saved text.", {}, False)
+            return {**after_save(name, session, saved, texts), c.findings: texts["findings"],
+                    c.impression: texts["impression"]}
+
+    def on_revert(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        with session.lock:
+            who(session, request)
+            texts = desk.draft_texts(session)
+            return {c.findings: texts["findings"], c.impression: texts["impression"],
+                    c.diff: diff_of(texts, texts),
+                    c.save_status: "Reverted to the draft (autosaved shortly, or press Save)."}
+
+    def accept(confirmed: bool):
+        def handler(d: dict, request: gr.Request) -> dict:
+            session = d[c.state]
+            with session.lock:
+                name, reader = who(session, request)
+                texts = texts_of(d)
+                result = desk.accept(session, texts, Client.parse(d[c.client]), confirmed)
+                out = {c.state: session, c.save_status: result.message,
+                       **offer(c.accept_confirm, c.accept_cancel, on=result.needs_confirm),
+                       **offer(c.keep_mine, c.take_theirs, on=bool(session.conflicts))}
+                if result.texts is not None:
+                    out.update({c.findings: result.texts["findings"],
+                                c.impression: result.texts["impression"],
+                                c.diff: diff_of(desk.draft_texts(session), result.texts),
+                                c.sync: sync_json(name, session), c.acceptable: True,
+                                c.rate_status: "Accepted without changes; choose a score "
+                                               "(1-5) and submit.",
+                                **worklist_outputs(reader, d)})
+                return out
+        return handler
+
+    def on_rate(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        with session.lock:
+            _, reader = who(session, request)
+            errors: dict[str, dict[str, object]] = {}
+            for (category, kind), comp in c.rexval.items():
+                errors.setdefault(category, {})[kind] = d[comp]
+            ok, message = desk.rate(session, d[c.likert], d[c.acceptable], errors, d[c.comment])
+            out = {c.rate_status: message}
+            if ok:
+                out.update(worklist_outputs(reader, d))
+            return out
+
+    def on_draft(d: dict, request: gr.Request):
+        """Draft (or regenerate): the reader's text is saved first and never replaced; the
+        new draft streams into the read-only draft boxes, and into the editable boxes only
+        where the reader has no text of their own. A failure is shown beside the boxes."""
+        session = d[c.state]
+        with session.lock:
+            name, reader = who(session, request)
+            texts = texts_of(d)
+            study = session.study
+            if study is None or drafting is None:
+                yield {c.save_status: gr.update()}
+                return
+            saved = desk.leave(session, texts, Client.parse(d[c.client]), time.monotonic())
+            if not saved.ok:
+                yield after_save(name, session, saved, texts)
+                return
+        streamed = {"findings": "", "impression": ""}
+        errors = []
+        yield {c.model_draft: gr.update(open=True), c.draft_error: "",
+               c.save_status: f"Drafting with `{html.escape(preset)}` …"}
+        try:  # one stream for both sections: a whole-report model generates once
+            for step in drafting.stream_study(study, preset, SECTIONS):
+                streamed.update(step.texts)
+                errors = [f"{s}: {e}" for s, e in step.errors.items()]
+                yield {c.new_findings: streamed["findings"],
+                       c.new_impression: streamed["impression"]}
+        except Exception as exc:  # shown to the reader, never a stack trace
+            log.warning("drafting study %s with %s failed", study, preset, exc_info=True)
+            errors.append(f"{type(exc).__name__}: {exc}")
+        yield {c.draft_error: ("⚠ Draft failed — " + "; ".join(html.escape(e) for e in errors))
+               if errors else "", c.save_status: "Draft finished."}
+
+    def on_draft_done(d: dict, request: gr.Request) -> dict:
+        """After drafting, with the boxes as they are now (the reader may have typed while
+        the model ran): the new draft goes into the boxes only if they hold no text of the
+        reader's own; otherwise it stays beside them."""
+        session = d[c.state]
+        with session.lock:
+            name, reader = who(session, request)
+            if session.study is None or drafting is None:
+                return {c.save_status: gr.update()}
+            texts = texts_of(d)
+            drafts, fresh = desk.refresh_drafts(session, texts)
+            shown = desk.draft_texts(session)
+            out = {c.state: session, c.model_line: desk.model_note(drafts),
+                   c.new_findings: shown["findings"], c.new_impression: shown["impression"],
+                   c.draft_button: gr.update(value="Regenerate" if drafts else "Draft"),
+                   c.sync: sync_json(name, session), **worklist_outputs(reader, d)}
+            failed = desk.draft_errors(drafts)
+            if failed:
+                out[c.draft_error] = failed
+            if fresh is not None:
+                out.update({c.findings: fresh["findings"], c.impression: fresh["impression"],
+                            c.diff: diff_of(shown, fresh),
+                            c.save_status: desk.status_line(session)})
+            else:
+                out.update({c.diff: diff_of(shown, texts),
+                            c.save_status: "The new draft is beside your text (Model draft); "
+                                           "your text is kept."})
+            return out
+
+    def on_use_draft(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        with session.lock:
+            who(session, request)
+            texts = desk.draft_texts(session)
+            return {c.findings: texts["findings"], c.impression: texts["impression"],
+                    c.diff: diff_of(texts, texts),
+                    c.save_status: "The draft is in the boxes (autosaved shortly, or Save)."}
+
+    def on_metrics(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        who(session, request)
+        m = desk.metrics_view(session)
+        table = {"headers": m.headers, "data": m.rows} if m.headers else None
+        return {c.metrics_table: table,
+                c.metrics_notes: "\n".join(f"- {html.escape(n)}" for n in m.notes)}
+
+    # -- the enlarged view -----------------------------------------------------------------
+    def show_image(session: Session, image_id: int | None) -> dict:
+        if image_id is None:
+            return {c.wl_image: None}
+        lo, hi, (center, width) = viewer.value_range(image_id)
+        n = session.images.index(image_id) + 1
+        return {c.state: session,
+                c.wl_center: gr.update(minimum=lo, maximum=hi, value=center),
+                c.wl_width: gr.update(minimum=1, maximum=max(hi - lo, 1) * 2, value=width),
+                c.wl_preset: "file default", c.wl_invert: False,
+                c.wl_caption: f"Image {n} of {len(session.images)} · ← → other images · "
+                              "Esc closes · wheel/drag zoom/pan · double-click resets",
+                c.wl_image: desk.render(image_id, center, width, False)}
+
+    def on_enlarge(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        with session.lock:
+            who(session, request)
+            try:
+                index = int(d[c.pick])
+            except (TypeError, ValueError):
+                return {c.wl_image: gr.update()}
+            if not 0 <= index < len(session.images):
+                return {c.wl_image: gr.update()}
+            session.image = session.images[index]
+            return show_image(session, session.image)
+
+    def on_step_image(step: int):
+        def handler(d: dict, request: gr.Request) -> dict:
+            session = d[c.state]
+            with session.lock:
+                who(session, request)
+                return show_image(session, desk.step_image(session, step))
+        return handler
+
+    def on_window(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        who(session, request)
+        if session.image is None:
+            return {c.wl_image: gr.update()}
+        return {c.wl_image: desk.render(session.image, d[c.wl_center], d[c.wl_width],
+                                        d[c.wl_invert])}
+
+    def on_preset(d: dict, request: gr.Request) -> dict:
+        session = d[c.state]
+        who(session, request)
+        if session.image is None:
+            return {c.wl_image: gr.update()}
+        try:
+            center, width = desk.window_preset(session.image, d[c.wl_preset])
+        except ReviewError as exc:
+            raise gr.Error(str(exc)) from None
+        return {c.wl_center: center, c.wl_width: width,
+                c.wl_image: desk.render(session.image, center, width, d[c.wl_invert])}
+
+    # -- other -----------------------------------------------------------------------------
+    def on_export(d: dict, request: gr.Request, progress=gr.Progress()):  # noqa: B008
+        """The same files as `rrg-review export`, scoped on the server: a reader gets only
+        their own work, an admin everyone's unless "Only my reviews"."""
+        session = d[c.state]
+        _, reader = who(session, request)
+        progress(0.1, desc="scoring and building the report")
+        result = review.export_report(
+            reader, d[c.export_format], everyone=not d[c.export_mine],
+            metrics=metrics.metrics if metrics else None,
+            address=getattr(getattr(request, "client", None), "host", None))
+        if result.note:
+            gr.Info(result.note)
+        return {c.export_file: str(result.files[0])}
+
+    def on_unload(d: dict, request: gr.Request) -> dict:
+        """Free the model's memory (GPU included) for everyone: admins only."""
+        _, reader = who(d[c.state], request)
+        if not review.is_admin(reader):
+            raise gr.Error("only an admin can unload the model")
+        if drafting is not None:
+            drafting.unload()
+        return {c.model_line: f"Model `{html.escape(preset)}` unloaded; it loads again on the "
+                              "next draft."}
+
+    def on_logout(d: dict, request: gr.Request) -> dict:
+        return navigate(d, request, lambda session, reader: session.study)
+
+    # -- events ----------------------------------------------------------------------------
+    study_outs = [c.state, c.who, c.film, c.details, c.prior_button, c.findings, c.impression,
+                  c.new_findings, c.new_impression, c.ref_findings, c.ref_impression,
+                  c.model_line, c.draft_error, c.draft_button, c.save_status, c.diff, c.sync,
+                  c.wl_image, *conflict_btns, *accept_btns, c.restore_note,
+                  c.metrics_table, c.metrics_notes,
+                  wl.table, wl.progress, *rating_fields, c.rate_status]
+    edit_in = {c.state, c.findings, c.impression, c.client, wl.status, wl.source}
+    edit_outs = [c.state, c.save_status, c.sync, *conflict_btns, c.diff]
+    save_outs = [*edit_outs, wl.table, wl.progress]
+    metrics_step = {"fn": on_metrics, "inputs": {c.state},
+                    "outputs": [c.metrics_table, c.metrics_notes], **PRIVATE}
+    with_client = {"js": _client_js(edit_in, c.client)}
+
+    ui.load(on_load, {c.state, wl.status, wl.source}, study_outs, **PRIVATE).then(**metrics_step)
+    wl.table.select(on_select, edit_in | {wl.table}, study_outs, **PRIVATE,
+                    js=_client_js(edit_in | {wl.table}, c.client)).then(**metrics_step)
+    wl.next.click(on_step(1), edit_in, study_outs, api_name="next_study", **with_client
+                  ).then(**metrics_step)
+    wl.prev.click(on_step(-1), edit_in, study_outs, api_name="previous_study", **with_client
+                  ).then(**metrics_step)
+    wl.status.change(on_filter, {c.state, wl.status, wl.source}, [wl.table, wl.progress],
+                     **LIGHT)
+    wl.source.change(on_filter, {c.state, wl.status, wl.source}, [wl.table, wl.progress],
+                     **LIGHT)
+    c.prior_button.click(on_prior, {c.state}, [c.film, c.prior_button], **PRIVATE)
+    c.save_button.click(on_save, edit_in, save_outs, api_name="save", queue=False,
+                        **with_client).then(**metrics_step)
+    c.timer.tick(on_tick, edit_in, edit_outs, **LIGHT, **with_client)
+    for box in (c.findings, c.impression):
+        box.input(on_input, {c.state, c.findings, c.impression}, [c.diff], **LIGHT,
+                  trigger_mode="always_last")
+    c.keep_mine.click(on_keep_mine, edit_in, save_outs, **LIGHT, **with_client
+                      ).then(**metrics_step)
+    c.take_theirs.click(on_take_theirs, edit_in, [*edit_outs, c.findings, c.impression],
+                        **LIGHT, **with_client)
+    c.revert_button.click(on_revert, {c.state}, [c.findings, c.impression, c.diff,
+                                                 c.save_status], **LIGHT)
+    accept_outs = [c.state, c.save_status, *accept_btns, *conflict_btns, c.findings,
+                   c.impression, c.diff, c.sync, c.acceptable, c.rate_status, wl.table,
+                   wl.progress]
+    c.accept_button.click(accept(False), edit_in, accept_outs, **LIGHT, **with_client
+                          ).then(**metrics_step)
+    c.accept_confirm.click(accept(True), edit_in, accept_outs, **LIGHT, **with_client
+                           ).then(**metrics_step)
+    c.accept_cancel.click(lambda: {**offer(c.accept_confirm, c.accept_cancel, on=False),
+                                   c.save_status: "Not accepted."}, None,
+                          [c.accept_confirm, c.accept_cancel, c.save_status], **LIGHT)
+    c.rate_button.click(on_rate, {c.state, c.likert, c.acceptable, *c.rexval.values(),
+                                  c.comment, wl.status, wl.source},
+                        [c.rate_status, wl.table, wl.progress], api_name="rate", queue=False)
+    c.draft_button.click(on_draft, edit_in, [
+        c.state, c.new_findings, c.new_impression, c.draft_error, c.sync, c.diff,
+        c.save_status, c.model_draft, *conflict_btns], **PRIVATE, **with_client).then(
+        on_draft_done, edit_in, [c.state, c.model_line, c.new_findings, c.new_impression,
+                                 c.draft_button, c.draft_error, c.sync, c.findings,
+                                 c.impression, c.diff, c.save_status, wl.table, wl.progress],
+        **PRIVATE, **with_client).then(**metrics_step)
+    c.use_draft.click(on_use_draft, {c.state}, [c.findings, c.impression, c.diff,
+                                                c.save_status], **LIGHT)
+    enlarge_outs = [c.state, c.wl_center, c.wl_width, c.wl_preset, c.wl_invert,
+                    c.wl_caption, c.wl_image]
+    c.enlarge.click(on_enlarge, {c.state, c.pick}, enlarge_outs, **PRIVATE,
+                    js=f"(...a) => {{ const v = a.slice(0, 2); "
+                       f"v[{sorted([c.state, c.pick], key=lambda b: b._id).index(c.pick)}] = "
+                       "window.rrgPick(); return v; }")
+    c.next_image.click(on_step_image(1), {c.state}, enlarge_outs, **PRIVATE)
+    c.prev_image.click(on_step_image(-1), {c.state}, enlarge_outs, **PRIVATE)
+    c.close.click(None, None, None, js="() => { window.rrgEnlarged(false); return []; }")
+    wl_in = {c.state, c.wl_center, c.wl_width, c.wl_invert}
+    c.wl_center.release(on_window, wl_in, [c.wl_image], **PRIVATE)
+    c.wl_width.release(on_window, wl_in, [c.wl_image], **PRIVATE)
+    c.wl_invert.input(on_window, wl_in, [c.wl_image], **PRIVATE)
+    c.wl_preset.input(on_preset, wl_in | {c.wl_preset}, [c.wl_center, c.wl_width, c.wl_image],
+                      **PRIVATE)
+    c.light.change(None, c.light, None, js="(v) => { window.rrgSetTheme(v); return []; }")
+    c.unload_button.click(on_unload, {c.state}, [c.model_line], **PRIVATE)
+    c.export_button.click(on_export, {c.state, c.export_format, c.export_mine},
+                          [c.export_file], **PRIVATE)
+    if login:
+        c.logout.click(on_logout, edit_in, study_outs, **PRIVATE, **with_client).then(
+            None, None, None, js="() => { window.location.href = '/logout'; }")
+
+
 def launch_options() -> dict[str, str]:
-    """Page-level additions that Gradio 6 takes at launch: keyboard shortcuts and styles."""
-    return {"head": KEYBOARD_JS, "css": CSS}
+    """Page-level additions that Gradio 6 takes at launch: the page script and styles."""
+    script = (STATIC / "page.js").read_text()
+    return {"head": f"<script>\n{script}\n</script>", "css": (STATIC / "page.css").read_text()}

@@ -1,7 +1,7 @@
 """worklists at dataset scale: natural sort key and image count on study, worklist indexes
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 Create Date: 2026-11-23
 
 Paging, filtering and counting a 160,000-study worklist must be single indexed queries. The
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0006'
-down_revision = '0004'
+down_revision = '0005'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,113 @@
+"""The running app for browser tests: a real `launch.py` subprocess (its output drained to a log
+file, never an unread pipe) and Debian's Chromium through Playwright. Waits are on conditions."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class App:
+    def __init__(self, db: Path, *args: str, start_s: float = 120) -> None:
+        if not os.path.exists(CHROMIUM):
+            pytest.skip(f"{CHROMIUM} not installed (make test installs Debian's chromium)")
+        self.db = db
+        self.log = db.with_suffix(".log")
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}/"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "launch.py", "--db", str(db), "--port", str(port), *args],
+                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
+        deadline = time.monotonic() + start_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"app exited early:\n{self.log.read_text()}")
+            try:
+                urllib.request.urlopen(self.url, timeout=2)
+                return
+            except OSError:
+                time.sleep(0.3)
+        self.proc.kill()
+        pytest.fail(f"app did not start within {start_s} s:\n{self.log.read_text()}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def query(self, sql: str, *params: Any) -> list[tuple]:
+        with sqlite3.connect(self.db, timeout=30) as con:
+            return con.execute(sql, params).fetchall()
+
+
+def launch_browser(playwright):
+    return playwright.chromium.launch(
+        executable_path=CHROMIUM,
+        args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+
+
+def wait_until(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def new_page(browser, url: str, width: int = 1500, height: int = 1000):
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(url)
+    page.locator("#film [data-study]").first.wait_for(timeout=60_000)
+    return page
+
+
+def header_study(page) -> str:
+    return page.locator("#film-head").inner_text()
+
+
+def click_row(page, key: str) -> None:
+    # Gradio keeps hidden copies of table cells for measuring: click the visible one.
+    page.get_by_text(key, exact=True).filter(visible=True).first.click()
+    page.locator("#film-head").get_by_text(key).wait_for()
+
+
+def wait_text(page, elem_id: str, text: str, timeout: float = 60_000) -> None:
+    page.wait_for_function(
+        "([id, text]) => { const el = document.getElementById(id); "
+        "return !!el && el.innerText.includes(text); }", arg=[elem_id, text], timeout=timeout)
+
+
+def box(page, section: str):
+    return page.locator(f"#edit-{section} textarea")
+
+
+def wait_value(page, section: str, predicate_js: str, timeout: float = 60_000) -> None:
+    page.wait_for_function(f"el => {{ const v = el.value; return {predicate_js}; }}",
+                           arg=box(page, section).element_handle(), timeout=timeout)

@@ -1,0 +1,70 @@
+"""Write the workstation's layout screenshots to docs/ (not part of any test run):
+
+    python -m tests.screenshots [--out docs]
+
+Starts the real app on a fresh demo database and photographs it in Debian's Chromium at
+1366x768, 1920x1080 and 2560x1440, then the prior beside the current study and the enlarged
+view (1920x1080).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from tests.browser import App, click_row, launch_browser, new_page, wait_value
+
+SCREENS = [(1366, 768), (1920, 1080), (2560, 1440)]
+IMAGES_LOADED = ("() => [...document.querySelectorAll('#film img')]"
+                 ".every(i => i.complete && i.naturalWidth > 0)")
+
+
+def _ready(page, key: str) -> None:
+    click_row(page, key)
+    page.locator("#draft-button").click()
+    wait_value(page, "findings", "v.length > 20")
+    page.wait_for_function(IMAGES_LOADED)
+    page.wait_for_function(
+        "() => !document.querySelector('#metrics-notes').innerText.includes('Computing')")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        app = App(Path(tmp) / "screenshots.sqlite")
+        try:
+            with sync_playwright() as p:
+                browser = launch_browser(p)
+                for width, height in SCREENS:
+                    page = new_page(browser, app.url, width, height)
+                    _ready(page, "DEMO-0002")
+                    path = args.out / f"workstation-{width}.png"
+                    page.screenshot(path=str(path))
+                    print(path)
+                    if width == 1920:
+                        page.locator("#toggle-prior").click()
+                        page.locator("#prior-panel img").wait_for()
+                        page.wait_for_function(IMAGES_LOADED)
+                        page.screenshot(path=str(args.out / "workstation-prior.png"))
+                        print(args.out / "workstation-prior.png")
+                        page.locator("#film .current img").first.click()
+                        page.locator("#wl-image img").wait_for()
+                        page.wait_for_function("() => document.querySelector('#wl-image img')"
+                                               ".complete")
+                        page.screenshot(path=str(args.out / "workstation-enlarged.png"))
+                        print(args.out / "workstation-enlarged.png")
+                    page.close()
+                browser.close()
+        finally:
+            app.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

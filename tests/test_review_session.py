@@ -1,0 +1,352 @@
+"""A review session as a hurried radiologist runs it, in headless Chromium against the real app:
+nothing typed is lost (Alt+N, a click, a reload, with no wait), nothing of the previous patient
+stays on screen, review data means what it says, and the reading-room layout holds at three
+screen sizes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.browser import (
+    App,
+    box,
+    click_row,
+    launch_browser,
+    new_page,
+    wait_text,
+    wait_until,
+    wait_value,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = launch_browser(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def app(tmp_path):
+    running = App(tmp_path / "session.sqlite")
+    yield running
+    running.stop()
+
+
+def latest_text(app: App, key: str, section: str) -> str | None:
+    rows = app.query("SELECT r.text FROM revision r JOIN study s ON s.id = r.study_id "
+                     "WHERE s.study_key = ? AND r.section = ? ORDER BY r.number DESC LIMIT 1",
+                     key, section)
+    return rows[0][0] if rows else None
+
+
+def status_of(app: App, key: str) -> tuple[str, float]:
+    (row,) = app.query("SELECT w.status, w.active_seconds FROM worklist_item w "
+                       "JOIN study s ON s.id = w.study_id WHERE s.study_key = ?", key)
+    return row
+
+
+def open_key(page) -> str:
+    return page.locator("#film .current").get_attribute("data-study") or ""
+
+
+def type_into(page, section: str, text: str) -> None:
+    """Replace a box's text by typing it, as a reader does (real key events, no delay)."""
+    box(page, section).click()
+    page.keyboard.press("Control+a")
+    page.keyboard.type(text)
+
+
+def test_typed_text_survives_alt_n_a_worklist_click_and_a_reload_with_no_wait(browser, app):
+    page = new_page(browser, app.url)
+    click_row(page, "DEMO-0001")
+    for i in range(4):  # back and forth: type, then at once Alt+N / Alt+P
+        key = "DEMO-0001" if i % 2 == 0 else "DEMO-0004"
+        before = open_key(page)
+        text = f"Typed then Alt+{'N' if i % 2 == 0 else 'P'} at once, round {i}."
+        type_into(page, "findings", text)
+        page.keyboard.press("Alt+n" if i % 2 == 0 else "Alt+p")
+        page.wait_for_function(f"() => document.querySelector('#film .current')"
+                               f".dataset.study !== '{before}'")
+        assert latest_text(app, key, "findings") == text  # saved in the same request
+    # a click on another study of the worklist, right after typing
+    click_row(page, "DEMO-0003")
+    type_into(page, "impression", "Typed then a worklist click.")
+    click_row(page, "DEMO-0002")
+    assert latest_text(app, "DEMO-0003", "impression") == "Typed then a worklist click."
+    # back on it, the text is on screen
+    click_row(page, "DEMO-0003")
+    wait_value(page, "impression", "v === 'Typed then a worklist click.'")
+    # a reload right after typing: the browser's leave-page guard fires, and the text is
+    # there afterwards (restored from this browser and saved)
+    dialogs: list[str] = []
+
+    def accept(dialog) -> None:
+        dialogs.append(dialog.type)
+        dialog.accept()
+
+    page.on("dialog", accept)
+    type_into(page, "impression", "Typed then reloaded at once.")
+    page.reload()
+    page.locator("#film .current").wait_for()
+    assert dialogs == ["beforeunload"]
+    wait_value(page, "impression", "v === 'Typed then reloaded at once.'")
+    wait_until(lambda: latest_text(app, "DEMO-0003", "impression")
+               == "Typed then reloaded at once.", "the restored text to be saved")
+    # nothing else was written: no empty revision from a page still loading
+    assert app.query("SELECT COUNT(*) FROM revision WHERE text = ''") == [(0,)]
+
+
+def test_switching_patients_leaves_nothing_of_the_first_on_screen(browser, app):
+    page = new_page(browser, app.url)
+    click_row(page, "DEMO-0003")  # patient DEMO-P2
+    first_ref = page.locator("#ref-findings textarea").input_value()
+    assert first_ref and "Patient DEMO-P2" in page.locator("#film-head").inner_text()
+    first_src = page.locator("#film .current img").first.get_attribute("src")
+    # the enlarged view of this patient's image is open when the reader moves on
+    page.locator("#film .current img").first.click()
+    page.locator("#wl-image img").wait_for()
+    page.keyboard.press("Alt+n")  # next unfinished: DEMO-0002, patient DEMO-P1
+    page.locator("#film-head").get_by_text("DEMO-0002").wait_for()
+    page.locator("#enlarged").wait_for(state="hidden")
+    page.wait_for_function(
+        "() => !document.querySelector('#metrics-notes').innerText.includes('Computing')")
+    panels = ["#film", "#study-header", "#edit-findings", "#edit-impression", "#ref-findings",
+              "#ref-impression", "#new-findings", "#new-impression", "#diff", "#save-status",
+              "#draft-model", "#enlarged", "#metrics-notes"]
+    for sel in panels:
+        if page.locator(sel).count() == 0:
+            continue  # not rendered (a closed accordion): shows nothing
+        text = page.locator(sel).evaluate(
+            "el => el.innerText + ' ' + [...el.querySelectorAll('textarea')]"
+            ".map(t => t.value).join(' ')")
+        assert "DEMO-P2" not in text and "DEMO-0003" not in text, sel
+        if sel not in ("#edit-findings", "#new-findings", "#diff"):
+            # (a retrieval draft may legitimately quote another patient's reference report)
+            assert first_ref[:40] not in text, sel
+    assert page.locator("#wl-image img").count() == 0  # the window/level image is cleared
+    srcs = page.locator("#film img").evaluate_all("els => els.map(e => e.getAttribute('src'))")
+    assert first_src not in srcs
+    assert "Patient DEMO-P1" in page.locator("#film-head").inner_text()
+
+
+def test_status_accept_and_rating_mean_what_they_say(browser, app):
+    page = new_page(browser, app.url)
+    click_row(page, "DEMO-0004")
+    page.locator("#draft-button").click()
+    wait_value(page, "findings", "v.length > 20")
+    draft = box(page, "findings").input_value()
+    before = status_of(app, "DEMO-0004")[0]
+    # open and active for a while, then passed with Alt+N: time counts, the status does not
+    page.mouse.move(300, 300)
+    wait_until(lambda: status_of(app, "DEMO-0004")[1] > 0, "active time to be counted")
+    page.locator("#film-head").click()
+    page.keyboard.press("Alt+n")
+    page.locator("#film-head").get_by_text("DEMO-0004").wait_for(state="detached")
+    assert status_of(app, "DEMO-0004")[0] == before
+    assert app.query("SELECT COUNT(*) FROM revision") == [(0,)]
+    click_row(page, "DEMO-0004")
+    # accept with the reader's own edit on screen: it asks first and stores nothing
+    type_into(page, "findings", "My own findings, not the draft.")
+    page.locator("#accept").click()
+    wait_text(page, "save-status", "differ from the draft")
+    assert app.query("SELECT COUNT(*) FROM rating") == [(0,)]
+    page.locator("#accept-cancel").click()
+    wait_text(page, "save-status", "Not accepted")
+    assert box(page, "findings").input_value() == "My own findings, not the draft."
+    page.locator("#accept").click()
+    page.locator("#accept-confirm").click()
+    wait_text(page, "save-status", "Draft accepted without changes")
+    wait_value(page, "findings", f"v === {json.dumps(draft)}")
+    ratings = app.query("SELECT likert, acceptable FROM rating")
+    assert ratings == [(None, 1)]  # "accepted without changes", no invented Likert
+    assert latest_text(app, "DEMO-0004", "findings") == draft
+    history = [t for (t,) in app.query("SELECT text FROM revision WHERE section = 'findings' "
+                                       "ORDER BY number")]
+    assert history[-1] == draft and all(t for t in history)
+    assert status_of(app, "DEMO-0004")[0] == "in_review"
+    # an empty rating is refused and says why
+    page.locator("#rate").click()
+    wait_text(page, "rate-status", "choose an overall quality score")
+    assert app.query("SELECT COUNT(*) FROM rating") == [(1,)]
+    assert status_of(app, "DEMO-0004")[0] == "in_review"
+    # the score by key (not typing in a box), then the study is done
+    page.locator("#film-head").click()
+    page.keyboard.press("Digit4")
+    page.locator("#rate").click()
+    wait_text(page, "rate-status", "Rated (#2")
+    assert app.query("SELECT likert, acceptable FROM rating ORDER BY number DESC LIMIT 1"
+                     ) == [(4, 1)]
+    assert status_of(app, "DEMO-0004")[0] == "done"
+
+
+def test_a_failed_draft_is_shown_beside_the_boxes_never_in_them(browser, tmp_path):
+    presets = tmp_path / "broken.json"
+    presets.write_text(json.dumps({"broken": {
+        "backend": "vision-encoder-decoder", "description": "a model that is not here",
+        "models": {"findings": {"model_id": "example-org/not-in-the-cache"},
+                   "impression": {"model_id": "example-org/not-in-the-cache"}}}}))
+    running = App(tmp_path / "failed.sqlite", "--presets", str(presets), "--model", "broken",
+                  "--no-predraft")
+    try:
+        page = new_page(browser, running.url)
+        click_row(page, "DEMO-0002")
+        type_into(page, "findings", "The reader's findings.")
+        page.locator("#draft-button").click()
+        wait_text(page, "draft-error", "Draft failed", timeout=120_000)
+        assert "not-in-the-cache" in page.locator("#draft-error").inner_text()
+        assert box(page, "findings").input_value() == "The reader's findings."
+        assert box(page, "impression").input_value() == ""
+        # the reader's text was kept as a revision; no error text ever became one
+        texts = [t for (t,) in running.query("SELECT text FROM revision ORDER BY id")]
+        assert texts[-1] == "The reader's findings."  # (autosaves may have caught typing)
+        page.locator("#save").click()
+        wait_text(page, "save-status", "Everything is saved (findings revision")
+        assert not [t for (t,) in running.query("SELECT text FROM revision")
+                    if "fail" in t.lower()]
+    finally:
+        running.stop()
+
+
+SCREENS = [(1366, 768), (1920, 1080), (2560, 1440)]
+
+
+def film_geometry(page) -> dict:
+    """Where the film image is drawn (object-fit: contain) and the other big elements."""
+    return page.evaluate("""() => {
+      const img = document.querySelector('#film .current img');
+      const r = img.getBoundingClientRect();
+      const s = Math.min(r.width / img.naturalWidth, r.height / img.naturalHeight);
+      const w = img.naturalWidth * s, h = img.naturalHeight * s;
+      const drawn = {x: r.x + (r.width - w) / 2, y: r.y + (r.height - h) / 2, w, h};
+      const area = (sel) => { const e = document.querySelector(sel); if (!e) return 0;
+        const b = e.getBoundingClientRect();
+        const vw = Math.max(0, Math.min(b.right, innerWidth) - Math.max(b.left, 0));
+        const vh = Math.max(0, Math.min(b.bottom, innerHeight) - Math.max(b.top, 0));
+        return vw * vh; };
+      const bottom = (sel) => document.querySelector(sel).getBoundingClientRect().bottom;
+      let el = document.querySelector('#main-row'), bg = 'rgba(0, 0, 0, 0)';
+      while (el && (bg === 'rgba(0, 0, 0, 0)' || bg === 'transparent')) {
+        bg = getComputedStyle(el).backgroundColor; el = el.parentElement; }
+      return {drawn, film: drawn.w * drawn.h,
+              others: {worklist: area('#worklist'), findings: area('#edit-findings'),
+                       impression: area('#edit-impression'), rating: area('#rating'),
+                       rexval: area('#rexval'), reference: area('#reference'),
+                       metrics: area('#metrics')},
+              save: bottom('#save'), rate: bottom('#rate'), bg,
+              vw: innerWidth, vh: innerHeight};
+    }""")
+
+
+@pytest.mark.parametrize(("width", "height"), SCREENS)
+def test_reading_room_layout(browser, app, width, height):
+    page = new_page(browser, app.url, width, height)
+    click_row(page, "DEMO-0003")
+    page.wait_for_function("() => { const i = document.querySelector('#film .current img');"
+                           " return i && i.complete && i.naturalWidth > 0; }")
+    g = film_geometry(page)
+    d = g["drawn"]
+    # the whole film is visible (contained, never cropped) and the largest thing on screen
+    assert d["x"] >= 0 and d["y"] >= 0 and d["x"] + d["w"] <= g["vw"] + 1
+    assert d["y"] + d["h"] <= g["vh"] + 1
+    assert g["film"] > max(g["others"].values()), g
+    assert g["film"] > 0.2 * g["vw"] * g["vh"], g
+    # dark by default
+    rgb = [int(x) for x in g["bg"][g["bg"].index("(") + 1:-1].split(",")[:3]]
+    assert sum(rgb) < 3 * 80, g["bg"]
+    if height >= 1080:  # Save and Submit rating reachable without scrolling
+        assert g["save"] <= height and g["rate"] <= height, g
+
+
+def test_light_theme_is_a_setting_kept_in_the_browser(browser, app):
+    page = new_page(browser, app.url)
+    assert page.evaluate("document.body.classList.contains('dark')")
+    page.locator("#light-theme input").check()
+    page.wait_for_function("() => !document.body.classList.contains('dark')")
+    page.reload()
+    page.locator("#film .current").wait_for()
+    page.wait_for_function("() => !document.body.classList.contains('dark')")
+
+
+def _login(browser, url: str, name: str):
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    page = context.new_page()
+    page.goto(url)
+    page.get_by_label("username").fill(name)
+    page.get_by_label("password").fill("correct horse battery")
+    page.get_by_role("button", name="Login").click()
+    page.locator("#reader").get_by_text(name).wait_for()
+    return context, page
+
+
+def test_a_tab_state_is_refused_to_another_login(browser, tmp_path):
+    """Alice, with her own cookie, sends a save under Bob's tab (his session hash): refused,
+    nothing written, and Bob's text is not shown to her."""
+    import subprocess
+    import sys
+
+    from tests.browser import ROOT
+
+    db = tmp_path / "two.sqlite"
+    for name in ("alice", "bob"):
+        add = subprocess.run(
+            [sys.executable, "-m", "app.cli", "readers", "add", name, "--password-stdin",
+             "--db", str(db)], input="correct horse battery\n", capture_output=True, text=True,
+            cwd=ROOT)
+        assert add.returncode == 0, add.stderr
+    running = App(db, "--login")
+    try:
+        bob_context, bob = _login(browser, running.url, "bob")
+        hashes: list[str] = []
+
+        def record(request) -> None:
+            if request.method == "POST" and "/gradio_api/" in request.url:
+                body = request.post_data_json or {}
+                if isinstance(body, dict) and body.get("session_hash"):
+                    hashes.append(body["session_hash"])
+
+        bob.on("request", record)
+        click_row(bob, "DEMO-0003")
+        type_into(bob, "impression", "Bob's private impression.")
+        bob.locator("#save").click()
+        wait_text(bob, "save-status", "impression")  # saved (or already autosaved)
+        wait_until(lambda: running.query("SELECT text FROM revision ORDER BY id DESC LIMIT 1")
+                   == [("Bob's private impression.",)], "bob's revision")
+        assert hashes
+        alice_context, alice = _login(browser, running.url, "alice")
+        click_row(alice, "DEMO-0003")
+        rewritten: list[str] = []
+
+        def as_bob(route) -> None:
+            body = route.request.post_data_json
+            if isinstance(body, dict) and "session_hash" in body:
+                body["session_hash"] = hashes[-1]
+                rewritten.append(route.request.url)
+                route.continue_(post_data=json.dumps(body))
+            else:
+                route.continue_()
+
+        alice.route("**/gradio_api/**", as_bob)
+        type_into(alice, "impression", "Alice writing into Bob's tab.")
+        with alice.expect_response(lambda r: "/gradio_api/" in r.url
+                                   and r.request.method == "POST"
+                                   and "session_hash" in (r.request.post_data or "")) as resp:
+            alice.locator("#save").click()
+        assert rewritten and resp.value.status >= 400
+        assert "belongs to another reader" in resp.value.text()
+        texts = running.query("SELECT rd.name, r.text FROM revision r "
+                              "JOIN reader rd ON rd.id = r.reader_id ORDER BY r.id")
+        # (bob's autosaves may have caught his typing midway; alice wrote nothing)
+        assert {n for n, _ in texts} == {"bob"} and texts[-1][1] == "Bob's private impression."
+        assert "Bob's private" not in alice.locator("body").inner_text()
+        alice_context.close()
+        bob_context.close()
+    finally:
+        running.stop()
