@@ -196,8 +196,27 @@ def test_rating_needs_a_likert_and_whole_counts(desk):
     assert d.review.status(reader, ids[0]) != "done"
     ok, msg = d.rate(session, 4, False, {"wrong_severity": {"significant": -1}}, "c")
     assert not ok and "negative" in msg
+    # what Gradio hands over when no minimum/precision rounds it first (a new-user trial
+    # typed 1.5 and saw it stored as 2)
+    ok, msg = d.rate(session, 4, False, {"wrong_severity": {"significant": 1.5}}, "c")
+    assert not ok and "whole number" in msg
     ok, msg = d.rate(session, 4, False, {"wrong_severity": {"significant": 1}}, "c")
     assert ok and msg.startswith("Rated (#1") and d.review.status(reader, ids[0]) == "done"
+
+
+def test_acceptable_without_changes_is_refused_once_the_text_differs_from_the_draft(desk):
+    """Found in a new-user trial: accept, then edit, then rate 2 stored acceptable=yes on an
+    edited report."""
+    d, reader, ids = desk
+    session, texts = opened(d, reader, ids[3])
+    edited = {**texts, "findings": texts["findings"] + " Size 4 cm."}
+    ok, msg = d.rate(session, 2, True, {}, None, edited)
+    assert not ok and "Acceptable without changes" in msg and "findings" in msg
+    assert d.review.latest_rating(reader, ids[3]) is None
+    ok, _ = d.rate(session, 2, False, {}, None, edited)
+    assert ok and not d.review.latest_rating(reader, ids[3]).acceptable
+    ok, _ = d.rate(session, 5, True, {}, None, texts)  # the draft as is: acceptable
+    assert ok and d.review.latest_rating(reader, ids[3]).acceptable
 
 
 def test_time_counts_only_while_open_visible_and_active(desk):

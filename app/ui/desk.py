@@ -448,9 +448,20 @@ class Desk:
                         "and Submit rating to finish the study.", texts=dict(session.shown))
 
     def rate(self, session: Session, likert: object, acceptable: bool,
-             errors: dict[str, dict[str, object]], comment: str | None) -> tuple[bool, str]:
+             errors: dict[str, dict[str, object]], comment: str | None,
+             texts: dict[str, str] | None = None) -> tuple[bool, str]:
+        """Rate the study. "Acceptable without changes" is refused when the text on screen
+        differs from the draft (a reader who accepted and then edited would otherwise store a
+        rating that contradicts their own report)."""
         if session.study is None or session.reader is None:
             return False, "Open a study first."
+        if acceptable and texts is not None and session.drafts:
+            drafts = self.draft_texts(session)
+            changed = [s for s in SECTIONS if (texts.get(s) or "").strip() != drafts[s].strip()]
+            if changed:
+                return False, ("⚠ Not rated: “Acceptable without changes” is ticked, but your "
+                               f"{' and '.join(changed)} differ from the draft; untick it, or "
+                               "revert to the draft.")
         try:
             r = self.review.rate(session.reader, session.study, likert=likert,
                                  acceptable=bool(acceptable), errors=errors, comment=comment,

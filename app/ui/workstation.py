@@ -16,7 +16,6 @@ import io
 import json
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,12 @@ from app.services.evaluation import StudyMetrics
 from app.services.review import LOCAL_READER, RatingView, ReviewError, ReviewService, word_diff
 from app.services.viewer import ImageView, StudyView, StudyViewer
 from app.ui.desk import WINDOW_PRESETS, Client, Desk, Saved, Session, TabRefused, film_order
+from app.ui.worklist_panel import build_worklist_panel, progress_line
 from db.models import REXVAL_CATEGORIES, SECTIONS
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
 AUTOSAVE_S = 4.0  # the autosave timer; also the heartbeat of active time
-WORKLIST_COLUMNS = ["id", "source", "study", "status", "minutes"]
-STATUSES = ["all", "new", "drafted", "in_review", "done"]
 REXVAL_LABELS = {
     "false_finding": "1 False report of a finding",
     "missing_finding": "2 Missing a finding",
@@ -136,31 +134,6 @@ def sync_json(reader: str, session: Session) -> str:
 
 
 # -- components ---------------------------------------------------------------------------------
-@dataclass
-class WorklistPanel:
-    """The left-column worklist: isolated so a paged, searchable panel can replace it."""
-
-    status: gr.Dropdown
-    source: gr.Dropdown
-    table: gr.Dataframe
-    prev: gr.Button
-    next: gr.Button
-    progress: gr.Markdown
-
-
-def _worklist_panel(viewer: StudyViewer, progress: gr.Markdown) -> WorklistPanel:
-    with gr.Row():
-        status = gr.Dropdown(STATUSES, value="all", label="Status", elem_id="status-filter")
-        sources = ["all", *sorted({r.source for r in viewer.worklist()})]
-        source = gr.Dropdown(sources, value="all", label="Source", elem_id="source-filter")
-    table = gr.Dataframe(headers=WORKLIST_COLUMNS, interactive=False, label="Worklist",
-                         elem_id="worklist", max_height=520)
-    with gr.Row():
-        prev = gr.Button("◀ Previous", elem_id="prev-study", size="sm")
-        nxt = gr.Button("Next ▶", elem_id="next-study", size="sm")
-    return WorklistPanel(status, source, table, prev, nxt, progress)
-
-
 class Screen:
     """Every component of the page, by name (built by `_layout`)."""
 
@@ -168,13 +141,12 @@ class Screen:
         raise AttributeError(name)
 
 
-def _layout(viewer: StudyViewer, login: bool) -> Screen:
+def _layout(viewer: StudyViewer, review: ReviewService, login: bool) -> Screen:
     c = Screen()
     c.state = gr.State(Session())
     with gr.Row(elem_id="topbar"):
         gr.HTML("<h2>rrg-review · chest X-ray report review</h2>")
         c.who = gr.Markdown(elem_id="reader")
-        c.progress = gr.Markdown(elem_id="progress")
         c.light = gr.Checkbox(label="Light theme", value=False, elem_id="light-theme",
                               container=False, scale=0, min_width=130)
         c.logout = gr.Button("Log out", elem_id="logout", size="sm", visible=login, scale=0)
@@ -185,7 +157,7 @@ def _layout(viewer: StudyViewer, login: bool) -> Screen:
     c.enlarge = gr.Button("enlarge", elem_id="enlarge-button", elem_classes="rrg-hidden")
     with gr.Row(elem_id="main-row", equal_height=False):
         with gr.Column(scale=2, min_width=250, elem_id="worklist-col"):
-            c.worklist = _worklist_panel(viewer, c.progress)
+            c.worklist = build_worklist_panel(review.worklists)
             with gr.Accordion("Keyboard shortcuts", open=False, elem_id="help"):
                 gr.Markdown("\n".join(f"- **{k}**: {v}" for k, v in SHORTCUTS))
             with gr.Accordion("Export evaluation report", open=False, elem_id="export"):
@@ -253,7 +225,10 @@ def _layout(viewer: StudyViewer, login: bool) -> Screen:
                         gr.Markdown(REXVAL_LABELS[category])
                         for kind in ("significant", "insignificant"):
                             c.rexval[(category, kind)] = gr.Number(
-                                value=0, minimum=0, precision=0, show_label=False,
+                                # no minimum/precision here: Gradio would round 1.5 to 2
+                                # and answer -2 with a bare "Error"; the review service
+                                # refuses both with a sentence the reader can act on
+                                value=0, show_label=False,
                                 container=False, label=f"{REXVAL_LABELS[category]} · {kind}",
                                 elem_id=f"rexval-{category}-{kind}", min_width=80)
                 c.comment = gr.Textbox(label="Comment", lines=2, elem_id="comment")
@@ -315,7 +290,7 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
         review.local_reader()
     desk = Desk(viewer, review, drafting, predrafter, preset, metrics)
     with gr.Blocks(title="rrg-review", fill_width=True) as ui:
-        c = _layout(viewer, login)
+        c = _layout(viewer, review, login)
         _wire(ui, c, desk, viewer, review, drafting, metrics, preset, login)
     return ui
 
@@ -398,9 +373,15 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                 c.save_status: opened.status, c.diff: diff_of(drafts, opened.texts),
                 c.sync: sync_json(name, session), **rating_values(opened.rating)}
 
+    def filters_of(d: dict) -> tuple:
+        return tuple(d.get(f, "all") for f in (wl.search, wl.status, wl.source, wl.split,
+                                                wl.images))
+
     def worklist_outputs(reader: int, d: dict) -> dict:
-        rows, done = desk.worklist_rows(reader, d.get(wl.status, "all"), d.get(wl.source, "all"))
-        return {wl.table: rows, wl.progress: done}
+        """The page on screen, refreshed (statuses change on save, rate and accept)."""
+        v = wl.logic.view(reader, *filters_of(d), d.get(wl.page) or 1)
+        progress = v.progress or progress_line(review.worklists.progress(reader))
+        return {wl.table: v.rows, wl.progress: progress}
 
     # -- page load and navigation ----------------------------------------------------------
     def on_load(d: dict, request: gr.Request) -> dict:
@@ -430,19 +411,17 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
             return out
 
     def on_step(step: int):
+        """Next/previous unfinished study within the worklist's filters and search, round the
+        end of the list when there is none that way."""
         def handler(d: dict, request: gr.Request) -> dict:
-            return navigate(d, request, lambda session, reader: desk.step(session, step))
+            return navigate(d, request, lambda session, reader: wl.logic.target(
+                reader, session.study, step, *filters_of(d)))
         return handler
 
     def on_select(d: dict, evt: gr.SelectData, request: gr.Request) -> dict:
         row = evt.index[0] if isinstance(evt.index, list | tuple) else evt.index
         study = int(d[wl.table].iloc[row, 0])
         return navigate(d, request, lambda session, reader: study)
-
-    def on_filter(d: dict, request: gr.Request) -> dict:
-        session = d[c.state]
-        _, reader = who(session, request)
-        return worklist_outputs(reader, d)
 
     def on_prior(d: dict, request: gr.Request) -> dict:
         """Show (or hide) the same patient's previous study beside the open one, read-only."""
@@ -540,7 +519,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
             errors: dict[str, dict[str, object]] = {}
             for (category, kind), comp in c.rexval.items():
                 errors.setdefault(category, {})[kind] = d[comp]
-            ok, message = desk.rate(session, d[c.likert], d[c.acceptable], errors, d[c.comment])
+            ok, message = desk.rate(session, d[c.likert], d[c.acceptable], errors, d[c.comment],
+                                    texts_of(d))
             out = {c.rate_status: message}
             if ok:
                 out.update(worklist_outputs(reader, d))
@@ -634,7 +614,9 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                 c.wl_center: gr.update(minimum=lo, maximum=hi, value=center),
                 c.wl_width: gr.update(minimum=1, maximum=max(hi - lo, 1) * 2, value=width),
                 c.wl_preset: "file default", c.wl_invert: False,
-                c.wl_caption: f"Image {n} of {len(session.images)} · ← → other images · "
+                # whose film this is stays on screen at full size (found in a new-user trial)
+                c.wl_caption: study_line(viewer.open(session.study)) + " · "
+                              f"Image {n} of {len(session.images)} · ← → other images · "
                               "Esc closes · wheel/drag zoom/pan · double-click resets",
                 c.wl_image: desk.render(image_id, center, width, False)}
 
@@ -714,24 +696,25 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                   c.wl_image, *conflict_btns, *accept_btns, c.restore_note,
                   c.metrics_table, c.metrics_notes,
                   wl.table, wl.progress, *rating_fields, c.rate_status]
-    edit_in = {c.state, c.findings, c.impression, c.client, wl.status, wl.source}
+    edit_in = {c.state, c.findings, c.impression, c.client, wl.search, wl.status, wl.source,
+               wl.split, wl.images, wl.page}
     edit_outs = [c.state, c.save_status, c.sync, *conflict_btns, c.diff]
     save_outs = [*edit_outs, wl.table, wl.progress]
     metrics_step = {"fn": on_metrics, "inputs": {c.state},
                     "outputs": [c.metrics_table, c.metrics_notes], **PRIVATE}
     with_client = {"js": _client_js(edit_in, c.client)}
 
-    ui.load(on_load, {c.state, wl.status, wl.source}, study_outs, **PRIVATE).then(**metrics_step)
+    ui.load(on_load, edit_in, study_outs, **PRIVATE).then(**metrics_step)
     wl.table.select(on_select, edit_in | {wl.table}, study_outs, **PRIVATE,
                     js=_client_js(edit_in | {wl.table}, c.client)).then(**metrics_step)
-    wl.next.click(on_step(1), edit_in, study_outs, api_name="next_study", **with_client
+    wl.next_study.click(on_step(1), edit_in, study_outs, api_name="next_study", **with_client
                   ).then(**metrics_step)
-    wl.prev.click(on_step(-1), edit_in, study_outs, api_name="previous_study", **with_client
-                  ).then(**metrics_step)
-    wl.status.change(on_filter, {c.state, wl.status, wl.source}, [wl.table, wl.progress],
-                     **LIGHT)
-    wl.source.change(on_filter, {c.state, wl.status, wl.source}, [wl.table, wl.progress],
-                     **LIGHT)
+    wl.previous_study.click(on_step(-1), edit_in, study_outs, api_name="previous_study",
+                            **with_client).then(**metrics_step)
+    # search, filters and paging: the panel's own read-only events; the row click and
+    # Previous/Next above save the reader's pending text before they leave the study
+    wl.connect(ui, c.state, lambda request: who(Session(), request)[1], None, [],
+               navigation=False)
     c.prior_button.click(on_prior, {c.state}, [c.film, c.prior_button], **PRIVATE)
     c.save_button.click(on_save, edit_in, save_outs, api_name="save", queue=False,
                         **with_client).then(**metrics_step)
@@ -756,7 +739,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                                    c.save_status: "Not accepted."}, None,
                           [c.accept_confirm, c.accept_cancel, c.save_status], **LIGHT)
     c.rate_button.click(on_rate, {c.state, c.likert, c.acceptable, *c.rexval.values(),
-                                  c.comment, wl.status, wl.source},
+                                  c.comment, c.findings, c.impression, wl.search, wl.status,
+                                  wl.source, wl.split, wl.images, wl.page},
                         [c.rate_status, wl.table, wl.progress], api_name="rate", queue=False)
     c.draft_button.click(on_draft, edit_in, [
         c.state, c.new_findings, c.new_impression, c.draft_error, c.sync, c.diff,
