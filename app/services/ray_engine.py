@@ -176,7 +176,8 @@ def fill_score_cache_on_ray(metrics: Sequence[Any], config: Any, hyps: Sequence[
             continue  # score() reports why
         by_name[metric.name] = metric
         keys = [(text_hash(h), text_hash(r)) for h, r in zip(hyps, refs, strict=True)]
-        found = cache.get_many(metric.name, metric.version, metric.model_id, keys)
+        # the key score() reads with: the model id plus a hash of the weights' contents
+        found = cache.get_many(metric.name, metric.version, metric.cache_id(), keys)
         seen = set(found)
         for (hh, rh), h, r in zip(keys, hyps, refs, strict=True):
             if (hh, rh) not in seen:
@@ -204,7 +205,7 @@ def fill_score_cache_on_ray(metrics: Sequence[Any], config: Any, hyps: Sequence[
             fresh.setdefault(str(name), {})[(str(hh), str(rh))] = json.loads(str(payload))
         for name, items in fresh.items():
             metric = by_name[name]
-            cache.put_many(metric.name, metric.version, metric.model_id, items)
+            cache.put_many(metric.name, metric.version, metric.cache_id(), items)
         done += len(batch["metric"])
         if progress:
             progress(done, len(rows))
