@@ -47,7 +47,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     stored. Never a traceback: an unexpected error is printed as one line."""
     from app.services.ingest import import_path
     from app.settings import Settings
-    from db.engine import open_database
+    from db.engine import DatabaseProblem, open_database
     from studies.errors import StudyLoadError
 
     settings = Settings.from_args(args.db, args.data_dir)
@@ -61,7 +61,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             follow_symlinks=args.follow_symlinks, allow_modality=allow, workers=args.workers,
             progress=progress,
         )
-    except StudyLoadError as exc:
+    except (StudyLoadError, DatabaseProblem) as exc:  # nothing stored: one sentence, exit 2
         progress(-1, None)
         print(f"error: {exc}", file=sys.stderr)
         return 2
