@@ -109,5 +109,10 @@ def box(page, section: str):
 
 
 def wait_value(page, section: str, predicate_js: str, timeout: float = 60_000) -> None:
-    page.wait_for_function(f"el => {{ const v = el.value; return {predicate_js}; }}",
-                           arg=box(page, section).element_handle(), timeout=timeout)
+    """Wait until the box's value satisfies the predicate. The box is looked up on every poll:
+    Gradio may replace the textarea (after a reload, say), and a handle taken once would then
+    watch a detached element forever."""
+    page.wait_for_function(
+        f"() => {{ const el = document.querySelector('#edit-{section} textarea');"
+        f" if (!el) return false; const v = el.value; return {predicate_js}; }}",
+        timeout=timeout)

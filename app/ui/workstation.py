@@ -341,7 +341,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                       d: dict) -> dict:
         """Everything on screen that belongs to a study, replaced (or cleared) together."""
         out: dict = {c.state: session, c.who: f"Reader: **{html.escape(name)}**",
-                     c.wl_image: None, c.metrics_table: None,
+                     c.wl_image: None, c.wl_caption: "", c.metrics_table: None,
                      c.metrics_notes: "Computing metrics…",
                      **offer(c.keep_mine, c.take_theirs, on=False),
                      **offer(c.accept_confirm, c.accept_cancel, on=False), c.draft_error: "",
@@ -607,7 +607,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     # -- the enlarged view -----------------------------------------------------------------
     def show_image(session: Session, image_id: int | None) -> dict:
         if image_id is None:
-            return {c.wl_image: None}
+            return {c.wl_image: None, c.wl_caption: ""}
         lo, hi, (center, width) = viewer.value_range(image_id)
         n = session.images.index(image_id) + 1
         return {c.state: session,
@@ -693,7 +693,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     study_outs = [c.state, c.who, c.film, c.details, c.prior_button, c.findings, c.impression,
                   c.new_findings, c.new_impression, c.ref_findings, c.ref_impression,
                   c.model_line, c.draft_error, c.draft_button, c.save_status, c.diff, c.sync,
-                  c.wl_image, *conflict_btns, *accept_btns, c.restore_note,
+                  c.wl_image, c.wl_caption, *conflict_btns, *accept_btns, c.restore_note,
                   c.metrics_table, c.metrics_notes,
                   wl.table, wl.progress, *rating_fields, c.rate_status]
     edit_in = {c.state, c.findings, c.impression, c.client, wl.search, wl.status, wl.source,
