@@ -272,13 +272,18 @@ def _layout(viewer: StudyViewer, review: ReviewService, login: bool) -> Screen:
 
 
 # -- wiring -------------------------------------------------------------------------------------
-def _client_js(inputs: set, client: gr.Textbox) -> str:
+def _client_js(inputs: set, client: gr.Textbox, texts: tuple = ()) -> str:
     """A JS preprocessor that fills the hidden `client` input with the page's report at the
-    moment of the event (Gradio orders dict inputs by component id)."""
+    moment of the event (Gradio orders dict inputs by component id), telling the page script
+    which texts this request carries (`texts`: the findings and impression boxes, when they are
+    inputs), so a later load recognises a revision this tab saved itself."""
     order = sorted(inputs, key=lambda b: b._id)
     n, i = len(order), order.index(client)
+    carried = ", ".join(f"{json.dumps(t.elem_id.removeprefix('edit-'))}: v[{order.index(t)}]"
+                        for t in texts if t in inputs)
     return (f"(...a) => {{ const v = a.slice(0, {n}); "
-            f"v[{i}] = window.rrgClient ? window.rrgClient() : '{{}}'; return v; }}")
+            f"v[{i}] = window.rrgClient ? window.rrgClient({{{carried}}}) : '{{}}'; "
+            "return v; }")
 
 
 def build(viewer: StudyViewer, drafting: DraftingService | None = None,
@@ -702,11 +707,12 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     save_outs = [*edit_outs, wl.table, wl.progress]
     metrics_step = {"fn": on_metrics, "inputs": {c.state},
                     "outputs": [c.metrics_table, c.metrics_notes], **PRIVATE}
-    with_client = {"js": _client_js(edit_in, c.client)}
+    carried = (c.findings, c.impression)
+    with_client = {"js": _client_js(edit_in, c.client, carried)}
 
     ui.load(on_load, edit_in, study_outs, **PRIVATE).then(**metrics_step)
     wl.table.select(on_select, edit_in | {wl.table}, study_outs, **PRIVATE,
-                    js=_client_js(edit_in | {wl.table}, c.client)).then(**metrics_step)
+                    js=_client_js(edit_in | {wl.table}, c.client, carried)).then(**metrics_step)
     wl.next_study.click(on_step(1), edit_in, study_outs, api_name="next_study", **with_client
                   ).then(**metrics_step)
     wl.previous_study.click(on_step(-1), edit_in, study_outs, api_name="previous_study",

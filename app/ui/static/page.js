@@ -12,23 +12,61 @@
   const storeKey = (study) => `rrg:${rrg.reader}:${study}`;
 
   // what every text-carrying event sends along (see Client in app/ui/desk.py)
-  window.rrgClient = () => JSON.stringify({study: rrg.study, keys: rrg.keys, seq: rrg.seq,
-    visible: !document.hidden, idle_ms: Date.now() - rrg.last});
+  // (texts: the box values this request carries, noted before it leaves the page)
+  window.rrgClient = (texts) => {
+    noteSent(texts);
+    return JSON.stringify({study: rrg.study, keys: rrg.keys, seq: rrg.seq,
+                           visible: !document.hidden, idle_ms: Date.now() - rrg.last});
+  };
 
+  const NAMES = ['findings', 'impression'];
+  // a textarea's value has \n line ends whatever the stored text has
+  const same = (value, stored) => value === (stored || '').replace(/\r\n?/g, '\n');
+  const readEntry = (study) => {
+    try { return JSON.parse(localStorage.getItem(storeKey(study)) || 'null'); } catch (e) {
+      return null; }
+  };
+  const writeEntry = (study, entry) => {
+    try { localStorage.setItem(storeKey(study), JSON.stringify(entry)); } catch (e) {
+      /* storage full or disabled: the server-side saves still run */ }
+  };
+  // The stored entry of a study: the unsaved text, the revisions it was edited from (base),
+  // and `sent`: every text of this tab that went to the server in a saving request since.
+  // A reload can cut a request off after the server stored it but before its answer (the
+  // new base) reached the page; the next load then finds a newer revision holding one of
+  // these texts: this tab's own autosave, not another tab's or reader's save.
   const remember = () => {
-    if (rrg.study === null) return;
+    if (rrg.study === null || rrg.pending) return;
     const f = box('findings'), i = box('impression');
     if (!f || !i) return;
-    try {
-      localStorage.setItem(storeKey(rrg.study), JSON.stringify(
-        {findings: f.value, impression: i.value, base: rrg.base, at: Date.now()}));
-    } catch (e) { /* storage full or disabled: the server-side saves still run */ }
+    const old = readEntry(rrg.study) || {};
+    writeEntry(rrg.study, {findings: f.value, impression: i.value, base: rrg.base,
+                           sent: old.sent || {}, at: Date.now()});
+  };
+  const SENT_KEPT = 50;
+  const noteSent = (texts) => {
+    if (rrg.study === null || !texts) return;
+    const entry = readEntry(rrg.study);
+    if (!entry) return;  // nothing unsaved: nothing to recognise later
+    entry.sent = entry.sent || {};
+    for (const s of NAMES) {
+      const text = texts[s];
+      if (typeof text !== 'string' || same(text, rrg.shown[s])) continue;
+      const list = (entry.sent[s] || []).filter((t) => t !== text);
+      list.push(text);
+      entry.sent[s] = list.slice(-SENT_KEPT);
+    }
+    writeEntry(rrg.study, entry);
   };
 
   document.addEventListener('input', (e) => {
     const owner = e.target.closest && e.target.closest('#edit-findings, #edit-impression');
     if (!owner) return;
     const section = SECTIONS[owner.id], now = Date.now();
+    if (rrg.pending && e.isTrusted) {  // typed before the server's values landed: theirs wins
+      rrg.pending = null;
+      setNote('Unsaved text from before the page was left is not restored: you typed first.');
+    }
     rrg.keys[section] = [rrg.keys[section] ? rrg.keys[section][0] : now, now];
     rrg.seq += 1;
     rrg.unsaved = true;
@@ -38,28 +76,64 @@
     document.addEventListener(ev, () => { rrg.last = Date.now(); }, {passive: true, capture: true});
   }
 
-  // the server's view of the open study arrives in the (hidden) #sync box
-  const restore = (sync) => {
-    let entry = null;
-    try { entry = JSON.parse(localStorage.getItem(storeKey(sync.study)) || 'null'); } catch (e) {}
+  // the server's view of the open study arrives in the (hidden) #sync box. The restore of
+  // unsaved text waits until the boxes show the server's values for that study (Gradio may
+  // fill #sync before the boxes, and would then overwrite a restore made too early).
+  const setNote = (text, choices) => {
+    const note = $('#restore-note'); if (!note) return;
+    let own = note.querySelector('.rrg-restore');
+    if (!text) { if (own) own.remove(); return; }
+    if (!own) { own = document.createElement('div'); own.className = 'rrg-restore';
+                note.appendChild(own); }
+    own.textContent = text;
+    for (const [label, id, act] of choices || []) {
+      const b = document.createElement('button');
+      b.textContent = label; b.id = id; b.type = 'button'; b.className = 'rrg-restore-choice';
+      b.addEventListener('click', act);
+      own.appendChild(b);
+    }
+  };
+  const putBack = (entry, sections) => {
+    for (const s of sections) {
+      const el = box(s);
+      if (!el || el.value === entry[s]) continue;
+      el.value = entry[s];
+      el.dispatchEvent(new Event('input', {bubbles: true}));  // typed: autosaved on top
+    }
+  };
+  const restore = (entry, sync) => {
     if (!entry) return;
-    const same = entry.findings === sync.shown.findings && entry.impression === sync.shown.impression;
-    if (same) { localStorage.removeItem(storeKey(sync.study)); return; }
-    const note = $('#restore-note');
-    if (JSON.stringify(entry.base) !== JSON.stringify(sync.base)) {
-      if (note) note.textContent = 'Unsaved text from this browser was edited from an older ' +
-        'revision and is not restored (another save came in between).';
-      localStorage.removeItem(storeKey(sync.study));
+    const shown = sync.shown || {}, base = sync.base || {};
+    const was = entry.base || {}, sent = entry.sent || {};
+    const differs = NAMES.filter((s) => typeof entry[s] === 'string' &&
+                                       !same(entry[s], shown[s]));
+    if (!differs.length) { localStorage.removeItem(storeKey(sync.study)); return; }
+    // a section is safe to restore when no revision came in since its text was edited from
+    // base, or the newer revision holds a text this tab itself sent (its own autosave)
+    const foreign = differs.filter((s) => (was[s] ?? null) !== (base[s] ?? null) &&
+                                          !(sent[s] || []).includes(shown[s] || ''));
+    if (!foreign.length) {
+      putBack(entry, differs);
+      setNote('Restored text you typed before the page was left; it is being saved.');
       return;
     }
-    for (const section of ['findings', 'impression']) {
-      const el = box(section);
-      if (!el || el.value === entry[section]) continue;
-      el.value = entry[section];
-      el.dispatchEvent(new Event('input', {bubbles: true}));
-    }
-    if (note) note.textContent = 'Restored text you typed before the page was left; it is ' +
-      'being saved.';
+    // another tab or reader saved in between: never overwritten silently, the reader chooses
+    setNote(`Unsaved ${differs.join(' and ')} from this browser was edited from an older ` +
+      `revision; a newer ${foreign.join(' and ')} was saved elsewhere in between (now in ` +
+      'the boxes). ', [
+      ['Restore my unsaved text', 'restore-mine', () => {
+        putBack(entry, differs);
+        setNote('Your unsaved text is back in the boxes; it is saved on top of the newer ' +
+                'revision (both kept in the history).');
+      }],
+      ['Keep the saved text', 'restore-discard', () => {
+        localStorage.removeItem(storeKey(sync.study));
+        setNote('');
+      }]]);
+  };
+  const boxesShow = (shown) => {
+    const f = box('findings'), i = box('impression');
+    return !!f && !!i && same(f.value, shown.findings) && same(i.value, shown.impression);
   };
   const poll = () => {
     const raw = $('#sync textarea');
@@ -72,14 +146,21 @@
         if (changed) {
           rrg.study = sync.study; rrg.keys = {};
           window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
-          const note = $('#restore-note'); if (note) note.textContent = '';
-          if (sync.study !== null) restore(sync);
+          setNote('');
+          // read now: typing into the new study must not replace it before it is restored
+          rrg.pending = sync.study === null ? null : {study: sync.study,
+                                                     entry: readEntry(sync.study)};
+        }
+        if (rrg.pending && rrg.pending.study === sync.study && boxesShow(rrg.shown)) {
+          const {entry} = rrg.pending;
+          rrg.pending = null;
+          restore(entry, sync);
         }
         const f = box('findings'), i = box('impression');
-        if (f && i && sync.study !== null) {
-          rrg.unsaved = f.value !== (rrg.shown.findings || '') ||
-                        i.value !== (rrg.shown.impression || '');
-          if (!rrg.unsaved) localStorage.removeItem(storeKey(sync.study));
+        if (f && i && sync.study !== null && !rrg.pending) {
+          rrg.unsaved = !same(f.value, rrg.shown.findings) ||
+                        !same(i.value, rrg.shown.impression);
+          if (!rrg.unsaved && !$('#restore-mine')) localStorage.removeItem(storeKey(sync.study));
         }
       }
     }
