@@ -1,5 +1,8 @@
 """The running app for browser tests: a real `launch.py` subprocess (its output drained to a log
-file, never an unread pipe) and Debian's Chromium through Playwright. Waits are on conditions."""
+file, never an unread pipe) and Debian's Chromium through Playwright. Waits are on conditions.
+
+A test module gets the `browser` (one Chromium per module) and `app` (a fresh demo app per test)
+fixtures with `pytest_plugins = ["tests.browser"]`."""
 
 from __future__ import annotations
 
@@ -68,6 +71,23 @@ def launch_browser(playwright):
     return playwright.chromium.launch(
         executable_path=CHROMIUM,
         args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = launch_browser(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def app(tmp_path):
+    running = App(tmp_path / "app.sqlite")
+    yield running
+    running.stop()
 
 
 def wait_until(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:

@@ -10,27 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import App, click_row, launch_browser, new_page, wait_text, wait_until
+from tests.browser import ROOT, App, click_row, new_page, wait_text, wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-@pytest.fixture
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = launch_browser(p)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def app(tmp_path):
-    running = App(tmp_path / "ui.sqlite")
-    yield running
-    running.stop()
+pytest_plugins = ["tests.browser"]  # the browser and app fixtures
 
 
 def test_open_a_demo_study_see_its_image_and_its_prior_beside_it(browser, app):

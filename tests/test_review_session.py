@@ -13,7 +13,6 @@ from tests.browser import (
     App,
     box,
     click_row,
-    launch_browser,
     new_page,
     wait_text,
     wait_until,
@@ -21,23 +20,7 @@ from tests.browser import (
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = launch_browser(p)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def app(tmp_path):
-    running = App(tmp_path / "session.sqlite")
-    yield running
-    running.stop()
+pytest_plugins = ["tests.browser"]  # the browser and app fixtures
 
 
 def latest_text(app: App, key: str, section: str) -> str | None:

@@ -3,36 +3,24 @@ Next on a real Gradio app over a real SQLite file."""
 
 from __future__ import annotations
 
-import os
 import re
-import socket
-from dataclasses import dataclass
 
 import pytest
 
 from app.services.review import ReviewService
 from app.services.worklist import WorklistService
-from app.ui.worklist_panel import build_worklist_panel
 from bench.synthetic import SyntheticImage, add_studies
+from tests.browser import CHROMIUM, launch_browser
 from tests.conftest import rg1
+from tests.worklist_app import panel_app as launch_panel
 
-CHROMIUM = "/usr/bin/chromium"
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-@dataclass
-class Tab:
-    study: int | None = None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
 def panel_app(db):
+    import os
+
     import gradio as gr
 
     if not os.path.exists(CHROMIUM):
@@ -45,30 +33,18 @@ def panel_app(db):
     def prepare(reader: int) -> None:  # what the workstation hands in: assign a new reader
         if not worklists.has_worklist(reader):
             worklists.assign(reader)
-    with gr.Blocks() as ui:
-        state = gr.State(Tab())
-        with gr.Row():
-            with gr.Column():
-                panel = build_worklist_panel(WorklistService(db), page_size=10)
-            header = gr.Markdown(elem_id="opened")
 
-        def open_study(session: Tab, study_id: int, request):
-            session.study = study_id
-            return [session, f"opened {study_id}"]
-
-        panel.connect(ui, state, lambda request: alice, open_study, [state, header],
-                      prepare_reader=prepare)
+    def rate_button(panel, state, header) -> None:
         rate = gr.Button("Rate", elem_id="rate")
 
-        def on_rate(session: Tab):  # stands in for the workstation's rate handler
+        def on_rate(session):  # stands in for the workstation's rate handler
             ReviewService(db).rate(alice, session.study, likert=4, acceptable=True)
             return "rated"
 
         panel.follow(rate.click(on_rate, [state], [header]))
-    port = _free_port()
-    ui.launch(server_port=port, prevent_thread_lock=True)
-    yield f"http://127.0.0.1:{port}/", ids
-    ui.close()
+
+    with launch_panel(db, alice, prepare_reader=prepare, extra=rate_button) as running:
+        yield running.url, ids
 
 
 @pytest.fixture
@@ -76,8 +52,7 @@ def page():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        browser = launch_browser(p)
         yield browser.new_page(viewport={"width": 1400, "height": 1000})
         browser.close()
 

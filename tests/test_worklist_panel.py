@@ -4,16 +4,15 @@
 from __future__ import annotations
 
 import math
-import socket
-from dataclasses import dataclass
 
 import pytest
 
 from app.services.review import ReviewService
 from app.services.worklist import WorklistService
-from app.ui.worklist_panel import WorklistPanelLogic, build_worklist_panel
+from app.ui.worklist_panel import WorklistPanelLogic
 from bench.synthetic import SyntheticImage, add_studies
 from tests.conftest import rg1
+from tests.worklist_app import panel_app
 
 
 @pytest.fixture
@@ -78,40 +77,14 @@ def test_a_reader_with_an_empty_worklist_sees_it_said(db):
     assert v.rows == [] and v.progress == "**No studies on your worklist.**" and v.label == ""
 
 
-@dataclass
-class Tab:
-    study: int | None = None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_the_panel_in_a_running_gradio_app(filled):
-    import gradio as gr
     from gradio_client import Client
 
     db, ids, alice = filled
-    opened: list[int] = []
-    with gr.Blocks() as ui:
-        state = gr.State(Tab())
-        with gr.Column():
-            panel = build_worklist_panel(WorklistService(db), page_size=10)
-        header = gr.Markdown()
-
-        def open_study(session: Tab, study_id: int, request):
-            session.study = study_id
-            opened.append(study_id)
-            return [session, f"opened {study_id}"]
-
-        panel.connect(ui, state, lambda request: alice, open_study, [state, header])
-    port = _free_port()
-    ui.launch(server_port=port, prevent_thread_lock=True)
-    try:
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+    with panel_app(db, alice) as running:
+        opened = running.opened
+        client = Client(running.url, verbose=False)
         table = {"headers": ["id"], "data": [[i] for i in ids[:10]]}
         out = client.predict("", "all", "all", "all", "all", table, api_name="/next_study")
         assert opened == [ids[0]] and f"opened {ids[0]}" in out
@@ -130,5 +103,3 @@ def test_the_panel_in_a_running_gradio_app(filled):
         header, rows, number = out[0], out[1], out[2]
         assert header == f"opened {ids[2]}" and number == 1  # the table follows the study
         assert ids[2] in [r[0] for r in rows["data"]]
-    finally:
-        ui.close()

@@ -445,13 +445,18 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                     c.prior_button: gr.update(value="Hide prior (Alt+B)")}
 
     # -- editing ---------------------------------------------------------------------------
-    def on_save(d: dict, request: gr.Request) -> dict:
+    def saving(d: dict, request: gr.Request, step) -> dict:
+        """An explicit save (Save, Keep mine): under the tab's lock, `step(session, texts,
+        client)` stores the text on screen; the screen and the worklist page show the result."""
         session = d[c.state]
         with session.lock:
             name, reader = who(session, request)
             texts = texts_of(d)
-            saved = desk.save(session, texts, Client.parse(d[c.client]))
+            saved = step(session, texts, Client.parse(d[c.client]))
             return {**after_save(name, session, saved, texts), **worklist_outputs(reader, d)}
+
+    def on_save(d: dict, request: gr.Request) -> dict:
+        return saving(d, request, desk.save)
 
     def on_tick(d: dict, request: gr.Request) -> dict:
         session = d[c.state]
@@ -471,12 +476,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
         return {c.diff: diff_of(desk.draft_texts(session), texts_of(d))}
 
     def on_keep_mine(d: dict, request: gr.Request) -> dict:
-        session = d[c.state]
-        with session.lock:
-            name, reader = who(session, request)
-            texts = texts_of(d)
-            saved = desk.keep_mine(session, texts, Client.parse(d[c.client]))
-            return {**after_save(name, session, saved, texts), **worklist_outputs(reader, d)}
+        return saving(d, request, desk.keep_mine)
 
     def on_take_theirs(d: dict, request: gr.Request) -> dict:
         session = d[c.state]
@@ -487,14 +487,19 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
             return {**after_save(name, session, saved, texts), c.findings: texts["findings"],
                     c.impression: texts["impression"]}
 
-    def on_revert(d: dict, request: gr.Request) -> dict:
-        session = d[c.state]
-        with session.lock:
-            who(session, request)
-            texts = desk.draft_texts(session)
-            return {c.findings: texts["findings"], c.impression: texts["impression"],
-                    c.diff: diff_of(texts, texts),
-                    c.save_status: "Reverted to the draft (autosaved shortly, or press Save)."}
+    def draft_in_boxes(message: str):
+        """Revert / Use this draft: the draft's text into the editable boxes (saved like typing,
+        by the next autosave or Save)."""
+        def handler(d: dict, request: gr.Request) -> dict:
+            session = d[c.state]
+            with session.lock:
+                who(session, request)
+                texts = desk.draft_texts(session)
+                return {c.findings: texts["findings"], c.impression: texts["impression"],
+                        c.diff: diff_of(texts, texts), c.save_status: message}
+        return handler
+
+    on_revert = draft_in_boxes("Reverted to the draft (autosaved shortly, or press Save).")
 
     def accept(confirmed: bool):
         def handler(d: dict, request: gr.Request) -> dict:
@@ -592,14 +597,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                                            "your text is kept."})
             return out
 
-    def on_use_draft(d: dict, request: gr.Request) -> dict:
-        session = d[c.state]
-        with session.lock:
-            who(session, request)
-            texts = desk.draft_texts(session)
-            return {c.findings: texts["findings"], c.impression: texts["impression"],
-                    c.diff: diff_of(texts, texts),
-                    c.save_status: "The draft is in the boxes (autosaved shortly, or Save)."}
+    on_use_draft = draft_in_boxes("The draft is in the boxes (autosaved shortly, or Save).")
 
     def on_metrics(d: dict, request: gr.Request) -> dict:
         session = d[c.state]
