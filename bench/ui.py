@@ -120,6 +120,7 @@ class Page:
     loop: asyncio.AbstractEventLoop
     seq: int = 0
     study: int | None = None
+    texts: dict[str, str] = field(default_factory=dict)  # what the boxes hold
     times: dict[str, list[float]] = field(default_factory=dict)
 
     def inputs(self, fn) -> list[tuple[str, str]]:
@@ -196,10 +197,13 @@ class SizeBench:
         page = self.page
         page.seq += 1
         t = time.perf_counter()
-        out = page.call("next_study", {"client": client_report(page.study, page.seq)})
+        out = page.call("next_study", {**page.texts,
+                                       "client": client_report(page.study, page.seq)})
         if times is not None:
             times.append(time.perf_counter() - t)
         page.study = json.loads(out["sync"])["study"]
+        page.texts = {"edit-findings": out["edit-findings"],
+                      "edit-impression": out["edit-impression"]}
 
     def round(self, i: int) -> None:
         times, page = self.times, self.page
@@ -210,6 +214,7 @@ class SizeBench:
         t = time.perf_counter()
         out = page.call("save", text)
         times["save"].append(time.perf_counter() - t)
+        page.texts = {k: text[k] for k in ("edit-findings", "edit-impression")}
         if "revision" not in str(out.get("save-status")):
             raise RuntimeError(f"save did not save: {out.get('save-status')!r}")
         t = time.perf_counter()
@@ -395,7 +400,7 @@ def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[floa
         times: dict[str, list[float]] = {k: [] for k in (
             "HTTP no-op, queued", "HTTP next study", "HTTP no-op, unqueued", "HTTP save",
             "HTTP rate")}
-        study, seq = None, 0
+        study, seq, boxes = None, 0, {}
 
         def timed(name: str, fn, *args):
             t = time.perf_counter()
@@ -409,13 +414,15 @@ def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[floa
             seq += 1
             timed(name("HTTP no-op, queued"), floor.call, "noop_queued", {})
             out = timed(name("HTTP next study"), page.call, "next_study",
-                        {"client": client_report(study, seq)})
+                        {**boxes, "client": client_report(study, seq)})
             study = json.loads(out["sync"])["study"]
+            boxes = {k: out[k] for k in ("edit-findings", "edit-impression")}
             seq += 1
             text = {"edit-findings": f"HTTP edit {i}.", "edit-impression": "Impression.",
                     "client": client_report(study, seq)}
             timed(name("HTTP no-op, unqueued"), floor.call, "noop", {})
             out = timed(name("HTTP save"), page.call, "save", text)
+            boxes = {k: text[k] for k in ("edit-findings", "edit-impression")}
             if "revision" not in str(out.get("save-status")):
                 raise RuntimeError(f"HTTP save did not save: {out.get('save-status')!r}")
             out = timed(name("HTTP rate"), page.call, "rate", {**text, "likert": 4})
