@@ -306,7 +306,8 @@ class ReviewService:
         seconds = float(seconds_since_last)
         if not math.isfinite(seconds):
             seconds = 0.0
-        with self.db.write() as s:
+        # a measurement, not the reader's work: committed without an fsync (Database.write)
+        with self.db.write(durable=False) as s:
             item = self._item(s, reader_id, study_id)
             item.active_seconds += max(0.0, min(seconds, MAX_ACTIVE_GAP_S))
             return item.active_seconds
