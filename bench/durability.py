@@ -32,12 +32,9 @@ def _time_saves(review, reader: int, study: int, n: int, tag: str) -> list[float
     return took
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--saves", type=int, default=400)
-    parser.add_argument("--dir", default=".", help="folder for the scratch database")
-    args = parser.parse_args()
-
+def measure(saves: int, folder: Path) -> dict[str, list[float]]:
+    """Seconds per save under each mode ({"FULL": [...], "NORMAL": [...]}), on a scratch
+    database made in `folder` (bench/ui.py calls this too)."""
     from sqlalchemy import event, text
 
     from app.services.review import ReviewService
@@ -45,7 +42,8 @@ def main() -> int:
     from app.settings import Settings
     from db.engine import open_database
 
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
         settings = Settings.from_args(str(Path(tmp) / "durability.sqlite"))
         db = open_database(settings.db_url)
         seed_demo(db, settings)
@@ -65,9 +63,18 @@ def main() -> int:
             with db.engine.connect() as conn:
                 got = conn.execute(text("PRAGMA synchronous")).scalar()
             assert got == {"FULL": 2, "NORMAL": 1}[mode], got
-            results[mode] = _time_saves(review, reader, study, args.saves, mode)
+            results[mode] = _time_saves(review, reader, study, saves, mode)
             event.remove(db.engine, "connect", _mode)
         db.dispose()
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--saves", type=int, default=400)
+    parser.add_argument("--dir", default=".", help="folder for the scratch database")
+    args = parser.parse_args()
+    results = measure(args.saves, Path(args.dir))
 
     def pct(values: list[float], q: float) -> float:
         return float(np.percentile(np.array(values) * 1000, q))

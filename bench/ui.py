@@ -1,30 +1,46 @@
-"""UI benchmark: the workstation's handlers on 1,000 and 160,000 studies, server side, with
-p50/p95/p99; a JPEG 2000 study's first open; optionally the same through HTTP.
+"""UI benchmark: the workstation's event handlers on 1,000 and 160,000 studies, server side and
+through HTTP against the running app, with p50/p95/p99 and ratios against the 1,000-study run.
 
-Timed are the functions the Gradio events call, not a service below them:
-- open next study: the panel's next-unfinished target + `Desk.open` + the gallery's preview files
-  (`StudyViewer.preview_file`, served from disk once written: every synthetic study points at
-  the same radiograph, so this is the "preview already on disk" case; the first open of a study
-  is timed separately on real JPEG 2000 files);
-- save: `Desk.save` (one revision, its own transaction); rate: `Desk.rate`;
-- worklist page (a random page, with the progress line), search (a study-key prefix), and
-  next-unfinished: `WorklistPanelLogic.view` / `.target`.
-The metrics panel is not part of open or save (it is computed in a follow-up event).
+Server side, what is timed is Gradio's own `Blocks.process_api` on the real workstation page
+(`app.ui.workstation.build`, as launch.py builds it): preprocessing of the inputs, the handler
+(which calls the Gradio-free `Desk` and the worklist panel), postprocessing of every output; a
+`SessionState` plays one browser tab. Only the HTTP round trip and Gradio's queue are missing,
+and those are what the HTTP half measures:
+- open next study: the "Next" button's event (`next_study`: save what is typed, the next
+  unfinished study within the filters, `Desk.open`, the film with its preview files);
+- save: the Save button's event (`save`: one revision in its own transaction, the page row
+  and the progress line refreshed); rate: `rate` (a rating, the study done);
+- worklist page: the panel's "next page" event from a random page (with the progress line);
+  search: the panel's search event (a study-key prefix);
+- next unfinished: `WorklistPanelLogic.target`, the query behind Next/Previous.
+The metrics panel is a follow-up event: the benchmark counts its computations during the timed
+events (it must stay 0).
+
+Through HTTP, launch.py serves the same page with logins (`--login`); the benchmark signs in
+through `/login` and calls the endpoints the page calls: a queued event through
+`/gradio_api/queue/join` and its event stream (next study), an unqueued one through
+`/gradio_api/run/predict` (save, rate). The floor is a Gradio page served by the same server
+code (app/server.py, login included) whose events do nothing, queued and unqueued, measured in
+the same run, call for call alternating with the real ones.
+
+The save cost under `synchronous=FULL` (what the app uses) next to `NORMAL` comes from
+bench/durability.py in the same run.
 
 The 160,000-study database is built with bulk INSERTs (bench/synthetic.py: metadata, a reference
-report and one image row per study). Targets on a 2-core machine: open p95 < 50 ms and save p99
-< 20 ms at 160,000 studies, not more than 2x the 1,000-study figures; a 2-image JPEG 2000 study
-opened for the first time < 300 ms.
+report and one image row per study, all pointing at one real radiograph, so the gallery's
+preview is on disk after the first open). Targets on a 2-core machine: server side open p95 <
+50 ms and save p99 < 20 ms at 160,000 studies, not more than 2x the 1,000-study figures; HTTP
+save p99 < 100 ms; HTTP next study p95 < 300 ms; a 2-image JPEG 2000 study opened for the first
+time < 300 ms.
 
-With `--http N` it also starts the app (launch.py) on the 1,000-study database and times N
-"next study" and "save" calls with gradio_client, next to the floor of a Gradio app whose
-endpoint does nothing.
-Run: `.venv/bin/python bench/ui.py [--sizes 1000,160000] [--rounds 300] [--http 200]`.
+Run: `.venv/bin/python -m bench.ui [--sizes 1000,160000] [--rounds 200] [--http 100]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import random
 import shutil
@@ -32,49 +48,123 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+READER, PASSWORD = "bench-reader", "bench password, long enough"
+TARGETS = {  # (figure, percentile, limit in ms) at the largest size
+    "open next study": (95, 50.0), "save": (99, 20.0)}
+HTTP_TARGETS = {"HTTP save": (99, 100.0), "HTTP next study": (95, 300.0)}
+
 
 def pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.array(values) * 1000, q))
 
 
-def line(name: str, xs: list[float]) -> str:
-    return (f"  {name:<28} p50 {pct(xs, 50):7.1f} ms  p95 {pct(xs, 95):7.1f} ms  "
-            f"p99 {pct(xs, 99):7.1f} ms  (n={len(xs)})")
+def line(name: str, xs: list[float], extra: str = "") -> str:
+    return (f"  {name:<30} p50 {pct(xs, 50):7.1f} ms  p95 {pct(xs, 95):7.1f} ms  "
+            f"p99 {pct(xs, 99):7.1f} ms  (n={len(xs)}){extra}")
 
 
-def timed(xs: list[float], fn, *args, **kwargs):
-    t = time.perf_counter()
-    out = fn(*args, **kwargs)
-    xs.append(time.perf_counter() - t)
-    return out
+# -- what the page sends ------------------------------------------------------------------------
+DEFAULTS = {"dropdown": "all", "textbox": "", "number": 0, "checkbox": False, "radio": None,
+            "state": None, "markdown": None, "dataframe": None}
+
+
+def input_values(components: list[tuple[str, str]], given: dict[str, Any]) -> list[Any]:
+    """The data list of one event, as the page sends it: `components` are (elem_id, type) in
+    the event's input order; `given` overrides by elem_id, everything else has the value a
+    fresh page shows ('all' in the filters, empty boxes, page 1)."""
+    base = {"worklist-page": 1}
+    return [given.get(eid, base.get(eid, DEFAULTS.get(kind))) for eid, kind in components]
+
+
+def client_report(study: int | None, seq: int) -> str:
+    """What page.js reports with an event that carries text: the study the boxes belong to and
+    a keystroke in findings (so the text counts as typed)."""
+    now = time.time() * 1000
+    return json.dumps({"study": study, "keys": {"findings": [now - 500, now]}, "seq": seq,
+                       "visible": True, "idle_ms": 0})
+
+
+# -- server side --------------------------------------------------------------------------------
+class CountingMetrics:
+    """The metrics panel the app uses, counting how often it computes (open and save must not)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.calls = inner, 0
+
+    def panel(self, texts):
+        self.calls += 1
+        return self.inner.panel(texts)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+
+@dataclass
+class Page:
+    """One workstation page (Blocks) on one database, and one tab's session on it."""
+
+    blocks: Any
+    fns: dict[str, Any]
+    state: Any
+    loop: asyncio.AbstractEventLoop
+    seq: int = 0
+    study: int | None = None
+    texts: dict[str, str] = field(default_factory=dict)  # what the boxes hold
+    times: dict[str, list[float]] = field(default_factory=dict)
+
+    def inputs(self, fn) -> list[tuple[str, str]]:
+        return [(b.elem_id or "", b.get_block_name()) for b in fn.inputs]
+
+    def call(self, name: str, given: dict[str, Any]) -> dict[str, Any]:
+        """Run one event through Gradio's process_api; returns {elem_id: output}."""
+        fn = self.fns[name]
+        data = input_values(self.inputs(fn), given)
+        out = self.loop.run_until_complete(self.blocks.process_api(
+            fn, data, state=self.state, request=None, session_hash=self.state.hash,
+            in_event_listener=True))
+        return {b.elem_id: v for b, v in zip(fn.outputs, out["data"], strict=False)}
+
+
+def _handler_index(blocks) -> dict[str, Any]:
+    """The page's events by what they do: API names where they have one, else the trigger."""
+    by_name = {fn.api_name: fn for fn in blocks.fns.values() if isinstance(fn.api_name, str)}
+    return {"next_study": by_name["next_study"], "save": by_name["save"],
+            "rate": by_name["rate"], "worklist_page": by_name["worklist_page"],
+            "worklist_search": by_name["worklist_search"]}
 
 
 class SizeBench:
-    """One database of `n` studies and the handlers on it; `round()` times one of each."""
+    """One database of `n` studies, the page built on it as launch.py builds it, one tab."""
 
-    def __init__(self, folder: Path, n: int, seed: int = 0) -> None:
+    def __init__(self, folder: Path, n: int, loop: asyncio.AbstractEventLoop,
+                 seed: int = 0) -> None:
+        from gradio.state_holder import SessionState
         from pydicom.data import get_testdata_file
 
         from app.services.drafting import DraftingService
+        from app.services.evaluation import StudyMetrics
         from app.services.review import ReviewService
-        from app.services.viewer import DecodedCache, StudyViewer
-        from app.services.worklist import WorklistService
+        from app.services.viewer import StudyViewer
         from app.settings import Settings
-        from app.ui.desk import Desk, Session
-        from app.ui.worklist_panel import WorklistPanelLogic
+        from app.ui.workstation import build
         from bench.synthetic import SyntheticImage, add_studies
         from db.engine import open_database
+        from metrics.registry import MetricConfig
 
         self.n = n
-        settings = Settings.from_args(str(folder / f"bench-{n}.sqlite"))
+        self.path = folder / f"bench-{n}.sqlite"
+        settings = Settings.from_args(str(self.path), str(folder / f"data-{n}"))
         self.db = open_database(settings.db_url)
         t0 = time.perf_counter()
         add_studies(self.db, n, studies_per_patient=2,
@@ -86,42 +176,69 @@ class SizeBench:
         review.assign(self.reader)
         assigned = time.perf_counter() - t0
         print(f"{n:,} studies: built in {built:.1f} s (bulk INSERT), assigned to a reader in "
-              f"{assigned:.2f} s (INSERT ... SELECT)")
-        self.viewer = StudyViewer(self.db, settings.blobs, DecodedCache(max_bytes=256 << 20),
-                                  preview_dir=settings.data_dir / "previews")
-        self.desk = Desk(self.viewer, review,
-                         DraftingService(self.db, settings, decoded=self.viewer.decoded))
-        self.panel = WorklistPanelLogic(WorklistService(self.db))
-        self.session = Session()
-        first = self.viewer.open(self.panel.target(self.reader, None, 1))
-        [self.viewer.preview_file(img) for img in first.images]  # the shared preview, on disk
+              f"{assigned:.2f} s (INSERT ... SELECT)", flush=True)
+        viewer = StudyViewer(self.db, settings.blobs, preview_dir=settings.data_dir / "previews")
+        drafting = DraftingService(self.db, settings, decoded=viewer.decoded)
+        self.metrics = CountingMetrics(StudyMetrics(self.db, config=MetricConfig(
+            download=False)))
+        blocks = build(viewer, drafting, None, "retrieval", review, self.metrics, login=False)
+        self.page = Page(blocks, _handler_index(blocks), SessionState(blocks), loop)
+        self.page.state.hash = uuid.uuid4().hex
+        from app.services.worklist import WorklistService
+        from app.ui.worklist_panel import WorklistPanelLogic
+
+        self.logic = WorklistPanelLogic(WorklistService(self.db))
         self.rng = random.Random(seed)
-        self.current: int | None = None
         self.times: dict[str, list[float]] = {k: [] for k in (
             "open next study", "save", "rate", "worklist page", "search", "next unfinished")}
+        self._step(None)  # warm-up: the first open writes the shared preview file
+
+    def _step(self, times: list[float] | None) -> None:
+        page = self.page
+        page.seq += 1
+        t = time.perf_counter()
+        out = page.call("next_study", {**page.texts,
+                                       "client": client_report(page.study, page.seq)})
+        if times is not None:
+            times.append(time.perf_counter() - t)
+        page.study = json.loads(out["sync"])["study"]
+        page.texts = {"edit-findings": out["edit-findings"],
+                      "edit-impression": out["edit-impression"]}
 
     def round(self, i: int) -> None:
-        times, panel, desk, reader = self.times, self.panel, self.desk, self.reader
+        times, page = self.times, self.page
+        self._step(times["open next study"])
+        page.seq += 1
+        text = {"edit-findings": f"Edited findings {i}.", "edit-impression": "No acute disease.",
+                "client": client_report(page.study, page.seq)}
         t = time.perf_counter()
-        target = panel.target(reader, self.current, 1)
-        opened = desk.open(self.session, reader, target, time.monotonic())
-        [self.viewer.preview_file(img) for img in opened.view.images]
-        times["open next study"].append(time.perf_counter() - t)
-        self.current = target
-        timed(times["save"], desk.save, self.session, f"Edited findings {i}.",
-              "No acute disease.")
-        timed(times["rate"], desk.rate, self.session, 4, False, {}, None)
-        pages = max(1, self.n // panel.page_size)
-        timed(times["worklist page"], panel.view, reader, page=self.rng.randint(1, pages))
-        timed(times["search"], panel.view, reader, search=f"CXR{self.rng.randint(1, self.n)}")
-        timed(times["next unfinished"], panel.target, reader, self.current, 1)
+        out = page.call("save", text)
+        times["save"].append(time.perf_counter() - t)
+        page.texts = {k: text[k] for k in ("edit-findings", "edit-impression")}
+        if "revision" not in str(out.get("save-status")):
+            raise RuntimeError(f"save did not save: {out.get('save-status')!r}")
+        t = time.perf_counter()
+        out = page.call("rate", {**text, "likert": 4})
+        times["rate"].append(time.perf_counter() - t)
+        if "Rated" not in str(out.get("rate-status")):
+            raise RuntimeError(f"rate did not rate: {out.get('rate-status')!r}")
+        pages = max(1, self.n // 50)
+        t = time.perf_counter()
+        page.call("worklist_page", {"worklist-page": self.rng.randint(1, pages - 1)})
+        times["worklist page"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        page.call("worklist_search", {"worklist-search": f"CXR{self.rng.randint(1, self.n)}"})
+        times["search"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        self.logic.target(self.reader, page.study, 1)
+        times["next unfinished"].append(time.perf_counter() - t)
 
 
 def bench_first_open(folder: Path, sides: tuple[int, ...] = (1024, 512),
                      repeats: int = 5) -> dict[int, list[float]]:
-    """A 2-image JPEG 2000 study (RG1_J2KR + RG1_J2KI), opened with nothing cached or on disk,
-    for gallery previews of at most `side` pixels (1955 px films: 1024 decodes at 1/2, 512 at
-    1/4 resolution)."""
+    """A 2-image JPEG 2000 study (RG1_J2KR + RG1_J2KI), opened with nothing cached or on disk
+    (`Desk.open` and the gallery's preview files), previews of at most `side` pixels (1955 px
+    films: 1024 decodes at 1/2, 512 at 1/4 resolution)."""
     from pydicom.data import get_testdata_file
 
     from app.services.ingest import import_records
@@ -159,6 +276,7 @@ def bench_first_open(folder: Path, sides: tuple[int, ...] = (1024, 512),
     return out
 
 
+# -- through HTTP -------------------------------------------------------------------------------
 def _free_port() -> int:
     import socket
 
@@ -167,105 +285,258 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _wait(url: str) -> None:
-    import urllib.request
+def _wait(url: str, proc: subprocess.Popen, what: str) -> None:
+    import httpx
 
-    for _ in range(240):
+    for _ in range(600):
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before serving")
         try:
-            urllib.request.urlopen(url, timeout=1)
+            httpx.get(url, timeout=2)
             return
-        except OSError:
+        except httpx.HTTPError:
             time.sleep(0.5)
-    raise RuntimeError(f"{url} did not come up")
+    raise RuntimeError(f"{what} did not come up at {url}")
 
 
+# A page served by the same server code as the app (app/server.py: our login, sessions and
+# middleware), whose events do nothing: the floor of a queued and an unqueued event.
 NOOP_APP = """
 import sys
 import gradio as gr
+from app.server import ServerOptions, build_app, serve
+from app.services.accounts import AccountService, SessionStore
+from db.engine import open_database
+
+db = open_database(sys.argv[2])
 with gr.Blocks() as ui:
     state = gr.State({})
-    out = gr.Markdown()
-    gr.Button("noop").click(lambda s: "", [state], [out], api_name="noop")
-ui.launch(server_port=int(sys.argv[1]))
+    out = gr.Markdown(elem_id="out")
+    gr.Button("queued").click(lambda s: "", [state], [out], api_name="noop_queued")
+    gr.Button("unqueued").click(lambda s: "", [state], [out], api_name="noop", queue=False)
+options = ServerOptions(port=int(sys.argv[1]), login=True)
+serve(build_app(ui, AccountService(db), SessionStore(), options), options)
 """
 
 
-def bench_http(db: Path, n: int) -> dict[str, list[float]]:
-    """The app's own API with gradio_client, and a no-op Gradio endpoint as the floor."""
-    from gradio_client import Client
+class HttpPage:
+    """One signed-in browser tab talking to a served page the way the page's script does."""
 
+    def __init__(self, base: str) -> None:
+        import httpx
+
+        self.base = base.rstrip("/")
+        self.http = httpx.Client(timeout=60)
+        got = self.http.post(f"{self.base}/login", data={"username": READER,
+                                                         "password": PASSWORD},
+                             headers={"accept": "application/json"})
+        got.raise_for_status()
+        config = self.http.get(f"{self.base}/config").json()
+        self.components = {c["id"]: (c.get("props", {}).get("elem_id") or "", c["type"])
+                           for c in config["components"]}
+        self.deps = {d["api_name"]: (i, d) for i, d in enumerate(config["dependencies"])
+                     if d.get("api_name")}
+        self.session = uuid.uuid4().hex
+
+    def call(self, api_name: str, given: dict[str, Any]) -> dict[str, Any]:
+        """One event as the page sends it: queued events through queue/join and the event
+        stream, unqueued ones through run/predict. Returns {elem_id: output}."""
+        index, dep = self.deps[api_name]
+        fn_index = dep.get("id", index)
+        inputs = [self.components[i] for i in dep["inputs"]]
+        body = {"data": input_values(inputs, given), "fn_index": fn_index,
+                "session_hash": self.session, "event_data": None,
+                "trigger_id": dep["targets"][0][0] if dep.get("targets") else None}
+        if dep.get("queue") is False:
+            got = self.http.post(f"{self.base}/gradio_api/run/predict", json=body)
+            got.raise_for_status()
+            data = got.json()["data"]
+        else:
+            data = self._queued(body)
+        return {self.components[i][0]: v for i, v in zip(dep["outputs"], data, strict=False)}
+
+    def _queued(self, body: dict) -> list[Any]:
+        got = self.http.post(f"{self.base}/gradio_api/queue/join", json=body)
+        got.raise_for_status()
+        event = got.json()["event_id"]
+        with self.http.stream("GET", f"{self.base}/gradio_api/queue/data",
+                              params={"session_hash": self.session}) as stream:
+            for raw in stream.iter_lines():
+                if not raw.startswith("data:"):
+                    continue
+                msg = json.loads(raw[5:])
+                if msg.get("event_id") != event or msg.get("msg") != "process_completed":
+                    continue
+                if not msg.get("success", True):
+                    raise RuntimeError(f"event failed: {msg.get('output')}")
+                return msg["output"]["data"]
+        raise RuntimeError("the event stream ended without the result")
+
+
+def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[float]]:
+    """launch.py --login on the database, and the no-op page; `calls` rounds of each."""
+    from app.services.review import ReviewService
+    from db.engine import open_database
+
+    db = open_database(db_path)
+    review = ReviewService(db)
+    if review.reader_id(READER) is None:
+        review.assign(review.add_reader(READER, PASSWORD))
+    db.dispose()
     port, noop_port = _free_port(), _free_port()
-    app = subprocess.Popen([sys.executable, "launch.py", "--db", str(db), "--port", str(port),
-                            "--no-demo", "--no-predraft"], cwd=ROOT,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    noop = subprocess.Popen([sys.executable, "-c", NOOP_APP, str(noop_port)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    app = subprocess.Popen([sys.executable, "launch.py", "--db", str(db_path), "--data-dir",
+                            str(data_dir), "--port", str(port), "--login", "--no-demo",
+                            "--no-predraft", "--model", "retrieval"], cwd=ROOT, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    noop = subprocess.Popen([sys.executable, "-c", NOOP_APP, str(noop_port), str(db_path)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
     try:
-        _wait(f"http://127.0.0.1:{port}/")
-        _wait(f"http://127.0.0.1:{noop_port}/")
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
-        floor_client = Client(f"http://127.0.0.1:{noop_port}/", verbose=False)
-        client.predict("all", "all", api_name="/next_study")  # warm-up
-        floor_client.predict(api_name="/noop")
-        times: dict[str, list[float]] = {"HTTP no-op floor": [], "HTTP next study": [],
-                                         "HTTP save": []}
-        for i in range(n):
-            timed(times["HTTP no-op floor"], floor_client.predict, api_name="/noop")
-            timed(times["HTTP next study"], client.predict, "all", "all",
-                  api_name="/next_study")
-            timed(times["HTTP save"], client.predict, f"HTTP edit {i}.", "Impression.", "all",
-                  "all", api_name="/save")
+        _wait(f"http://127.0.0.1:{port}/login", app, "the app")
+        _wait(f"http://127.0.0.1:{noop_port}/login", noop, "the no-op page")
+        page, floor = HttpPage(f"http://127.0.0.1:{port}"), HttpPage(
+            f"http://127.0.0.1:{noop_port}")
+        times: dict[str, list[float]] = {k: [] for k in (
+            "HTTP no-op, queued", "HTTP next study", "HTTP no-op, unqueued", "HTTP save",
+            "HTTP rate")}
+        study, seq, boxes = None, 0, {}
+
+        def timed(name: str, fn, *args):
+            t = time.perf_counter()
+            out = fn(*args)
+            if name in times:
+                times[name].append(time.perf_counter() - t)
+            return out
+
+        for i in range(calls + 3):  # the first 3 rounds warm up
+            name = (lambda n: n) if i >= 3 else (lambda n: "")
+            seq += 1
+            timed(name("HTTP no-op, queued"), floor.call, "noop_queued", {})
+            out = timed(name("HTTP next study"), page.call, "next_study",
+                        {**boxes, "client": client_report(study, seq)})
+            study = json.loads(out["sync"])["study"]
+            boxes = {k: out[k] for k in ("edit-findings", "edit-impression")}
+            seq += 1
+            text = {"edit-findings": f"HTTP edit {i}.", "edit-impression": "Impression.",
+                    "client": client_report(study, seq)}
+            timed(name("HTTP no-op, unqueued"), floor.call, "noop", {})
+            out = timed(name("HTTP save"), page.call, "save", text)
+            boxes = {k: text[k] for k in ("edit-findings", "edit-impression")}
+            if "revision" not in str(out.get("save-status")):
+                raise RuntimeError(f"HTTP save did not save: {out.get('save-status')!r}")
+            out = timed(name("HTTP rate"), page.call, "rate", {**text, "likert": 4})
+            if "Rated" not in str(out.get("rate-status")):
+                raise RuntimeError(f"HTTP rate did not rate: {out.get('rate-status')!r}")
         return times
     finally:
         for proc in (app, noop):
             proc.terminate()
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            if proc.returncode not in (0, -15, None) and proc.stderr:
+                print(proc.stderr.read()[-2000:], file=sys.stderr)
+
+
+# -- report -------------------------------------------------------------------------------------
+def report(results: dict[int, dict[str, list[float]]], metrics_calls: dict[int, int],
+           http: dict[int, dict[str, list[float]]], first: dict[int, list[float]] | None,
+           durability: dict[str, list[float]] | None) -> None:
+    small, big = min(results), max(results)
+    for n, times in results.items():
+        print(f"{n:,} studies, server side (Gradio's process_api on the workstation page):")
+        for name, xs in times.items():
+            extra = ""
+            if n != small:
+                extra = (f"  x{pct(xs, 50) / pct(results[small][name], 50):.2f} p50, "
+                         f"x{pct(xs, 95) / pct(results[small][name], 95):.2f} p95, "
+                         f"x{pct(xs, 99) / pct(results[small][name], 99):.2f} p99 vs "
+                         f"{small:,}")
+            print(line(name, xs, extra))
+        print(f"  metrics computed inside the timed events: {metrics_calls[n]} (must be 0)")
+    for n, times in http.items():
+        print(f"{n:,} studies, through HTTP (signed in; next to a no-op page's floor):")
+        for name, xs in times.items():
+            print(line(name, xs))
+    if first:
+        print("2-image JPEG 2000 study, first open (nothing cached, no preview on disk):")
+        for side, xs in first.items():
+            print(line(f"first open, previews <= {side} px", xs))
+    if durability:
+        for mode in ("NORMAL", "FULL"):
+            print(line(f"durability save, sync={mode}", durability[mode]))
+        ratio = pct(durability["FULL"], 50) / max(pct(durability["NORMAL"], 50), 1e-9)
+        print(f"  FULL / NORMAL at p50: {ratio:.2f}x (bench/durability.py: ReviewService.save "
+              "on its own database)")
+    print(f"load average during the run: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} "
+          f"(1 / 5 / 15 min) on {os.cpu_count()} cores")
+    verdicts = []
+    for name, (q, limit) in TARGETS.items():
+        value = pct(results[big][name], q)
+        ratio = value / pct(results[small][name], q)
+        verdicts.append(f"{name} p{q} {value:.1f} ms at {big:,} (target < {limit:.0f}: "
+                        f"{'met' if value < limit else 'MISSED'}), x{ratio:.2f} vs {small:,} "
+                        f"(target <= 2: {'met' if ratio <= 2 else 'MISSED'})")
+    page_ratio = pct(results[big]["worklist page"], 95) / pct(results[small]["worklist page"], 95)
+    verdicts.append(f"worklist page p95 x{page_ratio:.2f} vs {small:,} (target <= 2: "
+                    f"{'met' if page_ratio <= 2 else 'MISSED'})")
+    for n, times in http.items():
+        for name, (q, limit) in HTTP_TARGETS.items():
+            value = pct(times[name], q)
+            verdicts.append(f"{name} p{q} {value:.1f} ms at {n:,} (target < {limit:.0f}: "
+                            f"{'met' if value < limit else 'MISSED'})")
+    if first:
+        value = pct(first[1024], 50)
+        verdicts.append(f"JPEG 2000 first open p50 {value:.0f} ms at 1024 px, "
+                        f"{pct(first[512], 50):.0f} ms at 512 px (target < 300)")
+    print("targets:")
+    for v in verdicts:
+        print(f"  {v}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,160000",
                         help="worklist sizes to time (comma-separated)")
-    parser.add_argument("--rounds", type=int, default=300,
-                        help="open/save/rate rounds per size")
-    parser.add_argument("--http", type=int, default=0, metavar="N",
-                        help="also time N calls through the running app (gradio_client)")
+    parser.add_argument("--rounds", type=int, default=200,
+                        help="rounds of the server-side events per size")
+    parser.add_argument("--http", type=int, default=100, metavar="N",
+                        help="HTTP rounds per size against the running app (0: none)")
+    parser.add_argument("--no-first-open", action="store_true",
+                        help="skip the JPEG 2000 first-open timing")
+    parser.add_argument("--durability", type=int, default=200, metavar="N",
+                        help="saves per mode for the FULL/NORMAL comparison (0: none)")
+    parser.add_argument("--dir", default=None,
+                        help="folder for the scratch databases (default: the system's temp)")
     args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",") if s]
+    sizes = sorted({int(s) for s in args.sizes.split(",") if s})
 
+    from bench import durability
+
+    loop = asyncio.new_event_loop()
     results: dict[int, dict[str, list[float]]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    metrics_calls: dict[int, int] = {}
+    http: dict[int, dict[str, list[float]]] = {}
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         folder = Path(tmp)
-        benches = [SizeBench(folder, n) for n in sizes]
+        benches = [SizeBench(folder, n, loop) for n in sizes]
         for i in range(args.rounds):  # sizes take turns, so both see the same machine load
             for bench in benches:
                 bench.round(i)
         for bench in benches:
             results[bench.n] = bench.times
+            metrics_calls[bench.n] = bench.metrics.calls
             bench.db.dispose()
-        first = bench_first_open(folder)
-        http = bench_http(folder / f"bench-{sizes[0]}.sqlite", args.http) if args.http else None
-
-    for n, times in results.items():
-        print(f"{n:,} studies (server side, the handlers Gradio calls):")
-        for name, xs in times.items():
-            print(line(name, xs))
-    print("2-image JPEG 2000 study, first open (nothing cached, no preview on disk):")
-    for side, xs in first.items():
-        print(line(f"first open, previews <= {side} px", xs))
-    if http:
-        print(f"through HTTP on {sizes[0]:,} studies (gradio_client, {args.http} calls):")
-        for name, xs in http.items():
-            print(line(name, xs))
-    big, small = max(results), min(results)
-    open_p95, save_p99 = pct(results[big]["open next study"], 95), pct(results[big]["save"], 99)
-    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"targets at {big:,}: open p95 < 50 ms ({open_p95:.1f}), save p99 < 20 ms "
-          f"({save_p99:.1f}); vs {small:,}: open p95 x"
-          f"{open_p95 / pct(results[small]['open next study'], 95):.2f}, save p99 x"
-          f"{save_p99 / pct(results[small]['save'], 99):.2f} (target <= 2); "
-          f"JPEG 2000 first open p50 {pct(first[1024], 50):.0f} ms at 1024 px, "
-          f"{pct(first[512], 50):.0f} ms at 512 px (target < 300)")
+        loop.close()
+        first = None if args.no_first_open else bench_first_open(folder)
+        if args.http:
+            for bench in benches:
+                http[bench.n] = bench_http(bench.path, folder / f"data-{bench.n}", args.http)
+        saves = (durability.measure(args.durability, folder / "durability")
+                 if args.durability else None)
+    report(results, metrics_calls, http, first, saves)
     return 0
 
 

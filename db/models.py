@@ -281,6 +281,21 @@ class WorklistItem(Base):
     )
 
 
+class WorklistProgress(Base):
+    """How many of a reader's worklist entries have each status (the progress line), so it is
+    read from four primary-key rows instead of counted over a 160,000-study worklist. Kept by
+    database triggers on `worklist_item` in the same transaction as the change (migration
+    0007 creates them; the ORM cannot declare triggers): never written by the application."""
+
+    __tablename__ = "worklist_progress"
+    __table_args__ = {"info": {"derived": True}}  # db/transfer.py: rebuilt, never copied
+
+    reader_id: Mapped[int] = mapped_column(
+        ForeignKey("reader.id", ondelete="CASCADE"), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+
+
 class SectionTiming(Base):
     """When a reader worked on one section of one study: first and last keystroke, the last
     explicit save (submit), and whether a model draft was on screen at the first keystroke, so

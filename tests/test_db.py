@@ -113,3 +113,32 @@ def test_pseudonyms_are_stable_and_hide_the_identifier(db):
         b = pseudonym(s, "MRN-123")
         c = pseudonym(s, "MRN-124")
     assert a == b != c and "123" not in a
+
+
+def test_a_measurement_commits_without_fsync_and_the_next_write_is_durable_again(db):
+    """Database.write(durable=False) (active time only): synchronous=NORMAL on SQLite,
+    synchronous_commit off on PostgreSQL, for that transaction only."""
+    sqlite = db.engine.dialect.name == "sqlite"
+    ask = text("PRAGMA synchronous" if sqlite else "SHOW synchronous_commit")
+    if sqlite:
+        relaxed, durable = 1, 2
+    else:  # the server's own setting (the test server may run with it off already)
+        with db.read() as s:
+            relaxed, durable = "off", s.execute(ask).scalar()
+    with db.write() as s:
+        add_study(s, record("m", "p", None), [])
+        assert s.execute(ask).scalar() == durable
+    for _ in range(3):  # the same pooled connection, alternating
+        with db.write(durable=False) as s:
+            assert s.execute(ask).scalar() == relaxed
+            s.add(Reader(name=f"r{_}"))
+        with db.write() as s:
+            assert s.execute(ask).scalar() == durable
+        with db.read() as s:
+            assert s.execute(ask).scalar() == durable
+    with pytest.raises(RuntimeError), db.write(durable=False) as s:  # a failed one too
+        raise RuntimeError("x")
+    with db.write() as s:
+        assert s.execute(ask).scalar() == durable
+    with db.read() as s:
+        assert len(s.query(Reader).all()) == 3

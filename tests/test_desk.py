@@ -311,3 +311,49 @@ def test_film_puts_frontal_before_lateral_side_by_side_and_escapes_everything(de
     beside = film_html(d.viewer, view, d.viewer.open(ids[0]))
     assert 'id="prior-panel"' in beside and "PRIOR (read-only)" in beside
     assert beside.count("data-index") == len(view.images)  # only the current study enlarges
+
+
+def test_a_save_of_both_sections_is_one_transaction(desk, db):
+    """Both sections in one commit (one fsync), with a conflict in one section still saving
+    the other, and a killed commit saving neither."""
+    from sqlalchemy import event
+
+    d, reader, ids = desk
+    session, texts = opened(d, reader, ids[1])
+    commits = []
+    listener = (db.engine, "commit", lambda conn: commits.append(1))
+    event.listen(*listener)
+    try:
+        both = {"findings": "Both one.", "impression": "Both two."}
+        saved = d.save(session, both, typed(ids[1], "findings", "impression"))
+    finally:
+        event.remove(*listener)
+    assert saved.ok and len(commits) == 1
+    assert {s: r.text for s, r in d.review.current(reader, ids[1]).items()} == both
+    # another tab saved findings meanwhile: findings is refused, impression still saved
+    other, _ = opened(d, reader, ids[1])
+    assert d.save(other, {**both, "findings": "Other tab."}, typed(ids[1], "findings")).ok
+    mixed = d.save(session, {"findings": "Mine.", "impression": "Mine too."},
+                   typed(ids[1], "findings", "impression"))
+    assert set(mixed.conflicts) == {"findings"} and mixed.wrote
+    current = d.review.current(reader, ids[1])
+    assert (current["findings"].text, current["impression"].text) == ("Other tab.", "Mine too.")
+
+
+def test_a_failed_save_of_two_sections_stores_neither(desk, monkeypatch):
+    d, reader, ids = desk
+    session, texts = opened(d, reader, ids[2])
+    review = d.review
+    original = review._timing_in
+
+    def die_on_impression(s, reader_id, study_id, section, *args, **kwargs):
+        if section == "impression":
+            raise RuntimeError("killed mid-save")
+        return original(s, reader_id, study_id, section, *args, **kwargs)
+
+    monkeypatch.setattr(review, "_timing_in", die_on_impression)
+    with pytest.raises(RuntimeError):
+        d.save(session, {"findings": "F.", "impression": "I."},
+               typed(ids[2], "findings", "impression"))
+    assert review.current(reader, ids[2]) == {}
+    assert review.status(reader, ids[2]) != "in_review"

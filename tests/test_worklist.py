@@ -304,3 +304,125 @@ def test_pages_stay_right_when_a_study_leaves_the_list(db, service, image):
     holes = [keys(service.page(alice, page=p, page_size=5)) for p in (1, 2, 3)]
     assert holes == [["CXR1", "CXR2", "CXR4", "CXR5", "CXR6"],
                      ["CXR7", "CXR8", "CXR9", "CXR10", "CXR11"], ["CXR12"]]
+
+
+# -- progress counts kept by triggers (migration 0007) -----------------------------------------
+def _agree(service: WorklistService, *readers: int) -> list[Progress]:
+    """The trigger-kept counts equal a GROUP BY over the worklist, for every reader."""
+    out = []
+    for r in readers:
+        kept, counted = service.progress(r), service.counted_progress(r)
+        assert kept == counted, (r, kept, counted)
+        out.append(kept)
+    return out
+
+
+@pytest.mark.both_databases
+def test_progress_counts_follow_every_status_change_and_path(db, service, image):
+    from sqlalchemy import delete, update
+
+    from db.models import Reader, Study, WorklistItem
+
+    ids = add_studies(db, 10, image=image, report_only_every=5)  # 8 with images
+    alice, bob = reader(db, "alice"), reader(db, "bob")
+    review = ReviewService(db)
+    assert service.assign(alice) == 8  # bulk INSERT ... SELECT: one trigger run per row
+    service.assign(bob, ids[:4])
+    assert _agree(service, alice, bob) == [Progress(new=8), Progress(new=4)]
+    with db.write() as s:  # the drafting worker's path: the ORM sets 'drafted'
+        s.scalar(select_item(alice, ids[0])).status = "drafted"
+        s.scalar(select_item(alice, ids[1])).status = "drafted"
+    review.save(alice, ids[1], "findings", "Clear lungs.", None)  # drafted -> in_review
+    review.save(alice, ids[2], "findings", "Clear lungs.", None)  # new -> in_review
+    review.save(alice, ids[2], "findings", "Clear lungs again.", 1)  # in_review stays
+    review.rate(alice, ids[2], likert=4, acceptable=False)  # in_review -> done
+    review.rate(alice, ids[2], likert=5, acceptable=False)  # done stays done
+    review.rate(alice, ids[3], likert=2, acceptable=False)  # new -> done
+    review.heartbeat(alice, ids[5], 10.0)  # time only: no status change
+    kept = _agree(service, alice, bob)
+    assert kept[0] == Progress(new=4, drafted=1, in_review=1, done=2)
+    assert kept[1] == Progress(new=4)  # bob's list of the same studies is untouched
+    with db.write() as s:  # a bulk Core UPDATE (no ORM) is counted too
+        s.execute(update(WorklistItem).where(WorklistItem.reader_id == alice,
+                                             WorklistItem.status == "new")
+                  .values(status="drafted"))
+    assert _agree(service, alice, bob)[0] == Progress(drafted=5, in_review=1, done=2)
+    with db.write() as s:  # a study deleted: its items go by cascade, and leave the counts
+        s.execute(delete(Study).where(Study.id == ids[0]))
+    assert _agree(service, alice, bob) == [Progress(drafted=4, in_review=1, done=2),
+                                           Progress(new=3)]
+    with db.write() as s:  # a reader deleted: their counts go with them
+        s.execute(delete(Reader).where(Reader.id == bob))
+    assert service.progress(bob) == Progress()
+    _agree(service, alice)
+
+
+def select_item(reader_id: int, study_id: int):
+    from sqlalchemy import select
+
+    from db.models import WorklistItem
+
+    return select(WorklistItem).where(WorklistItem.reader_id == reader_id,
+                                      WorklistItem.study_id == study_id)
+
+
+@pytest.mark.both_databases
+def test_a_rolled_back_status_change_leaves_the_counts(db, service, image):
+    ids = add_studies(db, 3, image=image)
+    alice = reader(db)
+    service.assign(alice)
+    with pytest.raises(RuntimeError), db.write() as s:
+        s.scalar(select_item(alice, ids[0])).status = "done"
+        s.flush()  # the trigger ran inside this transaction ...
+        raise RuntimeError("killed before commit")
+    assert _agree(service, alice)[0] == Progress(new=3)  # ... and went with its rollback
+
+
+def test_two_readers_changing_statuses_at_once_keep_exact_counts(db, service, image):
+    """Two readers (and a second tab of one of them) saving and rating in parallel threads,
+    each on its own connection: every count still equals the GROUP BY."""
+    import threading
+
+    ids = add_studies(db, 60, image=image)
+    alice, bob = reader(db, "alice"), reader(db, "bob")
+    service.assign(alice)
+    service.assign(bob)
+    review = ReviewService(db)
+    failures: list[BaseException] = []
+
+    def work(who: int, studies: list[int]) -> None:
+        try:
+            for n, sid in enumerate(studies):
+                review.save(who, sid, "findings", f"text {who} {sid}", None)
+                if n % 2:
+                    review.rate(who, sid, likert=3, acceptable=False)
+        except BaseException as exc:  # reported below, not lost in the thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=args) for args in (
+        (alice, ids[0:30:2]), (alice, ids[1:30:2]), (bob, ids[10:40]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not failures
+    a, b = _agree(service, alice, bob)
+    assert (a.in_review, a.done, a.new) == (16, 14, 30)  # 7 of each tab's 15 rated
+    assert (b.in_review, b.done, b.new) == (15, 15, 30)
+
+
+def test_the_migration_counts_existing_worklists(tmp_path, image):
+    from db.engine import open_database, upgrade_schema
+
+    db = open_database(tmp_path / "old.sqlite", upgrade=False)
+    upgrade_schema(db, "0006")
+    ids = add_studies(db, 7, image=image)
+    alice = ReviewService(db).add_reader("alice", None)
+    WorklistService(db).assign(alice)
+    ReviewService(db).rate(alice, ids[0], likert=1, acceptable=False)
+    upgrade_schema(db, "head")
+    service = WorklistService(db)
+    assert _agree(service, alice)[0] == Progress(new=6, done=1)
+    ReviewService(db).save(alice, ids[1], "impression", "Normal.", None)  # triggers now on
+    assert _agree(service, alice)[0] == Progress(new=5, in_review=1, done=1)
+    db.dispose()

@@ -44,6 +44,7 @@ from db.models import (
 # left open overnight does not count as work
 MAX_ACTIVE_GAP_S = 60.0
 __all__ = ["LOCAL_READER", "Account", "EditConflict", "ReviewError", "ReviewService",
+           "SectionEdit",
            "hash_password", "verify_password", "word_diff", "edit_rate"]
 
 
@@ -102,6 +103,17 @@ class Keystrokes:
     first: datetime
     last: datetime
     draft_on_screen: bool
+
+
+@dataclass(frozen=True)
+class SectionEdit:
+    """One section's text to save, the revision it was edited from (None: from the draft),
+    the draft it started from and the reader's keystrokes in it."""
+
+    text: str
+    base: int | None
+    draft_id: int | None = None
+    timing: Keystrokes | None = None
 
 
 @dataclass(frozen=True)
@@ -294,7 +306,8 @@ class ReviewService:
         seconds = float(seconds_since_last)
         if not math.isfinite(seconds):
             seconds = 0.0
-        with self.db.write() as s:
+        # a measurement, not the reader's work: committed without an fsync (Database.write)
+        with self.db.write(durable=False) as s:
             item = self._item(s, reader_id, study_id)
             item.active_seconds += max(0.0, min(seconds, MAX_ACTIVE_GAP_S))
             return item.active_seconds
@@ -331,6 +344,35 @@ class ReviewService:
             self._audit(s, "save", reader_id, address,
                         f"study {study_id} {section} revision {revision.number}")
             return revision
+
+    def save_sections(self, reader_id: int, study_id: int,
+                      edits: dict[str, SectionEdit], autosave: bool = False,
+                      address: str | None = None) -> dict[str, RevisionView | EditConflict]:
+        """Save several sections' edits in ONE transaction (one commit, so one fsync under
+        synchronous=FULL, instead of one per section). Each section is judged on its own: a
+        section edited elsewhere since its base is refused (its EditConflict returned, nothing
+        written for it) while the others are saved. Any other error saves nothing."""
+        for section in edits:
+            if section not in SECTIONS:
+                raise ReviewError(f"unknown section {section!r}")
+        out: dict[str, RevisionView | EditConflict] = {}
+        with self.db.write() as s:
+            item = self._item(s, reader_id, study_id)
+            actor = s.get(Reader, reader_id).name
+            for section, edit in edits.items():
+                try:
+                    revision = self._save_in(s, item, section, edit.text, edit.base,
+                                             edit.draft_id, autosave)
+                except EditConflict as exc:
+                    out[section] = exc
+                    continue
+                self._timing_in(s, reader_id, study_id, section, edit.timing,
+                                submitted=not autosave)
+                self.audit.record("save", session=s, actor=actor, address=address,
+                                  target=f"study {study_id} {section} revision "
+                                         f"{revision.number}")
+                out[section] = revision
+        return out
 
     def _save_in(self, s, item: WorklistItem, section: str, text: str,
                  base_number: int | None, draft_id: int | None,

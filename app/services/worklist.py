@@ -1,8 +1,8 @@
 """Reader worklists at dataset scale (ReXGradient-160K): paging, search, filters, progress.
 
 Every question a handler asks is one indexed query: a page of rows (LIMIT/OFFSET on the
-(reader, position) index), the count behind it, progress per status (GROUP BY on the
-(reader, status) index), the next unfinished study after a position, the distinct sources.
+(reader, position) index), the count behind it, progress per status (a counter table kept by
+triggers, migration 0007), the next unfinished study after a position, the distinct sources.
 Nothing here loads a whole worklist, so the cost of a click does not grow with the list.
 
 Order: a worklist is read in `position` order. Assignment numbers new studies in natural key
@@ -24,7 +24,7 @@ from sqlalchemy import DateTime, Float, Integer, String, and_, func, literal, or
 from sqlalchemy.sql import Select
 
 from db.engine import Database
-from db.models import Patient, Study, WorklistItem, utcnow
+from db.models import Patient, Study, WorklistItem, WorklistProgress, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +281,18 @@ class WorklistService:
         return before // max(1, int(page_size)) + 1
 
     def progress(self, reader_id: int) -> Progress:
-        """Counts per status: one GROUP BY on the (reader, status) index."""
+        """Counts per status: the reader's (at most four) `worklist_progress` rows, which
+        database triggers keep in the same transaction as every status change (migration
+        0007), so the cost does not grow with the worklist (a GROUP BY over 160,000 entries
+        cost about 6x the 1,000-study page)."""
+        with self.db.read() as s:
+            counts = dict(s.execute(select(WorklistProgress.status, WorklistProgress.count)
+                                    .where(WorklistProgress.reader_id == reader_id)).all())
+        return Progress(**{k: int(counts.get(k, 0)) for k in STATUSES})
+
+    def counted_progress(self, reader_id: int) -> Progress:
+        """The same counts by a GROUP BY over the worklist (what the triggers must agree with;
+        for checks and tests, not for handlers)."""
         with self.db.read() as s:
             counts = dict(s.execute(select(WorklistItem.status, func.count(WorklistItem.id))
                                     .where(WorklistItem.reader_id == reader_id)

@@ -31,6 +31,7 @@ from app.services.review import (
     ReviewError,
     ReviewService,
     RevisionView,
+    SectionEdit,
 )
 from app.services.viewer import ImageView, StudyView, StudyViewer
 from db.models import SECTIONS
@@ -322,6 +323,7 @@ class Desk:
             return Saved("A newer edit of this tab is already saved.", {}, False)
         messages: list[str] = []
         wrote = False
+        edits: dict[str, SectionEdit] = {}
         for section, text in self.pending(session, texts, client).items():
             if section in session.conflicts:
                 continue  # waits for "keep mine" / "take theirs"
@@ -329,13 +331,14 @@ class Desk:
             keys = client.typed.get(section)
             timing = (Keystrokes(_utc(keys[0]), _utc(keys[1]), draft is not None)
                       if keys else None)
-            try:
-                rev = self.review.save(session.reader, session.study, section, text,
-                                       session.base.get(section),
-                                       draft_id=draft[0] if draft else None, autosave=autosave,
-                                       timing=timing)
-            except EditConflict as exc:
-                session.conflicts[section] = exc.current
+            edits[section] = SectionEdit(text, session.base.get(section),
+                                         draft[0] if draft else None, timing)
+        # both sections in one transaction: one commit (one fsync) per save, not one each
+        results = (self.review.save_sections(session.reader, session.study, edits,
+                                             autosave=autosave) if edits else {})
+        for section, rev in results.items():
+            if isinstance(rev, EditConflict):
+                session.conflicts[section] = rev.current
                 continue
             session.base[section] = rev.number
             session.shown[section] = rev.text
