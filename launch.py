@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         db = prepare(settings, demo=not args.no_demo, read_only=args.read_only)
     except DatabaseProblem as exc:
         return _refuse(str(exc))
-    accounts = AccountService(db, throttle=LoginThrottle())
+    accounts = AccountService(db, throttle=LoginThrottle(db))  # in memory when read-only
     if login and not accounts.has_logins():
         where = "beyond this machine" if not is_loopback(args.host) else "with --login"
         return _refuse(f"refusing to serve {where} ({args.host}) without reader accounts: add "
@@ -151,7 +151,7 @@ def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) 
     # the panel never downloads: metrics whose weights are not here say so at once
     panel = StudyMetrics(db, config=MetricConfig(download=False))
     ui = build(viewer, drafting, predrafter, preset, review, panel, login=login)
-    sessions = SessionStore(idle_s=args.session_idle_minutes * 60,
+    sessions = SessionStore(db, idle_s=args.session_idle_minutes * 60,
                             absolute_s=args.session_max_hours * 3600)
     options = ServerOptions(host=args.host, port=args.port, login=login,
                             ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
