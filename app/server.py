@@ -123,8 +123,7 @@ class TabOwners:
 
 
 def is_public(path: str) -> bool:
-    return path in PUBLIC_PATHS or path.rstrip("/") in PUBLIC_PATHS or \
-        path.startswith(PUBLIC_PREFIXES)
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
 
 
 async def session_hashes(request: Request) -> set[str]:
