@@ -10,6 +10,7 @@ queue protocol with each reader's session cookie, the way the page makes them.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -387,6 +388,49 @@ def test_wrong_passwords_are_throttled_and_audited(team):
     assert ("login_throttled", "127.0.0.1", 0) in rows
     time.sleep(int(refused.headers["retry-after"]) + 1.5)  # back-off over: bob may log in
     assert tab.login("bob", PASSWORDS["bob"]).status_code == 200
+
+
+def test_sessions_logouts_and_throttling_survive_a_restart(team):
+    """A real app process, stopped and started again on the same database: a signed-in reader
+    stays signed in, a logged-out cookie stays refused, a throttled account stays throttled;
+    the database holds only hashes of the session tokens."""
+    _, db, work = team
+    cli("readers", "add", "carol", "--password-stdin", "--db", str(db),
+        stdin="amber-falcon-2210\n")
+    args = ("--db", str(db), "--login", "--no-demo", "--no-predraft",
+            "--login-backoff-seconds", "120")
+    first = RunningApp(work, *args)
+    try:
+        alice, bob = logged_in(first, "alice"), logged_in(first, "bob")
+        kept, dropped = (t.http.cookies.get("rrg-session") for t in (alice, bob))
+        assert bob.http.get("logout").status_code == 303
+        carol = Tab(first)
+        assert [carol.login("carol", "wrong-guess").status_code for _ in range(4)] == [401] * 4
+        assert carol.login("carol", "amber-falcon-2210").status_code == 429
+    finally:
+        first.stop()
+    with sqlite3.connect(db) as conn:
+        stored = [r[0] for r in conn.execute("SELECT token_hash FROM web_session")]
+    assert hashlib.sha256(kept.encode()).hexdigest() in stored
+    assert hashlib.sha256(dropped.encode()).hexdigest() not in stored
+    assert not any(token in stored for token in (kept, dropped))
+    second = RunningApp(work, *args)
+    try:
+        resumed = Tab(second, cookies=httpx.Cookies({"rrg-session": kept}))
+        config = resumed.config()
+        load = next(d for d in config["dependencies"] if [0, "load"] in d["targets"])
+        shown = resumed.run(load, _component_values(config))  # the page opens as alice's
+        assert shown["success"] and "Reader: **alice**" in json.dumps(shown)
+        replay = Tab(second, cookies=httpx.Cookies({"rrg-session": dropped}))
+        assert replay.http.get("config").status_code == 401
+        page = replay.http.get("", headers={"accept": "text/html"})
+        assert page.status_code == 303 and page.headers["location"] == "login?msg=expired"
+        again = Tab(second).login("carol", "amber-falcon-2210")  # the right password, but ...
+        assert again.status_code == 429, again.text
+        assert 1 <= int(again.headers["retry-after"]) <= 120
+        assert logged_in(second, "bob").http.get("config").status_code == 200  # others may
+    finally:
+        second.stop()
 
 
 def _export(tab: Tab, fmt: str, mine: bool) -> tuple[str, str]:
