@@ -473,6 +473,43 @@ def test_a_readers_export_holds_only_their_own_work_without_phi_or_formulas(team
     _assert_no_phi(page)
 
 
+def test_cli_exports_and_the_audit_trail_carry_no_folder_names_unless_asked(team, tmp_path):
+    """The study imported from `DOE_JOHN_MRN-5550001/` (import -> draft -> reviews -> export):
+    the CLI's CSV, JSON and HTML and the RRG24 prediction/id files beside them show opaque ids;
+    the dataset's own keys appear only when asked for (--dataset-keys, audited as such); the
+    audit trail, in the table and as `rrg-review audit` prints it, never holds the name."""
+    app, db, _ = team
+    logged_in(app, "alice").call("export-button", {"export-format": "csv"})  # audited too
+    plain = tmp_path / "plain"
+    for fmt in ("csv", "json", "html"):
+        cli("export", "--format", fmt, "--out", str(plain / f"report.{fmt}"), "--db", str(db),
+            "--metrics", "bleu4", "--offline", "--bootstrap", "20")
+    written = sorted(plain.iterdir())
+    assert {p.suffix for p in written} >= {".csv", ".json", ".html", ".txt"}, written
+    assert any(p.name.endswith(".ids.txt") for p in written)
+    for path in written:
+        text = path.read_text()
+        _assert_no_phi(text)
+        assert PHI_FOLDER not in path.name
+    ids = next(p for p in written if p.name.endswith(".findings.ids.txt")).read_text()
+    assert re.search(r"^folder/study-[0-9a-f]{12}$", ids, re.M), ids
+    both = plain / "report.csv"
+    assert "alice-secret-edit" in both.read_text() and "bob-secret-edit" in both.read_text()
+    asked = tmp_path / "asked"
+    cli("export", "--format", "csv", "--out", str(asked / "keys.csv"), "--dataset-keys",
+        "--db", str(db), "--metrics", "bleu4", "--offline", "--bootstrap", "20")
+    assert PHI_FOLDER in (asked / "keys.csv").read_text()  # the admin asked for them
+    with sqlite3.connect(db) as conn:
+        trail = conn.execute("SELECT actor, action, target, address, detail FROM audit_event"
+                             ).fetchall()
+    assert len(trail) > 20 and {"save", "rate", "export", "login"} <= {r[1] for r in trail}
+    assert sum(r[1] == "export" and r[4] == "dataset keys" for r in trail) == 1
+    _assert_no_phi(json.dumps(trail))
+    printed = cli("audit", "--limit", "100000", "--db", str(db)).stdout
+    assert "\texport\t" in printed
+    _assert_no_phi(printed)
+
+
 def test_an_admin_exports_everyones_work_with_opaque_ids(team):
     app, db, _ = team
     root = logged_in(app, "root")
