@@ -47,6 +47,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="sign a reader out after this long without a request (30)")
     parser.add_argument("--session-max-hours", type=float, default=12.0,
                         help="sign a reader out this long after the login, active or not (12)")
+    parser.add_argument("--login-backoff-seconds", type=float, default=1.0,
+                        help="after 3 failed logins of an account (10 of an address), wait this "
+                             "long before the next is checked, doubling with each further "
+                             "failure up to 15 minutes (1)")
     return parser.parse_args(argv)
 
 
@@ -104,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         db = prepare(settings, demo=not args.no_demo, read_only=args.read_only)
     except DatabaseProblem as exc:
         return _refuse(str(exc))
-    accounts = AccountService(db, throttle=LoginThrottle())
+    # counters in the database (in memory when it is open read-only)
+    accounts = AccountService(db, throttle=LoginThrottle(
+        db, base_delay_s=max(0.1, args.login_backoff_seconds)))
     if login and not accounts.has_logins():
         where = "beyond this machine" if not is_loopback(args.host) else "with --login"
         return _refuse(f"refusing to serve {where} ({args.host}) without reader accounts: add "
@@ -151,7 +157,7 @@ def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) 
     # the panel never downloads: metrics whose weights are not here say so at once
     panel = StudyMetrics(db, config=MetricConfig(download=False))
     ui = build(viewer, drafting, predrafter, preset, review, panel, login=login)
-    sessions = SessionStore(idle_s=args.session_idle_minutes * 60,
+    sessions = SessionStore(db, idle_s=args.session_idle_minutes * 60,
                             absolute_s=args.session_max_hours * 3600)
     options = ServerOptions(host=args.host, port=args.port, login=login,
                             ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,

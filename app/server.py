@@ -9,9 +9,17 @@ login). FastAPI is imported at module level because it resolves the route annota
 - `GET /login` shows a plain form; `POST /login` checks the password through
   `AccountService.authenticate` (throttled per account and per address, audited) and sets an
   HttpOnly, SameSite=Strict cookie (Secure under TLS) holding a server-side session token.
-- Every Gradio route asks `SessionStore.user(token)` who is calling; an unknown, idle or too
-  old session gets 401 from Gradio's own API routes, and the page redirects to `/login`.
-  Handlers then see the signed-in name as `gr.Request.username`.
+- Every other route (Gradio's API, files, its queue and heartbeat, which Gradio itself leaves
+  open) asks `SessionStore.user(token)` who is calling, once per request: an unknown, idle or
+  too old session gets 401, and the page redirects to `/login`. Only the login form and the
+  page's static assets (the same JS/CSS for everyone) are served without a session. Handlers
+  see the signed-in name as `gr.Request.username`.
+- A Gradio session hash (one browser tab: its server-side state, its queue of results, its
+  heartbeat) belongs to the account that first used it (`TabOwners`). Gradio binds it to no
+  user, so without this check another reader could read the tab's results off
+  `queue/data?session_hash=`, run its events, cancel them or close it; any request naming
+  another account's session hash, in the path, the query or the JSON body, gets 403 and is
+  audited (`tab_refused`). Gradio's media-stream routes, which the page does not use, are off.
 - `GET|POST /logout` revokes the session (audited) and returns to the login form.
 - A downloaded export (`rrg-review-report.*` in Gradio's private cache) is deleted once sent.
 """
@@ -19,8 +27,12 @@ login). FastAPI is imported at module level because it resolves the route annota
 from __future__ import annotations
 
 import html
+import json
 import logging
+import re
 import ssl
+import threading
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +50,15 @@ log = logging.getLogger(__name__)
 
 COOKIE = "rrg-session"
 EXPORT_PREFIX = "rrg-review-report"
+# served without a session: the login form, logout, and the page's static files (the same
+# JavaScript, CSS and fonts for everyone; nothing of a reader's)
+PUBLIC_PATHS = frozenset({"/login", "/logout", "/favicon.ico", "/theme.css", "/robots.txt",
+                          "/manifest.json"})
+PUBLIC_PREFIXES = ("/assets/", "/static/", "/svelte/", "/pwa_icon")
+# routes whose path names a session hash (the "call" API uses its event id as one)
+_HASH_IN_PATH = (re.compile(r"^/gradio_api/heartbeat/([^/]+)/?$"),
+                 re.compile(r"^/gradio_api/call/(?:v2/)?[^/]+/([^/]+)/?$"))
+_BODY_LIMIT = 8 * 1024 * 1024  # an event's inputs are text; uploads go to /upload (multipart)
 
 
 @dataclass(frozen=True)
@@ -69,6 +90,59 @@ def check_tls_files(certfile: str, keyfile: str | None) -> None:
     except (ssl.SSLError, OSError) as exc:
         raise TLSFilesError(f"the TLS certificate {certfile} and key {keyfile} cannot be used "
                             f"together ({exc.strerror or exc.reason or exc})") from None
+
+
+class TabOwners:
+    """Which account each Gradio session hash (one browser tab) belongs to: the first account
+    that used it. In memory, like Gradio's own per-tab state it protects (a restart loses
+    both, and the page starts a new tab). Entries unused for `forget_s` are dropped."""
+
+    def __init__(self, *, forget_s: float = 24 * 3600, limit: int = 200_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.forget_s, self.limit, self.clock = forget_s, limit, clock
+        self._owners: dict[str, tuple[str, float]] = {}  # hash -> (account, last used)
+        self._lock = threading.Lock()
+
+    def claim(self, session_hash: str, user: str) -> str | None:
+        """None when `user` may use the tab (now bound to them), else its owner's name."""
+        now = self.clock()
+        with self._lock:
+            found = self._owners.get(session_hash)
+            if found is not None and found[0] != user and now - found[1] <= self.forget_s:
+                return found[0]
+            self._owners[session_hash] = (user, now)
+            if len(self._owners) > self.limit:
+                self._forget(now)
+        return None
+
+    def _forget(self, now: float) -> None:
+        stale = [h for h, (_, seen) in self._owners.items() if now - seen > self.forget_s]
+        for h in stale or sorted(self._owners, key=lambda k: self._owners[k][1])[
+                :len(self._owners) // 2]:
+            del self._owners[h]
+
+
+def is_public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+
+
+async def session_hashes(request: Request) -> set[str]:
+    """Every Gradio session hash a request names: in its path, its query or its JSON body."""
+    found = set(request.query_params.getlist("session_hash"))
+    for pattern in _HASH_IN_PATH:
+        match = pattern.match(request.url.path)
+        if match and request.method in ("GET", "HEAD"):
+            found.add(urllib.parse.unquote(match.group(1)))
+    if request.method == "POST" and request.url.path.startswith("/gradio_api/"):
+        body = await request.body()  # cached by Starlette: the route reads it again
+        if body and not request.headers.get("content-type", "").startswith("multipart/"):
+            try:
+                data = json.loads(body)
+            except ValueError:  # Gradio answers malformed JSON itself (422)
+                data = None
+            if isinstance(data, dict) and data.get("session_hash") is not None:
+                found.add(str(data["session_hash"]))
+    return found
 
 
 def client_address(request: Any) -> str | None:
@@ -114,9 +188,16 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     launch_kwargs = dict(launch_kwargs or {})
+    tabs = TabOwners()
 
     def current_user(request: Request) -> str | None:
-        return sessions.user(request.cookies.get(COOKIE))
+        """The signed-in account, looked up once per request (Gradio asks several times)."""
+        known = getattr(request.state, "rrg_user", False)
+        if known is not False:
+            return known
+        user = sessions.user(request.cookies.get(COOKIE))
+        request.state.rrg_user = user
+        return user
 
     def wants_html(request: Request) -> bool:
         return "text/html" in request.headers.get("accept", "")
@@ -172,11 +253,29 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
     @app.middleware("http")
     async def guard(request: Request, call_next):
         path = request.url.path
-        if (options.login and request.method in ("GET", "HEAD") and path in ("/", "")
-                and current_user(request) is None):
-            expired = COOKIE in request.cookies
-            return RedirectResponse("login" + ("?msg=expired" if expired else ""),
-                                    status_code=303)
+        if options.login and not is_public(path):
+            user = await run_in_threadpool(current_user, request)  # a database read
+            if user is None:
+                if request.method in ("GET", "HEAD") and path in ("/", ""):
+                    expired = COOKIE in request.cookies
+                    return RedirectResponse("login" + ("?msg=expired" if expired else ""),
+                                            status_code=303)
+                return JSONResponse({"detail": "Not authenticated: sign in at /login."},
+                                    status_code=401)
+            if path.startswith("/gradio_api/stream/"):
+                return JSONResponse({"detail": "Not found"}, status_code=404)
+            if request.method == "POST" and len(await request.body()) > _BODY_LIMIT:
+                return JSONResponse({"detail": "Request too large"}, status_code=413)
+            for session_hash in await session_hashes(request):
+                owner = tabs.claim(session_hash, user)
+                if owner is not None:
+                    log.warning("refused: %s used a tab of %s (%s)", user, owner, path)
+                    await run_in_threadpool(
+                        accounts.audit.record, "tab_refused", actor=user, ok=False,
+                        address=client_address(request), target=path[:255],
+                        detail=f"tab of {owner}")
+                    return JSONResponse({"detail": "This tab belongs to another reader; "
+                                                   "reload the page."}, status_code=403)
         response = await call_next(request)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("X-Frame-Options", "SAMEORIGIN")

@@ -181,6 +181,33 @@ class AuditEvent(Base):
     detail: Mapped[str | None] = mapped_column(Text)
 
 
+class WebSession(Base):
+    """A signed-in browser. Only the SHA-256 of its cookie token is kept, so a copy of the
+    database does not let anyone sign in; times are wall-clock seconds (UTC epoch), so idle
+    and absolute expiry are checked the same way by every app process and after a restart."""
+
+    __tablename__ = "web_session"
+    __table_args__ = (Index("ix_web_session_reader", "reader_id"),)
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    reader_id: Mapped[int] = mapped_column(ForeignKey("reader.id", ondelete="CASCADE"))
+    created_s: Mapped[float] = mapped_column(Float)
+    seen_s: Mapped[float] = mapped_column(Float)
+
+
+class LoginThrottleState(Base):
+    """Failed logins of one key ("account:NAME" or "address:IP") and when the next attempt may
+    be checked (wall-clock epoch seconds), so a restart does not reset the back-off."""
+
+    __tablename__ = "login_throttle"
+    __table_args__ = (Index("ix_login_throttle_last_failure", "last_failure_s"),)
+
+    key: Mapped[str] = mapped_column(String(160), primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer)
+    not_before_s: Mapped[float] = mapped_column(Float)
+    last_failure_s: Mapped[float] = mapped_column(Float)
+
+
 class Draft(Base):
     """One generated section of one study by one model; failures are kept with their error."""
 

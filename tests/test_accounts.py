@@ -172,3 +172,63 @@ def test_migration_0004_gives_roles_and_keeps_the_local_reader_an_admin(tmp_path
         assert conn.execute(text("SELECT count(*) FROM audit_event")).scalar() == 0
     assert roles == {"local": "admin", "dr.x": "reader"}
     old.dispose()
+
+
+@pytest.mark.both_databases
+def test_the_throttle_kept_in_the_database_survives_a_new_process(db):
+    """Counters are rows: a new LoginThrottle on the same database (a restarted app) sees the
+    back-off; a success clears it; a key quiet for `forget_s` starts from nothing."""
+    clock = Clock()
+    first = LoginThrottle(db, free=3, base_delay_s=1.0, max_delay_s=8.0, clock=clock)
+    assert [first.failure("account:x") for _ in range(6)] == [0, 0, 0, 1, 2, 4]
+    restarted = LoginThrottle(db, free=3, base_delay_s=1.0, max_delay_s=8.0, clock=clock)
+    assert restarted.wait("account:x") == 4 and restarted.wait("account:y") == 0
+    assert restarted.failure("account:x") == 8
+    clock.now += 8
+    assert first.wait("account:x") == 0
+    restarted.success("account:x")
+    assert first.failure("account:x") == 0  # counting starts again
+    for _ in range(4):
+        first.failure("address:10.1.1.1")
+    clock.now += first.forget_s + 1  # a day later: forgotten, and pruned on the next failure
+    assert first.failure("address:10.1.1.2") == 0
+    assert first.failure("address:10.1.1.1") == 0
+    from db.models import LoginThrottleState
+
+    with db.read() as s:
+        assert s.get(LoginThrottleState, "address:10.1.1.1").failures == 1
+
+
+@pytest.mark.both_databases
+def test_sessions_kept_in_the_database_store_only_a_hash_and_survive_a_new_process(db):
+    from db.models import WebSession
+
+    accounts = AccountService(db)
+    accounts.add("dr.a", "a-fine-password")
+    accounts.add("dr.b", "b-fine-password")
+    clock = Clock()
+    store = SessionStore(db, idle_s=60, absolute_s=300, clock=clock)
+    token = store.create("dr.a")
+    with db.read() as s:
+        stored = s.scalars(select(WebSession.token_hash)).all()
+    assert len(stored) == 1 and token not in stored[0] and len(stored[0]) == 64
+    restarted = SessionStore(db, idle_s=60, absolute_s=300, clock=clock)
+    assert restarted.user(token) == "dr.a" and restarted.user("forged") is None
+    assert restarted.user(None) is None and restarted.user("x" * 10_000) is None
+    for _ in range(4):  # active every 50 s, seen by either process: never idle ...
+        clock.now += 50
+        assert (store if _ % 2 else restarted).user(token) == "dr.a"
+    clock.now += 101  # ... but 301 s after the login it is over in both
+    assert store.user(token) is None and restarted.user(token) is None
+    idle = store.create("dr.a")
+    clock.now += 61
+    assert restarted.user(idle) is None
+    a, b, other = store.create("dr.a"), store.create("dr.a"), store.create("dr.b")
+    assert restarted.revoke(a) == "dr.a" and store.user(a) is None and store.user(b) == "dr.a"
+    assert restarted.revoke(a) is None
+    accounts.set_password("dr.a", "another-fine-pw")  # a new password ends every session
+    assert store.user(b) is None and store.user(other) == "dr.b"
+    accounts.set_role("dr.b", "admin")  # so does a new role
+    assert store.user(other) is None
+    with db.read() as s:  # expired rows were pruned on the way
+        assert s.scalars(select(WebSession)).all() == []

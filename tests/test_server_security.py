@@ -10,6 +10,7 @@ queue protocol with each reader's session cookie, the way the page makes them.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -102,6 +103,27 @@ class Tab:
         r.raise_for_status()
         return r.json()
 
+    def run(self, dep: dict, values: dict[int, object], event_data: dict | None = None) -> dict:
+        """Run one event (a `dependencies` entry of the page config) with the inputs given by
+        component id, and wait for its result."""
+        trigger = dep["targets"][0][0] if dep["targets"] else None
+        return self._join({"data": [values.get(i) for i in dep["inputs"]],
+                           "fn_index": dep["id"], "trigger_id": trigger,
+                           "event_data": event_data, "session_hash": self.session_hash})
+
+    def _join(self, body: dict) -> dict:
+        join = self.http.post("gradio_api/queue/join", json=body)
+        join.raise_for_status()
+        with self.http.stream("GET", "gradio_api/queue/data",
+                              params={"session_hash": self.session_hash}) as stream:
+            for line in stream.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                msg = json.loads(line[5:])
+                if msg.get("msg") == "process_completed":
+                    return msg
+        raise AssertionError("no process_completed message")
+
     def call(self, trigger_elem: str, values: dict[str, object]) -> dict:
         """Run the handler bound to the element `trigger_elem` with inputs given by elem_id
         (State and other inputs not named are sent as null, as the page sends state)."""
@@ -113,19 +135,8 @@ class Tab:
                              if any(t[0] == target for t in d["targets"]))
         fn_index = dep.get("id", fn_index)
         data = [values.get(by_id[i].get("props", {}).get("elem_id")) for i in dep["inputs"]]
-        join = self.http.post("gradio_api/queue/join", json={
-            "data": data, "fn_index": fn_index, "trigger_id": target, "event_data": None,
-            "session_hash": self.session_hash})
-        join.raise_for_status()
-        with self.http.stream("GET", "gradio_api/queue/data",
-                              params={"session_hash": self.session_hash}) as stream:
-            for line in stream.iter_lines():
-                if not line.startswith("data:"):
-                    continue
-                msg = json.loads(line[5:])
-                if msg.get("msg") == "process_completed":
-                    return msg
-        raise AssertionError("no process_completed message")
+        return self._join({"data": data, "fn_index": fn_index, "trigger_id": target,
+                           "event_data": None, "session_hash": self.session_hash})
 
 
 def _png(path: Path, pixels: np.ndarray) -> None:
@@ -212,6 +223,153 @@ def test_unauthenticated_calls_get_401_and_the_page_sends_to_login(team):
     assert forged.http.get("config").status_code == 401
 
 
+def _every_route() -> list[tuple[str, str]]:
+    """(method, path) of every HTTP route of the app, read from the real FastAPI app (ours with
+    Gradio's mounted in it), path parameters filled in: a route Gradio adds is covered too."""
+    import gradio as gr
+
+    from app.server import ServerOptions, build_app
+
+    with gr.Blocks() as blocks:
+        gr.Textbox()
+    app = build_app(blocks, None, None, ServerOptions(login=True))  # routes only: never called
+    found: list[tuple[str, str]] = []
+
+    def walk(routes, prefix: str) -> None:
+        for route in routes:
+            included = getattr(route, "include_context", None)  # FastAPI's include_router
+            if included is not None:
+                walk(route.original_router.routes, prefix + included.prefix)
+            elif hasattr(route, "routes") and not hasattr(route, "methods"):  # a Mount
+                walk(route.routes, prefix + route.path)
+            elif getattr(route, "methods", None):
+                path = re.sub(r"\{[^}]+\}", "1", prefix + route.path)
+                found.extend((m, path) for m in sorted(route.methods) if m != "HEAD")
+
+    walk(app.routes, "")
+    return sorted(set(found))
+
+
+def test_every_route_but_the_login_form_and_static_files_needs_a_session(team):
+    app, _, _ = team
+    from app.server import is_public
+
+    routes = _every_route()
+    paths = {p for _, p in routes}
+    assert {"/config", "/gradio_api/queue/join", "/gradio_api/queue/data", "/gradio_api/cancel",
+            "/gradio_api/heartbeat/1", "/gradio_api/file=1", "/gradio_api/upload",
+            "/gradio_api/info", "/login", "/logout"} <= paths, sorted(paths)
+    anon = Tab(app)
+    forged = Tab(app, cookies=httpx.Cookies({"rrg-session": "forged-token"}))
+    checked = 0
+    for method, path in routes:
+        if is_public(path):
+            continue
+        for tab in (anon, forged):
+            response = tab.http.request(method, path.lstrip("/"), json={}, timeout=10)
+            if path in ("/", ""):
+                assert response.status_code == 303, (method, path)
+                assert response.headers["location"].startswith("login")
+            else:
+                assert response.status_code == 401, (method, path, response.status_code,
+                                                      response.text[:200])
+            assert "secret" not in response.text
+        checked += 1
+    assert checked > 40  # Gradio's API, files, queue, heartbeat, streams, monitoring, ...
+    # the public ones give nothing of a reader's: the form, and the same static files for all
+    assert anon.http.get("login").status_code == 200
+    assert anon.http.get("logout").status_code == 303
+
+
+def _component_values(config: dict) -> dict[int, object]:
+    """Each component's value as the page would send it (a State is sent as null)."""
+    return {c["id"]: (None if c.get("type") == "state" else c.get("props", {}).get("value"))
+            for c in config["components"]}
+
+
+def _shown(dep: dict, done: dict) -> dict[int, object]:
+    """The values an event put on the page (what the page would send with the next event)."""
+    return {i: v for i, v in zip(dep["outputs"], done["output"]["data"], strict=True)
+            if not (isinstance(v, dict) and v.get("__type__") == "update")}
+
+
+def _snapshot(db: Path) -> dict[str, list]:
+    """Everything a reader's work consists of, to compare before and after an attack."""
+    with sqlite3.connect(db) as conn:
+        return {table: conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+                for table in ("revision", "rating", "worklist_item", "section_timing", "draft")}
+
+
+def test_every_event_of_the_page_refuses_another_readers_tab(team):
+    """alice, with her own cookie, names bob's session hash in every event the page can
+    trigger (read from the page's config: private events too, by fn_index, through the queue
+    and the direct route) and in Gradio's per-tab routes: each is refused, nothing of bob's
+    comes back and nothing is written."""
+    app, db, _ = team
+    alice, bob = logged_in(app, "alice"), logged_in(app, "bob")
+    config = bob.config()
+    deps = config["dependencies"]
+    assert len(deps) > 30
+    values = _component_values(config)
+    # bob's tab opens the way the page opens it: the load events bind its state to him
+    loads = [d for d in deps if any(t[1] == "load" for t in d["targets"]) and d["backend_fn"]]
+    assert loads
+    for dep in loads:
+        done = bob.run(dep, values)
+        assert done["success"], done
+        values.update(_shown(dep, done))
+    # ... and he opens the study from the folder named after a patient (a row click)
+    table = next(c["id"] for c in config["components"] if c.get("type") == "dataframe"
+                 and values.get(c["id"]) and "study" in values[c["id"]]["headers"])
+    rows = values[table]["data"]
+    row = next(i for i, r in enumerate(rows) if PHI_FOLDER in str(r))
+    select = next(d for d in deps if [table, "select"] in d["targets"])
+    opened = bob.run(select, values, event_data={"index": [row, 1], "value": rows[row][1],
+                                                 "row_value": rows[row], "selected": True})
+    assert opened["success"] and "@bob-secret-edit" in json.dumps(opened), opened
+    values.update(_shown(select, opened))
+    before = _snapshot(db)
+    with sqlite3.connect(db) as conn:
+        audited = conn.execute("SELECT count(*) FROM audit_event").fetchone()[0]
+    hostile = {c["id"]: "alice was here" for c in config["components"]
+               if c.get("type") == "textbox"}
+    refused = 0
+    for dep in deps:
+        data = [hostile.get(i, values.get(i)) for i in dep["inputs"]]
+        trigger = dep["targets"][0][0] if dep["targets"] else None
+        body = {"data": data, "fn_index": dep["id"], "trigger_id": trigger,
+                "event_data": None, "session_hash": bob.session_hash}
+        for route in ("gradio_api/queue/join", "gradio_api/run/predict"):
+            response = alice.http.post(route, json=body)
+            assert response.status_code == 403, (dep["id"], route, response.text[:300])
+            assert "bob" not in response.text.replace("belongs to another reader", "")
+            refused += 1
+    hash_ = bob.session_hash
+    for method, path, payload in (
+            ("GET", f"gradio_api/queue/data?session_hash={hash_}", None),
+            ("GET", f"gradio_api/heartbeat/{hash_}", None),
+            ("GET", f"gradio_api/call/save/{hash_}", None),
+            ("POST", "gradio_api/cancel", {"session_hash": hash_, "fn_index": 0,
+                                           "event_id": "x"}),
+            ("POST", "gradio_api/call/save", {"data": [], "session_hash": hash_})):
+        response = alice.http.request(method, path, json=payload, timeout=10)
+        assert response.status_code == 403, (path, response.status_code, response.text[:300])
+        refused += 1
+    assert _snapshot(db) == before  # nothing written into anyone's work
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT actor, action, ok, detail FROM audit_event ORDER BY id "
+                            "LIMIT -1 OFFSET ?", (audited,)).fetchall()
+    assert rows.count(("alice", "tab_refused", 0, "tab of bob")) == refused
+    assert {r[1] for r in rows} == {"tab_refused"}
+    # the refusal is about the tab, not alice: her own tab runs the same load events ...
+    for dep in loads:
+        mine = alice.run(dep, values)
+        assert mine["success"] and "bob-secret" not in json.dumps(mine)
+    # ... and bob's tab is still his, with his text
+    done = bob.call("save", {"edit-findings": "bob saves again"})
+    assert done["success"] and "another reader" not in json.dumps(done)
+
+
 def test_wrong_passwords_are_throttled_and_audited(team):
     app, db, _ = team
     tab = Tab(app)
@@ -230,6 +388,49 @@ def test_wrong_passwords_are_throttled_and_audited(team):
     assert ("login_throttled", "127.0.0.1", 0) in rows
     time.sleep(int(refused.headers["retry-after"]) + 1.5)  # back-off over: bob may log in
     assert tab.login("bob", PASSWORDS["bob"]).status_code == 200
+
+
+def test_sessions_logouts_and_throttling_survive_a_restart(team):
+    """A real app process, stopped and started again on the same database: a signed-in reader
+    stays signed in, a logged-out cookie stays refused, a throttled account stays throttled;
+    the database holds only hashes of the session tokens."""
+    _, db, work = team
+    cli("readers", "add", "carol", "--password-stdin", "--db", str(db),
+        stdin="amber-falcon-2210\n")
+    args = ("--db", str(db), "--login", "--no-demo", "--no-predraft",
+            "--login-backoff-seconds", "120")
+    first = RunningApp(work, *args)
+    try:
+        alice, bob = logged_in(first, "alice"), logged_in(first, "bob")
+        kept, dropped = (t.http.cookies.get("rrg-session") for t in (alice, bob))
+        assert bob.http.get("logout").status_code == 303
+        carol = Tab(first)
+        assert [carol.login("carol", "wrong-guess").status_code for _ in range(4)] == [401] * 4
+        assert carol.login("carol", "amber-falcon-2210").status_code == 429
+    finally:
+        first.stop()
+    with sqlite3.connect(db) as conn:
+        stored = [r[0] for r in conn.execute("SELECT token_hash FROM web_session")]
+    assert hashlib.sha256(kept.encode()).hexdigest() in stored
+    assert hashlib.sha256(dropped.encode()).hexdigest() not in stored
+    assert not any(token in stored for token in (kept, dropped))
+    second = RunningApp(work, *args)
+    try:
+        resumed = Tab(second, cookies=httpx.Cookies({"rrg-session": kept}))
+        config = resumed.config()
+        load = next(d for d in config["dependencies"] if [0, "load"] in d["targets"])
+        shown = resumed.run(load, _component_values(config))  # the page opens as alice's
+        assert shown["success"] and "Reader: **alice**" in json.dumps(shown)
+        replay = Tab(second, cookies=httpx.Cookies({"rrg-session": dropped}))
+        assert replay.http.get("config").status_code == 401
+        page = replay.http.get("", headers={"accept": "text/html"})
+        assert page.status_code == 303 and page.headers["location"] == "login?msg=expired"
+        again = Tab(second).login("carol", "amber-falcon-2210")  # the right password, but ...
+        assert again.status_code == 429, again.text
+        assert 1 <= int(again.headers["retry-after"]) <= 120
+        assert logged_in(second, "bob").http.get("config").status_code == 200  # others may
+    finally:
+        second.stop()
 
 
 def _export(tab: Tab, fmt: str, mine: bool) -> tuple[str, str]:
@@ -270,6 +471,43 @@ def test_a_readers_export_holds_only_their_own_work_without_phi_or_formulas(team
     _, page = _export(alice, "html", False)
     assert "bob-secret" not in page and "alice-secret" in page
     _assert_no_phi(page)
+
+
+def test_cli_exports_and_the_audit_trail_carry_no_folder_names_unless_asked(team, tmp_path):
+    """The study imported from `DOE_JOHN_MRN-5550001/` (import -> draft -> reviews -> export):
+    the CLI's CSV, JSON and HTML and the RRG24 prediction/id files beside them show opaque ids;
+    the dataset's own keys appear only when asked for (--dataset-keys, audited as such); the
+    audit trail, in the table and as `rrg-review audit` prints it, never holds the name."""
+    app, db, _ = team
+    logged_in(app, "alice").call("export-button", {"export-format": "csv"})  # audited too
+    plain = tmp_path / "plain"
+    for fmt in ("csv", "json", "html"):
+        cli("export", "--format", fmt, "--out", str(plain / f"report.{fmt}"), "--db", str(db),
+            "--metrics", "bleu4", "--offline", "--bootstrap", "20")
+    written = sorted(plain.iterdir())
+    assert {p.suffix for p in written} >= {".csv", ".json", ".html", ".txt"}, written
+    assert any(p.name.endswith(".ids.txt") for p in written)
+    for path in written:
+        text = path.read_text()
+        _assert_no_phi(text)
+        assert PHI_FOLDER not in path.name
+    ids = next(p for p in written if p.name.endswith(".findings.ids.txt")).read_text()
+    assert re.search(r"^folder/study-[0-9a-f]{12}$", ids, re.M), ids
+    both = plain / "report.csv"
+    assert "alice-secret-edit" in both.read_text() and "bob-secret-edit" in both.read_text()
+    asked = tmp_path / "asked"
+    cli("export", "--format", "csv", "--out", str(asked / "keys.csv"), "--dataset-keys",
+        "--db", str(db), "--metrics", "bleu4", "--offline", "--bootstrap", "20")
+    assert PHI_FOLDER in (asked / "keys.csv").read_text()  # the admin asked for them
+    with sqlite3.connect(db) as conn:
+        trail = conn.execute("SELECT actor, action, target, address, detail FROM audit_event"
+                             ).fetchall()
+    assert len(trail) > 20 and {"save", "rate", "export", "login"} <= {r[1] for r in trail}
+    assert sum(r[1] == "export" and r[4] == "dataset keys" for r in trail) == 1
+    _assert_no_phi(json.dumps(trail))
+    printed = cli("audit", "--limit", "100000", "--db", str(db)).stdout
+    assert "\texport\t" in printed
+    _assert_no_phi(printed)
 
 
 def test_an_admin_exports_everyones_work_with_opaque_ids(team):

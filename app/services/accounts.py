@@ -6,8 +6,10 @@
   not one repeated character, not a well-known password.
 - Throttling: after a few failures an account, and separately a client address, must wait
   1 s, 2 s, 4 s ... (at most 15 min) before the next attempt is even checked; each refusal is
-  logged and audited.
-- Sessions: server-side tokens with an idle and an absolute lifetime; logout revokes them.
+  logged and audited. The counters are kept in the database: a restart does not reset them.
+- Sessions: server-side tokens (only their SHA-256 is stored, in the database) with an idle and
+  an absolute lifetime, checked in the query; logout revokes them; a new password or role ends
+  every session of the account. All of it survives a restart of the app.
 - Roles: `reader` (own work only) and `admin` (every reader's export, unloading the model).
 """
 
@@ -25,11 +27,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import delete, not_, or_, select, update
 
 from app.services.audit import AuditLog
 from db.engine import Database
-from db.models import ROLES, Reader
+from db.models import ROLES, LoginThrottleState, Reader, WebSession
 
 log = logging.getLogger(__name__)
 
@@ -122,39 +124,81 @@ def check_name(name: str) -> None:
 
 # -- throttling --------------------------------------------------------------------------------
 class LoginThrottle:
-    """Exponential back-off per key ("account:alice", "address:10.0.0.7"), in memory.
+    """Exponential back-off per key ("account:alice", "address:10.0.0.7").
 
     `free` failures are allowed, then each further failure doubles the wait before the next
-    attempt is looked at (base, 2*base, ... capped at `max_delay_s`). A success clears the key.
+    attempt is looked at (base, 2*base, ... capped at `max_delay_s`). A success clears the key;
+    a key with no failure for `forget_s` starts again from nothing.
+
+    With a database (the app's) the counters are rows of `login_throttle` with wall-clock
+    times, so a restart does not reset the back-off and every app process sharing the database
+    sees the same counters; the read-modify-write runs in one write transaction (writes are
+    serialised on both backends). Without one (tests, a `--read-only` database) they are kept
+    in memory.
     """
 
-    def __init__(self, *, free: int = 3, base_delay_s: float = 1.0, max_delay_s: float = 900.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.free, self.base, self.cap, self.clock = free, base_delay_s, max_delay_s, clock
-        self._state: dict[str, tuple[int, float]] = {}  # key -> (failures, not before)
-        self._lock = threading.Lock()
+    def __init__(self, db: Database | None = None, *, free: int = 3, base_delay_s: float = 1.0,
+                 max_delay_s: float = 900.0, forget_s: float = 24 * 3600,
+                 clock: Callable[[], float] | None = None) -> None:
+        self.db = db if db is not None and not db.read_only else None
+        self.free, self.base, self.cap, self.forget_s = free, base_delay_s, max_delay_s, forget_s
+        self.clock = clock or (time.time if self.db is not None else time.monotonic)
+        self._state: dict[str, tuple[int, float, float]] = {}  # key -> (failures, not before,
+        self._lock = threading.Lock()                           #        last failure)
+
+    def _delay(self, failures: int, allowed: int) -> float:
+        over = failures - allowed
+        return 0.0 if over <= 0 else min(self.cap, self.base * 2 ** (over - 1))
 
     def wait(self, key: str) -> float:
-        with self._lock:
-            _, not_before = self._state.get(key, (0, 0.0))
-        return max(0.0, not_before - self.clock())
+        now = self.clock()
+        if self.db is None:
+            with self._lock:
+                _, not_before, _ = self._state.get(key, (0, 0.0, 0.0))
+        else:
+            with self.db.read() as s:
+                not_before = s.scalar(select(LoginThrottleState.not_before_s).where(
+                    LoginThrottleState.key == key)) or 0.0
+        return max(0.0, not_before - now)
 
     def failure(self, key: str, free: int | None = None) -> float:
         """Count a failure; returns the wait now imposed on the key."""
         allowed = self.free if free is None else free
-        with self._lock:
-            failures = self._state.get(key, (0, 0.0))[0] + 1
-            over = failures - allowed
-            delay = 0.0 if over <= 0 else min(self.cap, self.base * 2 ** (over - 1))
-            self._state[key] = (failures, self.clock() + delay)
-            if len(self._state) > 50_000:  # a flood of addresses: forget the oldest half
-                for old in sorted(self._state, key=lambda k: self._state[k][1])[:25_000]:
-                    del self._state[old]
+        now = self.clock()
+        if self.db is None:
+            with self._lock:
+                failures, _, last = self._state.get(key, (0, 0.0, now))
+                failures = 1 if now - last > self.forget_s else failures + 1
+                delay = self._delay(failures, allowed)
+                self._state[key] = (failures, now + delay, now)
+                if len(self._state) > 50_000:  # a flood of addresses: forget the oldest half
+                    for old in sorted(self._state, key=lambda k: self._state[k][2])[:25_000]:
+                        del self._state[old]
+            return delay
+        with self.db.write() as s:
+            row = s.get(LoginThrottleState, key)
+            if row is None or now - row.last_failure_s > self.forget_s:
+                if row is not None:
+                    s.delete(row)
+                    s.flush()
+                row = LoginThrottleState(key=key, failures=0, not_before_s=0.0,
+                                         last_failure_s=now)
+                s.add(row)
+            row.failures += 1
+            delay = self._delay(row.failures, allowed)
+            row.not_before_s, row.last_failure_s = now + delay, now
+            # keys quiet for a day are forgotten (a flood of addresses does not pile up)
+            s.execute(delete(LoginThrottleState).where(
+                LoginThrottleState.last_failure_s < now - self.forget_s))
         return delay
 
     def success(self, key: str) -> None:
-        with self._lock:
-            self._state.pop(key, None)
+        if self.db is None:
+            with self._lock:
+                self._state.pop(key, None)
+            return
+        with self.db.write() as s:
+            s.execute(delete(LoginThrottleState).where(LoginThrottleState.key == key))
 
 
 # -- sessions ----------------------------------------------------------------------------------
@@ -165,50 +209,115 @@ class _Session:
     seen: float
 
 
-class SessionStore:
-    """Server-side login sessions: an unguessable token per login, expiring after `idle_s`
-    without a request and at most `absolute_s` after the login, whatever the activity."""
+def token_digest(token: str) -> str:
+    """What is stored for a session token: its SHA-256 (the token has 256 random bits, so no
+    salt or slow hash is needed; a copy of the database cannot be turned into a cookie)."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
-    def __init__(self, *, idle_s: float = 30 * 60, absolute_s: float = 12 * 3600,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.idle_s, self.absolute_s, self.clock = idle_s, absolute_s, clock
+
+class SessionStore:
+    """Login sessions: an unguessable token per login, expiring after `idle_s` without a
+    request and at most `absolute_s` after the login, whatever the activity; logout revokes.
+
+    With a database (the app's) each session is a `web_session` row keyed by the SHA-256 of the
+    token, with wall-clock times, and expiry is checked in the query: a restart keeps readers
+    signed in, a logged-out or expired cookie stays refused, and app processes sharing the
+    database agree. "Last seen" is written at most every `touch_s` (not on every request: each
+    commit of a durable database waits for the disk). Without a database (tests, a
+    `--read-only` database) sessions are kept in memory.
+    """
+
+    def __init__(self, db: Database | None = None, *, idle_s: float = 30 * 60,
+                 absolute_s: float = 12 * 3600, clock: Callable[[], float] | None = None) -> None:
+        self.db = db if db is not None and not db.read_only else None
+        self.idle_s, self.absolute_s = idle_s, absolute_s
+        self.clock = clock or (time.time if self.db is not None else time.monotonic)
+        self.touch_s = min(60.0, idle_s / 20)
         self._tokens: dict[str, _Session] = {}
         self._lock = threading.Lock()
 
     def create(self, name: str) -> str:
         token = secrets.token_urlsafe(32)
         now = self.clock()
-        with self._lock:
-            self._tokens[token] = _Session(name, now, now)
+        if self.db is None:
+            with self._lock:
+                self._tokens[token] = _Session(name, now, now)
+            return token
+        with self.db.write() as s:
+            reader = s.scalar(select(Reader.id).where(Reader.name == name))
+            if reader is None:
+                raise AccountError(f"no reader {name!r}")
+            s.execute(delete(WebSession).where(self._expired(now)))  # keep the table small
+            s.add(WebSession(token_hash=token_digest(token), reader_id=reader, created_s=now,
+                             seen_s=now))
         return token
+
+    def _expired(self, now: float):
+        return or_(WebSession.seen_s < now - self.idle_s,
+                   WebSession.created_s < now - self.absolute_s)
 
     def user(self, token: str | None) -> str | None:
         """The account of a live session (and mark it used), or None."""
-        if not token:
+        if not token or len(token) > 256:
             return None
         now = self.clock()
-        with self._lock:
-            found = self._tokens.get(token)
-            if found is None:
-                return None
-            if now - found.seen > self.idle_s or now - found.created > self.absolute_s:
-                del self._tokens[token]
-                log.info("session of %s expired", found.name)
-                return None
-            found.seen = now
-            return found.name
+        if self.db is None:
+            with self._lock:
+                found = self._tokens.get(token)
+                if found is None:
+                    return None
+                if now - found.seen > self.idle_s or now - found.created > self.absolute_s:
+                    del self._tokens[token]
+                    log.info("session of %s expired", found.name)
+                    return None
+                found.seen = now
+                return found.name
+        digest = token_digest(token)
+        with self.db.read() as s:
+            row = s.execute(select(Reader.name, WebSession.seen_s).join(
+                Reader, Reader.id == WebSession.reader_id).where(
+                WebSession.token_hash == digest, not_(self._expired(now)))).first()
+        if row is None:
+            return None
+        if now - row.seen_s >= self.touch_s:
+            with self.db.write() as s:
+                s.execute(update(WebSession).where(WebSession.token_hash == digest,
+                                                   WebSession.seen_s < now)
+                          .values(seen_s=now))
+        return row.name
 
     def revoke(self, token: str | None) -> str | None:
-        with self._lock:
-            found = self._tokens.pop(token or "", None)
-        return found.name if found else None
+        if self.db is None:
+            with self._lock:
+                found = self._tokens.pop(token or "", None)
+            return found.name if found else None
+        if not token:
+            return None
+        digest = token_digest(token)
+        with self.db.write() as s:
+            name = s.scalar(select(Reader.name).join(
+                WebSession, Reader.id == WebSession.reader_id).where(
+                WebSession.token_hash == digest))
+            s.execute(delete(WebSession).where(WebSession.token_hash == digest))
+        return name
 
     def revoke_all(self, name: str) -> int:
-        with self._lock:
-            gone = [t for t, s in self._tokens.items() if s.name == name]
-            for t in gone:
-                del self._tokens[t]
-        return len(gone)
+        if self.db is None:
+            with self._lock:
+                gone = [t for t, s in self._tokens.items() if s.name == name]
+                for t in gone:
+                    del self._tokens[t]
+            return len(gone)
+        return revoke_sessions(self.db, name)
+
+
+def revoke_sessions(db: Database, name: str) -> int:
+    """End every web session of an account (a new password, a changed role)."""
+    with db.write() as s:
+        reader = s.scalar(select(Reader.id).where(Reader.name == name))
+        if reader is None:
+            return 0
+        return s.execute(delete(WebSession).where(WebSession.reader_id == reader)).rowcount
 
 
 # -- accounts ----------------------------------------------------------------------------------
@@ -219,7 +328,7 @@ class AccountService:
                  throttle: LoginThrottle | None = None) -> None:
         self.db = db
         self.audit = audit or AuditLog(db)
-        self.throttle = throttle or LoginThrottle()
+        self.throttle = throttle or LoginThrottle(db)
 
     def add(self, name: str, password: str | None, role: str = "reader") -> int:
         check_name(name)
@@ -246,6 +355,8 @@ class AccountService:
             if reader is None:
                 raise AccountError(f"no reader {name!r}")
             reader.password_hash = hashed
+            # whoever signed in with the old password is signed out
+            s.execute(delete(WebSession).where(WebSession.reader_id == reader.id))
 
     def set_role(self, name: str, role: str) -> None:
         if role not in ROLES:
@@ -255,6 +366,7 @@ class AccountService:
             if reader is None:
                 raise AccountError(f"no reader {name!r}")
             reader.role = role
+            s.execute(delete(WebSession).where(WebSession.reader_id == reader.id))
 
     def authenticate(self, name: str, password: str, address: str | None = None) -> LoginResult:
         """Check a login, throttled per account and per address, audited either way."""
