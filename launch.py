@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from app.logs import LEVELS
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Start the rrg-review workstation.")
@@ -51,6 +53,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="after 3 failed logins of an account (10 of an address), wait this "
                              "long before the next is checked, doubling with each further "
                              "failure up to 15 minutes (1)")
+    parser.add_argument("--log-level", type=str.upper, choices=LEVELS, default=None,
+                        help="our packages' log level (default $RRG_REVIEW_LOG_LEVEL or INFO); "
+                             "the log also goes to <db name>.log beside the database")
     return parser.parse_args(argv)
 
 
@@ -78,10 +83,6 @@ def main(argv: list[str] | None = None) -> int:
     # as KeyboardInterrupt, so every clean-up below (workers, exports, private folders) runs
     signal.signal(signal.SIGTERM, _interrupt)
     os.umask(0o077)  # everything this process creates (database, exports, caches) is private
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: "
-                        "%(message)s")
-    for ours in ("app", "db"):  # logins, throttling, audit and key events; libraries stay quiet
-        logging.getLogger(ours).setLevel(logging.INFO)
     login = args.login or not is_loopback(args.host)
     tls = bool(args.ssl_certfile or args.ssl_keyfile)
     if tls and not (args.ssl_certfile and args.ssl_keyfile):
@@ -98,12 +99,17 @@ def main(argv: list[str] | None = None) -> int:
         except TLSFilesError as exc:
             return _refuse(str(exc))
 
+    from app.logs import configure_logging
     from app.services.accounts import LOCAL_READER, AccountService, LoginThrottle
     from app.services.setup import prepare
     from app.settings import Settings
     from db.engine import DatabaseProblem
 
-    settings = Settings.from_args(args.db, args.data_dir)
+    settings = Settings.from_args(args.db, args.data_dir, log_level=args.log_level,
+                                  default_log_level="INFO")
+    # logins, throttling, audit, drafting and metric failures: on stderr and in the log file
+    log_file = configure_logging(settings.log_level, settings.log_file())
+    logging.getLogger(__name__).info("rrg-review starting on %s (log: %s)", args.host, log_file)
     try:
         db = prepare(settings, demo=not args.no_demo, read_only=args.read_only)
     except DatabaseProblem as exc:

@@ -6,12 +6,16 @@ Heavy imports happen inside the sub-command handlers so `rrg-review --help` stay
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from app.logs import LEVELS, configure_logging
 from studies.importers.base import IMPORTER_NAMES
+
+log = logging.getLogger(__name__)
 
 
 def _add_db(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +74,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         print("interrupted: studies written so far are complete; run the import again to "
               "finish", file=sys.stderr)
         return 130
-    except Exception as exc:  # never a traceback for a user
+    except Exception as exc:  # never a traceback for a user (it is in the log at DEBUG)
+        log.debug("import of %s failed", args.source, exc_info=True)
         progress(-1, None)
         print(f"error: import failed ({type(exc).__name__}: {exc})", file=sys.stderr)
         return 1
@@ -621,6 +626,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             try:
                 pseudonym_key(session)
             except Exception as exc:  # noqa: BLE001 - reported as a finding, not a crash
+                log.debug("pseudonym key check failed", exc_info=True)
                 problems.append(str(exc))
     kind = "integrity_check" if args.full else "quick_check"
     if problems:
@@ -637,6 +643,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rrg-review",
         description="Review workstation for AI-drafted chest X-ray reports.",
     )
+    parser.add_argument("--log-level", type=str.upper, choices=LEVELS, default=None,
+                        help="log level of rrg-review's own messages, on stderr (default "
+                             "$RRG_REVIEW_LOG_LEVEL or WARNING)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("import", help="import studies from a dataset folder or file")
@@ -813,6 +822,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.func
     os.umask(0o077)  # databases, keys, backups and exports are private to this user
+    from app.settings import resolve_log_level
+
+    configure_logging(resolve_log_level(args.log_level))
     from sqlalchemy.exc import DBAPIError
 
     from db.engine import DatabaseProblem, describe

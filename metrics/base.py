@@ -36,7 +36,6 @@ class Metric(ABC):
     # pairs per compute() call; None = all missing pairs at once (model metrics that dedupe and
     # length-sort texts across the whole call, which chunking would defeat)
     chunk: int | None = 2048
-    failed: str | None = None  # set once loading failed, so a session does not retry each call
     # "higher" or "lower" is better, per key; keys not listed are "higher"
     directions: dict[str, str] = {}
     reference: str = ""  # the reference implementation the values equal (README's table)

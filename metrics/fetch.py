@@ -3,8 +3,11 @@ list each file with its size and sha256 (the same content hashes the score cache
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def _describe(label: str, files: list[Path], hasher) -> Iterator[str]:
@@ -38,6 +41,7 @@ def fetch_metric_models() -> Iterator[str]:
     try:
         weights = Path(hf_hub_download(REPO, WEIGHTS))
     except Exception as exc:
+        log.debug("downloading %s/%s failed", REPO, WEIGHTS, exc_info=True)
         raise ModelUnavailable(f"{REPO}/{WEIGHTS}", f"download failed ({exc})") from exc
     yield from _describe(f"{REPO}/{WEIGHTS} (CheXbert F1 and SembScore)", [weights], hasher)
     for model_type in ("radgraph-xl", "radgraph"):
@@ -45,6 +49,7 @@ def fetch_metric_models() -> Iterator[str]:
         try:
             metric._load()  # the radgraph package downloads and unpacks its own archive
         except Exception as exc:
+            log.debug("loading %s failed", model_type, exc_info=True)
             raise ModelUnavailable(model_type, f"download failed ({exc})") from exc
         yield from _describe(f"{model_type} ({metric.model_dir})", all_files(metric.model_dir),
                              hasher)

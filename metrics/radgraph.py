@@ -9,11 +9,14 @@ text is annotated once per call, which is where the time goes.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
 from metrics.base import Metric, MetricUnavailable, Payload
+
+log = logging.getLogger(__name__)
 
 ARCHIVES = {"radgraph": "radgraph.tar.gz", "radgraph-xl": "radgraph-xl.tar.gz"}
 REPO = "StanfordAIMI/RRG_scorers"
@@ -91,6 +94,7 @@ class RadGraphF1(Metric):
                 self._model = RadGraph(model_type=self.model_type, cuda=cuda,
                                        model_cache_dir=str(self.cache_dir))
             except Exception as exc:  # download refused, corrupt archive, missing BERT
+                log.warning("%s could not be loaded", self.model_type, exc_info=True)
                 raise MetricUnavailable(f"{self.model_type} could not be loaded: "
                                         f"{type(exc).__name__}: {exc}") from exc
         return self._model

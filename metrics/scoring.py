@@ -3,6 +3,7 @@ corpus values, bootstrap CIs, per-group breakdown; unavailable metrics reported 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -11,6 +12,8 @@ import numpy as np
 from metrics.base import Metric, MetricUnavailable, text_hash
 from metrics.cache import ScoreCache
 from metrics.stats import bootstrap_ci
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int | None], None]
 
@@ -37,15 +40,32 @@ class ScoreReport:
     meta: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
+RETRIES = 1  # a metric that crashes (say a GPU out of memory) is freed and run once more
+
+
 def metric_rows(metric: Metric, hyps: Sequence[str], refs: Sequence[str],
                 cache: ScoreCache | None = None,
-                progress: Progress | None = None) -> np.ndarray:
+                progress: Progress | None = None,
+                failures: dict[str, str] | None = None) -> np.ndarray:
     """The metric's matrix for all pairs: one lookup when these exact lists were scored before,
     else computing only the pairs missing from the cache. A composite metric (one with
-    `components`) is the stack of its components' per-sample columns, each cached on its own."""
+    `components`) is the stack of its components' per-sample columns, each cached on its own.
+
+    Args:
+        metric: the metric to run.
+        hyps, refs: the pairs, in order.
+        cache: where payloads and matrices are kept between calls, if anywhere.
+        progress: called with (pairs done, pairs to do).
+        failures: this call's memory of metrics that failed (name -> reason), shared by a
+            composite and its components so a failed component is not run twice in one call.
+
+    Returns:
+        One row per pair, one column per key.
+    """
     components = getattr(metric, "components", None)
     if components:
-        return _composite_rows(metric, components, hyps, refs, cache, progress)
+        return _composite_rows(metric, components, hyps, refs, cache, progress,
+                               {} if failures is None else failures)
     digest = corpus_digest(hyps, refs)
     model_id = metric.cache_id() if cache is not None else metric.model_id
     if cache is not None:
@@ -77,19 +97,59 @@ def metric_rows(metric: Metric, hyps: Sequence[str], refs: Sequence[str],
 
 def _composite_rows(metric: Metric, components: Sequence[Metric], hyps: Sequence[str],
                     refs: Sequence[str], cache: ScoreCache | None,
-                    progress: Progress | None) -> np.ndarray:
+                    progress: Progress | None, failures: dict[str, str]) -> np.ndarray:
     columns = []
     for part in components:
-        ok, why = (False, part.failed) if part.failed else part.available()
-        if not ok:
-            raise MetricUnavailable(f"needs {part.keys[0]}, which is unavailable: {why}")
         try:
-            m = metric_rows(part, hyps, refs, cache, progress)
+            m = attempt_rows(part, hyps, refs, cache, progress, failures)
         except MetricUnavailable as exc:
-            part.failed = str(exc)
             raise MetricUnavailable(f"needs {part.keys[0]}, which is unavailable: {exc}") from exc
         columns.append(part.per_sample(m)[part.keys[0]])
     return np.column_stack(columns) if columns else np.zeros((len(hyps), 0))
+
+
+def attempt_rows(metric: Metric, hyps: Sequence[str], refs: Sequence[str],
+                 cache: ScoreCache | None, progress: Progress | None,
+                 failures: dict[str, str]) -> np.ndarray:
+    """`metric_rows`, with a crash retried once after freeing the metric's model; what still
+    fails is remembered in `failures` for this call only (the next call tries again: a GPU out
+    of memory now says nothing about the next export).
+
+    Args:
+        metric: the metric to run.
+        hyps, refs: the pairs, in order.
+        cache: the score cache, if any.
+        progress: called with (pairs done, pairs to do).
+        failures: name -> reason of the metrics that failed earlier in this call.
+
+    Returns:
+        The metric's matrix.
+
+    Raises:
+        MetricUnavailable: the metric cannot run here, or failed every attempt; says why.
+    """
+    if metric.name in failures:
+        raise MetricUnavailable(failures[metric.name])
+    ok, why = metric.available()
+    if not ok:
+        failures[metric.name] = why
+        raise MetricUnavailable(why)
+    last: Exception | None = None
+    for attempt in range(1 + RETRIES):
+        try:
+            return metric_rows(metric, hyps, refs, cache, progress, failures)
+        except MetricUnavailable as exc:
+            log.warning("metric %s is unavailable: %s", metric.name, exc)
+            failures[metric.name] = str(exc)
+            raise
+        except Exception as exc:
+            last = exc
+            log.warning("metric %s failed on %d pairs (attempt %d of %d)", metric.name,
+                        len(hyps), attempt + 1, 1 + RETRIES, exc_info=True)
+            metric.close()  # free its model (and GPU memory); the next attempt reloads it
+    reason = f"failed to run: {type(last).__name__}: {last}"
+    failures[metric.name] = reason
+    raise MetricUnavailable(reason) from last
 
 
 def corpus_digest(hyps: Sequence[str], refs: Sequence[str]) -> str:
@@ -114,18 +174,13 @@ def score(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[Metric],
     by_group: dict[str, dict[str, float]] = {}
     rows: dict[str, MetricRows] = {}
     meta = {key: describe(metric, key) for metric in metrics for key in metric.keys}
+    failures: dict[str, str] = {}  # this call's failures: the next call tries again
     for metric in metrics:
-        ok, why = (False, metric.failed) if metric.failed else metric.available()
         try:
-            if not ok:
-                raise MetricUnavailable(why)
-            m = metric_rows(metric, hyps, refs, cache, progress=progress)
-        except Exception as exc:  # unavailable or broken: report why, score the others
-            reason = str(exc) if isinstance(exc, MetricUnavailable) else (
-                f"failed to run: {type(exc).__name__}: {exc}")
-            metric.failed = reason
+            m = attempt_rows(metric, hyps, refs, cache, progress, failures)
+        except MetricUnavailable as exc:  # unavailable or broken: report why, score the others
             for key in metric.keys:
-                unavailable[key] = reason
+                unavailable[key] = str(exc)
             continue
         rows[metric.name] = MetricRows(metric, m)
         values.update(metric.corpus(m))

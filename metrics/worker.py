@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
+
+log = logging.getLogger(__name__)
 
 
 def _revision(model_id: str) -> str:
@@ -179,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(json.dumps({"ok": True, **(check() if check else {})}))
         except Exception as exc:
+            log.exception("self-check of %s failed", args.metric)
             print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}))
             return 1
         return 0
@@ -195,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--options must be a JSON object")
         adapter = ADAPTERS[args.metric](args.device, args.batch_size, **options)
     except Exception as exc:  # missing package, no GPU, no weights: say why and stop
+        log.exception("loading %s failed", args.metric)
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return 1
     send({"ready": True, "metric": args.metric, "version": adapter.version,
@@ -217,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
             values = adapter.score(hyps, refs)
         except Exception as exc:
+            log.warning("request %s failed", request.get("id"), exc_info=True)
             send({"id": request.get("id"), "error": f"{type(exc).__name__}: {exc}"})
             continue
         send({"id": request.get("id"), "values": values,

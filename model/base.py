@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
 from model.inputs import SECTIONS, DraftResult, Provenance, StudyInput
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -72,6 +75,8 @@ def run_adaptive(batch: Sequence[T], run: Callable[[Sequence[T]], list], max_siz
         except Exception as exc:
             if not is_out_of_memory(exc) or size == 1:
                 raise
+            log.warning("out of memory with a batch of %d; retrying with %d", size,
+                        max(1, size // 2))
             _empty_cache()
             size = max(1, size // 2)
             continue

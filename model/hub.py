@@ -4,9 +4,12 @@ downloading only when allowed (HF_HUB_OFFLINE respected)."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 class ModelUnavailable(RuntimeError):
@@ -79,6 +82,7 @@ def fetch(model_id: str, revision: str | None = None, preset: str | None = None)
     try:
         path = Path(snapshot_download(model_id, revision=revision))
     except Exception as exc:  # network, auth (gated models), unknown repo: all mean "not here"
+        log.warning("downloading %s failed", model_id, exc_info=True)
         raise ModelUnavailable(model_id, f"the download failed ({type(exc).__name__}: "
                                f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})",
                                preset) from exc

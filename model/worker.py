@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import sys
 import time
+
+log = logging.getLogger(__name__)
 
 
 def _placement(device: str, dtype: str):
@@ -197,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         device, dtype_name, dtype = _placement(args.device, args.dtype)
         adapter = ADAPTERS[args.adapter](args.model, device, dtype, json.loads(args.generation))
-    except Exception as exc:
+    except Exception as exc:  # the reason goes to the app; the traceback to stderr
+        log.exception("loading %s failed", args.model)
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return 1
     send({"ready": True, "model_id": args.model, "revision": _revision(adapter.path),
@@ -218,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             send({"id": request.get("id"), "sections": sections,
                   "seconds": time.perf_counter() - start})
         except Exception as exc:  # one study's failure; the worker keeps serving
+            log.warning("request %s failed", request.get("id"), exc_info=True)
             send({"id": request.get("id"), "error": f"{type(exc).__name__}: {exc}"})
     return 0
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import struct
 import warnings
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ import numpy as np
 from studies.errors import StudyLoadError
 from studies.records import ImageSource
 from studies.safety import Guard
+
+log = logging.getLogger(__name__)
 
 # Integer ranges up to this many distinct values go through a lookup table.
 _LUT_MAX_RANGE = 1 << 20
@@ -610,6 +613,8 @@ def _reduced_j2k_dicom(source: ImageSource, max_side: int) -> DecodedImage | Non
         if pixels.dtype == np.uint16 and precision < 16:
             pixels = pixels >> (16 - precision)  # Pillow scales samples up to 16 bits
     except Exception:  # any surprise: the full decode path reports errors properly
+        log.debug("reduced JPEG 2000 decode of %s failed; decoding in full", source.name,
+                  exc_info=True)
         return None
     info = _dicom_info(ds, "", source)
     raw = apply_modality_lut(pixels, ds)
@@ -630,7 +635,9 @@ def _reduced_jpeg(source: ImageSource, max_side: int) -> DecodedImage | None:
             return None
         im.draft("L", (max_side, max_side))
         im = im.convert("L")
-    except Exception:
+    except Exception:  # the full decode path reports errors properly
+        log.debug("reduced JPEG decode of %s failed; decoding in full", source.name,
+                  exc_info=True)
         return None
     raw = np.asarray(im)
     info = ImageInfo(format="jpeg", rows=im.height, cols=im.width, photometric="MONOCHROME2",

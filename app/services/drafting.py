@@ -3,6 +3,7 @@ stream one section, and pre-draft the studies a reader will open next in the bac
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -26,6 +27,8 @@ from model.options import DrafterOptions
 from model.presets import DEFAULT_ORDER, Preset, get_preset, load_presets
 from studies.pixels import decode
 from studies.records import ImageSource
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -269,11 +272,15 @@ class DraftingService:
                 try:
                     inputs = self.inputs(ids, chosen)
                 except Exception:  # an unreadable image: one by one, to blame the right study
+                    log.info("inputs of studies %s failed; retrying one by one", ids,
+                             exc_info=True)
                     inputs = []
                     for sid in ids:
                         try:
                             inputs.extend(self.inputs([sid], chosen))
                         except Exception as exc:
+                            log.warning("study %s cannot be drafted: %s: %s", sid,
+                                        type(exc).__name__, exc)
                             self._store([_failed(sid, s, preset, exc) for s in sections], run)
                 results = drafter.draft(inputs, sections) if inputs else []
             self._store(results, run)
@@ -351,6 +358,8 @@ class DraftingService:
                     break
                 yield DraftProgress(texts, {})
         except Exception as exc:
+            log.warning("drafting study %s with %s failed", study.study_id, preset,
+                        exc_info=True)
             results = [_failed(study.study_id, s, preset, exc) for s in sections]
         finally:
             steps.close()
@@ -369,6 +378,8 @@ class DraftingService:
                 result = DraftResult(study.study_id, section, texts.get(section, ""),
                                      drafter.provenance(section))
             except Exception as exc:
+                log.warning("drafting %s of study %s with %s failed", section, study.study_id,
+                            preset, exc_info=True)
                 result = _failed(study.study_id, section, preset, exc)
             self._store([result], DraftRun(preset))
             results.append(result)
@@ -449,6 +460,16 @@ class PreDrafter:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    @property
+    def problem(self) -> str | None:
+        """What the reader should know about pre-drafting: the model is unavailable (drafting
+        stopped), or the last batch failed (drafting goes on; the next batch may succeed)."""
+        if self.unavailable:
+            return self.unavailable
+        if self.last_error:
+            return f"background drafting failed: {self.last_error}"
+        return None
+
     def _loop(self) -> None:
         while True:
             with self._cond:
@@ -463,9 +484,12 @@ class PreDrafter:
                     # one study per hold of the model: a reader's Draft click goes next
                     self.service.draft(batch, self.preset, self.sections, batch_size=1,
                                        background=True)
+                    self.last_error = None
             except ModelUnavailable as exc:
+                log.warning("pre-drafting with %s stopped: %s", self.preset, exc)
                 self.unavailable = str(exc)
             except Exception as exc:  # never let the thread die: keep the reason for the UI
+                log.exception("pre-drafting studies %s with %s failed", batch, self.preset)
                 self.last_error = f"{type(exc).__name__}: {exc}"
             finally:
                 with self._cond:

@@ -259,7 +259,7 @@ def evaluate(db: Database, filters: ExportFilters | None = None,
                     continue
                 refs = [ra[s].reference for s in common]
                 for metric in metrics:
-                    if metric.failed or not metric.available()[0]:
+                    if metric.keys[0] in unavailable or not metric.available()[0]:
                         continue
                     ma = metric_rows(metric, [ra[s].draft for s in common], refs, cache)
                     mb = metric_rows(metric, [rb[s].draft for s in common], refs, cache)

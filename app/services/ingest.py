@@ -228,7 +228,8 @@ def _check_one(task: tuple[ImageSource, ImageCheck]) -> _Checked:
         return _Checked(None, None, exc.reason, exc.path)
     except MemoryError:
         return _Checked(None, None, "out of memory while decoding", source.name)
-    except Exception as exc:
+    except Exception as exc:  # listed with the study; the traceback at DEBUG
+        log.debug("checking %s failed", source.name, exc_info=True)
         return _Checked(None, None, f"{type(exc).__name__}: {exc}", source.name)
 
 
@@ -381,6 +382,7 @@ class _BatchWriter:
                     try:
                         self._write([item])
                     except Exception as exc:
+                        log.warning("storing %s failed: %s", item[0].record.origin, exc)
                         self._undo(item[2])
                         reason = getattr(exc, "orig", None) or exc
                         self.report.problems.append(ImportProblem(

@@ -171,7 +171,7 @@ def fill_score_cache_on_ray(metrics: Sequence[Any], config: Any, hyps: Sequence[
     rows = []
     by_name = {}
     for metric in metrics:
-        ok, _ = (False, metric.failed) if metric.failed else metric.available()
+        ok, _ = metric.available()
         if not ok:
             continue  # score() reports why
         by_name[metric.name] = metric

@@ -263,8 +263,8 @@ class Desk:
         if self.drafting is None:
             return "No drafting set up."
         note = draft_label(self.preset, drafts, self.drafting)
-        if self.predrafter is not None and self.predrafter.unavailable:
-            note += f"<br>⚠ {html.escape(self.predrafter.unavailable)}"
+        if self.predrafter is not None and self.predrafter.problem:
+            note += f"<br>⚠ {html.escape(self.predrafter.problem)}"
         return note
 
     @staticmethod

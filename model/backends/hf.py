@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -11,6 +12,8 @@ from model.base import run_adaptive
 from model.device import Placement
 from model.inputs import DraftResult, Provenance, StudyInput
 from model.presets import Preset
+
+log = logging.getLogger(__name__)
 
 
 class InProcessDrafter:
@@ -48,10 +51,13 @@ def isolate_errors(
     try:
         texts = list(run_adaptive(studies, run, batch_size))
     except Exception:
+        log.info("a batch of %d failed; drafting one study at a time", len(studies),
+                 exc_info=True)
         for i, study in enumerate(studies):
             try:
                 texts[i] = run([study])[0]
             except Exception as exc:  # recorded with the draft; the others go on
+                log.warning("drafting study %s failed", study.study_id, exc_info=True)
                 errors[i] = f"{type(exc).__name__}: {exc}"
     seconds = (time.perf_counter() - start) / max(1, len(studies))
     return texts, errors, seconds

@@ -140,6 +140,7 @@ class OpenAIServerDrafter(ChatPrompting):
                 pass
             return text, None, time.perf_counter() - start
         except Exception as exc:  # recorded with this study's draft; the others go on
+            logger.warning("%s: study %s failed", self.base_url, study.study_id, exc_info=True)
             return None, f"{type(exc).__name__}: {exc}", time.perf_counter() - start
 
     # -- Drafter --------------------------------------------------------------------------------

@@ -192,6 +192,10 @@ class RetrievalDrafter:
         self._rows: list[np.ndarray] = []
         self._matrix = np.zeros((0, 1), np.float32)
         self._seen = 0  # the highest study id the index has asked about
+        # studies left out of the index because their images could not be read (id -> why):
+        # told to the reader when nothing else is left, so a moved image folder is not
+        # mistaken for "no other patient's study"
+        self._skipped: dict[int, str] = {}
 
     def _vectors(self, keys: Sequence[str | None], load: Callable[[], Sequence[InputImage]]
                  ) -> np.ndarray:
@@ -223,7 +227,9 @@ class RetrievalDrafter:
             try:
                 row = self._study_vector(self._vectors(c.image_keys, c.load_images))
             except Exception as exc:  # an unreadable candidate image: it cannot be retrieved
-                log.warning("retrieval: study %s left out of the index (%s)", c.study_id, exc)
+                log.warning("retrieval: study %s left out of the index (%s: %s)", c.study_id,
+                            type(exc).__name__, exc)
+                self._skipped[c.study_id] = f"{type(exc).__name__}: {exc}"
                 continue
             self._entries.append(c)
             self._rows.append(row)
@@ -275,6 +281,12 @@ class RetrievalDrafter:
                 continue
             if all(getattr(c, s) for s in sections):
                 return c, float(scores[i])
+        if self._skipped:
+            first, why = next(iter(self._skipped.items()))
+            raise LookupError(
+                f"no other patient's study to retrieve from: {len(self._skipped)} stored "
+                f"studies were left out because their images could not be read (study {first}: "
+                f"{why}); check that the image folders are where they were imported from")
         raise LookupError("no other patient's study with images and a reference report to "
                           "retrieve from; import a dataset with images first")
 

@@ -17,6 +17,7 @@ devices are reported and never opened.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 from collections.abc import Iterator
@@ -37,6 +38,8 @@ from studies.records import (
 )
 from studies.reports import split_sections
 from studies.safety import Guard
+
+log = logging.getLogger(__name__)
 
 SOURCE = "folder"
 RASTER_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -184,7 +187,8 @@ def _group_dicom(files: list[Path], guard: Guard):
         except StudyLoadError as exc:
             unreadable.append(RecordError(exc.path, exc.reason))
             continue
-        except Exception as exc:
+        except Exception as exc:  # listed as unreadable; the traceback at DEBUG
+            log.debug("%s is not a readable DICOM file", f, exc_info=True)
             unreadable.append(RecordError(str(f), f"not a readable DICOM file "
                                                   f"({type(exc).__name__}: {exc})"))
             continue

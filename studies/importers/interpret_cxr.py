@@ -19,6 +19,7 @@ number. `Study.source` keeps the row's `source` so scores break down per dataset
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,8 @@ from studies.errors import DatasetLayoutError, StudyLoadError
 from studies.importers.base import ImportOptions, Item, build, file_failure
 from studies.importers.tables import head_bytes, read_json_records
 from studies.records import ImageSource, StudyRecord, normalise_split, reference, text
+
+log = logging.getLogger(__name__)
 
 _PREFIX = "interpret-cxr"
 _SPLIT_IN_NAME = re.compile(
@@ -79,6 +82,7 @@ class InterpretCxrImporter:
             except (StudyLoadError, OSError, ValueError) as exc:
                 yield file_failure(part, exc, row_no)
             except Exception as exc:  # pyarrow's errors on a corrupt file
+                log.debug("reading %s stopped at row %s", part, row_no, exc_info=True)
                 yield file_failure(part, exc, row_no)
 
     def _parts(self, path: Path) -> list[tuple[str | None, Path]]:

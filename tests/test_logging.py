@@ -1,0 +1,165 @@
+"""Logging and failures that are told, not swallowed: the one logging set-up, retrieval saying
+why nothing could be retrieved, pre-drafting errors the reader sees, and metric failures that
+are retried and remembered per call only."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import stat
+from collections.abc import Sequence
+
+import pytest
+
+from app.cli import main as cli
+from app.logs import configure_logging
+from app.services.drafting import DraftingService, PreDrafter
+from app.settings import Settings
+from metrics.base import Payload
+from metrics.bleu import Bleu4
+from metrics.scoring import score
+from model.backends.retrieval import RetrievalDrafter, ThumbnailFeatures
+from model.presets import load_presets
+from tests.test_drafting_service import filled  # noqa: F401 - the shared fixture
+
+HYPS = ["no acute cardiopulmonary process", "small left pleural effusion"]
+REFS = ["no acute cardiopulmonary abnormality", "small left pleural effusion"]
+
+
+@pytest.fixture
+def restore_logging():
+    """configure_logging changes process-wide state: put it back for the other tests."""
+    root = logging.getLogger()
+    before = (list(root.handlers), root.level,
+              {n: logging.getLogger(n).level for n in ("app", "db", "studies", "model",
+                                                        "metrics")})
+    yield
+    for h in list(root.handlers):
+        if h not in before[0]:
+            root.removeHandler(h)
+            h.close()
+    root.setLevel(before[1])
+    for name, level in before[2].items():
+        logging.getLogger(name).setLevel(level)
+
+
+def test_configure_logging_writes_our_records_to_a_private_file_once(tmp_path, restore_logging):
+    log_file = tmp_path / "reviews.log"
+    configure_logging("debug", log_file)
+    configure_logging("INFO", log_file)  # a second set-up replaces the first, never doubles
+    logging.getLogger("app.services.example").info("a study was drafted")
+    logging.getLogger("app.services.example").debug("below the level")
+    logging.getLogger("some.library").info("library chatter")
+    for h in logging.getLogger().handlers:
+        h.flush()
+    text = log_file.read_text()
+    assert text.count("a study was drafted") == 1
+    assert "INFO app.services.example: a study was drafted" in text
+    assert "below the level" not in text and "library chatter" not in text
+    assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
+    with pytest.raises(ValueError, match="unknown log level 'loud'"):
+        configure_logging("loud")
+
+
+def test_an_unwritable_log_file_is_said_and_the_program_goes_on(tmp_path, restore_logging,
+                                                                capsys):
+    assert configure_logging("INFO", tmp_path / "missing-folder" / "x.log") is None
+    assert "cannot write the log file" in capsys.readouterr().err
+
+
+def test_the_log_file_sits_beside_the_database(tmp_path):
+    settings = Settings.from_args(str(tmp_path / "reviews.sqlite"))
+    assert settings.log_file() == tmp_path / "reviews.log"
+
+
+def test_cli_log_level_flag_beats_the_environment(tmp_path, monkeypatch, restore_logging,
+                                                  capsys):
+    monkeypatch.setenv("RRG_REVIEW_LOG_LEVEL", "ERROR")
+    db = str(tmp_path / "x.sqlite")
+    assert cli(["studies", "--db", db]) == 0
+    assert logging.getLogger("app").level == logging.ERROR
+    assert cli(["--log-level", "debug", "studies", "--db", db]) == 0
+    assert logging.getLogger("metrics").level == logging.DEBUG
+
+
+def test_retrieval_says_why_when_every_candidate_image_is_unreadable(filled, settings,  # noqa: F811
+                                                                     caplog):
+    """A moved image folder is not "no other patient's study": the drafter says that N studies
+    were left out, names the first and why, and logs each."""
+    db, ids = filled
+    service = DraftingService(db, settings)
+    inputs = service.inputs(ids[:1])  # the study being read is in memory already
+    shutil.move(settings.data_dir / "blobs", settings.data_dir / "moved-away")
+    drafter = RetrievalDrafter(load_presets()["retrieval"], service.candidates,
+                               ThumbnailFeatures())
+    with caplog.at_level(logging.WARNING, logger="model"):
+        result = drafter.draft(inputs)[0]
+    assert result.text is None
+    assert "stored studies were left out because their images could not be read" in result.error
+    assert "check that the image folders are where they were imported from" in result.error
+    # S1..S4 have references (S1 is the study itself): each one logged
+    assert sum("left out of the index" in r.getMessage() for r in caplog.records) == 4
+    assert "4 stored studies were left out" in result.error
+
+
+def test_a_failed_predraft_batch_is_logged_and_shown_until_a_batch_succeeds(
+        filled, settings, caplog):  # noqa: F811
+    db, ids = filled
+
+    class FailsOnce(DraftingService):
+        calls = 0
+
+        def draft(self, *args, **kwargs):
+            FailsOnce.calls += 1
+            if FailsOnce.calls == 1:
+                raise RuntimeError("CUDA out of memory")
+            return super().draft(*args, **kwargs)
+
+    service = FailsOnce(db, settings)
+    worker = PreDrafter(service, "retrieval", batch_size=1)
+    with caplog.at_level(logging.ERROR, logger="app"):
+        worker.schedule(ids[:1])
+        assert worker.wait_idle(60)
+    assert worker.problem == "background drafting failed: RuntimeError: CUDA out of memory"
+    assert any("pre-drafting studies" in r.getMessage() and r.exc_info for r in caplog.records)
+    worker.schedule(ids[1:2])
+    assert worker.wait_idle(60)
+    assert worker.problem is None and worker.unavailable is None
+    worker.stop()
+
+
+class FlakyBleu(Bleu4):
+    """BLEU-4 whose first `failures` computations crash, as a GPU metric out of memory does."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+        self.closed = 0
+
+    def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise RuntimeError("CUDA out of memory")
+        return super().compute(hyps, refs)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_a_metric_that_fails_once_is_retried_and_scores(caplog):
+    flaky = FlakyBleu(failures=1)
+    with caplog.at_level(logging.WARNING, logger="metrics"):
+        report = score(HYPS, REFS, [flaky], n_resamples=0)
+    assert report.unavailable == {}
+    assert report.values["bleu4"] == score(HYPS, REFS, [Bleu4()], n_resamples=0).values["bleu4"]
+    assert flaky.calls == 2 and flaky.closed == 1  # freed before the second attempt
+    assert any("attempt 1 of 2" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+def test_a_metric_failure_is_remembered_for_one_call_only():
+    flaky = FlakyBleu(failures=2)
+    first = score(HYPS, REFS, [flaky], n_resamples=0)
+    assert first.unavailable["bleu4"] == "failed to run: RuntimeError: CUDA out of memory"
+    second = score(HYPS, REFS, [flaky], n_resamples=0)  # the next call tries again
+    assert second.unavailable == {} and second.values["bleu4"] > 0
+    assert flaky.calls == 3
