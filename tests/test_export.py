@@ -10,15 +10,13 @@ import numpy as np
 import pytest
 
 from app.cli import main as cli
-from app.services.drafting import DraftingService, RuntimeConfig
 from app.services.export import ExportFilters, evaluate, export
-from app.services.review import ReviewService, edit_rate
-from app.services.setup import seed_demo
+from app.services.review import edit_rate
 from metrics.agreement import cohen_kappa, fleiss_kappa, kendall_tau_b, krippendorff_alpha
 from metrics.bertscore import BertScore
 from metrics.bleu import Bleu4
 from metrics.rouge import RougeL
-from tests.tiny_models import tiny_encoder_decoder
+from tests.export_session import build_review_session
 
 SECTIONS_IDS = ("evaluated", "automatic", "review", "edits", "metric-agreement",
                 "reader-agreement", "cases")
@@ -28,37 +26,8 @@ SECTIONS_IDS = ("evaluated", "automatic", "review", "edits", "metric-agreement",
 def session_db(db, settings, tmp_path, monkeypatch):
     """Demo studies drafted by two models; readers a and b review all four studies."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    seed_demo(db, settings)
-    tiny = tiny_encoder_decoder(tmp_path / "tiny")
-    presets = tmp_path / "presets.json"
-    presets.write_text(json.dumps({"tiny": {
-        "backend": "vision-encoder-decoder", "generation": {"max_length": 12},
-        "models": {"findings": str(tiny), "impression": str(tiny)}}}))
-    drafting = DraftingService(db, settings, RuntimeConfig(device="cpu",
-                                                           presets_file=str(presets)))
-    review = ReviewService(db)
-    a, b = review.add_reader("a", "pw-a-123456"), review.add_reader("b", "pw-b-123456")
-    review.assign(a)
-    review.assign(b)
-    ids = [w.study_id for w in review.worklist(a)]
-    drafting.draft(ids, "retrieval")
-    drafting.draft(ids, "tiny")
-    likert = {a: [5, 4, 3, 2], b: [5, 4, 4, 1]}
-    for reader in (a, b):
-        for i, sid in enumerate(ids):
-            review.heartbeat(reader, sid, 30.0 * (i + 1))
-            errors = {}
-            if i == 3:
-                errors = {"missing_finding": {"significant": 2 if reader == a else 1,
-                                              "insignificant": 0 if reader == a else 1}}
-            review.rate(reader, sid, likert=likert[reader][i], acceptable=(i == 0),
-                        errors=errors, preset="retrieval")
-    draft = drafting.latest(ids[1], "retrieval")["findings"]
-    review.save(a, ids[1], "findings", draft.text + " Also small effusion.", None,
-                draft_id=draft.id)
-    rewritten = drafting.latest(ids[3], "retrieval")["findings"].text
-    review.save(b, ids[3], "findings", "<script>alert(1)</script> & normal", None)
-    return db, ids, (draft.text, rewritten)
+    ids, texts = build_review_session(db, settings, tmp_path)
+    return db, ids, texts
 
 
 def metrics_for_tests():
