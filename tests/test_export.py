@@ -40,31 +40,33 @@ def test_the_evaluation_has_the_right_numbers(session_db):
     # retrieval: studies x sections x 2 readers; tiny was reviewed by nobody: one row each
     assert len(ev.rows) == 4 * 2 * 2 + 4 * 2
     assert {r.reader for r in ev.rows if r.preset == "tiny"} == {None}
-    assert {m["preset"] for m in ev.models} == {"retrieval", "tiny"}
-    retrieval = ev.review["models"]["retrieval"]
-    assert retrieval["likert"] == {"1": 1, "2": 1, "3": 1, "4": 3, "5": 2}
-    assert retrieval["accepted_share"] == pytest.approx(2 / 8)
-    assert retrieval["errors"]["missing_finding"] == {"significant": 3, "insignificant": 1}
-    edits = {(e["model"], e["section"]): e for e in ev.edits}
+    assert {m.preset for m in ev.models} == {"retrieval", "tiny"}
+    retrieval = ev.review.models["retrieval"]
+    assert retrieval.likert == {"1": 1, "2": 1, "3": 1, "4": 3, "5": 2}
+    assert retrieval.accepted_share == pytest.approx(2 / 8)
+    assert retrieval.errors["missing_finding"] == {"significant": 3, "insignificant": 1}
+    edits = {(e.model, e.section): e for e in ev.edits}
     # reader a added 3 words to one findings draft, reader b rewrote another: the other six
     # finals equal their drafts
     expected = (3 / len(draft_text.split())
                 + edit_rate(rewritten, "<script>alert(1)</script> & normal")) / 8
-    assert edits[("retrieval", "findings")]["edit_rate"] == pytest.approx(expected)
-    assert edits[("retrieval", "findings")]["unchanged_share"] == pytest.approx(6 / 8)
-    keys = {(a["model"], a["section"], a["key"]) for a in ev.automatic}
+    assert edits[("retrieval", "findings")].edit_rate == pytest.approx(expected)
+    assert edits[("retrieval", "findings")].unchanged_share == pytest.approx(6 / 8)
+    keys = {(a.model, a.section, a.key) for a in ev.automatic}
     assert ("tiny", "impression", "bleu4") in keys and ("retrieval", "findings", "rougeL") in keys
     assert "bertscore" in ev.unavailable
-    assert {p["model_a"] for p in ev.paired} == {"retrieval"}
-    assert {a["against"] for a in ev.metric_agreement} == {"significant errors", "all errors"}
-    likert_alpha = next(a for a in ev.reader_agreement if a["statistic"] ==
+    assert {p.model_a for p in ev.paired} == {"retrieval"}
+    assert {a.against for a in ev.metric_agreement} == {"significant errors", "all errors"}
+    likert_alpha = next(a for a in ev.reader_agreement if a.statistic ==
                         "krippendorff_alpha_ordinal")
-    assert likert_alpha["n"] == 4
-    t = ev.review["time_on_task"]
+    assert likert_alpha.n == 4
+    t = ev.review.time_on_task
     # beats of 30, 60, 90, 120 s are capped at 60 s each: (30 + 60 + 60 + 60) / 4 s per study
-    assert t["n_with_draft"] == 8 and t["with_draft_minutes"] == pytest.approx(52.5 / 60)
-    assert t["n_without_draft"] == 0
-    assert set(ev.cases) == {"worst by rougeL", "best by rougeL", "worst rated", "best rated"}
+    assert t.n_with_draft == 8 and t.with_draft_minutes == pytest.approx(52.5 / 60)
+    assert t.n_without_draft == 0
+    assert [c.title for c in ev.cases] == ["worst by rougeL", "best by rougeL", "worst rated",
+                                           "best rated"]
+    assert ev.headline == "rougeL"
 
 
 def test_filters_narrow_the_rows(session_db):
