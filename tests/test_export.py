@@ -11,7 +11,7 @@ import pytest
 
 from app.cli import main as cli
 from app.services.export import ExportFilters, evaluate, export
-from app.services.review import edit_rate
+from app.services.review import word_error_rate
 from metrics.agreement import cohen_kappa, fleiss_kappa, kendall_tau_b, krippendorff_alpha
 from metrics.bertscore import BertScore
 from metrics.bleu import Bleu4
@@ -49,8 +49,8 @@ def test_the_evaluation_has_the_right_numbers(session_db):
     # reader a added 3 words to one findings draft, reader b rewrote another: the other six
     # finals equal their drafts
     expected = (3 / len(draft_text.split())
-                + edit_rate(rewritten, "<script>alert(1)</script> & normal")) / 8
-    assert edits[("retrieval", "findings")].edit_rate == pytest.approx(expected)
+                + word_error_rate(rewritten, "<script>alert(1)</script> & normal")) / 8
+    assert edits[("retrieval", "findings")].word_error_rate == pytest.approx(expected)
     assert edits[("retrieval", "findings")].unchanged_share == pytest.approx(6 / 8)
     keys = {(a.model, a.section, a.key) for a in ev.automatic}
     assert ("tiny", "impression", "bleu4") in keys and ("retrieval", "findings", "rougeL") in keys

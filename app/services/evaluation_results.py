@@ -131,7 +131,7 @@ class EditSummary:
     model: str
     section: str
     n: int
-    edit_rate: float  # mean word error rate of the final against the draft
+    word_error_rate: float  # mean WER of the final against the draft (review.word_error_rate)
     unchanged_share: float
     draft_vs_final: dict[str, float]  # metric key -> mean
 

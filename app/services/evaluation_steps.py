@@ -32,7 +32,7 @@ from app.services.evaluation_results import (
     TimeOnTask,
 )
 from app.services.export_rows import collect_rows
-from app.services.review import edit_rate
+from app.services.review import word_error_rate
 from db.engine import Database
 from db.metric_cache import DatabaseScoreCache
 from db.models import REXVAL_CATEGORIES, SECTIONS, Draft, Reader, Study, WorklistItem
@@ -236,7 +236,8 @@ def edit_summaries(rows: Sequence[ReviewRow]) -> tuple[EditSummary, ...]:
         keys = sorted({k for r in finals for k in r.metrics.get("draft_vs_final", {})})
         out.append(EditSummary(
             model=preset, section=section, n=len(finals),
-            edit_rate=float(np.mean([edit_rate(r.draft, r.final or "") for r in finals])),
+            word_error_rate=float(np.mean([word_error_rate(r.draft, r.final or "")
+                                           for r in finals])),
             unchanged_share=sum(1 for r in finals if r.final == r.draft) / len(finals),
             draft_vs_final={k: _mean_metric(finals, "draft_vs_final", k) for k in keys}))
     return tuple(out)

@@ -177,13 +177,14 @@ def render(ev: Evaluation) -> str:
     parts.append('<h2 id="edits">How much readers changed the drafts</h2>')
     if ev.edits:
         keys = sorted({k for e in ev.edits for k in e.draft_vs_final})
-        parts.append(_table(["model", "section", "n", "word edit rate", "unchanged share",
+        parts.append(_table(["model", "section", "n", "word error rate", "unchanged share",
                              *[f"{k} (draft vs final)" for k in keys]],
-                            [[e.model, e.section, e.n, e.edit_rate, e.unchanged_share,
+                            [[e.model, e.section, e.n, e.word_error_rate, e.unchanged_share,
                               *[e.draft_vs_final.get(k) for k in keys]]
                              for e in ev.edits]))
-        parts.append('<p class="note">Word edit rate: words deleted plus inserted per draft '
-                     "word (0 = accepted as is).</p>")
+        parts.append('<p class="note">Word error rate (WER) of the final text against the '
+                     "draft: substituted, deleted and inserted words per draft word, from "
+                     "rapidfuzz's word-level Levenshtein distance (0 = accepted as is).</p>")
     else:
         parts.append('<p class="note">No edited drafts match the filters.</p>')
 
