@@ -8,11 +8,14 @@ import logging
 import os
 import re
 import secrets
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import date
+from datetime import time as dtime
 from pathlib import Path
 
-from sqlalchemy import and_, func, insert, or_, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session, selectinload
 
 from db.engine import DatabaseProblem
@@ -336,25 +339,73 @@ def get_study(session: Session, study_id: int) -> Study | None:
     )
 
 
+def _is_prior(candidate: tuple[int, date | None, dtime | None], study: Study) -> bool:
+    """Earlier by date, or the same day and earlier by time when both have a time (portable
+    ICU films are priors of each other)."""
+    _, day, at = candidate
+    if day is None or study.study_date is None:
+        return False
+    if day != study.study_date:
+        return day < study.study_date
+    return at is not None and study.study_time is not None and at < study.study_time
+
+
+def _newest_first(candidate: tuple[int, date | None, dtime | None]) -> tuple:
+    sid, day, at = candidate
+    return (day, at is not None, at or dtime.min, sid)
+
+
+def prior_ids_of(session: Session, studies: Sequence[Study]) -> dict[int, list[int]]:
+    """Each study's priors (the same patient's earlier studies), newest first, as ids: one
+    query on the patient index for a whole batch, no study or image loaded.
+
+    Args:
+        session: an open session.
+        studies: the studies (with `patient_id`, `study_date`, `study_time`).
+    Returns:
+        study id -> prior study ids, most recent first (empty without a study date).
+    """
+    patients = {st.patient_id for st in studies if st.study_date is not None}
+    by_patient: dict[int, list[tuple[int, date | None, dtime | None]]] = defaultdict(list)
+    if patients:
+        for sid, pid, day, at in session.execute(
+                select(Study.id, Study.patient_id, Study.study_date, Study.study_time)
+                .where(Study.patient_id.in_(patients), Study.study_date.is_not(None))):
+            by_patient[pid].append((sid, day, at))
+    return {st.id: [c[0] for c in sorted((c for c in by_patient.get(st.patient_id, ())
+                                          if _is_prior(c, st)), key=_newest_first,
+                                         reverse=True)]
+            for st in studies}
+
+
+def prior_ids(session: Session, study: Study) -> list[int]:
+    """The same patient's earlier studies' ids, most recent first (see `prior_ids_of`)."""
+    return prior_ids_of(session, [study])[study.id]
+
+
 def priors(session: Session, study: Study) -> list[Study]:
-    """The same patient's earlier studies, most recent first (one query on the patient index).
+    """The same patient's earlier studies, most recent first, with their reference reports
+    (two queries; images are not loaded).
 
     Same-day studies (portable ICU films) are priors of each other by study time when both
     have one.
     """
-    if study.study_date is None:
-        return []
-    earlier = Study.study_date < study.study_date
-    if study.study_time is not None:
-        earlier = or_(earlier, and_(Study.study_date == study.study_date,
-                                    Study.study_time.is_not(None),
-                                    Study.study_time < study.study_time))
-    return list(session.scalars(
-        select(Study)
-        .where(Study.patient_id == study.patient_id, earlier)
-        .order_by(Study.study_date.desc(), Study.study_time.desc(), Study.id.desc())
-        .options(selectinload(Study.images), selectinload(Study.reference))
-    ))
+    ids = prior_ids(session, study)
+    return load_studies(session, ids, images=False) if ids else []
+
+
+def load_studies(session: Session, ids: Sequence[int], *, images: bool = True,
+                 patient: bool = False) -> list[Study]:
+    """The studies `ids` in that order (missing ids left out) with their reference and, when
+    asked, their images and patient: one statement per relationship, whatever the count."""
+    options = [selectinload(Study.reference)]
+    if images:
+        options.append(selectinload(Study.images))
+    if patient:
+        options.append(selectinload(Study.patient))
+    found = {st.id: st for st in session.scalars(
+        select(Study).where(Study.id.in_(set(ids))).options(*options))}
+    return [found[i] for i in ids if i in found]
 
 
 @dataclass(frozen=True)

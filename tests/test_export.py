@@ -10,15 +10,13 @@ import numpy as np
 import pytest
 
 from app.cli import main as cli
-from app.services.drafting import DraftingService, RuntimeConfig
 from app.services.export import ExportFilters, evaluate, export
-from app.services.review import ReviewService, edit_rate
-from app.services.setup import seed_demo
+from app.services.review import word_error_rate
 from metrics.agreement import cohen_kappa, fleiss_kappa, kendall_tau_b, krippendorff_alpha
 from metrics.bertscore import BertScore
 from metrics.bleu import Bleu4
 from metrics.rouge import RougeL
-from tests.tiny_models import tiny_encoder_decoder
+from tests.export_session import build_review_session
 
 SECTIONS_IDS = ("evaluated", "automatic", "review", "edits", "metric-agreement",
                 "reader-agreement", "cases")
@@ -28,37 +26,8 @@ SECTIONS_IDS = ("evaluated", "automatic", "review", "edits", "metric-agreement",
 def session_db(db, settings, tmp_path, monkeypatch):
     """Demo studies drafted by two models; readers a and b review all four studies."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    seed_demo(db, settings)
-    tiny = tiny_encoder_decoder(tmp_path / "tiny")
-    presets = tmp_path / "presets.json"
-    presets.write_text(json.dumps({"tiny": {
-        "backend": "vision-encoder-decoder", "generation": {"max_length": 12},
-        "models": {"findings": str(tiny), "impression": str(tiny)}}}))
-    drafting = DraftingService(db, settings, RuntimeConfig(device="cpu",
-                                                           presets_file=str(presets)))
-    review = ReviewService(db)
-    a, b = review.add_reader("a", "pw-a-123456"), review.add_reader("b", "pw-b-123456")
-    review.assign(a)
-    review.assign(b)
-    ids = [w.study_id for w in review.worklist(a)]
-    drafting.draft(ids, "retrieval")
-    drafting.draft(ids, "tiny")
-    likert = {a: [5, 4, 3, 2], b: [5, 4, 4, 1]}
-    for reader in (a, b):
-        for i, sid in enumerate(ids):
-            review.heartbeat(reader, sid, 30.0 * (i + 1))
-            errors = {}
-            if i == 3:
-                errors = {"missing_finding": {"significant": 2 if reader == a else 1,
-                                              "insignificant": 0 if reader == a else 1}}
-            review.rate(reader, sid, likert=likert[reader][i], acceptable=(i == 0),
-                        errors=errors, preset="retrieval")
-    draft = drafting.latest(ids[1], "retrieval")["findings"]
-    review.save(a, ids[1], "findings", draft.text + " Also small effusion.", None,
-                draft_id=draft.id)
-    rewritten = drafting.latest(ids[3], "retrieval")["findings"].text
-    review.save(b, ids[3], "findings", "<script>alert(1)</script> & normal", None)
-    return db, ids, (draft.text, rewritten)
+    ids, texts = build_review_session(db, settings, tmp_path)
+    return db, ids, texts
 
 
 def metrics_for_tests():
@@ -71,31 +40,33 @@ def test_the_evaluation_has_the_right_numbers(session_db):
     # retrieval: studies x sections x 2 readers; tiny was reviewed by nobody: one row each
     assert len(ev.rows) == 4 * 2 * 2 + 4 * 2
     assert {r.reader for r in ev.rows if r.preset == "tiny"} == {None}
-    assert {m["preset"] for m in ev.models} == {"retrieval", "tiny"}
-    retrieval = ev.review["models"]["retrieval"]
-    assert retrieval["likert"] == {"1": 1, "2": 1, "3": 1, "4": 3, "5": 2}
-    assert retrieval["accepted_share"] == pytest.approx(2 / 8)
-    assert retrieval["errors"]["missing_finding"] == {"significant": 3, "insignificant": 1}
-    edits = {(e["model"], e["section"]): e for e in ev.edits}
+    assert {m.preset for m in ev.models} == {"retrieval", "tiny"}
+    retrieval = ev.review.models["retrieval"]
+    assert retrieval.likert == {"1": 1, "2": 1, "3": 1, "4": 3, "5": 2}
+    assert retrieval.accepted_share == pytest.approx(2 / 8)
+    assert retrieval.errors["missing_finding"] == {"significant": 3, "insignificant": 1}
+    edits = {(e.model, e.section): e for e in ev.edits}
     # reader a added 3 words to one findings draft, reader b rewrote another: the other six
     # finals equal their drafts
     expected = (3 / len(draft_text.split())
-                + edit_rate(rewritten, "<script>alert(1)</script> & normal")) / 8
-    assert edits[("retrieval", "findings")]["edit_rate"] == pytest.approx(expected)
-    assert edits[("retrieval", "findings")]["unchanged_share"] == pytest.approx(6 / 8)
-    keys = {(a["model"], a["section"], a["key"]) for a in ev.automatic}
+                + word_error_rate(rewritten, "<script>alert(1)</script> & normal")) / 8
+    assert edits[("retrieval", "findings")].word_error_rate == pytest.approx(expected)
+    assert edits[("retrieval", "findings")].unchanged_share == pytest.approx(6 / 8)
+    keys = {(a.model, a.section, a.key) for a in ev.automatic}
     assert ("tiny", "impression", "bleu4") in keys and ("retrieval", "findings", "rougeL") in keys
     assert "bertscore" in ev.unavailable
-    assert {p["model_a"] for p in ev.paired} == {"retrieval"}
-    assert {a["against"] for a in ev.metric_agreement} == {"significant errors", "all errors"}
-    likert_alpha = next(a for a in ev.reader_agreement if a["statistic"] ==
+    assert {p.model_a for p in ev.paired} == {"retrieval"}
+    assert {a.against for a in ev.metric_agreement} == {"significant errors", "all errors"}
+    likert_alpha = next(a for a in ev.reader_agreement if a.statistic ==
                         "krippendorff_alpha_ordinal")
-    assert likert_alpha["n"] == 4
-    t = ev.review["time_on_task"]
+    assert likert_alpha.n == 4
+    t = ev.review.time_on_task
     # beats of 30, 60, 90, 120 s are capped at 60 s each: (30 + 60 + 60 + 60) / 4 s per study
-    assert t["n_with_draft"] == 8 and t["with_draft_minutes"] == pytest.approx(52.5 / 60)
-    assert t["n_without_draft"] == 0
-    assert set(ev.cases) == {"worst by rougeL", "best by rougeL", "worst rated", "best rated"}
+    assert t.n_with_draft == 8 and t.with_draft_minutes == pytest.approx(52.5 / 60)
+    assert t.n_without_draft == 0
+    assert [c.title for c in ev.cases] == ["worst by rougeL", "best by rougeL", "worst rated",
+                                           "best rated"]
+    assert ev.headline == "rougeL"
 
 
 def test_filters_narrow_the_rows(session_db):

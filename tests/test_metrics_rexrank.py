@@ -353,15 +353,20 @@ def test_score_rexrank_reports_every_metric_or_why_not(tmp_path, capsys, monkeyp
 
 
 def test_the_html_report_marks_each_sets_headline_and_direction():
-    from app.services.export import Evaluation
+    from app.services.evaluation_results import (
+        AutomaticResult,
+        Evaluation,
+        ReviewSummary,
+        TimeOnTask,
+    )
     from app.services.report_html import render
 
-    automatic = [{"model": "m", "section": "findings", "source": "all", "key": k, "value": v,
-                  "ci": [None, None], "n": 3}
-                 for k, v in (("inv_radcliq_v1", 0.8), ("radcliq_v1", 1.25), ("bleu2", 0.3),
-                              ("radgraph_partial", 0.2), ("radgraph_simple", 0.25))]
-    ev = Evaluation("now", {}, [], [], {}, [], automatic, [], {}, {"models": {}}, [], [], [],
-                    {})
+    automatic = tuple(AutomaticResult("m", "findings", "all", k, v, (None, None), 3)
+                      for k, v in (("inv_radcliq_v1", 0.8), ("radcliq_v1", 1.25),
+                                   ("bleu2", 0.3), ("radgraph_partial", 0.2),
+                                   ("radgraph_simple", 0.25)))
+    ev = Evaluation("now", {}, (), (), {}, (), automatic, (), {},
+                    ReviewSummary({}, TimeOnTask(None, 0, None, 0)), (), (), (), (), None)
     page = render(ev)
     assert "inv_radcliq_v1 (higher is better; rexrank headline)" in page
     assert "radcliq_v1 (lower is better)" in page

@@ -12,10 +12,10 @@ from app.services.review import (
     EditConflict,
     ReviewError,
     ReviewService,
-    edit_rate,
     hash_password,
     verify_password,
     word_diff,
+    word_error_rate,
 )
 from app.services.setup import seed_demo
 from db.models import REXVAL_CATEGORIES, Rating, Revision
@@ -145,13 +145,20 @@ def test_next_and_previous_unfinished_study(review):
     assert review.next_unfinished(r, ids[3]) is None
 
 
-def test_word_diff_and_edit_rate():
+def test_word_diff_and_word_error_rate():
     pieces = word_diff("small left pleural effusion", "small right pleural effusion noted")
     assert [(p.op, p.text) for p in pieces] == [
         ("equal", "small"), ("delete", "left"), ("insert", "right"),
         ("equal", "pleural effusion"), ("insert", "noted")]
-    assert edit_rate("a b c d", "a b c d") == 0.0
-    assert edit_rate("small left pleural effusion", "small right pleural effusion noted") == 0.75
+    assert word_error_rate("a b c d", "a b c d") == 0.0
+    # one substitution (left -> right) and one insertion over four draft words: WER 0.5, not
+    # 0.75 (a substitution is one edit, not a delete plus an insert)
+    assert word_error_rate("small left pleural effusion",
+                           "small right pleural effusion noted") == 0.5
+    assert word_error_rate("no acute disease", "") == 1.0  # everything deleted
+    assert word_error_rate("a b", "b a") == 1.0  # two substitutions, no transpositions
+    assert word_error_rate("", "new text") == 2.0  # an empty draft counts as one word
+    assert word_error_rate("Heart  normal.\n", "Heart normal.") == 0.0  # whitespace only
 
 
 def _drafted(review, db, settings):

@@ -19,7 +19,7 @@ from app.settings import Settings
 from db.blobs import resolve_uri
 from db.engine import Database
 from db.models import Draft, Image, Patient, ReferenceReport, Study, WorklistItem
-from db.store import get_study, priors
+from db.store import load_studies, prior_ids_of
 from model.base import Drafter
 from model.hub import ModelUnavailable
 from model.inputs import SECTIONS, DraftResult, InputImage, PriorStudy, StudyInput
@@ -191,23 +191,37 @@ class DraftingService:
                      for im in images)
 
     def inputs(self, study_ids: Sequence[int], preset: Preset | None = None) -> list[StudyInput]:
-        """Model inputs for studies (images decoded to display pixels, most recent prior)."""
+        """Model inputs for a batch of studies (images decoded to display pixels, the most
+        recent prior's report and, when the preset reads it, its first image).
+
+        Args:
+            study_ids: the studies, in the order of the returned inputs.
+            preset: the preset that will draft them (decides whether prior images are read).
+        Returns:
+            One input per study. The database is read in a fixed number of statements
+            whatever the batch size.
+        Raises:
+            LookupError: a study does not exist.
+        """
         want_prior_images = preset is not None and (
             preset.backend == "worker" or "prior" in preset.options.get("images", []))
-        out = []
         with self.db.read() as session:
+            studies = {st.id: st for st in load_studies(session, study_ids, patient=True)}
+            missing = [sid for sid in study_ids if sid not in studies]
+            if missing:
+                raise LookupError(f"study {missing[0]} does not exist")
+            newest = {sid: ids[0] for sid, ids in
+                      prior_ids_of(session, list(studies.values())).items() if ids}
+            prior_studies = {p.id: p for p in load_studies(
+                session, sorted(set(newest.values())), images=want_prior_images)}
+            out = []
             for study_id in study_ids:
-                study = get_study(session, study_id)
-                if study is None:
-                    raise LookupError(f"study {study_id} does not exist")
-                prior = None
-                earlier = priors(session, study)
-                if earlier:
-                    p = earlier[0]
-                    prior = PriorStudy(
-                        self._input_images(p.images[:1]) if want_prior_images else (),
-                        p.reference.findings if p.reference else None,
-                        p.reference.impression if p.reference else None)
+                study = studies[study_id]
+                p = prior_studies.get(newest.get(study_id, -1))
+                prior = None if p is None else PriorStudy(
+                    self._input_images(p.images[:1]) if want_prior_images else (),
+                    p.reference.findings if p.reference else None,
+                    p.reference.impression if p.reference else None)
                 out.append(StudyInput(study.id, self._input_images(study.images),
                                       study.patient.key, study.indication, study.comparison,
                                       prior))

@@ -9,7 +9,7 @@ import io
 import math
 from typing import Any
 
-from app.services.export import Evaluation, ReviewRow
+from app.services.evaluation_results import Evaluation, ReviewRow, ReviewSummary
 from db.models import REXVAL_CATEGORIES
 from metrics.registry import key_label
 
@@ -62,17 +62,17 @@ def _figure(fig, alt: str) -> str:
     return f'<figure><img alt="{_e(alt)}" src="data:image/png;base64,{data}"></figure>'
 
 
-def _likert_plot(review: dict[str, Any]) -> str:
+def _likert_plot(review: ReviewSummary) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    models = list(review["models"])
+    models = list(review.models)
     fig, ax = plt.subplots(figsize=(6, 2.8))
     width = 0.8 / max(1, len(models))
     for i, m in enumerate(models):
-        counts = [review["models"][m]["likert"][str(v)] for v in range(1, 6)]
+        counts = [review.models[m].likert[str(v)] for v in range(1, 6)]
         ax.bar([v + i * width for v in range(1, 6)], counts, width, label=m)
     ax.set_xlabel("overall quality (Likert)")
     ax.set_ylabel("ratings")
@@ -81,16 +81,16 @@ def _likert_plot(review: dict[str, Any]) -> str:
     return _figure(fig, "Likert distribution per model")
 
 
-def _errors_plot(review: dict[str, Any]) -> str:
+def _errors_plot(review: ReviewSummary) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    models = list(review["models"])
+    models = list(review.models)
     fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 3), squeeze=False)
     for ax, m in zip(axes[0], models, strict=True):
-        errors = review["models"][m]["errors"]
+        errors = review.models[m].errors
         y = range(len(REXVAL_CATEGORIES))
         sig = [errors[c]["significant"] for c in REXVAL_CATEGORIES]
         ins = [errors[c]["insignificant"] for c in REXVAL_CATEGORIES]
@@ -126,16 +126,16 @@ def render(ev: Evaluation) -> str:
 
     parts.append('<h2 id="evaluated">What was evaluated</h2>')
     parts.append(_table(["model preset", "model id", "revision", "studies"],
-                        [[m["preset"], m["model_id"], m["revision"] or "—", m["studies"]]
+                        [[m.preset, m.model_id, m.revision or "—", m.studies]
                          for m in ev.models]))
     parts.append(f"<p>Sources: {', '.join(f'{_e(s)} ({n} studies)' for s, n in ev.sources.items())}"
                  f" · readers: {_e(', '.join(ev.readers) or 'none')} · rows: {len(ev.rows)}</p>")
 
     parts.append('<h2 id="automatic">Automatic metrics</h2>')
     parts.append(_table(["model", "section", "source", "metric", "value", "95% CI", "n"],
-                        [[a["model"], a["section"], a["source"], key_label(a["key"]), a["value"],
-                          "—" if a["ci"][0] is None else
-                          f"{_num(a['ci'][0])} – {_num(a['ci'][1])}", a["n"]]
+                        [[a.model, a.section, a.source, key_label(a.key), a.value,
+                          "—" if a.ci[0] is None else f"{_num(a.ci[0])} – {_num(a.ci[1])}",
+                          a.n]
                          for a in ev.automatic]))
     if ev.unavailable:
         reasons: dict[str, list[str]] = {}
@@ -148,42 +148,43 @@ def render(ev: Evaluation) -> str:
         parts.append("<h3>Paired comparison between models</h3>")
         parts.append(_table(["section", "model A", "model B", "metric", "A", "B", "A − B",
                              "p (randomization)", "n"],
-                            [[p["section"], p["model_a"], p["model_b"], p["key"], p["a"],
-                              p["b"], p["difference"], p["p_value"], p["n"]]
+                            [[p.section, p.model_a, p.model_b, p.key, p.a, p.b,
+                              p.difference, p.p_value, p.n]
                              for p in ev.paired]))
 
     parts.append('<h2 id="review">Radiologist review</h2>')
-    if ev.review["models"]:
+    if ev.review.models:
         parts.append(_table(
             ["model", "ratings", "accepted without changes", "mean active minutes",
              *[f"Likert {v}" for v in range(1, 6)]],
-            [[m, r["ratings"], r["accepted_share"], r["active_minutes_mean"],
-              *[r["likert"][str(v)] for v in range(1, 6)]]
-             for m, r in ev.review["models"].items()]))
+            [[m, r.ratings, r.accepted_share, r.active_minutes_mean,
+              *[r.likert[str(v)] for v in range(1, 6)]]
+             for m, r in ev.review.models.items()]))
         parts.append(_likert_plot(ev.review))
         parts.append(_table(["model", "category", "clinically significant", "insignificant"],
-                            [[m, REXVAL_NAMES[c], r["errors"][c]["significant"],
-                              r["errors"][c]["insignificant"]]
-                             for m, r in ev.review["models"].items() for c in REXVAL_CATEGORIES]))
+                            [[m, REXVAL_NAMES[c], r.errors[c]["significant"],
+                              r.errors[c]["insignificant"]]
+                             for m, r in ev.review.models.items() for c in REXVAL_CATEGORIES]))
         parts.append(_errors_plot(ev.review))
-        t = ev.review["time_on_task"]
+        t = ev.review.time_on_task
         parts.append(_table(["time on task (active minutes, rated studies)", "mean", "n"],
-                            [["with a draft", t["with_draft_minutes"], t["n_with_draft"]],
-                             ["without a draft", t["without_draft_minutes"],
-                              t["n_without_draft"]]]))
+                            [["with a draft", t.with_draft_minutes, t.n_with_draft],
+                             ["without a draft", t.without_draft_minutes,
+                              t.n_without_draft]]))
     else:
         parts.append('<p class="note">No ratings match the filters.</p>')
 
     parts.append('<h2 id="edits">How much readers changed the drafts</h2>')
     if ev.edits:
-        keys = sorted({k for e in ev.edits for k in e["draft_vs_final"]})
-        parts.append(_table(["model", "section", "n", "word edit rate", "unchanged share",
+        keys = sorted({k for e in ev.edits for k in e.draft_vs_final})
+        parts.append(_table(["model", "section", "n", "word error rate", "unchanged share",
                              *[f"{k} (draft vs final)" for k in keys]],
-                            [[e["model"], e["section"], e["n"], e["edit_rate"],
-                              e["unchanged_share"], *[e["draft_vs_final"].get(k) for k in keys]]
+                            [[e.model, e.section, e.n, e.word_error_rate, e.unchanged_share,
+                              *[e.draft_vs_final.get(k) for k in keys]]
                              for e in ev.edits]))
-        parts.append('<p class="note">Word edit rate: words deleted plus inserted per draft '
-                     "word (0 = accepted as is).</p>")
+        parts.append('<p class="note">Word error rate (WER) of the final text against the '
+                     "draft: substituted, deleted and inserted words per draft word, from "
+                     "rapidfuzz's word-level Levenshtein distance (0 = accepted as is).</p>")
     else:
         parts.append('<p class="note">No edited drafts match the filters.</p>')
 
@@ -192,20 +193,20 @@ def render(ev: Evaluation) -> str:
                  "against the reference (per report, mean over its sections) and the reader's "
                  "error counts, as in ReXVal; a good metric correlates negatively.</p>")
     parts.append(_table(["metric", "against", "tau-b", "p", "n"],
-                        [[a["metric"], a["against"], a["value"], a["p_value"], a["n"]]
+                        [[a.metric, a.against, a.value, a.p_value, a.n]
                          for a in ev.metric_agreement]) if ev.metric_agreement else
                  '<p class="note">No rated drafts with metric values.</p>')
 
     parts.append('<h2 id="reader-agreement">Agreement between readers</h2>')
     parts.append(_table(["on", "statistic", "value", "p", "n (units)"],
-                        [[a["on"], a["statistic"], a["value"], a["p_value"], a["n"]]
+                        [[a.on, a.statistic, a.value, a.p_value, a.n]
                          for a in ev.reader_agreement]) if ev.reader_agreement else
                  '<p class="note">No study was rated by more than one reader.</p>')
 
     parts.append('<h2 id="cases">Worst and best cases</h2>')
-    headline = next((k.split(" by ", 1)[1] for k in ev.cases if " by " in k), None)
-    for title, rows in ev.cases.items():
-        if rows:
-            parts.append(f"<h3>{_e(title)}</h3>" + "".join(_case(r, headline) for r in rows))
+    for case in ev.cases:
+        if case.rows:
+            parts.append(f"<h3>{_e(case.title)}</h3>"
+                         + "".join(_case(r, ev.headline) for r in case.rows))
     parts.append("</body></html>")
     return "\n".join(p for p in parts if p)

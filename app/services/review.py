@@ -45,7 +45,7 @@ from db.models import (
 MAX_ACTIVE_GAP_S = 60.0
 __all__ = ["LOCAL_READER", "Account", "EditConflict", "ReviewError", "ReviewService",
            "SectionEdit",
-           "hash_password", "verify_password", "word_diff", "edit_rate"]
+           "hash_password", "verify_password", "word_diff", "word_error_rate"]
 
 
 class ReviewError(ValueError):
@@ -142,11 +142,23 @@ def word_diff(before: str, after: str) -> list[DiffPiece]:
     return out
 
 
-def edit_rate(before: str, after: str) -> float:
-    """Words deleted plus inserted, per word of the draft (0 = accepted as is)."""
-    pieces = word_diff(before, after)
-    changed = sum(len(p.text.split()) for p in pieces if p.op != "equal")
-    return changed / max(1, len(before.split()))
+def word_error_rate(draft: str, final: str) -> float:
+    """The standard word error rate of the reader's final text against the model's draft:
+    (substituted + deleted + inserted words) / words of the draft, from rapidfuzz's word-level
+    Levenshtein distance. 0 means accepted as is; a replaced word counts once (not as a
+    delete plus an insert). An empty draft counts as one word, so writing a report from
+    nothing is its word count rather than a division by zero.
+
+    Args:
+        draft: the model's text (the reference of the rate).
+        final: the reader's text (the hypothesis).
+    Returns:
+        The rate, 0 or more (above 1 when the reader wrote more than the draft had).
+    """
+    from rapidfuzz.distance import Levenshtein
+
+    words = draft.split()
+    return Levenshtein.distance(words, final.split()) / max(1, len(words))
 
 
 def _revision(r: Revision) -> RevisionView:

@@ -16,6 +16,7 @@ from sqlalchemy.orm import joinedload, selectinload
 from db.blobs import BlobStore, resolve_uri
 from db.engine import Database
 from db.models import Image, ReferenceReport, Study
+from db.store import prior_ids as store_prior_ids
 from studies.pixels import DecodedImage, decode, decode_reduced, window_level
 from studies.records import ImageSource, ReportSections
 
@@ -188,13 +189,8 @@ class StudyViewer:
     @staticmethod
     def _prior_ids(session, study: Study) -> tuple[int, ...]:
         """The same patient's earlier studies, newest first (ids only, on the patient index;
-        the order of db.store.priors)."""
-        if study.study_date is None:
-            return ()
-        return tuple(session.scalars(
-            select(Study.id).where(Study.patient_id == study.patient_id,
-                                   Study.study_date < study.study_date)
-            .order_by(Study.study_date.desc(), Study.id.desc())))
+        the rule and order of db.store.priors, same-day studies by time included)."""
+        return tuple(store_prior_ids(session, study))
 
     def prior_ids(self, study_id: int) -> tuple[int, ...]:
         """The same patient's earlier studies, newest first, without loading any images."""

@@ -1,0 +1,51 @@
+"""A review session filled through the real import, drafting and review code: the demo studies
+drafted by two models (the offline retrieval preset and a tiny seeded encoder-decoder), two
+readers who rate every study and edit two drafts. Shared by the export tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from app.services.drafting import DraftingService, RuntimeConfig
+from app.services.review import ReviewService
+from app.services.setup import seed_demo
+from app.settings import Settings
+from db.engine import Database
+from tests.tiny_models import tiny_encoder_decoder
+
+
+def build_review_session(db: Database, settings: Settings, tmp_path: Path
+                         ) -> tuple[list[int], tuple[str, str]]:
+    """Returns the study ids and (the findings draft reader a extended, the one b rewrote)."""
+    seed_demo(db, settings)
+    tiny = tiny_encoder_decoder(tmp_path / "tiny")
+    presets = tmp_path / "presets.json"
+    presets.write_text(json.dumps({"tiny": {
+        "backend": "vision-encoder-decoder", "generation": {"max_length": 12},
+        "models": {"findings": str(tiny), "impression": str(tiny)}}}))
+    drafting = DraftingService(db, settings, RuntimeConfig(device="cpu",
+                                                           presets_file=str(presets)))
+    review = ReviewService(db)
+    a, b = review.add_reader("a", "pw-a-123456"), review.add_reader("b", "pw-b-123456")
+    review.assign(a)
+    review.assign(b)
+    ids = [w.study_id for w in review.worklist(a)]
+    drafting.draft(ids, "retrieval")
+    drafting.draft(ids, "tiny")
+    likert = {a: [5, 4, 3, 2], b: [5, 4, 4, 1]}
+    for reader in (a, b):
+        for i, sid in enumerate(ids):
+            review.heartbeat(reader, sid, 30.0 * (i + 1))
+            errors = {}
+            if i == 3:
+                errors = {"missing_finding": {"significant": 2 if reader == a else 1,
+                                              "insignificant": 0 if reader == a else 1}}
+            review.rate(reader, sid, likert=likert[reader][i], acceptable=(i == 0),
+                        errors=errors, preset="retrieval")
+    draft = drafting.latest(ids[1], "retrieval")["findings"]
+    review.save(a, ids[1], "findings", draft.text + " Also small effusion.", None,
+                draft_id=draft.id)
+    rewritten = drafting.latest(ids[3], "retrieval")["findings"].text
+    review.save(b, ids[3], "findings", "<script>alert(1)</script> & normal", None)
+    return ids, (draft.text, rewritten)
