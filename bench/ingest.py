@@ -100,77 +100,138 @@ def _bare_decode(path: str) -> int:
         return im.width
 
 
-def bench_images(n: int, workers: int, rounds: int = 3) -> None:
+def _cpu_now() -> float:
+    """CPU seconds of this process plus its reaped children (the pools' workers)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _bare_round(paths: list[str], workers: int) -> None:
+    """Bare decode of the same files with the same number of processes, pool started in the
+    round as the import starts its own (chunks of 4, as the import sends)."""
+    import PIL.Image  # noqa: F401  (as the import does before forking)
+
+    with ProcessPoolExecutor(workers) as pool:
+        list(pool.map(_bare_decode, paths, chunksize=4))
+
+
+def write_pngs(root: Path, n: int) -> tuple[list[str], dict]:
+    """n ReXGradient-sized 16-bit PNGs (760 x 640, two per study) and their metadata rows."""
     import numpy as np
     from PIL import Image
 
+    rng = np.random.default_rng(0)
+    rows: dict = {}
+    yy, xx = np.mgrid[0:640, 0:760]
+    base = (np.sin(xx / 40.0) * np.cos(yy / 55.0) * 12000 + 30000).astype(np.int32)
+    paths = []
+    for i in range(n // 2):
+        rels = []
+        for j in range(2):
+            noise = rng.integers(0, 2000, size=base.shape, dtype=np.int32)
+            arr = np.clip(base + noise, 0, 65535).astype(np.uint16)
+            rel = f"deid_png/P{i}/A{i}/studies/1.{i}/series/1.{i}.{j}/instances/1.{i}.{j}.1.png"
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(arr).save(root / rel, format="PNG")
+            rels.append("../" + rel)
+            paths.append(str(root / rel))
+        rows[f"pP{i}_aA{i}_s1.{i}"] = {
+            "PatientID": f"P{i}", "AccessionNumber": f"A{i}", "StudyDate": 20200101,
+            "Findings": "Clear.", "Impression": "Normal.", "ImagePath": rels,
+            "ImageViewPosition": ["PA", "LATERAL"]}
+    return paths, rows
+
+
+def bench_images(n: int, workers: int, rounds: int = 3) -> None:
     from app.services.ingest import import_path
     from app.settings import Settings
     from db.engine import open_database
 
-    rng = np.random.default_rng(0)
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "rex"
-        rows = {}
-        yy, xx = np.mgrid[0:640, 0:760]
-        base = (np.sin(xx / 40.0) * np.cos(yy / 55.0) * 12000 + 30000).astype(np.int32)
-        paths = []
-        for i in range(n // 2):
-            rels = []
-            for j in range(2):
-                noise = rng.integers(0, 2000, size=base.shape, dtype=np.int32)
-                arr = np.clip(base + noise, 0, 65535).astype(np.uint16)
-                rel = f"deid_png/P{i}/A{i}/studies/1.{i}/series/1.{i}.{j}/instances/1.{i}.{j}.1.png"
-                (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                Image.fromarray(arr).save(root / rel, format="PNG")
-                rels.append("../" + rel)
-                paths.append(str(root / rel))
-            rows[f"pP{i}_aA{i}_s1.{i}"] = {
-                "PatientID": f"P{i}", "AccessionNumber": f"A{i}", "StudyDate": 20200101,
-                "Findings": "Clear.", "Impression": "Normal.", "ImagePath": rels,
-                "ImageViewPosition": ["PA", "LATERAL"]}
+        paths, rows = write_pngs(root, n)
         (root / "metadata").mkdir(parents=True)
         (root / "metadata" / "train_metadata_view_position.json").write_text(json.dumps(rows))
         size = os.path.getsize(paths[0])
-        bare_times, our_times = [], []
-        with ProcessPoolExecutor(workers) as pool:  # warm the workers
-            list(pool.map(_bare_decode, paths[:workers * 2]))
-            for round_no in range(rounds):  # alternate, so load from elsewhere hits both
-                t0 = time.perf_counter()
-                list(pool.map(_bare_decode, paths, chunksize=4))
-                bare_times.append(time.perf_counter() - t0)
-                settings = Settings.from_args(str(Path(tmp) / f"bench{round_no}.sqlite"))
-                db = open_database(settings.db_url)
-                t0 = time.perf_counter()
-                report = import_path(db, root, blobs=settings.blobs, workers=workers)
-                our_times.append(time.perf_counter() - t0)
-                db.dispose()
-            # the per-image check alone (no pool start, metadata or writes), same warm pool
-            from app.services.ingest import _check_one
-            from studies.pixels import ImageCheck
-            from studies.records import ImageSource
-            from studies.safety import Guard
+        _bare_round(paths[:workers * 4], workers)  # page cache and imports warm for both
+        bare_wall, bare_cpu, our_wall, our_cpu = [], [], [], []
+        for round_no in range(rounds):  # alternate, so load from elsewhere hits both
+            c0, t0 = _cpu_now(), time.perf_counter()
+            _bare_round(paths, workers)
+            bare_wall.append(time.perf_counter() - t0)
+            bare_cpu.append(_cpu_now() - c0)
+            settings = Settings.from_args(str(Path(tmp) / f"bench{round_no}.sqlite"))
+            db = open_database(settings.db_url)
+            c0, t0 = _cpu_now(), time.perf_counter()
+            report = import_path(db, root, blobs=settings.blobs, workers=workers)
+            our_wall.append(time.perf_counter() - t0)
+            our_cpu.append(_cpu_now() - c0)
+            db.dispose()
+            assert report.images == len(paths), report.summary()
+        profile = stage_profile(paths[:40], root)
+    bare, ours = statistics.median(bare_wall), statistics.median(our_wall)
+    cb, co = statistics.median(bare_cpu), statistics.median(our_cpu)
+    k = len(paths)
+    print(f"16-bit PNG 760x640 ({size / 1024:.0f} KiB each), {k} images, {workers} processes, "
+          f"median of {rounds} alternating rounds: import {k / ours:,.1f} images/s; baseline "
+          f"bare PIL decode {k / bare:,.1f} images/s; ratio {bare / ours:.2f}x "
+          f"(target >= 0.8x)")
+    print(f"  CPU per image (all processes): import {co / k * 1e3:.2f} ms, bare decode "
+          f"{cb / k * 1e3:.2f} ms; ratio {cb / co:.2f}x")
+    print(f"  per stage, one process, {profile}")
+    print(f"  load average: {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on "
+          f"{os.cpu_count()} cores")
 
-            check = ImageCheck(guard=Guard.for_roots(root))
-            tasks = [(ImageSource(name=p, path=p), check) for p in paths]
-            warm_bare, warm_check = [], []
-            for _ in range(rounds):
-                t0 = time.perf_counter()
-                list(pool.map(_bare_decode, paths, chunksize=2))
-                warm_bare.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                list(pool.map(_check_one, tasks, chunksize=2))
-                warm_check.append(time.perf_counter() - t0)
-        bare, ours = statistics.median(bare_times), statistics.median(our_times)
-        wb, wc = statistics.median(warm_bare), statistics.median(warm_check)
-    assert report.images == len(paths), report.summary()
-    print(f"16-bit PNG 760x640 ({size / 1024:.0f} KiB each), {len(paths)} images, {workers} "
-          f"processes, median of {rounds} alternating rounds: import "
-          f"{len(paths) / ours:,.1f} images/s; baseline bare PIL decode "
-          f"{len(paths) / bare:,.1f} images/s; ratio {bare / ours:.2f}x (target >= 0.8x)")
-    print(f"  the image check alone in the same warm pool: {len(paths) / wc:,.1f} images/s vs "
-          f"bare decode {len(paths) / wb:,.1f} images/s; ratio {wb / wc:.2f}x")
-    print(f"  load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+def stage_profile(paths: list[str], root: Path) -> str:
+    """Median CPU ms per image of each stage of the import's check, and of the bare decode."""
+    import hashlib
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from studies.pixels import ImageCheck, _minmax_u8_int, inspect_file
+    from studies.records import ImageSource
+    from studies.safety import Guard
+
+    check = ImageCheck(guard=Guard.for_roots(root))
+    guard = check.guard
+    assert guard is not None
+    datas = [guard.read(p) for p in paths]
+    images = []
+    for d in datas:
+        im = Image.open(io.BytesIO(d))
+        im.load()
+        images.append(im)
+    arrays = [np.asarray(im) for im in images]
+
+    def decode_bytes() -> None:
+        for d in datas:
+            with Image.open(io.BytesIO(d)) as im:
+                im.load()
+
+    stages = {
+        "bare decode": lambda: [_bare_decode(p) for p in paths],
+        "whole check": lambda: [inspect_file(ImageSource(name=p, path=p), check) for p in paths],
+        "Guard read": lambda: [guard.read(p) for p in paths],
+        "sha256": lambda: [hashlib.sha256(d).hexdigest() for d in datas],
+        "decode from bytes": decode_bytes,
+        "to array": lambda: [np.asarray(im) for im in images],
+        "min-max": lambda: [_minmax_u8_int(a) for a in arrays],
+    }
+    samples: dict[str, list[float]] = {name: [] for name in stages}
+    for _ in range(5):
+        for name, fn in stages.items():
+            t0 = time.process_time()
+            fn()
+            samples[name].append(time.process_time() - t0)
+    return ", ".join(f"{name} {statistics.median(v) / len(paths) * 1e3:.2f} ms"
+                     for name, v in samples.items())
 
 
 def paired_medians(a, b, repeat: int) -> tuple[float, float]:

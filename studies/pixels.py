@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import os
 import struct
 import warnings
 from dataclasses import dataclass
@@ -126,21 +127,35 @@ def inspect(source: ImageSource, check: ImageCheck | None = None) -> ImageInfo:
     LUT, VOI LUT/window, MONOCHROME1 inversion, min-max) including the default window/level, so
     an image that imports can be shown.
     """
+    return inspect_file(source, check)[0]
+
+
+def inspect_file(source: ImageSource, check: ImageCheck | None = None
+                 ) -> tuple[ImageInfo, str | None]:
+    """`inspect`, plus the file's real path as the Guard resolved it (None for embedded bytes).
+
+    The file is read once; the checksum is taken over the bytes read and the decode works on the
+    same bytes (no second read, no second resolve).
+    """
     check = check or ImageCheck()
+    real: str | None = None
     if source.data is not None:
         data = source.data
         if len(data) > check.max_bytes:
             raise StudyLoadError(source.name, f"image too large ({len(data):,} bytes; the "
                                               f"limit is {check.max_bytes:,})")
     elif check.guard is not None:
-        data = check.guard.read(source.path, source.name, what="image")  # type: ignore[arg-type]
+        real_path, data = check.guard.read_real(source.path,  # type: ignore[arg-type]
+                                                source.name, what="image")
+        real = str(real_path)
     else:
         data = read_bytes(source)
+        real = os.path.realpath(source.path)  # type: ignore[arg-type]
     fmt = sniff_format(data[:132], source.name)
     checksum = hashlib.sha256(data).hexdigest()
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # hostile headers warn; the refusal says why
-        return _inspect_decoded(data, fmt, checksum, source, check)
+        return _inspect_decoded(data, fmt, checksum, source, check), real
 
 
 def _inspect_decoded(data: bytes, fmt: str, checksum: str, source: ImageSource,
@@ -449,16 +464,40 @@ def _gather(lut: np.ndarray, index: np.ndarray) -> np.ndarray:
 
 # --- PNG / JPEG ------------------------------------------------------------------------------
 
+def _decode_into_array(im) -> np.ndarray | None:
+    """Load a 16-bit grayscale image straight into a numpy array, or None (then the caller
+    loads it the usual way and copies it out with np.asarray).
+
+    Pillow maps an I;16 image onto a buffer (`Image.frombuffer`, shared memory) and its loader
+    decodes into the image memory it finds, so the decoder writes the array itself: no second
+    megabyte-sized copy through `tobytes()` per image, which was a sixth of the import's
+    per-image cost. If a Pillow version ever allocates its own memory instead, that is seen
+    (the image's memory is not ours) and the array is not used.
+    """
+    from PIL import Image
+
+    if im.mode != "I;16":
+        return None
+    width, height = im.size
+    pixels = np.empty((height, width), dtype="<u2")
+    core = Image.frombuffer("I;16", (width, height), pixels, "raw", "I;16", 0, 1).im
+    im.im = core
+    im.load()
+    return pixels if im.im is core else None
+
+
 def _open_raster(data: bytes, source: ImageSource, fmt: str, checksum: str,
                  max_pixels: int | None = None):
     from PIL import Image, UnidentifiedImageError
 
+    pixels = None
     try:
         im = Image.open(io.BytesIO(data))
         if max_pixels is not None and im.width * im.height > max_pixels:
             raise StudyLoadError(
                 source.name, f"image of {im.width}x{im.height} pixels refused "
                              f"(decompression-bomb limit {max_pixels:,} pixels)")
+        pixels = _decode_into_array(im)
         im.load()
     except Image.DecompressionBombError as exc:
         raise StudyLoadError(
@@ -488,13 +527,13 @@ def _open_raster(data: bytes, source: ImageSource, fmt: str, checksum: str,
         bits_stored=bits, checksum=checksum, view_position=source.view_position,
         view_source=(source.view_source or "metadata") if source.view_position else None,
     )
-    return im, info
+    return im, info, pixels
 
 
 def _decode_raster(data: bytes, source: ImageSource, fmt: str, checksum: str,
                    max_pixels: int | None = None) -> DecodedImage:
-    im, info = _open_raster(data, source, fmt, checksum, max_pixels)
-    raw = np.asarray(im)
+    im, info, pixels = _open_raster(data, source, fmt, checksum, max_pixels)
+    raw = pixels if pixels is not None and im.mode == "I;16" else np.asarray(im)
     if info.bits_stored == 8:
         return DecodedImage(info=info, raw=raw, display=raw, window=None)
     raw = raw.astype(np.uint16, copy=False)

@@ -36,6 +36,7 @@ class Guard:
     roots: tuple[Path, ...]
     follow_symlinks: bool = False
     limits: Limits = field(default_factory=Limits)
+    _bases: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def for_roots(cls, *roots: Path | None, follow_symlinks: bool = False,
@@ -58,14 +59,32 @@ class Guard:
         if os.path.isabs(rel) or rel.startswith("\\") or (len(rel) > 1 and rel[1] == ":"):
             raise StudyLoadError(origin, f"absolute image path {rel!r} refused "
                                          "(paths must be relative to the dataset root)")
-        candidate = Path(os.path.normpath(os.path.join(os.path.realpath(base), rel)))
+        candidate = Path(os.path.normpath(os.path.join(self._real_base(base), rel)))
         if not self.contains(candidate):
             raise StudyLoadError(origin, f"image path {rel!r} points outside the dataset root "
                                          f"({self.describe_roots()})")
         return candidate
 
+    def _real_base(self, base: Path) -> str:
+        """realpath(base), remembered for the import: every image of a metadata file shares
+        its base, and resolving it costs a syscall per path component. (Only the lexical check
+        uses it; `read` resolves each file again before opening it.)"""
+        key = str(base)
+        real = self._bases.get(key)
+        if real is None:
+            real = self._bases[key] = os.path.realpath(base)
+        return real
+
     def contains(self, path: Path) -> bool:
-        return any(path == r or r in path.parents for r in self.roots)
+        """Whether an absolute, normalised path is a root or lies under one (string prefixes:
+        `Path.parents` comparisons were a third of the parent's per-image cost)."""
+        text = str(path)
+        return any(text == root or text.startswith(prefix)
+                   for root, prefix in self._root_prefixes)
+
+    @property
+    def _root_prefixes(self) -> tuple[tuple[str, str], ...]:
+        return tuple((str(r), str(r).rstrip(os.sep) + os.sep) for r in self.roots)
 
     def describe_roots(self) -> str:
         return " or ".join(str(r) for r in self.roots) or "no root"
@@ -114,6 +133,11 @@ class Guard:
     def read(self, path: Path | str, name: str | None = None, *, limit: int | None = None,
              what: str = "file") -> bytes:
         """All bytes of a checked regular file, refused above `limit` bytes (default: image)."""
+        return self.read_real(path, name, limit=limit, what=what)[1]
+
+    def read_real(self, path: Path | str, name: str | None = None, *, limit: int | None = None,
+                  what: str = "file") -> tuple[Path, bytes]:
+        """`read`, plus the real path it checked (so a caller never resolves it again)."""
         name = name or str(path)
         limit = self.limits.image_bytes if limit is None else limit
         real = self.check(path, name)
@@ -145,7 +169,7 @@ class Guard:
             os.close(fd)
         if len(data) > limit:
             raise StudyLoadError(name, f"{what} too large (more than {limit:,} bytes)")
-        return data
+        return real, data
 
     def read_text(self, path: Path | str, name: str | None = None) -> str:
         """A small text file (a report), UTF-8 (with or without BOM) or refused with the reason."""

@@ -323,3 +323,92 @@ def test_a_failing_write_in_a_batch_fails_only_its_study(db, settings, tmp_path,
         assert s.scalar(select(Study).where(Study.study_key == "GRDNA002")) is None
         # no image rows of the failed study
         assert s.scalar(select(func.count(Image.id)).where(Image.uri.like("%GRDNA002%"))) == 0
+
+
+def _records_with_images(root: Path, pixels, n: int, broken: int | None = None):
+    """n studies of two 16-bit PNGs each (study `broken` with an undecodable second image)."""
+    from studies.records import ImageSource, StudyRecord
+
+    records = []
+    for i in range(n):
+        images = []
+        for j in range(2):
+            data = b"\x89PNG\r\n\x1a\n broken" if (i == broken and j == 1) else \
+                layouts.png16(pixels)
+            path = layouts.write(root / f"s{i}" / f"{j}.png", data)
+            images.append(ImageSource(name=str(path), path=str(path)))
+        records.append(StudyRecord(source="pipe", study_key=f"S{i:02d}", patient_key=f"P{i}",
+                                   origin=f"s{i}", images=tuple(images)))
+    return records
+
+
+def test_image_rounds_overlap_writes_and_keep_each_study_whole(db, settings, tmp_path,
+                                                             rg1_small, monkeypatch):
+    """Many small rounds in flight at once (checked in the pool while earlier ones are written):
+    a broken image fails only its study, and a record of a study still in flight waits for it
+    and merges (its new image added, nothing twice)."""
+    from dataclasses import replace
+
+    import app.services.ingest as ingest
+    from app.services.ingest import import_records
+    from studies.records import ImageSource
+
+    monkeypatch.setattr(ingest, "BATCH_IMAGES", 4)
+    monkeypatch.setattr(ingest, "CHUNK_IMAGES", 1)
+    monkeypatch.setattr(ingest, "POOL_MIN_IMAGES", 1)
+    records = _records_with_images(tmp_path / "pipe", rg1_small, 12, broken=5)
+    extra = layouts.write(tmp_path / "pipe" / "s3" / "2.png", layouts.png16(rg1_small[::-1]))
+    again = replace(records[3], images=records[3].images + (
+        ImageSource(name=str(extra), path=str(extra)),))
+    report = import_records(db, [*records, again], blobs=settings.blobs, fmt="pipe", workers=2)
+    assert (report.found, report.added, report.updated, report.failed, report.images) == \
+        (13, 11, 1, 1, 23), report.summary()
+    assert report.problems[0].where.endswith("s5/1.png")
+    with db.read() as s:
+        assert s.scalar(select(func.count()).select_from(Image)) == 23
+        assert s.scalar(select(func.count()).select_from(Study)) == 11
+        assert by_key(s, "S05") is None
+        assert [im.position for im in by_key(s, "S03").images] == [0, 1, 2]
+    rerun = import_records(db, [*records, again], blobs=settings.blobs, fmt="pipe", workers=2)
+    assert (rerun.unchanged, rerun.failed, rerun.images) == (12, 1, 0), rerun.summary()
+
+
+def _crashing_chunk(check, sources):
+    """A worker that dies (as a segfaulting decoder would) on a file named crash."""
+    import os
+
+    from app.services.ingest import _check_one
+
+    if any(s.name.endswith("crash.png") for s in sources):
+        os._exit(1)
+    return [_check_one(s, check) for s in sources]
+
+
+def test_a_crashing_worker_fails_its_images_and_the_import_goes_on(db, settings, tmp_path,
+                                                                   rg1_small, monkeypatch):
+    import app.services.ingest as ingest
+    from app.services.ingest import import_records
+
+    monkeypatch.setattr(ingest, "BATCH_IMAGES", 2)
+    monkeypatch.setattr(ingest, "CHUNK_IMAGES", 1)
+    monkeypatch.setattr(ingest, "POOL_MIN_IMAGES", 1)
+    monkeypatch.setattr(ingest, "_check_chunk", _crashing_chunk)
+    records = _records_with_images(tmp_path / "pipe", rg1_small, 12)
+    crash = layouts.write(tmp_path / "pipe" / "crash.png", layouts.png16(rg1_small))
+    records[2] = replace_images(records[2], crash)
+    report = import_records(db, records, blobs=settings.blobs, fmt="pipe", workers=2)
+    assert report.found == 12 and report.added + report.failed == 12, report.summary()
+    crashed = [p for p in report.problems if p.where.endswith("crash.png")]
+    assert crashed and "image checker crashed" in crashed[0].reason, report.problems
+    with db.read() as s:  # rounds after the crash run in a new pool
+        assert by_key(s, "S11") is not None, report.problems
+        assert len(by_key(s, "S11").images) == 2
+        assert by_key(s, "S02") is None
+
+
+def replace_images(record, path: Path):
+    from dataclasses import replace
+
+    from studies.records import ImageSource
+
+    return replace(record, images=(ImageSource(name=str(path), path=str(path)),))

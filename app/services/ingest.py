@@ -22,8 +22,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -46,7 +47,7 @@ from db.store import (
 )
 from studies.errors import DatasetLayoutError, StudyLoadError
 from studies.importers import ImportOptions, detect_format, get_importer
-from studies.pixels import ImageCheck, ImageInfo, inspect, sniff_format
+from studies.pixels import ImageCheck, ImageInfo, inspect_file, sniff_format
 from studies.records import ImageSource, RecordError, StudyRecord
 from studies.safety import Guard, Limits
 
@@ -54,9 +55,12 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int | None], None]  # (done so far, total if known)
 
-# Studies written per transaction, and images per parallel check round.
+# Studies written per transaction, and images per parallel check round (small enough that the
+# parent's write of one round overlaps the workers' decoding of the next).
 BATCH_STUDIES = 5000
-BATCH_IMAGES = 512
+BATCH_IMAGES = 128
+# Images per task sent to a worker: paths out, small results back.
+CHUNK_IMAGES = 4
 # Fewer images than this are checked in-process (a pool costs more than it saves).
 POOL_MIN_IMAGES = 16
 
@@ -184,7 +188,7 @@ def import_records(
                 writer.add(item)
             if progress is not None:
                 progress(report.found, total)
-        writer.flush()
+        writer.close()
     return report
 
 
@@ -209,7 +213,8 @@ def fingerprint(record: StudyRecord, patient_key: str | None = None,
 
 @dataclass(frozen=True)
 class _Checked:
-    """One image's check: its info and stored uri source (real path), or the failure."""
+    """One image's check as it comes back from a worker: small (its info and real path, or the
+    failure), never pixels."""
 
     info: ImageInfo | None
     real_path: str | None
@@ -217,12 +222,10 @@ class _Checked:
     name: str
 
 
-def _check_one(task: tuple[ImageSource, ImageCheck]) -> _Checked:
-    """Runs in a worker process: never raises (a crash there would lose the whole round)."""
-    source, check = task
+def _check_one(source: ImageSource, check: ImageCheck) -> _Checked:
+    """Never raises: a worker's exception would fail its whole chunk."""
     try:
-        info = inspect(source, check)  # read through the Guard: contained, regular, capped
-        real = os.path.realpath(source.path) if source.data is None else None  # type: ignore
+        info, real = inspect_file(source, check)  # read once through the Guard, decoded once
         return _Checked(info, real, None, source.name)
     except StudyLoadError as exc:
         return _Checked(None, None, exc.reason, exc.path)
@@ -233,29 +236,70 @@ def _check_one(task: tuple[ImageSource, ImageCheck]) -> _Checked:
         return _Checked(None, None, f"{type(exc).__name__}: {exc}", source.name)
 
 
+def _check_chunk(check: ImageCheck, sources: list[ImageSource]) -> list[_Checked]:
+    """Runs in a worker process: one pickled ImageCheck per chunk, paths in, small results out."""
+    return [_check_one(source, check) for source in sources]
+
+
+@dataclass
+class _Round:
+    """A round of image checks under way in the pool (or already done in-process)."""
+
+    sources: list[ImageSource]
+    chunks: list[tuple[int, Future[list[_Checked]]]] = field(default_factory=list)
+    done: list[_Checked] | None = None
+
+    def results(self) -> list[_Checked]:
+        """The checks in task order; a chunk whose worker died fails its images, not the
+        import."""
+        if self.done is not None:
+            return self.done
+        out: list[_Checked] = []
+        for start, future in self.chunks:
+            try:
+                out.extend(future.result())
+            except Exception as exc:  # BrokenProcessPool: a decoder crashed a worker (segfault,
+                # OOM kill); every chunk still queued fails with it
+                end = start + CHUNK_IMAGES
+                out.extend(_Checked(None, None, f"image checker crashed ({exc}); check the file "
+                                    "alone", s.name) for s in self.sources[start:end])
+        self.done = out
+        return out
+
+
 class _PoolHandle:
-    """A process pool made on first need, shut down with the import."""
+    """A process pool made on first need, shut down with the import.
+
+    Rounds are submitted without waiting, so workers decode the next round while the parent
+    reads metadata and writes the previous one.
+    """
 
     def __init__(self, workers: int | None, stack: ExitStack) -> None:
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
         self._stack = stack
-        self._pool: Executor | None = None
+        self._pool: ProcessPoolExecutor | None = None
 
-    def map(self, tasks: list[tuple[ImageSource, ImageCheck]]) -> list[_Checked]:
-        if self.workers <= 1 or len(tasks) < POOL_MIN_IMAGES:
-            return [_check_one(t) for t in tasks]
-        if self._pool is None:
+    def submit(self, sources: list[ImageSource], check: ImageCheck) -> _Round:
+        if self.workers <= 1 or (self._pool is None and len(sources) < POOL_MIN_IMAGES):
+            return _Round(sources, done=[_check_one(s, check) for s in sources])
+        pool = self._pool
+        if pool is None or getattr(pool, "_broken", False):
             import PIL.Image  # noqa: F401  (imported once here, inherited by forked workers)
 
-            self._pool = self._stack.enter_context(ProcessPoolExecutor(self.workers))
-        # Small chunks: images take 10-50 ms each, so IPC is cheap and the load stays even.
-        chunk = max(1, min(2, len(tasks) // (self.workers * 8)))
+            pool = self._pool = self._stack.enter_context(ProcessPoolExecutor(self.workers))
+        round_ = _Round(sources)
         try:
-            return list(self._pool.map(_check_one, tasks, chunksize=chunk))
-        except BrokenProcessPool as exc:  # a decoder crashed a worker (segfault, OOM kill)
+            for start in range(0, len(sources), CHUNK_IMAGES):
+                round_.chunks.append((start, pool.submit(
+                    _check_chunk, check, sources[start:start + CHUNK_IMAGES])))
+        except BrokenProcessPool:  # broke while submitting: the rest fail in results()
             self._pool = None
-            return [_Checked(None, None, f"image checker crashed ({exc}); check the file alone",
-                             t[0].name) for t in tasks]
+            failed: Future[list[_Checked]] = Future()
+            failed.set_exception(BrokenProcessPool("a worker died"))
+            done = len(round_.chunks) * CHUNK_IMAGES
+            round_.chunks.extend((start, failed)
+                                 for start in range(done, len(sources), CHUNK_IMAGES))
+        return round_
 
 
 # --- batching and writing ----------------------------------------------------------------------
@@ -267,9 +311,23 @@ class _Pending:
     known: KnownStudy | None
 
 
+@dataclass
+class _Batch:
+    """Records whose images are being checked; written once the checks are back."""
+
+    pending: list[_Pending]
+    keys: set[tuple[str, str]]
+    wanted: list[list[int]]  # per pending record: indexes into round_.sources
+    round_: _Round
+
+
 class _BatchWriter:
     """Collects records, skips unchanged ones, checks the images of the rest in the pool and
-    writes them in one transaction per batch (retried study by study if it fails)."""
+    writes them in one transaction per batch (retried study by study if it fails).
+
+    One batch stays in flight: while the workers check batch k+1, the parent writes batch k
+    and reads the records of batch k+2, so neither waits on the other.
+    """
 
     def __init__(self, db: Database, blobs: BlobStore, check: ImageCheck, report: ImportReport,
                  pool: _PoolHandle) -> None:
@@ -277,6 +335,8 @@ class _BatchWriter:
         self.pending: list[_Pending] = []
         self.pending_keys: set[tuple[str, str]] = set()
         self.pending_images = 0
+        self.in_flight: deque[_Batch] = deque()
+        self.in_flight_keys: set[tuple[str, str]] = set()
         with db.write() as session:
             pseudonym(session, "")  # makes sure the pseudonym key exists before reading with it
         with db.read() as session:
@@ -318,8 +378,8 @@ class _BatchWriter:
         study_key = self._pseudonym(record.study_key) if record.identifiers_are_phi \
             else record.study_key
         key = (record.source, study_key)
-        if key in self.pending_keys:
-            self.flush()
+        if key in self.pending_keys or key in self.in_flight_keys:
+            self.close()  # the same study twice: the first must be stored before the second
         digest = fingerprint(record, patient_key, study_key)
         known = self.index.get(key)
         if known is not None and known.fingerprint == digest:
@@ -334,59 +394,82 @@ class _BatchWriter:
             self.flush()
 
     def flush(self) -> None:
+        """Start checking the pending records' images, then write the batch before it."""
         self._end_ids_session()
         pending, self.pending = self.pending, []
-        self.pending_keys, self.pending_images = set(), 0
-        if not pending:
-            return
+        keys, self.pending_keys, self.pending_images = self.pending_keys, set(), 0
+        if pending:
+            self.in_flight.append(self._start(pending, keys))
+            self.in_flight_keys |= keys
+        while len(self.in_flight) > 1:
+            self._finish(self.in_flight.popleft())
+
+    def close(self) -> None:
+        """Check and write everything still pending or in flight."""
+        self.flush()
+        while self.in_flight:
+            self._finish(self.in_flight.popleft())
+
+    def _start(self, pending: list[_Pending], keys: set[tuple[str, str]]) -> _Batch:
         existing = self._existing_images([p.known.id for p in pending if p.known is not None])
-        tasks: list[tuple[ImageSource, ImageCheck]] = []
-        wanted: list[list[int]] = []  # per pending record: indexes into tasks
+        sources: list[ImageSource] = []
+        wanted: list[list[int]] = []
         for p in pending:
             have = existing.get(p.known.id, (set(), set())) if p.known else (set(), set())
             idx = []
             for source in p.record.images:
                 if _already_stored(source, have):
                     continue
-                idx.append(len(tasks))
-                tasks.append((source, self.check))
+                idx.append(len(sources))
+                sources.append(source)
             wanted.append(idx)
-        results = self.pool.map(tasks) if tasks else []
+        round_ = self.pool.submit(sources, self.check) if sources else _Round([], done=[])
+        return _Batch(pending, keys, wanted, round_)
+
+    def _finish(self, batch: _Batch) -> None:
+        self._end_ids_session()
+        results = batch.round_.results()
         ready: list[tuple[_Pending, list[StoredImage], list[str]]] = []
-        for p, idx in zip(pending, wanted, strict=True):
+        for p, idx in zip(batch.pending, batch.wanted, strict=True):
             checked = [results[i] for i in idx]
             errors = [c for c in checked if c.error is not None]
             if errors:
                 first = errors[0]
                 more = f" (and {len(errors) - 1} more image(s) failed)" if len(errors) > 1 else ""
                 self.report.problems.append(
-                    ImportProblem(first.name, first.error + more, p.record.origin))
+                    ImportProblem(first.name, f"{first.error}{more}", p.record.origin))
                 continue
             created: list[str] = []
             try:
-                stored = [StoredImage(self._place(src, c, created), c.info)  # type: ignore[arg-type]
-                          for src, c in zip([t[0] for t in (tasks[i] for i in idx)], checked,
-                                            strict=True)]
+                stored = [StoredImage(self._place(batch.round_.sources[i], c, created),
+                                      c.info)  # type: ignore[arg-type]
+                          for i, c in zip(idx, checked, strict=True)]
             except (OSError, StudyLoadError) as exc:
                 self._undo(created)
                 self.report.problems.append(ImportProblem(p.record.origin, f"cannot store "
                                                           f"embedded image ({exc})"))
                 continue
             ready.append((p, stored, created))
-        if ready:
-            try:
-                self._write(ready)
-            except Exception:
-                log.info("batch write failed; retrying study by study", exc_info=True)
-                for item in ready:
-                    try:
-                        self._write([item])
-                    except Exception as exc:
-                        log.warning("storing %s failed: %s", item[0].record.origin, exc)
-                        self._undo(item[2])
-                        reason = getattr(exc, "orig", None) or exc
-                        self.report.problems.append(ImportProblem(
-                            item[0].record.origin, f"database error: {reason}"))
+        try:
+            if ready:
+                self._write_or_retry(ready)
+        finally:
+            self.in_flight_keys -= batch.keys
+
+    def _write_or_retry(self, ready: list[tuple[_Pending, list[StoredImage], list[str]]]) -> None:
+        try:
+            self._write(ready)
+        except Exception:
+            log.info("batch write failed; retrying study by study", exc_info=True)
+            for item in ready:
+                try:
+                    self._write([item])
+                except Exception as exc:
+                    log.warning("storing %s failed: %s", item[0].record.origin, exc)
+                    self._undo(item[2])
+                    reason = getattr(exc, "orig", None) or exc
+                    self.report.problems.append(ImportProblem(
+                        item[0].record.origin, f"database error: {reason}"))
 
     def _existing_images(self, study_ids: list[int]) -> dict[int, tuple[set[str], set[str]]]:
         """(uris, checksums) of the stored images of studies being merged."""
