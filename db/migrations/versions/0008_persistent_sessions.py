@@ -1,7 +1,7 @@
 """web sessions and login throttling kept in the database
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 Create Date: 2026-11-23
 
 Sessions (only a SHA-256 of each cookie token) and the failed-login counters of the back-off
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0008'
-down_revision = '0006'
+down_revision = '0007'
 branch_labels = None
 depends_on = None
 
