@@ -40,7 +40,10 @@
     const f = box('findings'), i = box('impression');
     if (!f || !i) return;
     const old = readEntry(rrg.study) || {};
-    writeEntry(rrg.study, {findings: f.value, impression: i.value, base: rrg.base,
+    // typed: the sections the reader typed in; only those are ever put back (the other box
+    // may have been empty only because no draft had arrived yet)
+    const typed = [...new Set([...(old.typed || []), ...Object.keys(rrg.keys)])];
+    writeEntry(rrg.study, {findings: f.value, impression: i.value, base: rrg.base, typed,
                            sent: old.sent || {}, at: Date.now()});
   };
   const SENT_KEPT = 50;
@@ -105,8 +108,8 @@
     if (!entry) return;
     const shown = sync.shown || {}, base = sync.base || {};
     const was = entry.base || {}, sent = entry.sent || {};
-    const differs = NAMES.filter((s) => typeof entry[s] === 'string' &&
-                                       !same(entry[s], shown[s]));
+    const differs = NAMES.filter((s) => (entry.typed || []).includes(s) &&
+                                       typeof entry[s] === 'string' && !same(entry[s], shown[s]));
     if (!differs.length) { localStorage.removeItem(storeKey(sync.study)); return; }
     // a section is safe to restore when no revision came in since its text was edited from
     // base, or the newer revision holds a text this tab itself sent (its own autosave)
