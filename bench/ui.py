@@ -167,7 +167,7 @@ class SizeBench:
         settings = Settings.from_args(str(self.path), str(folder / f"data-{n}"))
         self.db = open_database(settings.db_url)
         t0 = time.perf_counter()
-        add_studies(self.db, n, studies_per_patient=2,
+        add_studies(self.db, n, studies_per_patient=2, pseudonymised=True,
                     image=SyntheticImage(get_testdata_file("RG1_UNCI.dcm"), 1955, 1841))
         built = time.perf_counter() - t0
         review = ReviewService(self.db)
@@ -391,7 +391,12 @@ def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[floa
                             str(data_dir), "--port", str(port), "--login", "--no-demo",
                             "--no-predraft", "--model", "retrieval"], cwd=ROOT, env=env,
                            stdout=subprocess.DEVNULL, stderr=logs[0].open("w"))
-    noop = subprocess.Popen([sys.executable, "-c", NOOP_APP, str(noop_port), str(db_path)],
+    accounts_db = db_path.with_suffix(".accounts.sqlite")  # the no-op page's own logins
+    if not accounts_db.exists():
+        small = open_database(accounts_db)
+        ReviewService(small).add_reader(READER, PASSWORD)
+        small.dispose()
+    noop = subprocess.Popen([sys.executable, "-c", NOOP_APP, str(noop_port), str(accounts_db)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=logs[1].open("w"))
     try:
