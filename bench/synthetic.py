@@ -8,6 +8,7 @@ decodes a real radiograph) or have no images (report-only references).
 from __future__ import annotations
 
 import hashlib
+import hmac
 from dataclasses import dataclass
 from datetime import date, timedelta
 
@@ -16,6 +17,7 @@ from sqlalchemy import insert, select
 from db.engine import Database
 from db.models import Image, Patient, ReferenceReport, Study, utcnow
 from db.sorting import natural_key
+from db.store import pseudonym_key
 
 
 @dataclass(frozen=True)
@@ -38,17 +40,29 @@ class SyntheticImage:
 def add_studies(db: Database, count: int, *, source: str = "bench", prefix: str = "CXR",
                 image: SyntheticImage | None = None, report_only_every: int = 0,
                 studies_per_patient: int = 2, splits: tuple[str, ...] = ("train",),
-                start: int = 1, chunk: int = 20_000) -> list[int]:
+                start: int = 1, chunk: int = 20_000, pseudonymised: bool = False) -> list[int]:
     """Add `count` studies keyed prefix1..prefixN (natural order != text order on purpose);
-    every `report_only_every`-th study has no image. Returns the new study ids."""
+    every `report_only_every`-th study has no image. Patients are `<source>-P<n>`, stored as
+    their pseudonyms with `pseudonymised` (as the importer stores them, so the app does not
+    rewrite them at start). Returns the new study ids."""
     checksum = image.checksum if image else ""
     now = utcnow()
     ids: list[int] = []
+    secret = None
+    if pseudonymised:
+        with db.write() as s:
+            secret = pseudonym_key(s)
+
+    def name(key: str) -> str:
+        if secret is None:
+            return key
+        return "anon-" + hmac.new(secret, key.encode(), hashlib.sha256).hexdigest()[:16]
     with db.engine.begin() as conn:
         patient_ids: dict[int, int] = {}
         first_patient = (start - 1) // studies_per_patient
         last_patient = (start + count - 2) // studies_per_patient
-        wanted = {f"{source}-P{p}": p for p in range(first_patient, last_patient + 1)}
+        wanted = {name(f"{source}-P{p}"): p for p in range(first_patient, last_patient + 1)}
+        number = dict(wanted)
         existing = select(Patient.id, Patient.key).where(Patient.source == source)
         for pid, key in (conn.execute(existing) if start > 1 else ()):
             if key in wanted:
@@ -58,7 +72,7 @@ def add_studies(db: Database, count: int, *, source: str = "bench", prefix: str 
             part = rows[i:i + chunk]
             result = conn.execute(insert(Patient).returning(Patient.id, Patient.key), part)
             for pid, key in result:
-                patient_ids[int(key.rsplit("P", 1)[1])] = pid
+                patient_ids[number[key]] = pid
         for lo in range(start, start + count, chunk):
             hi = min(lo + chunk, start + count)
             studies = []

@@ -167,7 +167,7 @@ class SizeBench:
         settings = Settings.from_args(str(self.path), str(folder / f"data-{n}"))
         self.db = open_database(settings.db_url)
         t0 = time.perf_counter()
-        add_studies(self.db, n, studies_per_patient=2,
+        add_studies(self.db, n, studies_per_patient=2, pseudonymised=True,
                     image=SyntheticImage(get_testdata_file("RG1_UNCI.dcm"), 1955, 1841))
         built = time.perf_counter() - t0
         review = ReviewService(self.db)
@@ -385,13 +385,20 @@ def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[floa
     db.dispose()
     port, noop_port = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # the servers' logs go to files: a pipe nobody reads fills up and blocks the server
+    logs = [db_path.with_suffix(".app.log"), db_path.with_suffix(".noop.log")]
     app = subprocess.Popen([sys.executable, "launch.py", "--db", str(db_path), "--data-dir",
                             str(data_dir), "--port", str(port), "--login", "--no-demo",
                             "--no-predraft", "--model", "retrieval"], cwd=ROOT, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    noop = subprocess.Popen([sys.executable, "-c", NOOP_APP, str(noop_port), str(db_path)],
+                           stdout=subprocess.DEVNULL, stderr=logs[0].open("w"))
+    accounts_db = db_path.with_suffix(".accounts.sqlite")  # the no-op page's own logins
+    if not accounts_db.exists():
+        small = open_database(accounts_db)
+        ReviewService(small).add_reader(READER, PASSWORD)
+        small.dispose()
+    noop = subprocess.Popen([sys.executable, "-c", NOOP_APP, str(noop_port), str(accounts_db)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=logs[1].open("w"))
     try:
         _wait(f"http://127.0.0.1:{port}/login", app, "the app")
         _wait(f"http://127.0.0.1:{noop_port}/login", noop, "the no-op page")
@@ -429,6 +436,10 @@ def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[floa
             if "Rated" not in str(out.get("rate-status")):
                 raise RuntimeError(f"HTTP rate did not rate: {out.get('rate-status')!r}")
         return times
+    except Exception:
+        for log in logs:
+            print(f"--- {log.name} (last lines)\n{log.read_text()[-3000:]}", file=sys.stderr)
+        raise
     finally:
         for proc in (app, noop):
             proc.terminate()
@@ -436,15 +447,12 @@ def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[floa
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-            if proc.returncode not in (0, -15, None) and proc.stderr:
-                print(proc.stderr.read()[-2000:], file=sys.stderr)
 
 
 # -- report -------------------------------------------------------------------------------------
-def report(results: dict[int, dict[str, list[float]]], metrics_calls: dict[int, int],
-           http: dict[int, dict[str, list[float]]], first: dict[int, list[float]] | None,
-           durability: dict[str, list[float]] | None) -> None:
-    small, big = min(results), max(results)
+def report_server(results: dict[int, dict[str, list[float]]],
+                  metrics_calls: dict[int, int]) -> None:
+    small = min(results)
     for n, times in results.items():
         print(f"{n:,} studies, server side (Gradio's process_api on the workstation page):")
         for name, xs in times.items():
@@ -456,6 +464,13 @@ def report(results: dict[int, dict[str, list[float]]], metrics_calls: dict[int, 
                          f"{small:,}")
             print(line(name, xs, extra))
         print(f"  metrics computed inside the timed events: {metrics_calls[n]} (must be 0)")
+    sys.stdout.flush()
+
+
+def report(results: dict[int, dict[str, list[float]]],
+           http: dict[int, dict[str, list[float]]], first: dict[int, list[float]] | None,
+           durability: dict[str, list[float]] | None) -> None:
+    small, big = min(results), max(results)
     for n, times in http.items():
         print(f"{n:,} studies, through HTTP (signed in; next to a no-op page's floor):")
         for name, xs in times.items():
@@ -530,13 +545,14 @@ def main() -> int:
             metrics_calls[bench.n] = bench.metrics.calls
             bench.db.dispose()
         loop.close()
+        report_server(results, metrics_calls)
         first = None if args.no_first_open else bench_first_open(folder)
         if args.http:
             for bench in benches:
                 http[bench.n] = bench_http(bench.path, folder / f"data-{bench.n}", args.http)
         saves = (durability.measure(args.durability, folder / "durability")
                  if args.durability else None)
-    report(results, metrics_calls, http, first, saves)
+    report(results, http, first, saves)
     return 0
 
 
