@@ -132,7 +132,7 @@ async def session_hashes(request: Request) -> set[str]:
     for pattern in _HASH_IN_PATH:
         match = pattern.match(request.url.path)
         if match and request.method in ("GET", "HEAD"):
-            found.add(urllib.parse.unquote(match.group(1)))
+            found.add(match.group(1))  # (Starlette has decoded the path, as for routing)
     if request.method == "POST" and request.url.path.startswith("/gradio_api/"):
         body = await request.body()  # cached by Starlette: the route reads it again
         if body and not request.headers.get("content-type", "").startswith("multipart/"):
@@ -266,6 +266,11 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
                 return JSONResponse({"detail": "Not found"}, status_code=404)
             if request.method == "POST" and len(await request.body()) > _BODY_LIMIT:
                 return JSONResponse({"detail": "Request too large"}, status_code=413)
+            if (request.headers.get("content-type", "").startswith("multipart/")
+                    and path.startswith("/gradio_api/") and path != "/gradio_api/upload"):
+                # a form body could name a session hash where `session_hashes` does not look
+                # (component_server accepts one); the page sends forms only to /upload
+                return JSONResponse({"detail": "Unsupported media type"}, status_code=415)
             for session_hash in await session_hashes(request):
                 owner = tabs.claim(session_hash, user)
                 if owner is not None:

@@ -355,6 +355,12 @@ def test_every_event_of_the_page_refuses_another_readers_tab(team):
         response = alice.http.request(method, path, json=payload, timeout=10)
         assert response.status_code == 403, (path, response.status_code, response.text[:300])
         refused += 1
+    # a form body (where the hash is not looked for) is refused off /upload; streams are off
+    form = alice.http.post("gradio_api/component_server", data={
+        "session_hash": hash_, "component_id": "1", "fn_name": "ls"},
+        files={"data": ("d", b"x")})
+    assert form.status_code == 415
+    assert alice.http.get(f"gradio_api/stream/{hash_}/1/1/playlist.m3u8").status_code == 404
     assert _snapshot(db) == before  # nothing written into anyone's work
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT actor, action, ok, detail FROM audit_event ORDER BY id "
