@@ -438,11 +438,11 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         details = {k: v for k, v in check.items() if k != "ok"}
         print("  self-check ok" + (f": {json.dumps(details)}" if details else ""))
         if args.name == "selftest":
-            metric = WorkerMetric(SPECS["selftest"], folder)
+            worker = WorkerMetric(SPECS["selftest"], folder)
             try:
-                value = metric.compute(["lungs clear"], ["lungs are clear"])[0]["selftest"]
+                value = worker.compute(["lungs clear"], ["lungs are clear"])[0]["selftest"]
             finally:
-                metric.close()
+                worker.close()
             print(f"  round trip ok (selftest {value:.4f})")
         return 0
     try:
@@ -533,7 +533,8 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except SQLAlchemyError as exc:
-        print(f"error: {type(exc.orig or exc).__name__}: {str(exc.orig or exc).strip()}",
+        cause = getattr(exc, "orig", None) or exc  # the driver's error, when there is one
+        print(f"error: {type(cause).__name__}: {str(cause).strip()}",
               file=sys.stderr)
         return 1
     print(f"copied {report.total} rows into {target.engine.url.render_as_string()}: "

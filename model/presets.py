@@ -40,8 +40,17 @@ class Preset:
     options: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
 
-    def model_for(self, section: str) -> ModelRef | None:
-        return self.models.get(section) or self.models.get("report")
+    def model_for(self, section: str) -> ModelRef:
+        """The model that drafts `section`: its own, else the whole-report one.
+
+        Raises:
+            ValueError: the preset names neither (a model-free preset such as retrieval).
+        """
+        ref = self.models.get(section) or self.models.get("report")
+        if ref is None:
+            raise ValueError(f"preset {self.name} names no model for {section} (nor a "
+                             "whole-report model)")
+        return ref
 
     @property
     def model_ids(self) -> tuple[str, ...]:
@@ -99,7 +108,7 @@ def load_prompts(name: str | dict[str, str]) -> dict[str, str]:
     if isinstance(name, dict):
         return name
     text = resources.files("model").joinpath("prompts.json").read_text(encoding="utf-8")
-    prompts = json.loads(text)
+    prompts: dict[str, dict[str, str]] = json.loads(text)
     if name not in prompts:
         raise UnknownPreset(f"unknown prompt set {name!r}; known: {', '.join(sorted(prompts))}")
     return prompts[name]

@@ -360,7 +360,7 @@ class _BatchWriter:
                 first = errors[0]
                 more = f" (and {len(errors) - 1} more image(s) failed)" if len(errors) > 1 else ""
                 self.report.problems.append(
-                    ImportProblem(first.name, first.error + more, p.record.origin))
+                    ImportProblem(first.name, f"{first.error}{more}", p.record.origin))
                 continue
             created: list[str] = []
             try:
@@ -446,4 +446,4 @@ def _already_stored(source: ImageSource, have: tuple[set[str], set[str]]) -> boo
         return False
     if source.data is not None:
         return hashlib.sha256(source.data).hexdigest() in checksums
-    return os.path.realpath(source.path) in uris  # type: ignore[arg-type]
+    return source.path is not None and os.path.realpath(source.path) in uris
