@@ -14,7 +14,6 @@ all-negative).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -40,7 +39,7 @@ TOP5 = ("Cardiomegaly", "Edema", "Consolidation", "Atelectasis", "Pleural Effusi
 TOP5_INDEX = np.array([CONDITIONS.index(c) for c in TOP5])
 REPO = "StanfordAIMI/RRG_scorers"
 WEIGHTS = "chexbert.pth"
-ENV_WEIGHTS = "RRG_REVIEW_CHEXBERT"
+ENV_WEIGHTS = "RRG_REVIEW_CHEXBERT"  # read by app.settings (MetricConfig.chexbert_weights)
 BACKBONE = "bert-base-uncased"
 
 
@@ -106,7 +105,7 @@ class CheXbertF1(Metric):
 
     def __init__(self, weights: str | None = None, backbone: str = BACKBONE,
                  device: str | None = None, batch_size: int = 32, download: bool = True) -> None:
-        self.weights = weights or os.environ.get(ENV_WEIGHTS)
+        self.weights = weights
         self.backbone = backbone
         self.device = device
         self.batch_size = batch_size

@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # the registry imports this module
 
 log = logging.getLogger(__name__)
 
-ENV_DIR = "RRG_REVIEW_METRIC_WORKERS"
 STAMP = "rrg-review-worker.json"
 WORKER = Path(__file__).with_name("worker.py")
 
@@ -53,8 +52,10 @@ SPECS = {
 }
 
 
-def workers_root() -> Path:
-    return Path(os.environ.get(ENV_DIR) or Path.home() / ".cache" / "rrg-review" / "metric-workers")
+def workers_root(configured: Path | None = None) -> Path:
+    """Where the metric workers' virtualenvs live: the configured folder (`app.settings`:
+    $RRG_REVIEW_METRIC_WORKERS), else the user's cache."""
+    return configured or Path.home() / ".cache" / "rrg-review" / "metric-workers"
 
 
 def venv_python(folder: Path) -> Path:
@@ -226,4 +227,5 @@ class WorkerMetric(Metric):
 
 
 def worker_metric(name: str, config: MetricConfig) -> WorkerMetric:
-    return WorkerMetric(SPECS[name], device=getattr(config, "device", None))
+    return WorkerMetric(SPECS[name], workers_root(config.workers_dir) / name,
+                        device=config.device)

@@ -7,14 +7,13 @@ $RRG_REVIEW_PRESETS) adds presets or replaces built-ins of the same name.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 BACKENDS = ("retrieval", "vision-encoder-decoder", "chat", "worker", "openai")
-ENV_PRESETS = "RRG_REVIEW_PRESETS"
+ENV_PRESETS = "RRG_REVIEW_PRESETS"  # read by app.settings, which passes the file down
 DEFAULT_ORDER = ("rrg24-baseline", "retrieval")  # what the app uses when nothing is configured
 
 
@@ -79,12 +78,21 @@ def _parse(name: str, raw: dict[str, Any], origin: str) -> Preset:
 
 
 def load_presets(user_file: str | Path | None = None) -> dict[str, Preset]:
-    """Built-in presets, overlaid by the user's file when there is one."""
+    """Built-in presets, overlaid by the user's file when there is one.
+
+    Args:
+        user_file: extra presets (JSON object of name -> preset), e.g. `Settings.presets_file`.
+
+    Returns:
+        Presets by name.
+
+    Raises:
+        ValueError: the file cannot be read or holds no JSON object.
+    """
     text = resources.files("model").joinpath("presets.json").read_text(encoding="utf-8")
     presets = {n: _parse(n, r, "built-in presets") for n, r in json.loads(text).items()}
-    chosen = user_file or os.environ.get(ENV_PRESETS)
-    if chosen:
-        path = Path(chosen).expanduser()
+    if user_file:
+        path = Path(user_file).expanduser()
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:

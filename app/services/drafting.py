@@ -145,7 +145,7 @@ class DraftingService:
         self.db = db
         self.settings = settings
         self.runtime = runtime or RuntimeConfig()
-        self.presets = load_presets(self.runtime.presets_file)
+        self.presets = load_presets(self.runtime.presets_file or settings.presets_file)
         self._decoded = decoded
         self._drafter: Drafter | None = None
         self._gate = ReaderFirstGate()
@@ -170,7 +170,7 @@ class DraftingService:
         self._drafter = load_drafter(preset, DrafterOptions(
             device=self.runtime.device, dtype=self.runtime.dtype,
             batch_size=self.runtime.batch_size, download=self.runtime.download,
-            worker_python=self.runtime.worker_python,
+            worker_python=self.settings.worker_python(preset, self.runtime.worker_python),
             feature_dir=self.settings.data_dir / "features", candidates=self.candidates))
         return self._drafter
 
