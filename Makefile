@@ -16,10 +16,12 @@ test: $(VENV)/.installed-test
 	@command -v chromium >/dev/null 2>&1 || $(MAKE) --no-print-directory chromium
 	@$(HAVE_POSTGRES) || $(MAKE) --no-print-directory postgres
 	$(PY) -m ruff check --quiet .
+	$(PY) -m mypy
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 bench: $(VENV)/.installed-test
 	$(PY) bench/ingest.py

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from db.engine import DatabaseProblem
 
     settings = Settings.from_args(args.db, args.data_dir, log_level=args.log_level,
-                                  default_log_level="INFO")
+                                  default_log_level="INFO", presets=args.presets)
     # logins, throttling, audit, drafting and metric failures: on stderr and in the log file
     log_file = configure_logging(settings.log_level, settings.log_file())
     logging.getLogger(__name__).info("rrg-review starting on %s (log: %s)", args.host, log_file)
@@ -143,15 +143,13 @@ def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) 
     from app.services.review import ReviewService
     from app.services.viewer import StudyViewer
     from app.ui.workstation import build, launch_options
-    from metrics.registry import MetricConfig
     from model.presets import UnknownPreset
 
     exports = ExportService(db, accounts.audit, ExportSpool(runtime / "exports"))
     review = ReviewService(db, accounts, exports,
                            include_report_only=args.include_report_only)
     viewer = StudyViewer(db, settings.blobs, preview_dir=settings.data_dir / "previews")
-    drafting = DraftingService(db, settings, RuntimeConfig(device=args.device,
-                                                           presets_file=args.presets),
+    drafting = DraftingService(db, settings, RuntimeConfig(device=args.device),
                                decoded=viewer.decoded)
     preset = args.model or default_preset(drafting.presets)
     try:
@@ -161,7 +159,7 @@ def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) 
     predrafter = (None if args.no_predraft or args.read_only
                   else PreDrafter(drafting, preset))
     # the panel never downloads: metrics whose weights are not here say so at once
-    panel = StudyMetrics(db, config=MetricConfig(download=False))
+    panel = StudyMetrics(db, config=settings.metric_config(download=False))
     ui = build(viewer, drafting, predrafter, preset, review, panel, login=login)
     sessions = SessionStore(db, idle_s=args.session_idle_minutes * 60,
                             absolute_s=args.session_max_hours * 3600)

@@ -29,6 +29,12 @@ def _add_db(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_chexbert(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--chexbert-weights", metavar="PTH",
+                        help="a chexbert.pth for CheXbert F1 and SembScore (default "
+                             "$RRG_REVIEW_CHEXBERT, else the hub's StanfordAIMI/RRG_scorers copy)")
+
+
 def _tqdm_progress(desc: str, unit: str):
     """A Progress callback drawing a tqdm bar (closed by calling it with done=-1)."""
     from tqdm import tqdm
@@ -148,7 +154,7 @@ def cmd_draft(args: argparse.Namespace) -> int:
     from model.hub import ModelUnavailable
     from model.presets import UnknownPreset
 
-    settings = Settings.from_args(args.db, args.data_dir)
+    settings = Settings.from_args(args.db, args.data_dir, presets=args.presets)
     db = open_database(settings.db_url)
     try:
         service = DraftingService(db, settings, _runtime(args))
@@ -213,7 +219,9 @@ def cmd_models(args: argparse.Namespace) -> int:
             return 2
         return 0
     try:
-        presets = load_presets(args.presets)
+        from app.settings import Settings
+
+        presets = load_presets(Settings.from_args(presets=args.presets).presets_file)
         if args.fetch:
             preset = get_preset(presets, args.fetch)
             ids = list(preset.model_ids) + (
@@ -280,16 +288,17 @@ def _requested_keys(names: list[str] | None, metrics) -> list[str]:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
+    from app.settings import Settings
     from metrics.expect import read_expected
     from metrics.pairs import PairsError, read_pairs
-    from metrics.registry import MetricConfig, build
+    from metrics.registry import build
 
     try:
         pairs = read_pairs(args.predictions, args.references, args.section,
                            args.empty_references)
         names = [m.strip() for m in args.metrics.split(",") if m.strip()] \
             if args.metrics else None
-        config = MetricConfig(
+        config = Settings.from_args(args.db, chexbert_weights=args.chexbert_weights).metric_config(
             device=None if args.device == "auto" else args.device, download=not args.offline,
             bertscore_model=args.bertscore_model, bertscore_baseline=args.bertscore_baseline,
             bertscore_rescale=not args.no_rescale)
@@ -414,10 +423,19 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     """`metrics list` (every key, set, direction, version) and `metrics setup-worker NAME`."""
     import json
 
-    from metrics.registry import HEADLINE, SETS, MetricConfig, build, resolve_names
+    from app.settings import Settings
+    from metrics.registry import HEADLINE, SETS, build, resolve_names
+
+    settings = Settings.from_args()
 
     if args.action == "setup-worker":
-        from metrics.worker_client import SPECS, WorkerMetric, selfcheck, setup_worker
+        from metrics.worker_client import (
+            SPECS,
+            WorkerMetric,
+            selfcheck,
+            setup_worker,
+            workers_root,
+        )
 
         if args.name not in SPECS:
             print(f"error: unknown worker metric {args.name!r} ({', '.join(SPECS)})",
@@ -425,7 +443,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             return 2
         print(f"setting up the {args.name} worker environment ...", flush=True)
         try:
-            folder = setup_worker(args.name, args.dir, args.python)
+            folder = setup_worker(args.name, args.dir or
+                                  workers_root(settings.metric_workers_dir) / args.name,
+                                  args.python)
         except (RuntimeError, OSError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -438,11 +458,11 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         details = {k: v for k, v in check.items() if k != "ok"}
         print("  self-check ok" + (f": {json.dumps(details)}" if details else ""))
         if args.name == "selftest":
-            metric = WorkerMetric(SPECS["selftest"], folder)
+            worker = WorkerMetric(SPECS["selftest"], folder)
             try:
-                value = metric.compute(["lungs clear"], ["lungs are clear"])[0]["selftest"]
+                value = worker.compute(["lungs clear"], ["lungs are clear"])[0]["selftest"]
             finally:
-                metric.close()
+                worker.close()
             print(f"  round trip ok (selftest {value:.4f})")
         return 0
     try:
@@ -450,7 +470,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for metric in build(names, MetricConfig(download=False)):
+    for metric in build(names, settings.metric_config(download=False)):
         sets = [s for s, members in SETS.items() if metric.name in members]
         for key in metric.keys:
             star = " (headline)" if any(key in HEADLINE[s] for s in sets) else ""
@@ -533,7 +553,8 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except SQLAlchemyError as exc:
-        print(f"error: {type(exc.orig or exc).__name__}: {str(exc.orig or exc).strip()}",
+        cause = getattr(exc, "orig", None) or exc  # the driver's error, when there is one
+        print(f"error: {type(cause).__name__}: {str(cause).strip()}",
               file=sys.stderr)
         return 1
     print(f"copied {report.total} rows into {target.engine.url.render_as_string()}: "
@@ -553,8 +574,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     from app.services.export import ExportFilters, export
     from app.settings import Settings
     from db.engine import open_database
-    from metrics.registry import MetricConfig, build
+    from metrics.registry import build
 
+    settings = Settings.from_args(args.db, chexbert_weights=args.chexbert_weights)
     try:
         since = date.fromisoformat(args.since) if args.since else None
     except ValueError:
@@ -563,11 +585,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         names = [m.strip() for m in args.metrics.split(",") if m.strip()] \
             if args.metrics else None
-        metrics = build(names, MetricConfig(download=not args.offline))
+        metrics = build(names, settings.metric_config(download=not args.offline))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    db = open_database(Settings.from_args(args.db).db_url)
+    db = open_database(settings.db_url)
     files = export(db, args.format, args.out,
                    ExportFilters(args.model, args.reader, args.source, since,
                                  dataset_keys=args.dataset_keys), metrics,
@@ -689,6 +711,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("score", help="score predictions against references (RRG24 and ReXrank "
                                      "metric sets)")
+    _add_chexbert(p)
     p.add_argument("--predictions", required=True, type=Path, metavar="P",
                    help="JSONL ({id, findings, impression}) or text, one section per line")
     p.add_argument("--references", required=True, type=Path, metavar="R",
@@ -752,6 +775,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_metrics)
 
     p = sub.add_parser("export", help="evaluation report of the review session (HTML/CSV/JSON)")
+    _add_chexbert(p)
     p.add_argument("--format", required=True, choices=("html", "csv", "json"))
     p.add_argument("--out", required=True, type=Path, metavar="PATH")
     p.add_argument("--model", metavar="PRESET", help="only drafts of this preset")

@@ -89,7 +89,8 @@ def check_tls_files(certfile: str, keyfile: str | None) -> None:
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(certfile, keyfile)
     except (ssl.SSLError, OSError) as exc:
         raise TLSFilesError(f"the TLS certificate {certfile} and key {keyfile} cannot be used "
-                            f"together ({exc.strerror or exc.reason or exc})") from None
+                            f"together ({exc.strerror or getattr(exc, 'reason', None) or exc})"
+                            ) from None
 
 
 class TabOwners:

@@ -62,6 +62,11 @@ def sqlite_path(url: str) -> Path | None:
     return None
 
 
+def _reason(exc: OSError) -> str:
+    """An OS error's reason in lower case ("permission denied"), whatever raised it."""
+    return (exc.strerror or str(exc)).lower()
+
+
 def busy_timeout_s() -> float:
     try:
         return max(0.0, float(os.environ.get(ENV_BUSY_TIMEOUT, DEFAULT_BUSY_TIMEOUT_S)))
@@ -207,7 +212,7 @@ def _prepare_file(path: Path, *, read_only: bool) -> None:
     except FileExistsError:
         pass
     except OSError as exc:
-        raise DatabaseProblem(f"cannot create the database {path}: {exc.strerror.lower()} "
+        raise DatabaseProblem(f"cannot create the database {path}: {_reason(exc)} "
                               f"({path.parent} must be a writable folder)") from None
 
 
@@ -355,7 +360,7 @@ def backup(db: Database, out: Path) -> Path:
         fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(fd)
     except OSError as exc:
-        raise DatabaseProblem(f"cannot write the backup {out}: {exc.strerror.lower()}") \
+        raise DatabaseProblem(f"cannot write the backup {out}: {_reason(exc)}") \
             from None
     try:
         source = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_timeout_s())

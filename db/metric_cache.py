@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 from sqlalchemy import select, tuple_
@@ -30,7 +31,7 @@ class DatabaseScoreCache:
                     MetricResult.metric == metric, MetricResult.version == version,
                     MetricResult.model_id == model_id,
                     tuple_(MetricResult.hyp_hash, MetricResult.ref_hash).in_(part)))
-                found.update({(h, r): p for h, r, p in rows})
+                found.update({(h, r): p for h, r, p in rows.tuples()})
         return found
 
     def put_many(self, metric: str, version: str, model_id: str,
@@ -40,7 +41,7 @@ class DatabaseScoreCache:
         rows = [dict(metric=metric, version=version, model_id=model_id, hyp_hash=h, ref_hash=r,
                      payload=p) for (h, r), p in items.items()]
         with self.db.write() as session:
-            insert = _insert_for(session.bind.dialect.name)
+            insert = _insert_for(session.get_bind().dialect.name)
             if insert is not None:  # a pair another scorer stored first is simply kept
                 stmt = insert(MetricResult).on_conflict_do_nothing(
                     index_elements=_RESULT_KEY)
@@ -61,10 +62,11 @@ class DatabaseScoreCache:
 
     def put_matrix(self, metric: str, version: str, model_id: str, digest: str,
                    matrix: np.ndarray) -> None:
-        values = dict(metric=metric, version=version, model_id=model_id, digest=digest,
+        values: dict[str, Any] = dict(metric=metric, version=version, model_id=model_id,
+                                      digest=digest,
                       matrix=matrix_bytes(matrix))
         with self.db.write() as session:
-            insert = _insert_for(session.bind.dialect.name)
+            insert = _insert_for(session.get_bind().dialect.name)
             if insert is not None:  # one statement: two scorers of the same corpus never clash
                 stmt = insert(MetricCorpus).values(**values)
                 session.execute(stmt.on_conflict_do_update(
@@ -83,12 +85,14 @@ _RESULT_KEY = ["metric", "version", "model_id", "hyp_hash", "ref_hash"]
 _CORPUS_KEY = ["metric", "version", "model_id", "digest"]
 
 
-def _insert_for(dialect: str):
+def _insert_for(dialect: str) -> Callable[[type[Any]], Any] | None:
     """The dialect's INSERT with ON CONFLICT (SQLite and PostgreSQL), else None."""
     if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    elif dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        return None
-    return insert
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+        return postgresql_insert
+    return None

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Table,
     Text,
     Time,
     UniqueConstraint,
@@ -381,3 +382,11 @@ class MetricCorpus(Base):
     digest: Mapped[str] = mapped_column(String(64))
     matrix: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+def table_of(model: type[Base]) -> Table:
+    """A mapped class's Table (SQLAlchemy types `__table__` as the wider FromClause), for the
+    Core INSERTs that write many rows at once."""
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table

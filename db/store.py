@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import date
 from datetime import time as dtime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session, selectinload
@@ -26,6 +27,7 @@ from db.models import (
     ReferenceReport,
     ReferenceReportVersion,
     Study,
+    table_of,
     utcnow,
 )
 from db.sorting import natural_key
@@ -99,7 +101,8 @@ def pseudonym_key(session: Session) -> bytes:
     elif key_file is not None and key_file.is_file():
         key, where = _read_key_file(key_file), str(key_file)
     elif key_file is None:
-        raise PseudonymKeyError(f"set {ENV_KEY} (64 hex digits) for pseudonyms in {db.url}")
+        where_db = db.url if db is not None else "this database"
+        raise PseudonymKeyError(f"set {ENV_KEY} (64 hex digits) for pseudonyms in {where_db}")
     elif legacy is not None:
         key, where = _write_key_file(key_file, bytes.fromhex(legacy.value)), str(key_file)
     elif stored_check is not None:
@@ -219,8 +222,8 @@ def insert_studies(
     if not items:
         return []
     now = utcnow()
-    patient_table, study_table = Patient.__table__, Study.__table__
-    image_table, ref_table = Image.__table__, ReferenceReport.__table__
+    patient_table, study_table = table_of(Patient), table_of(Study)
+    image_table, ref_table = table_of(Image), table_of(ReferenceReport)
     new_patients: list[dict] = []
     next_patient = None
     for record, _, _ in items:
@@ -235,7 +238,10 @@ def insert_studies(
     if new_patients:
         session.execute(insert(patient_table), new_patients)
     study_id = _next_id(session, study_table)
-    studies, images, refs, ids = [], [], [], []
+    studies: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
+    refs: list[dict[str, Any]] = []
+    ids: list[int] = []
     for record, stored, fingerprint in items:
         ids.append(study_id)
         studies.append(dict(
@@ -288,7 +294,7 @@ def merge_study(
         changes.append("demographics")
     if new_images:
         position = max((im.position for im in study.images), default=-1) + 1
-        session.execute(insert(Image.__table__), [
+        session.execute(insert(table_of(Image)), [
             _image_row(study.id, position + i, im) for i, im in enumerate(new_images)])
         study.image_count = len(study.images) + len(new_images)
         changes.append(f"{len(new_images)} image(s)")
@@ -326,7 +332,7 @@ def add_study(session: Session, record: StudyRecord, images: Sequence[StoredImag
     if existing is not None:
         patients[(record.source, record.patient_key)] = existing
     (study_id,) = insert_studies(session, [(record, images, None)], patients)
-    return session.get(Study, study_id)
+    return session.get_one(Study, study_id)
 
 
 def get_study(session: Session, study_id: int) -> Study | None:

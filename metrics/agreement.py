@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -20,14 +21,15 @@ class Agreement:
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> Agreement:
     from scipy.stats import kendalltau
 
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(x) < 3 or np.all(x == x[0]) or np.all(y == y[0]):
-        return Agreement("kendall_tau_b", float("nan"), None, len(x))
-    res = kendalltau(x, y, variant="b")
-    return Agreement("kendall_tau_b", float(res.statistic), float(res.pvalue), len(x))
+    a, b = np.asarray(x, float), np.asarray(y, float)
+    if len(a) < 3 or np.all(a == a[0]) or np.all(b == b[0]):
+        return Agreement("kendall_tau_b", float("nan"), None, len(a))
+    res = kendalltau(a, b, variant="b")
+    return Agreement("kendall_tau_b", float(res.statistic), float(res.pvalue), len(a))
 
 
-def krippendorff_alpha(ratings: np.ndarray, level: str) -> Agreement:
+def krippendorff_alpha(ratings: np.ndarray,
+                       level: Literal["nominal", "ordinal", "interval", "ratio"]) -> Agreement:
     """`ratings`: readers x units, NaN where a reader did not rate a unit."""
     import krippendorff
 

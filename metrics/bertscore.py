@@ -24,8 +24,14 @@ import re
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from metrics.base import Metric, MetricUnavailable, Payload
+
+if TYPE_CHECKING:  # bert-score and the hub load only when the metric runs
+    from bert_score import BERTScorer
+
+    from model.hub import ResolvedModel
 
 OFFICIAL_MODEL = "distilbert-base-uncased"
 OFFICIAL_LAYERS = 5
@@ -70,7 +76,7 @@ class BertScore(Metric):
         self.version = (f"bert_score-{version('bert-score')}-L{num_layers}"
                         f"-{'rescaled' if rescale else 'raw'}-noidf"
                         f"{'-collapse' if collapse_spaces else ''}")
-        self._scorer = None
+        self._scorer: BERTScorer | None = None
         self._cache_id: str | None = None
 
     def _baseline(self) -> Path | None:
@@ -98,7 +104,7 @@ class BertScore(Metric):
                            "are off; run `rrg-review models --fetch-metrics` with network access")
         return True, ""
 
-    def _resolved(self):
+    def _resolved(self) -> ResolvedModel:
         from model.hub import resolve
 
         return resolve(self.model, download=self.download)
@@ -117,7 +123,7 @@ class BertScore(Metric):
             self._cache_id = cache_id(self.model, digest)
         return self._cache_id
 
-    def _load(self):
+    def _load(self) -> BERTScorer:
         if self._scorer is None:
             ok, why = self.available()
             if not ok:

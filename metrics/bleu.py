@@ -21,7 +21,7 @@ TINY = 1e-15
 SMALL = 1e-9
 
 
-def _ngrams(words: list[str]) -> Counter:
+def _ngrams(words: list[str]) -> Counter[tuple[str, ...]]:
     return Counter(tuple(words[i:i + k]) for k in range(1, N + 1)
                    for i in range(len(words) - k + 1))
 
@@ -37,7 +37,8 @@ def pair_stats(hyp: str, ref: str) -> list[int]:
     return [len(h), len(r), *guess, *correct]
 
 
-def _bleu(testlen: float, reflen: float, guess, correct) -> float:
+def _bleu(testlen: float, reflen: float, guess: Sequence[float],
+          correct: Sequence[float]) -> float:
     score = 1.0
     for k in range(N):
         score *= (correct[k] + TINY) / (guess[k] + SMALL)
@@ -45,7 +46,7 @@ def _bleu(testlen: float, reflen: float, guess, correct) -> float:
     ratio = (testlen + TINY) / (reflen + SMALL)
     if ratio < 1:
         score *= math.exp(1 - 1 / ratio)
-    return score
+    return float(score)
 
 
 class Bleu4(Metric):

@@ -44,7 +44,8 @@ def matrix_bytes(matrix: np.ndarray) -> bytes:
 
 
 def matrix_from_bytes(data: bytes) -> np.ndarray:
-    return np.load(io.BytesIO(data), allow_pickle=False)
+    matrix: np.ndarray = np.load(io.BytesIO(data), allow_pickle=False)
+    return matrix
 
 
 class FileCache:
@@ -70,7 +71,8 @@ class FileCache:
             self._local.con = con
         return con
 
-    def get_many(self, metric, version, model_id, keys) -> dict[Key, Payload]:
+    def get_many(self, metric: str, version: str, model_id: str,
+                 keys: Iterable[Key]) -> dict[Key, Payload]:
         wanted = set(keys)
         found: dict[Key, Payload] = {}
         con = self._db()
@@ -81,19 +83,22 @@ class FileCache:
                 found[(hyp, ref)] = json.loads(value)
         return found
 
-    def put_many(self, metric, version, model_id, items) -> None:
+    def put_many(self, metric: str, version: str, model_id: str,
+                 items: Mapping[Key, Payload]) -> None:
         with self._db() as con:
             con.executemany("INSERT OR REPLACE INTO payload VALUES (?, ?, ?, ?, ?, ?)",
                             [(metric, version, model_id, h, r, json.dumps(p))
                              for (h, r), p in items.items()])
 
-    def get_matrix(self, metric, version, model_id, digest) -> np.ndarray | None:
+    def get_matrix(self, metric: str, version: str, model_id: str,
+                   digest: str) -> np.ndarray | None:
         row = self._db().execute("SELECT matrix FROM corpus WHERE metric=? AND version=? AND "
                                  "model_id=? AND digest=?",
                                  (metric, version, model_id, digest)).fetchone()
         return matrix_from_bytes(row[0]) if row else None
 
-    def put_matrix(self, metric, version, model_id, digest, matrix) -> None:
+    def put_matrix(self, metric: str, version: str, model_id: str, digest: str,
+                   matrix: np.ndarray) -> None:
         with self._db() as con:
             con.execute("INSERT OR REPLACE INTO corpus VALUES (?, ?, ?, ?, ?)",
                         (metric, version, model_id, digest, matrix_bytes(matrix)))

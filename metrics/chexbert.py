@@ -14,13 +14,21 @@ all-negative).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from metrics.base import Metric, MetricUnavailable, Payload
+
+if TYPE_CHECKING:  # torch and transformers load only when the metric runs
+    import torch
+    from torch import nn
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
+
+# what a batch of token ids and their mask become: one row per text
+Head = Callable[["nn.Module", "torch.Tensor", "torch.Tensor"], np.ndarray]
 
 CONDITIONS = (
     "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opacity", "Lung Lesion", "Edema",
@@ -31,7 +39,7 @@ TOP5 = ("Cardiomegaly", "Edema", "Consolidation", "Atelectasis", "Pleural Effusi
 TOP5_INDEX = np.array([CONDITIONS.index(c) for c in TOP5])
 REPO = "StanfordAIMI/RRG_scorers"
 WEIGHTS = "chexbert.pth"
-ENV_WEIGHTS = "RRG_REVIEW_CHEXBERT"
+ENV_WEIGHTS = "RRG_REVIEW_CHEXBERT"  # read by app.settings (MetricConfig.chexbert_weights)
 BACKBONE = "bert-base-uncased"
 
 
@@ -53,29 +61,29 @@ def _example_f1(hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 1.0)
 
 
-def build_labeler(config):
+def build_labeler(config: PretrainedConfig) -> nn.Module:
     """The original CheXbert module: BERT, dropout, 13 four-class heads and one two-class head."""
-    import torch
     from torch import nn
     from transformers import BertModel
 
     class CheXbertLabeler(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.bert = BertModel(config)
+            self.bert = BertModel(config)  # type: ignore[no-untyped-call]  # (transformers)
             self.dropout = nn.Dropout(config.hidden_dropout_prob)
             hidden = config.hidden_size
             self.linear_heads = nn.ModuleList(
                 [nn.Linear(hidden, 4) for _ in range(13)] + [nn.Linear(hidden, 2)])
 
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        def forward(self, input_ids: torch.Tensor,
+                    attention_mask: torch.Tensor) -> list[torch.Tensor]:
             cls = self.dropout(self.bert(input_ids, attention_mask=attention_mask)[0][:, 0, :])
             return [head(cls) for head in self.linear_heads]
 
     return CheXbertLabeler()
 
 
-def load_state(labeler, path: Path, device: str) -> None:
+def load_state(labeler: nn.Module, path: Path, device: str) -> None:
     """Load a chexbert.pth checkpoint ({'model_state_dict': {'module.…': tensor}})."""
     import torch
 
@@ -89,7 +97,7 @@ def load_state(labeler, path: Path, device: str) -> None:
 class CheXbertF1(Metric):
     name = "chexbert"
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
-    keys = ("chexbert_5_micro_f1", "chexbert_all_micro_f1", "chexbert_5_macro_f1",
+    keys: tuple[str, ...] = ("chexbert_5_micro_f1", "chexbert_all_micro_f1", "chexbert_5_macro_f1",
             "chexbert_all_macro_f1")
     version = "chexbert-rrg-pos+unc-1"
     model_id = f"{REPO}/{WEIGHTS}"
@@ -97,13 +105,14 @@ class CheXbertF1(Metric):
 
     def __init__(self, weights: str | None = None, backbone: str = BACKBONE,
                  device: str | None = None, batch_size: int = 32, download: bool = True) -> None:
-        self.weights = weights or os.environ.get(ENV_WEIGHTS)
+        self.weights = weights
         self.backbone = backbone
         self.device = device
         self.batch_size = batch_size
         self.download = download
-        self._model = None
-        self._tokenizer = None
+        self._model: nn.Module | None = None
+        self._tokenizer: PreTrainedTokenizerBase | None = None
+        self._device = "cpu"
         self._cache_id: str | None = None
 
     def cache_id(self) -> str:
@@ -146,7 +155,7 @@ class CheXbertF1(Metric):
                            f"{ENV_WEIGHTS} to a chexbert.pth)")
         return True, ""
 
-    def _load(self):
+    def _load(self) -> nn.Module:
         if self._model is None:
             ok, why = self.available()
             if not ok:
@@ -165,13 +174,16 @@ class CheXbertF1(Metric):
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
             model = build_labeler(BertConfig.from_pretrained(backbone))
             load_state(model, weights, device)
-            self._model = model.to(device).eval()
+            model = model.to(device).eval()
+            self._model = model
             self._tokenizer = BertTokenizer.from_pretrained(backbone)
             self._device = device
+            return model
         return self._model
 
     def _encode(self, text: str) -> list[int]:
         tok = self._tokenizer
+        assert tok is not None, "loaded with the model"
         pieces = tok.tokenize(" ".join(text.split()))
         if not pieces:
             return [tok.cls_token_id, tok.sep_token_id]
@@ -179,7 +191,7 @@ class CheXbertF1(Metric):
         ids = [tok.cls_token_id, *ids, tok.sep_token_id]
         return ids[:511] + [tok.sep_token_id] if len(ids) > 512 else ids
 
-    def _batches(self, texts: Sequence[str], head):
+    def _batches(self, texts: Sequence[str], head: Head) -> np.ndarray:
         """Run `head(model, ids, mask)` over each distinct text once, in batches sorted by
         length; returns the distinct texts' rows in the order of `texts`."""
         import torch
@@ -188,7 +200,7 @@ class CheXbertF1(Metric):
         unique = list(dict.fromkeys(texts))
         encoded = [self._encode(t) for t in unique]
         order = sorted(range(len(unique)), key=lambda i: len(encoded[i]))
-        rows: list = [None] * len(unique)
+        rows: list[np.ndarray | None] = [None] * len(unique)
         for start in range(0, len(order), self.batch_size):
             idx = order[start:start + self.batch_size]
             width = max(len(encoded[i]) for i in idx)
@@ -202,22 +214,26 @@ class CheXbertF1(Metric):
             for row, i in enumerate(idx):
                 rows[i] = out[row]
         where = {t: i for i, t in enumerate(unique)}
-        return np.stack([rows[where[t]] for t in texts]) if texts else np.zeros((0, 0))
+        done = [r for r in rows if r is not None]  # every distinct text has its row now
+        return np.stack([done[where[t]] for t in texts]) if texts else np.zeros((0, 0))
 
     def label(self, texts: Sequence[str]) -> np.ndarray:
         """Binary labels (positive or uncertain = 1), one row of 14 per text."""
-        def head(model, ids, mask):
-            heads = model(ids, mask)
+        def head(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
+            heads: list[torch.Tensor] = model(ids, mask)
             classes = np.stack([h.argmax(dim=1).cpu().numpy() for h in heads], axis=1)
-            return ((classes == 1) | (classes == 3)).astype(np.int8)  # No Finding: 0/1 only
+            positive: np.ndarray = (classes == 1) | (classes == 3)  # No Finding: 0/1 only
+            return positive.astype(np.int8)
 
         return self._batches(texts, head).reshape(len(texts), len(CONDITIONS))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """The encoder's last-layer [CLS] vector per text (CheXbert `encode.py`: `bert_encoder`
         with logits=False returns `final_hidden[:, 0, :]`, no dropout), as float32."""
-        def head(model, ids, mask):
-            return model.bert(ids, attention_mask=mask)[0][:, 0, :].float().cpu().numpy()
+        def head(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
+            encoder = cast("nn.Module", model.bert)  # the labeler's BertModel
+            cls: torch.Tensor = encoder(ids, attention_mask=mask)[0][:, 0, :]
+            return cls.float().cpu().numpy()
 
         return self._batches(texts, head)
 

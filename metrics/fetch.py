@@ -6,11 +6,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # hashing imports stay inside the download command
+    from metrics.fingerprint import FileHasher
 
 log = logging.getLogger(__name__)
 
 
-def _describe(label: str, files: list[Path], hasher) -> Iterator[str]:
+def _describe(label: str, files: list[Path], hasher: FileHasher) -> Iterator[str]:
     yield f"{label}:"
     for path in files:
         yield f"  {path}  {path.stat().st_size:,} bytes  sha256 {hasher.file(path)}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 class PairsError(ValueError):
@@ -35,8 +36,8 @@ def _is_jsonl(path: Path) -> bool:
     return path.suffix.lower() in (".jsonl", ".json", ".ndjson")
 
 
-def _read_jsonl(path: Path, section: str) -> dict[str, dict]:
-    records: dict[str, dict] = {}
+def _read_jsonl(path: Path, section: str) -> dict[str, dict[str, Any]]:
+    records: dict[str, dict[str, Any]] = {}
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -105,7 +106,8 @@ def read_pairs(predictions: str | Path, references: str | Path,
             parts.append(f"{len(extra)} prediction ids have no reference (e.g. "
                          f"{', '.join(map(repr, extra[:3]))})")
         raise PairsError(f"{pred} vs {ref}: " + "; ".join(parts))
-    ids, hyps, refs, sources, skipped, empty = [], [], [], [], [], []
+    ids, hyps, refs, sources, empty = [], [], [], [], []
+    skipped: list[str] = []
     for key, row in ref_rows.items():
         text = (row.get(section) or "").strip()
         if not text:

@@ -41,7 +41,8 @@ def radcliq_v1(x: np.ndarray) -> np.ndarray:
     """Per-report RadCliQ-v1 of an (n, 4) array of INPUTS columns."""
     norm = (np.asarray(x, dtype=np.float64) - np.array(MEAN)) / np.array(SCALE)
     norm = np.concatenate((norm, np.ones((len(norm), 1))), axis=1)
-    return norm @ np.array(COEFS)
+    scores: np.ndarray = norm @ np.array(COEFS)
+    return scores
 
 
 def decode_reference_pickle(data: bytes) -> dict[str, tuple[float, ...]]:
@@ -54,8 +55,8 @@ def decode_reference_pickle(data: bytes) -> dict[str, tuple[float, ...]]:
     for op, arg, _ in pickletools.genops(data):
         if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE") and arg in wanted:
             name = arg
-        elif op.name in ("SHORT_BINBYTES", "BINBYTES") and name and len(arg) % 8 == 0 \
-                and len(arg) > 8:
+        elif op.name in ("SHORT_BINBYTES", "BINBYTES") and name and isinstance(arg, bytes) \
+                and len(arg) % 8 == 0 and len(arg) > 8:
             found[name] = struct.unpack(f"<{len(arg) // 8}d", arg)
             name = None
     return found

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from metrics.base import Metric, MetricUnavailable, Payload
 
@@ -20,6 +21,10 @@ log = logging.getLogger(__name__)
 
 ARCHIVES = {"radgraph": "radgraph.tar.gz", "radgraph-xl": "radgraph-xl.tar.gz"}
 REPO = "StanfordAIMI/RRG_scorers"
+
+
+if TYPE_CHECKING:  # the radgraph package loads only when the metric runs
+    from radgraph import RadGraph
 
 
 def default_cache_dir() -> Path:
@@ -32,7 +37,7 @@ def default_cache_dir() -> Path:
 class RadGraphF1(Metric):
     name = "radgraph"
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
-    keys = ("radgraph_simple", "radgraph_partial", "radgraph_complete")
+    keys: tuple[str, ...] = ("radgraph_simple", "radgraph_partial", "radgraph_complete")
     reference = "radgraph 0.1.18 F1RadGraph(reward_level='all', model_type='radgraph-xl')"
 
     def __init__(self, model_type: str = "radgraph-xl", model_cache_dir: str | None = None,
@@ -45,7 +50,7 @@ class RadGraphF1(Metric):
         self.device = device
         self.download = download
         self.version = f"radgraph-{version('radgraph')}-{model_type}-all"
-        self._model = None
+        self._model: RadGraph | None = None
         self._cache_id: str | None = None
 
     def cache_id(self) -> str:
@@ -76,7 +81,7 @@ class RadGraphF1(Metric):
                            "downloads are off; run `rrg-review models --fetch-metrics`")
         return True, ""
 
-    def _load(self):
+    def _load(self) -> RadGraph:
         if self._model is None:
             ok, why = self.available()
             if not ok:
@@ -99,10 +104,10 @@ class RadGraphF1(Metric):
                                         f"{type(exc).__name__}: {exc}") from exc
         return self._model
 
-    def annotate(self, texts: Sequence[str]) -> list[dict]:
+    def annotate(self, texts: Sequence[str]) -> list[dict[str, Any]]:
         """RadGraph annotations of each text, computing each distinct text once."""
         unique = list(dict.fromkeys(t for t in texts if t))
-        found: dict[str, dict] = {}
+        found: dict[str, dict[str, Any]] = {}
         if unique:
             result = self._load()(unique)
             found = {text: result[str(i)] for i, text in enumerate(unique)}
@@ -125,13 +130,17 @@ class RadGraphF1(Metric):
         self._model = None
 
 
-def entity_relation_sets(annotation: dict) -> tuple[set, set]:
+Entity = tuple[str, str]  # (tokens, label)
+Relation = tuple[Entity, Entity, str]  # (source, target, relation type)
+
+
+def entity_relation_sets(annotation: dict[str, Any]) -> tuple[set[Entity], set[Relation]]:
     """Entities as {(tokens, label)} and relations as {((tokens, label) of the source,
     (tokens, label) of the target, relation type)}, as CXR-Report-Metric's
     `radgraph_evaluate_model.py::parse_entity_relation` builds them."""
     entities = annotation.get("entities", {})
     ents = {(e["tokens"], e["label"]) for e in entities.values()}
-    rels = set()
+    rels: set[Relation] = set()
     for e in entities.values():
         for relation in e["relations"]:
             target = entities[relation[1]]
@@ -140,7 +149,7 @@ def entity_relation_sets(annotation: dict) -> tuple[set, set]:
     return ents, rels
 
 
-def set_f1(test: set, retrieved: set) -> float:
+def set_f1(test: set[Any], retrieved: set[Any]) -> float:
     """F1 of two sets as the reference's `compute_f1(test, retrieved)` (0 when either side has
     nothing to match)."""
     tp = len(test & retrieved)
@@ -171,7 +180,7 @@ class RadGraphCombined(RadGraphF1):
         return [{"radgraph_combined": combined_f1(notes[n + i], notes[i])} for i in range(n)]
 
 
-def combined_f1(reference: dict, hypothesis: dict) -> float:
+def combined_f1(reference: dict[str, Any], hypothesis: dict[str, Any]) -> float:
     ref_ents, ref_rels = entity_relation_sets(reference)
     hyp_ents, hyp_rels = entity_relation_sets(hypothesis)
     return (set_f1(ref_ents, hyp_ents) + set_f1(ref_rels, hyp_rels)) / 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from metrics.base import Metric
 
@@ -17,8 +18,9 @@ class MetricConfig:
     bertscore_baseline: str | None = None
     bertscore_rescale: bool = True
     radgraph_cache_dir: str | None = None
-    chexbert_weights: str | None = None
+    chexbert_weights: str | None = None  # a chexbert.pth; None: the hub's copy
     chexbert_backbone: str | None = None
+    workers_dir: Path | None = None  # metric workers' virtualenvs; None: the user's cache
 
 
 def _bleu(cfg: MetricConfig) -> Metric:

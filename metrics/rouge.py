@@ -6,8 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib.metadata import version
+from typing import TYPE_CHECKING
 
 from metrics.base import Metric, Payload
+
+if TYPE_CHECKING:  # rouge_score loads only when the metric runs
+    from rouge_score.rouge_scorer import RougeScorer
 
 
 class RougeL(Metric):
@@ -16,7 +20,7 @@ class RougeL(Metric):
 
     def __init__(self) -> None:
         self.version = f"rouge_score-{version('rouge-score')}-rougeL-stem"
-        self._scorer = None
+        self._scorer: RougeScorer | None = None
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
         if self._scorer is None:
@@ -24,20 +28,22 @@ class RougeL(Metric):
 
             self._scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
             _memoize_stemmer(self._scorer)
+        scorer = self._scorer
         # rouge_score's argument order is (target, prediction)
-        return [{"rougeL": self._scorer.score(ref, hyp)["rougeL"].fmeasure}
+        return [{"rougeL": scorer.score(ref, hyp)["rougeL"].fmeasure}
                 for hyp, ref in zip(hyps, refs, strict=True)]
 
 
-def _memoize_stemmer(scorer) -> None:
+def _memoize_stemmer(scorer: RougeScorer) -> None:
     """Porter-stem each distinct word once: reports repeat their vocabulary, and stemming is
     most of rouge_score's time. Same stems, so the same scores (tested against rouge_score)."""
     tokenizer = getattr(scorer, "_tokenizer", None)
     stemmer = getattr(tokenizer, "_stemmer", None)
-    if stemmer is None or not hasattr(stemmer, "stem"):
+    if tokenizer is None or stemmer is None or not hasattr(stemmer, "stem"):
         return
+    memo = lru_cache(maxsize=1 << 16)(stemmer.stem)
 
     class _Memo:
-        stem = staticmethod(lru_cache(maxsize=1 << 16)(stemmer.stem))
+        stem = staticmethod(memo)
 
     tokenizer._stemmer = _Memo()

@@ -76,7 +76,7 @@ def metric_rows(metric: Metric, hyps: Sequence[str], refs: Sequence[str],
     found = cache.get_many(metric.name, metric.version, model_id, keys) if cache else {}
     missing = list(dict.fromkeys(k for k in keys if k not in found))
     if missing:
-        texts = {}
+        texts: dict[tuple[str, str], tuple[str, str]] = {}
         for k, h, r in zip(keys, hyps, refs, strict=True):
             texts.setdefault(k, (h, r))
         chunk = metric.chunk or len(missing)

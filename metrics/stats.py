@@ -58,7 +58,7 @@ def paired_test(ma: np.ndarray, mb: np.ndarray, corpus: Corpus, keys: tuple[str,
     base_a, base_b = corpus(ma), corpus(mb)
     out = []
     for key in keys:
-        def statistic(x: np.ndarray, y: np.ndarray, key=key) -> float:
+        def statistic(x: np.ndarray, y: np.ndarray, key: str = key) -> float:
             return corpus(both[x.astype(int)])[key] - corpus(both[y.astype(int)])[key]
 
         res = permutation_test((np.arange(n), np.arange(n, 2 * n)), statistic,

@@ -22,6 +22,8 @@ import logging
 import os
 import sys
 import time
+from functools import partial
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ def _revision(model_id: str) -> str:
             path = os.path.join(model_id, name)
             if os.path.isfile(path):
                 with open(path, "rb") as fh:
-                    for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    for block in iter(partial(fh.read, 1 << 20), b""):
                         digest.update(block)
         return f"{os.path.abspath(model_id)}@{digest.hexdigest()[:16]}"
     try:
@@ -64,7 +66,7 @@ class SelfTestAdapter:
     version = "selftest-jaccard-1"
     fingerprint = "no weights"
 
-    def __init__(self, device: str, batch_size: int, **options) -> None:
+    def __init__(self, device: str, batch_size: int, **options: Any) -> None:
         self.device = "cpu"
 
     def score(self, hyps: list[str], refs: list[str]) -> list[float]:
@@ -120,7 +122,7 @@ class RaTEScoreAdapter:
         return out
 
     @staticmethod
-    def selfcheck() -> dict:
+    def selfcheck() -> dict[str, Any]:
         """The package's own code that needs no weights: medspacy sentence splitting and the
         type-weighted similarity (with its negation weight) on hand-made embeddings, with the
         package's default ("long") affinity matrix keyed as RaTEScore.__init__ keys it."""
@@ -142,7 +144,7 @@ class GreenAdapter:
 
     model = "StanfordAIMI/GREEN-RadLlama2-7b"
 
-    def __init__(self, device: str, batch_size: int, **options) -> None:
+    def __init__(self, device: str, batch_size: int, **options: Any) -> None:
         if not _cuda() or device == "cpu":
             raise RuntimeError(
                 "GREEN runs a 7B language model (GREEN-RadLlama2-7b: about 14 GB of weights in "
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     out = sys.stdout
     sys.stdout = sys.stderr  # library prints never corrupt the protocol stream
 
-    def send(message: dict) -> None:
+    def send(message: dict[str, Any]) -> None:
         out.write(json.dumps(message) + "\n")
         out.flush()
 

@@ -17,12 +17,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from metrics.base import Metric, MetricUnavailable, Payload
 
+if TYPE_CHECKING:  # the registry imports this module
+    from metrics.registry import MetricConfig
+
 log = logging.getLogger(__name__)
 
-ENV_DIR = "RRG_REVIEW_METRIC_WORKERS"
 STAMP = "rrg-review-worker.json"
 WORKER = Path(__file__).with_name("worker.py")
 
@@ -49,8 +52,10 @@ SPECS = {
 }
 
 
-def workers_root() -> Path:
-    return Path(os.environ.get(ENV_DIR) or Path.home() / ".cache" / "rrg-review" / "metric-workers")
+def workers_root(configured: Path | None = None) -> Path:
+    """Where the metric workers' virtualenvs live: the configured folder (`app.settings`:
+    $RRG_REVIEW_METRIC_WORKERS), else the user's cache."""
+    return configured or Path.home() / ".cache" / "rrg-review" / "metric-workers"
 
 
 def venv_python(folder: Path) -> Path:
@@ -85,14 +90,15 @@ def setup_worker(name: str, folder: Path | None = None, python: str | None = Non
     return folder
 
 
-def selfcheck(name: str, folder: Path | None = None) -> dict:
+def selfcheck(name: str, folder: Path | None = None) -> dict[str, Any]:
     """Run the worker's weight-free check of its package in its environment."""
     folder = Path(folder) if folder else workers_root() / name
     res = subprocess.run([str(venv_python(folder)), str(WORKER), "--metric", name,
                           "--selfcheck"], capture_output=True, text=True, timeout=600)
     lines = res.stdout.strip().splitlines()
     try:
-        return json.loads(lines[-1])
+        result: dict[str, Any] = json.loads(lines[-1])
+        return result
     except (IndexError, json.JSONDecodeError):
         return {"ok": False, "error": (res.stderr.strip().splitlines() or ["no output"])[-1]}
 
@@ -109,7 +115,7 @@ class WorkerMetric(Metric):
     """A metric computed by a worker process; one value per pair, corpus value the mean."""
 
     def __init__(self, spec: WorkerSpec, folder: Path | None = None, device: str | None = None,
-                 batch_size: int = 8, options: dict | None = None) -> None:
+                 batch_size: int = 8, options: dict[str, Any] | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         self.keys = (spec.key,)
@@ -119,15 +125,16 @@ class WorkerMetric(Metric):
         self.device = device or "auto"
         self.batch_size = batch_size
         self.options = dict(options or {})  # adapter options, e.g. other models for ratescore
-        self._proc: subprocess.Popen | None = None
-        self._ready: dict = {}
+        self._proc: subprocess.Popen[str] | None = None
+        self._ready: dict[str, Any] = {}
         self._next = 0
         stamp = self._stamp()
         self.version = f"worker-{spec.name}-{(stamp or {}).get('freeze_sha256', 'none')[:12]}"
 
-    def _stamp(self) -> dict | None:
+    def _stamp(self) -> dict[str, Any] | None:
         try:
-            return json.loads((self.folder / STAMP).read_text(encoding="utf-8"))
+            stamp: dict[str, Any] = json.loads((self.folder / STAMP).read_text(encoding="utf-8"))
+            return stamp
         except (OSError, ValueError):
             return None
 
@@ -144,7 +151,7 @@ class WorkerMetric(Metric):
                             sort_keys=True)
         return f"{self.spec.name}@{hashlib.sha256(detail.encode()).hexdigest()[:40]}"
 
-    def _start(self) -> dict:
+    def _start(self) -> dict[str, Any]:
         if self._proc is not None and self._proc.poll() is None:
             return self._ready
         ok, why = self.available()
@@ -166,7 +173,7 @@ class WorkerMetric(Metric):
         self._ready = ready
         return ready
 
-    def _read(self) -> dict:
+    def _read(self) -> dict[str, Any]:
         assert self._proc is not None and self._proc.stdout is not None
         line = self._proc.stdout.readline()
         if not line:
@@ -174,7 +181,8 @@ class WorkerMetric(Metric):
             self._proc = None
             raise RuntimeError(f"the {self.spec.name} worker exited (code {code})")
         try:
-            return json.loads(line)
+            message: dict[str, Any] = json.loads(line)
+            return message
         except json.JSONDecodeError as exc:
             raise RuntimeError(f"the {self.spec.name} worker wrote a non-JSON line") from exc
 
@@ -218,5 +226,6 @@ class WorkerMetric(Metric):
             proc.wait()
 
 
-def worker_metric(name: str, config) -> WorkerMetric:
-    return WorkerMetric(SPECS[name], device=getattr(config, "device", None))
+def worker_metric(name: str, config: MetricConfig) -> WorkerMetric:
+    return WorkerMetric(SPECS[name], workers_root(config.workers_dir) / name,
+                        device=config.device)

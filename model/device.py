@@ -20,7 +20,7 @@ def select(device: str | None = None, dtype: str | None = None) -> Placement:
     """The best available placement, or the one asked for (validated)."""
     import torch
 
-    if device in (None, "", "auto"):
+    if device is None or device in ("", "auto"):
         if torch.cuda.is_available():
             device = "cuda"
         elif getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():

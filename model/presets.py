@@ -7,14 +7,13 @@ $RRG_REVIEW_PRESETS) adds presets or replaces built-ins of the same name.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 BACKENDS = ("retrieval", "vision-encoder-decoder", "chat", "worker", "openai")
-ENV_PRESETS = "RRG_REVIEW_PRESETS"
+ENV_PRESETS = "RRG_REVIEW_PRESETS"  # read by app.settings, which passes the file down
 DEFAULT_ORDER = ("rrg24-baseline", "retrieval")  # what the app uses when nothing is configured
 
 
@@ -40,8 +39,17 @@ class Preset:
     options: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
 
-    def model_for(self, section: str) -> ModelRef | None:
-        return self.models.get(section) or self.models.get("report")
+    def model_for(self, section: str) -> ModelRef:
+        """The model that drafts `section`: its own, else the whole-report one.
+
+        Raises:
+            ValueError: the preset names neither (a model-free preset such as retrieval).
+        """
+        ref = self.models.get(section) or self.models.get("report")
+        if ref is None:
+            raise ValueError(f"preset {self.name} names no model for {section} (nor a "
+                             "whole-report model)")
+        return ref
 
     @property
     def model_ids(self) -> tuple[str, ...]:
@@ -70,12 +78,21 @@ def _parse(name: str, raw: dict[str, Any], origin: str) -> Preset:
 
 
 def load_presets(user_file: str | Path | None = None) -> dict[str, Preset]:
-    """Built-in presets, overlaid by the user's file when there is one."""
+    """Built-in presets, overlaid by the user's file when there is one.
+
+    Args:
+        user_file: extra presets (JSON object of name -> preset), e.g. `Settings.presets_file`.
+
+    Returns:
+        Presets by name.
+
+    Raises:
+        ValueError: the file cannot be read or holds no JSON object.
+    """
     text = resources.files("model").joinpath("presets.json").read_text(encoding="utf-8")
     presets = {n: _parse(n, r, "built-in presets") for n, r in json.loads(text).items()}
-    chosen = user_file or os.environ.get(ENV_PRESETS)
-    if chosen:
-        path = Path(chosen).expanduser()
+    if user_file:
+        path = Path(user_file).expanduser()
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
@@ -99,7 +116,7 @@ def load_prompts(name: str | dict[str, str]) -> dict[str, str]:
     if isinstance(name, dict):
         return name
     text = resources.files("model").joinpath("prompts.json").read_text(encoding="utf-8")
-    prompts = json.loads(text)
+    prompts: dict[str, dict[str, str]] = json.loads(text)
     if name not in prompts:
         raise UnknownPreset(f"unknown prompt set {name!r}; known: {', '.join(sorted(prompts))}")
     return prompts[name]

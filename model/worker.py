@@ -43,9 +43,11 @@ def _placement(device: str, dtype: str):
     return device, dtype, getattr(torch, dtype)
 
 
-def _open(path: str):
+def _open(path: str | None):
     from PIL import Image
 
+    if path is None:
+        raise ValueError("the study has no frontal image")
     return Image.open(path).convert("RGB")
 
 
@@ -113,7 +115,8 @@ class CheXagent2Adapter:
         self.path = _local_path(model_id)
         self.tokenizer = AutoTokenizer.from_pretrained(self.path, trust_remote_code=True)
         self.model = AutoModelForCausalLM.from_pretrained(
-            self.path, dtype=dtype, trust_remote_code=True).to(device).eval()
+            self.path, dtype=dtype, trust_remote_code=True
+        ).to(device).eval()  # type: ignore[arg-type]  # transformers types `to` wrongly
         self.device = device
         self.generation = {"do_sample": False, "max_new_tokens": 512, **generation}
 
@@ -143,7 +146,8 @@ class Maira2Adapter:
 
         self.path = _local_path(model_id)
         self.model = AutoModelForCausalLM.from_pretrained(
-            self.path, dtype=dtype, trust_remote_code=True).to(device).eval()
+            self.path, dtype=dtype, trust_remote_code=True
+        ).to(device).eval()  # type: ignore[arg-type]  # transformers types `to` wrongly
         self.processor = AutoProcessor.from_pretrained(self.path, trust_remote_code=True)
         self.device = device
         self.generation = {"max_new_tokens": 300, "do_sample": False, **generation}
@@ -176,7 +180,8 @@ class Maira2Adapter:
         return out
 
 
-ADAPTERS = {"vision-encoder-decoder": EncoderDecoderAdapter, "chexagent-2": CheXagent2Adapter,
+ADAPTERS: dict[str, type[EncoderDecoderAdapter | CheXagent2Adapter | Maira2Adapter]] = {
+    "vision-encoder-decoder": EncoderDecoderAdapter, "chexagent-2": CheXagent2Adapter,
             "maira-2": Maira2Adapter}
 
 

@@ -18,13 +18,19 @@ import logging
 import os
 import struct
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from studies.errors import StudyLoadError
 from studies.records import ImageSource
 from studies.safety import Guard
+
+if TYPE_CHECKING:  # pydicom and Pillow are imported where used: importing studies stays fast
+    from PIL.Image import Image as PILImage
+    from pydicom import Dataset
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +88,9 @@ def read_bytes(source: ImageSource, limit: int = -1) -> bytes:
     if source.data is not None:
         return source.data if limit < 0 else source.data[:limit]
     try:
-        with open(source.path, "rb") as fh:  # type: ignore[arg-type]
+        if source.path is None:
+            raise OSError("the image has neither bytes nor a path")
+        with open(source.path, "rb") as fh:
             return fh.read(limit)
     except OSError as exc:
         raise StudyLoadError(source.name, f"cannot read file ({exc.strerror or exc})") from exc
@@ -243,14 +251,22 @@ def _cut_after_pixel_data(data: bytes, name: str) -> bytes:
     return data
 
 
+def _path(source: ImageSource) -> str:
+    if source.path is None:
+        raise StudyLoadError(source.name, "the image has neither bytes nor a path")
+    return source.path
+
+
 # --- DICOM -----------------------------------------------------------------------------------
 
-def _read_dataset(data: bytes | str, name: str):
+def _read_dataset(data: bytes | str | None, name: str) -> Dataset:
     """Parse a DICOM file (bytes or a path) and refuse what is not a single-frame image."""
     import pydicom
     from pydicom.errors import InvalidDicomError
 
     try:
+        if data is None:
+            raise StudyLoadError(name, "the image has neither bytes nor a path")
         ds = pydicom.dcmread(io.BytesIO(data) if isinstance(data, bytes) else data)
     except InvalidDicomError as exc:
         raise StudyLoadError(name, f"not a valid DICOM file ({exc})") from exc
@@ -269,7 +285,7 @@ def _read_dataset(data: bytes | str, name: str):
     return ds
 
 
-def _decoded_pixels(ds, name: str) -> np.ndarray:
+def _decoded_pixels(ds: Dataset, name: str) -> np.ndarray:
     try:
         arr = ds.pixel_array
     except Exception as exc:
@@ -286,14 +302,14 @@ def _decoded_pixels(ds, name: str) -> np.ndarray:
     return arr
 
 
-def _text(ds, keyword: str) -> str | None:
+def _text(ds: Dataset, keyword: str) -> str | None:
     value = ds.get(keyword)
     if value is None or value == "":
         return None
     return str(value).strip() or None
 
 
-def _dicom_info(ds, checksum: str, source: ImageSource) -> ImageInfo:
+def _dicom_info(ds: Dataset, checksum: str, source: ImageSource) -> ImageInfo:
     photometric = str(ds.PhotometricInterpretation)
     if photometric not in ("MONOCHROME1", "MONOCHROME2"):
         photometric = "MONOCHROME2"  # colour input is converted to luminance
@@ -314,14 +330,14 @@ def _dicom_info(ds, checksum: str, source: ImageSource) -> ImageInfo:
     )
 
 
-def _default_window(ds) -> tuple[float, float] | None:
+def _default_window(ds: Dataset) -> tuple[float, float] | None:
     center, width = ds.get("WindowCenter"), ds.get("WindowWidth")
     if center is None or width is None:
         return None
     return _first_value(center), _first_value(width)
 
 
-def _first_value(value) -> float:
+def _first_value(value: Any) -> float:  # a DS, an IS or pydicom's MultiValue
     """WindowCenter/Width may be multi-valued; the first pair is the default."""
     if hasattr(value, "__len__") and not isinstance(value, str):
         return float(value[0])
@@ -333,7 +349,7 @@ def _decode_dicom(source: ImageSource) -> DecodedImage:
     return _display_dicom(ds, _dicom_info(ds, "", source), source)
 
 
-def _check_dicom(ds, name: str, check: ImageCheck) -> None:
+def _check_dicom(ds: Dataset, name: str, check: ImageCheck) -> None:
     """Pixel-count limit and chest-radiograph modality/body part, before any decode."""
     rows, cols = int(ds.get("Rows", 0) or 0), int(ds.get("Columns", 0) or 0)
     samples = int(ds.get("SamplesPerPixel", 1) or 1)
@@ -366,7 +382,7 @@ def _decode_dicom_bytes(data: bytes, source: ImageSource, checksum: str,
     return _display_dicom(ds, _dicom_info(ds, checksum, source), source)
 
 
-def _display_dicom(ds, info: ImageInfo, source: ImageSource) -> DecodedImage:
+def _display_dicom(ds: Dataset, info: ImageInfo, source: ImageSource) -> DecodedImage:
     from pydicom.pixels import apply_modality_lut, apply_voi_lut
 
     stored = _decoded_pixels(ds, source.name)
@@ -383,7 +399,8 @@ def _display_dicom(ds, info: ImageInfo, source: ImageSource) -> DecodedImage:
     return DecodedImage(info=info, raw=raw, display=display, window=_default_window(ds))
 
 
-def _display_via_lut(raw: np.ndarray, voi, invert: bool) -> np.ndarray:
+def _display_via_lut(raw: np.ndarray, voi: Callable[[np.ndarray], np.ndarray],
+                     invert: bool) -> np.ndarray:
     """VOI -> invert -> min-max over the pixels present, evaluated once per stored value."""
     span = _lut_span(raw)
     if span is not None:
@@ -487,12 +504,12 @@ def _decode_into_array(im) -> np.ndarray | None:
 
 
 def _open_raster(data: bytes, source: ImageSource, fmt: str, checksum: str,
-                 max_pixels: int | None = None):
+                 max_pixels: int | None = None) -> tuple[PILImage, ImageInfo]:
     from PIL import Image, UnidentifiedImageError
 
     pixels = None
     try:
-        im = Image.open(io.BytesIO(data))
+        im: PILImage = Image.open(io.BytesIO(data))
         if max_pixels is not None and im.width * im.height > max_pixels:
             raise StudyLoadError(
                 source.name, f"image of {im.width}x{im.height} pixels refused "
@@ -508,7 +525,8 @@ def _open_raster(data: bytes, source: ImageSource, fmt: str, checksum: str,
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         raise StudyLoadError(source.name, f"corrupt {fmt.upper()} image ({exc})") from None
     if getattr(im, "n_frames", 1) > 1:
-        raise StudyLoadError(source.name, f"animated {fmt.upper()} ({im.n_frames} frames)")
+        raise StudyLoadError(source.name,
+                             f"animated {fmt.upper()} ({getattr(im, 'n_frames', 1)} frames)")
     mode = im.mode
     if mode in ("I;16", "I;16B", "I;16L", "I", "F"):
         bits = 16
@@ -620,7 +638,8 @@ def _pillow_j2k(frame: bytes, reduce: int) -> np.ndarray:
     width, height = im.size
     size = (-(-width // (1 << reduce)), -(-height // (1 << reduce)))
     tile = im.tile[0]
-    args = (tile[3][0], reduce, im.layers, *tile[3][3:])
+    codec_args: Any = tile[3]  # the JPEG 2000 decoder's (mode, reduce, layers, ...) tuple
+    args = (codec_args[0], reduce, getattr(im, "layers", 0), *codec_args[3:])
     im._size = size
     im.tile = [ImageFile._Tile(tile[0], (0, 0, *size), tile[2], args)]
     ImageFile.ImageFile.load(im)
@@ -633,7 +652,7 @@ def _reduced_j2k_dicom(source: ImageSource, max_side: int) -> DecodedImage | Non
     from pydicom.pixels import apply_modality_lut, apply_voi_lut
 
     try:
-        ds = pydicom.dcmread(source.data and io.BytesIO(source.data) or source.path)
+        ds = pydicom.dcmread(io.BytesIO(source.data) if source.data else _path(source))
         syntax = str(getattr(ds.file_meta, "TransferSyntaxUID", ""))
         photometric = str(ds.get("PhotometricInterpretation", ""))
         if (syntax not in _J2K_SYNTAXES or not photometric.startswith("MONO")
@@ -669,7 +688,7 @@ def _reduced_jpeg(source: ImageSource, max_side: int) -> DecodedImage | None:
     from PIL import Image
 
     try:
-        im = Image.open(io.BytesIO(read_bytes(source)))
+        im: PILImage = Image.open(io.BytesIO(read_bytes(source)))
         if max(im.size) <= max_side:
             return None
         im.draft("L", (max_side, max_side))

@@ -15,6 +15,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from studies.errors import StudyLoadError
 
@@ -181,7 +182,7 @@ class Guard:
             raise StudyLoadError(name, f"not UTF-8 text ({exc.reason} at byte {exc.start})") \
                 from None
 
-    def open_metadata(self, path: Path | str, name: str | None = None):
+    def open_metadata(self, path: Path | str, name: str | None = None) -> BinaryIO:
         """A binary file object of a checked metadata file (read streaming by the caller)."""
         name = name or str(path)
         real = self.check(path, name)

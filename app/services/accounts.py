@@ -385,7 +385,7 @@ class AccountService:
             ok = False
         else:
             ok = verify_password(password, reader.password_hash)
-        if not ok:
+        if not ok or reader is None or reader.password_hash is None:  # (ok implies a reader)
             delays = [self.throttle.failure(keys[0])]
             if address:
                 delays.append(self.throttle.failure(keys[1], self.ADDRESS_FREE_FAILURES))
@@ -397,7 +397,7 @@ class AccountService:
             self.throttle.success(k)
         if needs_rehash(reader.password_hash) and not self.db.read_only:
             with self.db.write() as s:
-                s.get(Reader, reader.id).password_hash = hash_password(password)
+                s.get_one(Reader, reader.id).password_hash = hash_password(password)
             log.info("password hash of %s upgraded to scrypt N=2^17", name)
         self.audit.record("login", actor=name, address=address)
         return LoginResult(Account(reader.id, reader.name, reader.role), "ok")

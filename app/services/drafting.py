@@ -6,11 +6,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
@@ -27,6 +28,9 @@ from model.options import DrafterOptions
 from model.presets import DEFAULT_ORDER, Preset, get_preset, load_presets
 from studies.pixels import decode
 from studies.records import ImageSource
+
+if TYPE_CHECKING:  # imported where used: numpy and the retrieval index load lazily
+    from model.backends.retrieval import Candidate
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +145,7 @@ class DraftingService:
         self.db = db
         self.settings = settings
         self.runtime = runtime or RuntimeConfig()
-        self.presets = load_presets(self.runtime.presets_file)
+        self.presets = load_presets(self.runtime.presets_file or settings.presets_file)
         self._decoded = decoded
         self._drafter: Drafter | None = None
         self._gate = ReaderFirstGate()
@@ -166,7 +170,7 @@ class DraftingService:
         self._drafter = load_drafter(preset, DrafterOptions(
             device=self.runtime.device, dtype=self.runtime.dtype,
             batch_size=self.runtime.batch_size, download=self.runtime.download,
-            worker_python=self.runtime.worker_python,
+            worker_python=self.settings.worker_python(preset, self.runtime.worker_python),
             feature_dir=self.settings.data_dir / "features", candidates=self.candidates))
         return self._drafter
 
@@ -227,7 +231,7 @@ class DraftingService:
                                       prior))
         return out
 
-    def candidates(self, after: int = 0) -> Iterator[Any]:
+    def candidates(self, after: int = 0) -> Iterator[Candidate]:
         """Studies with a reference report and images, for the retrieval preset; only those
         with an id above `after` (the retrieval index asks for what it has not seen)."""
         from model.backends.retrieval import Candidate
@@ -250,7 +254,7 @@ class DraftingService:
             study_images = images.get(sid, [])
             chosen = [im for im in study_images if im.view_group == "frontal"] or study_images
             yield Candidate(sid, pkey, tuple(im.checksum for im in chosen),
-                            lambda chosen=chosen: self._input_images(chosen),
+                            partial(self._input_images, chosen),
                             findings, impression)
 
     # -- drafting -------------------------------------------------------------------------
@@ -361,7 +365,7 @@ class DraftingService:
             yield _progress(results, done=True)
 
     def _stream_together(self, drafter: Any, study: StudyInput, sections: Sequence[str],
-                         preset: str) -> Iterator[DraftProgress]:
+                         preset: str) -> Generator[DraftProgress, None, list[DraftResult]]:
         steps = drafter.stream_sections(study, sections)
         try:
             while True:
@@ -381,7 +385,7 @@ class DraftingService:
         return results
 
     def _stream_each(self, drafter: Drafter, study: StudyInput, sections: Sequence[str],
-                     preset: str) -> Iterator[DraftProgress]:
+                     preset: str) -> Generator[DraftProgress, None, list[DraftResult]]:
         texts: dict[str, str] = {}
         results: list[DraftResult] = []
         for section in sections:

@@ -529,4 +529,4 @@ def _already_stored(source: ImageSource, have: tuple[set[str], set[str]]) -> boo
         return False
     if source.data is not None:
         return hashlib.sha256(source.data).hexdigest() in checksums
-    return os.path.realpath(source.path) in uris  # type: ignore[arg-type]
+    return source.path is not None and os.path.realpath(source.path) in uris

@@ -83,7 +83,7 @@ def length_sorted(service: DraftingService, study_ids: Sequence[int]) -> list[in
     with service.db.read() as session:
         images = dict(session.execute(select(Image.study_id, func.count(Image.id))
                                       .group_by(Image.study_id)).all())
-        indication = dict(session.execute(select(Study.id, func.length(
+        indication: dict[int, int] = dict(session.execute(select(Study.id, func.length(
             func.coalesce(Study.indication, "")))).all())
     return sorted(study_ids, key=lambda s: (images.get(s, 0), indication.get(s, 0), s))
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from datetime import date
 
 from sqlalchemy import DateTime, Float, Integer, String, and_, func, literal, or_, select, union
-from sqlalchemy.sql import Select
+from sqlalchemy.sql import CompoundSelect, Select
 
 from db.engine import Database
-from db.models import Patient, Study, WorklistItem, WorklistProgress, utcnow
+from db.models import Patient, Study, WorklistItem, WorklistProgress, table_of, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ def _prefix_ranges(column, text: str):
     return or_(*[and_(column >= v, column < v + _AFTER) for v in variants])
 
 
-def _search_ids(text: str) -> Select:
+def _search_ids(text: str) -> CompoundSelect:
     """Ids of studies whose study key, or whose patient's key, starts with `text`."""
     by_study = select(Study.id).where(_prefix_ranges(Study.study_key, text))
     by_patient = (select(Study.id).join(Patient, Patient.id == Study.patient_id)
@@ -160,7 +160,7 @@ class WorklistService:
         not a minute of ORM objects. Studies already there keep their place and status."""
         with self.db.write() as s:
             start = int(s.scalar(select(func.coalesce(func.max(WorklistItem.position), -1))
-                                 .where(WorklistItem.reader_id == reader_id))) + 1
+                                 .where(WorklistItem.reader_id == reader_id)) or 0) + 1
             if study_ids is None:
                 return self._insert(s, reader_id, start, None, include_report_only)
             added, ids = 0, sorted({int(i) for i in study_ids})
@@ -183,7 +183,7 @@ class WorklistService:
             chosen = chosen.where(Study.id.in_(ids))
         if not include_report_only:
             chosen = chosen.where(Study.image_count > 0)
-        stmt = WorklistItem.__table__.insert().from_select(
+        stmt = table_of(WorklistItem).insert().from_select(
             ["reader_id", "study_id", "position", "status", "active_seconds", "updated_at"],
             chosen)
         # SQLAlchemy keeps an INSERT's rowcount only when asked (else -1 on PostgreSQL)
@@ -253,7 +253,7 @@ class WorklistService:
                     .join(Study, Study.id == WorklistItem.study_id)
                     .join(Patient, Patient.id == Study.patient_id)
                     .where(WorklistItem.id.in_(ids)).order_by(WorklistItem.position))
-            rows = tuple(WorklistEntry(*row) for row in s.execute(stmt))
+            rows = tuple(WorklistEntry(*tuple(row)) for row in s.execute(stmt))
         return WorklistPage(rows, page, pages, page_size, total, flt)
 
     @staticmethod

@@ -221,6 +221,8 @@ class Desk:
         return rows, f"**{progress.done} / {progress.total} done**"
 
     def step(self, session: Session, step: int) -> int | None:
+        if session.reader is None:  # a state no reader opened has no worklist
+            return None
         return self.review.next_unfinished(session.reader, session.study, step)
 
     # -- opening --------------------------------------------------------------------------
@@ -275,7 +277,7 @@ class Desk:
 
     # -- metrics --------------------------------------------------------------------------
     def metrics_view(self, session: Session) -> MetricsView:
-        if self.metrics is None or session.study is None:
+        if self.metrics is None or session.study is None or session.reader is None:
             return MetricsView([], [], ["Metrics are not configured."])
         current = self.review.current(session.reader, session.study)
         texts = {}
@@ -480,7 +482,8 @@ class Desk:
         Returns the drafts and the boxes' new texts: the new draft where the reader had no text
         of their own, None where their text stays (the new draft is shown beside it)."""
         own = self.has_own_text(session, texts)
-        drafts = self.drafting.latest(session.study, self.preset) if self.drafting else {}
+        drafts = (self.drafting.latest(session.study, self.preset)
+                  if self.drafting and session.study is not None else {})
         session.drafts = {s: (d.id, d.text) for s, d in drafts.items()
                           if d.error is None and d.text}
         if own:

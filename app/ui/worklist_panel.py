@@ -246,7 +246,7 @@ class WorklistPanel:
             return dict(zip(outputs, result, strict=True))
 
         def on_select(session, evt: gr.SelectData, request: gr.Request):
-            value = evt.row_value[0] if evt.row_value else None
+            value: Any = evt.row_value[0] if evt.row_value else None  # from the browser
             try:
                 study_id = int(value)
             except (TypeError, ValueError):
@@ -283,7 +283,7 @@ class WorklistPanel:
         paging = [*filters, self.page]
         # reads only: off Gradio's queue (no waiting behind other events; SQLite in WAL mode
         # serves concurrent reads)
-        light = {"show_progress": "hidden", "queue": False}
+        light: dict[str, Any] = {"show_progress": "hidden", "queue": False}
         blocks.load(on_load, paging, [self.source, self.split, *view_outputs], **light)
         self.search.submit(first, filters, view_outputs, api_name="worklist_search", **light)
         for dropdown in (self.status, self.source, self.split, self.images):

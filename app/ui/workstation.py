@@ -51,8 +51,8 @@ SHORTCUTS = [
     ("Alt+B", "show / hide the prior study beside this one"),
     ("Click an image", "enlarged view: ← → other images, Esc closes, wheel/drag zoom/pan"),
 ]
-PRIVATE = {"api_visibility": "private"}  # the page's own events, not a public API
-LIGHT = {"queue": False, **PRIVATE}  # light, quick events skip the queue
+PRIVATE: dict[str, Any] = {"api_visibility": "private"}  # the page's own events, not a public API
+LIGHT: dict[str, Any] = {"queue": False, **PRIVATE}  # light, quick events skip the queue
 
 
 # -- formatting (pure) --------------------------------------------------------------------------
@@ -139,6 +139,9 @@ class Screen:
 
     def __getattr__(self, name: str) -> Any:  # pragma: no cover - a typo is a bug
         raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:  # tells mypy any name may be set
+        object.__setattr__(self, name, value)
 
 
 def _layout(viewer: StudyViewer, review: ReviewService, login: bool) -> Screen:
@@ -332,7 +335,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
         for (category, kind), comp in c.rexval.items():
             out[comp] = ((r.errors.get(category) or {}).get(kind, 0)) if r else 0
         done = r is not None and r.likert is not None
-        out[c.rate_status] = (f"Rated (#{r.number}, {r.created_at:%H:%M})." if done else
+        out[c.rate_status] = (f"Rated (#{r.number}, {r.created_at:%H:%M})."
+                              if done and r is not None else
                               "Accepted without changes; no score yet." if r else "")
         return out
 
@@ -609,7 +613,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
 
     # -- the enlarged view -----------------------------------------------------------------
     def show_image(session: Session, image_id: int | None) -> dict:
-        if image_id is None:
+        if image_id is None or session.study is None:
             return {c.wl_image: None, c.wl_caption: ""}
         lo, hi, (center, width) = viewer.value_range(image_id)
         n = session.images.index(image_id) + 1
@@ -703,10 +707,10 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                wl.split, wl.images, wl.page}
     edit_outs = [c.state, c.save_status, c.sync, *conflict_btns, c.diff]
     save_outs = [*edit_outs, wl.table, wl.progress]
-    metrics_step = {"fn": on_metrics, "inputs": {c.state},
+    metrics_step: dict[str, Any] = {"fn": on_metrics, "inputs": {c.state},
                     "outputs": [c.metrics_table, c.metrics_notes], **PRIVATE}
     carried = (c.findings, c.impression)
-    with_client = {"js": _client_js(edit_in, c.client, carried)}
+    with_client: dict[str, Any] = {"js": _client_js(edit_in, c.client, carried)}
 
     ui.load(on_load, edit_in, study_outs, **PRIVATE).then(**metrics_step)
     wl.table.select(on_select, edit_in | {wl.table}, study_outs, **PRIVATE,

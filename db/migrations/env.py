@@ -12,7 +12,10 @@ target_metadata = Base.metadata
 def run() -> None:
     connection = config.attributes.get("connection")
     if connection is None:  # plain `alembic` CLI use
-        engine = create_engine(config.get_main_option("sqlalchemy.url"))
+        url = config.get_main_option("sqlalchemy.url")
+        if url is None:
+            raise RuntimeError("alembic.ini names no sqlalchemy.url")
+        engine = create_engine(url)
         with engine.begin() as connection:
             _run_on(connection)
         return

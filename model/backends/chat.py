@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from model.backends.hf import (
@@ -147,7 +148,7 @@ class ChatDrafter(ChatPrompting, InProcessDrafter):
                 resolved = resolve(ref.model_id, ref.revision, self.preset, self.download)
                 model = AutoModelForImageTextToText.from_pretrained(
                     resolved.path, dtype=self.placement.torch_dtype()
-                ).to(self.placement.device).eval()
+                ).to(self.placement.device).eval()  # type: ignore[arg-type]  # (transformers)
                 processor = AutoProcessor.from_pretrained(resolved.path)
                 processor.tokenizer.padding_side = "left"  # decoder-only: pad on the left
                 self._loaded = _Loaded(resolved, model, processor)
@@ -207,7 +208,7 @@ class ChatDrafter(ChatPrompting, InProcessDrafter):
             for idx in length_buckets(batch, self.batch_size, self._prompt_length):
                 chunk = [batch[i] for i in idx]
                 texts, errors, seconds = isolate_errors(
-                    chunk, lambda c, k=key: self._generate(loaded, c, k), self.batch_size)
+                    chunk, partial(self._generate, loaded, key=key), self.batch_size)
                 prov = replace(base, seconds=seconds)
                 if key != "report":
                     for r in results_for(key, chunk, texts, errors, prov):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from model.backends.hf import (
@@ -117,7 +118,7 @@ class EncoderDecoderDrafter(InProcessDrafter):
             for idx in length_buckets(batch, self.batch_size, lambda s: 0):
                 chunk = [batch[i] for i in idx]
                 texts, errors, seconds = isolate_errors(
-                    chunk, lambda c, ld=loaded: self._generate(ld, c), self.batch_size)
+                    chunk, partial(self._generate, loaded), self.batch_size)
                 for r in results_for(section, chunk, texts, errors,
                                      replace(base, seconds=seconds)):
                     by_key[(r.study_id, section)] = r

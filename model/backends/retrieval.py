@@ -207,9 +207,10 @@ class RetrievalDrafter:
             fresh = self.features([images[i] for i in missing])
             for i, vec in zip(missing, fresh, strict=True):
                 known[i] = vec
-                if keys[i]:
-                    self.cache.put(keys[i], vec)
-        return np.stack(known)
+                key = keys[i]
+                if key:
+                    self.cache.put(key, vec)
+        return np.stack([v for v in known if v is not None])  # every row is known now
 
     @staticmethod
     def _study_vector(rows: np.ndarray) -> np.ndarray:

@@ -59,7 +59,7 @@ class WorkerDrafter:
         self._preset = preset
         self.placement = placement
         env_name = preset.options.get("python_env")
-        self.python = python or (os.environ.get(env_name) if env_name else None)
+        self.python = python  # app.settings reads the preset's variable (Settings.worker_python)
         if not self.python:
             raise ModelUnavailable(
                 preset.model_for("findings").model_id,

@@ -40,9 +40,10 @@ def demo_records(data_dir: Path) -> Iterator[StudyRecord]:
 
     spec = json.loads(files("studies.demo").joinpath("demo_studies.json").read_text())
     for item in spec["studies"]:
-        path = get_testdata_file(item["image"])
-        if path is None:
+        found = get_testdata_file(item["image"])
+        if not isinstance(found, str):  # None, or a Dataset when asked to read it
             raise FileNotFoundError(f"pydicom-data does not provide {item['image']}")
+        path = found
         if item.get("as_png16"):
             path = str(_png16(path, data_dir / "demo" / f"{item['key']}.png"))
         yield StudyRecord(

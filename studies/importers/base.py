@@ -100,7 +100,8 @@ def get_importer(name: str, options: ImportOptions | None = None) -> Importer:
         known = ", ".join(IMPORTER_NAMES)
         raise ValueError(f"unknown import format {name!r} (known: {known}, auto)") from None
     module, cls = target.split(":")
-    return getattr(importlib.import_module(module), cls)(options or ImportOptions())
+    importer: Importer = getattr(importlib.import_module(module), cls)(options or ImportOptions())
+    return importer
 
 
 def detect_format(path: Path, options: ImportOptions | None = None) -> Importer:

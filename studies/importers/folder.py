@@ -20,9 +20,10 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from studies.dates import parse_date, parse_time
 from studies.errors import DatasetLayoutError, StudyLoadError
@@ -114,10 +115,10 @@ def scan(root: Path, follow_symlinks: bool) -> _Scan:
                 continue
             if entry.name in _REPORT_FILES or entry.name.upper() == "DICOMDIR":
                 continue
-            kind = _sniff(path)
-            if kind == "dicom":
+            sniffed = _sniff(path)
+            if sniffed == "dicom":
                 out.dicom.append(path)
-            elif kind == "raster" and path.suffix.lower() in RASTER_SUFFIXES:
+            elif sniffed == "raster" and path.suffix.lower() in RASTER_SUFFIXES:
                 out.raster.setdefault(path.parent, []).append(path)
     stack.clear()
     return out
@@ -167,7 +168,9 @@ class FolderImporter:
             yield build(str(folder), _raster_study, path, folder, files, guard)
 
 
-def _group_dicom(files: list[Path], guard: Guard):
+def _group_dicom(files: list[Path], guard: Guard) -> tuple[
+        dict[str, list[Path]], dict[Path, dict[str, str]], dict[str, tuple[str, ...]],
+        list[RecordError]]:
     """Header-only read of every DICOM: studies by StudyInstanceUID (image objects only),
     skipped non-image objects per study, and files that cannot be read."""
     import pydicom
@@ -215,9 +218,9 @@ def _int(value: str | None) -> int:
         return 0
 
 
-def _folder_report(folder: Path, guard: Guard) -> tuple[dict, ReportSections | None]:
+def _folder_report(folder: Path, guard: Guard) -> tuple[dict[str, Any], ReportSections | None]:
     """(report.json fields, reference) of a folder, or ({}, None)."""
-    meta: dict = {}
+    meta: dict[str, Any] = {}
     if (folder / "report.json").exists():
         name = str(folder / "report.json")
         try:
@@ -236,8 +239,9 @@ def _folder_report(folder: Path, guard: Guard) -> tuple[dict, ReportSections | N
     return {}, None
 
 
-def _record(root: Path, key: str, origin: str, meta: dict, ref, images, header: dict,
-            notes=(), phi_key: bool = False) -> StudyRecord:
+def _record(root: Path, key: str, origin: str, meta: dict[str, Any],
+            ref: ReportSections | None, images: Sequence[ImageSource], header: dict[str, str],
+            notes: Sequence[str] = (), phi_key: bool = False) -> StudyRecord:
     patient = text(meta.get("patient_id"))
     if patient is None:
         patient = header.get("PatientID")
@@ -265,8 +269,8 @@ def _record(root: Path, key: str, origin: str, meta: dict, ref, images, header: 
     )
 
 
-def _dicom_study(root: Path, uid: str, files: list[Path], header: dict[str, str], notes,
-                 guard: Guard) -> StudyRecord:
+def _dicom_study(root: Path, uid: str, files: list[Path], header: dict[str, str],
+                 notes: Sequence[str], guard: Guard) -> StudyRecord:
     folder = files[0].parent
     meta, ref = _folder_report(folder, guard)
     origin = f"{folder} (StudyInstanceUID)" if not uid.startswith("folder:") else str(folder)

@@ -21,15 +21,19 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from studies.errors import DatasetLayoutError, StudyLoadError
 from studies.importers.base import ImportOptions, Item, build, file_failure
 from studies.importers.tables import head_bytes, read_json_records
 from studies.records import ImageSource, StudyRecord, normalise_split, reference, text
+from studies.safety import Guard
 
 log = logging.getLogger(__name__)
+
+JsonParts = dict[Path, list[tuple[str | None, object]]]  # file -> (key, record) rows
 
 _PREFIX = "interpret-cxr"
 _SPLIT_IN_NAME = re.compile(
@@ -67,7 +71,7 @@ class InterpretCxrImporter:
         images_root = self.options.images or self.root(path)
         guard = self.options.guard_for(self.root(path))
         parts = self._parts(path)
-        parsed: dict[Path, list] = {}  # JSON parts: parsed once for the columns and the rows
+        parsed: JsonParts = {}  # JSON parts: parsed once for the columns and the rows
         for _, part in parts:
             _check_columns(part, _columns(part, guard, parsed))
         for split, part in parts:
@@ -133,7 +137,7 @@ def _split_from_name(name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _arrow_reader(path: Path):
+def _arrow_reader(path: Path) -> Any:  # pyarrow has no type information
     import pyarrow as pa
 
     try:
@@ -142,7 +146,7 @@ def _arrow_reader(path: Path):
         return pa.ipc.open_file(pa.memory_map(str(path)))
 
 
-def _columns(path: Path, guard, parsed: dict[Path, list]) -> list[str]:
+def _columns(path: Path, guard: Guard, parsed: JsonParts) -> list[str]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -162,7 +166,7 @@ def _columns(path: Path, guard, parsed: dict[Path, list]) -> list[str]:
     return sorted(names)
 
 
-def _batches(path: Path, guard, parsed: dict[Path, list]) -> Iterator[list[object]]:
+def _batches(path: Path, guard: Guard, parsed: JsonParts) -> Iterator[list[object]]:
     import pyarrow.parquet as pq
 
     if path.suffix == ".parquet":
@@ -176,7 +180,7 @@ def _batches(path: Path, guard, parsed: dict[Path, list]) -> Iterator[list[objec
         yield [r for _, r in (rows if rows is not None else read_json_records(path, guard))]
 
 
-def _check_columns(path: Path, names) -> None:
+def _check_columns(path: Path, names: Iterable[str]) -> None:
     names = set(names)
     if "images" not in names and "images_path" not in names:
         raise DatasetLayoutError(str(path), "missing column(s) images or images_path; found: "
@@ -184,7 +188,7 @@ def _check_columns(path: Path, names) -> None:
 
 
 def _record(row: object, split: str | None, raw_split: str | None, part: Path, row_no: int,
-            images_root: Path, guard) -> StudyRecord:
+            images_root: Path, guard: Guard) -> StudyRecord:
     origin = f"{part}#row{row_no}"
     if not isinstance(row, dict):
         raise StudyLoadError(origin, f"row is a {type(row).__name__}, not an object")

@@ -20,6 +20,7 @@ from pathlib import Path
 from studies.errors import DatasetLayoutError, StudyLoadError
 from studies.importers.base import ImportOptions, Item, build, file_failure
 from studies.records import ImageSource, RecordError, StudyRecord, reference, text
+from studies.safety import Guard
 
 SOURCE = "iu-xray"
 _XML_DIR = "ecgen-radiology"
@@ -73,7 +74,7 @@ class IUXrayImporter:
                 return candidate
         return None
 
-    def _documents(self, path: Path, guard) -> Iterator[tuple[str, bytes] | RecordError]:
+    def _documents(self, path: Path, guard: Guard) -> Iterator[tuple[str, bytes] | RecordError]:
         limit = self.options.limits.text_bytes
         if path.is_file():
             done = 0
@@ -121,7 +122,7 @@ def _looks_like_iu(xml: Path) -> bool:
     return b"<eCitation" in head and b"uId" in head
 
 
-def parse_report(payload: bytes, origin: str, images_dir: Path | None, guard) -> StudyRecord:
+def parse_report(payload: bytes, origin: str, images_dir: Path | None, guard: Guard) -> StudyRecord:
     if b"<!DOCTYPE" in payload[:4096] or b"<!ENTITY" in payload:
         raise StudyLoadError(origin, "XML with a DOCTYPE/ENTITY declaration refused")
     try:

@@ -22,6 +22,7 @@ from studies.errors import DatasetLayoutError, StudyLoadError
 from studies.importers.base import ImportOptions, Item, build, file_failure
 from studies.importers.tables import find_file, read_csv
 from studies.records import ImageSource, StudyRecord, normalise_split, reference, text
+from studies.safety import Guard
 
 SOURCE = "mimic-cxr"
 METADATA = "mimic-cxr-2.0.0-metadata.csv"
@@ -77,8 +78,10 @@ class MimicCxrImporter:
         if failure is not None:
             yield failure
 
-    def _record(self, meta, files_root: Path, guard, study_id: str, rows, splits,
-                reports) -> StudyRecord:
+    def _record(self, meta: Path, files_root: Path, guard: Guard, study_id: str,
+                rows: list[dict[str, str]], splits: dict[str, tuple[str | None, str | None]],
+                reports: dict[str, tuple[str | None, str | None, str | None, str | None]]
+                ) -> StudyRecord:
         origin = f"{meta} [study {study_id}]"
         subject = (rows[0].get("subject_id") or "").strip()
         if not _ID_RE.match(study_id or "") or not _ID_RE.match(subject):
@@ -112,7 +115,7 @@ class MimicCxrImporter:
         )
 
     @staticmethod
-    def _splits(dataset: Path, guard) -> dict[str, tuple[str | None, str | None]]:
+    def _splits(dataset: Path, guard: Guard) -> dict[str, tuple[str | None, str | None]]:
         split = find_file(dataset, SPLIT)
         if split is None:
             return {}
@@ -122,7 +125,8 @@ class MimicCxrImporter:
         return out
 
     @staticmethod
-    def _reports(dataset: Path, guard) -> dict[str, tuple]:
+    def _reports(dataset: Path, guard: Guard) -> dict[
+            str, tuple[str | None, str | None, str | None, str | None]]:
         sectioned = find_file(dataset, SECTIONED)
         if sectioned is None:
             return {}

@@ -25,6 +25,7 @@ from studies.errors import DatasetLayoutError, StudyLoadError
 from studies.importers.base import ImportOptions, Item, build, file_failure
 from studies.importers.tables import as_list, head_bytes, read_csv, read_json_records
 from studies.records import ImageSource, StudyRecord, normalise_split, reference, text
+from studies.safety import Guard
 
 SOURCE = "rexgradient"
 _FILE_RE = re.compile(r"^(?P<split>[A-Za-z_]+?)_metadata(?P<view>_view_position)?"
@@ -90,7 +91,7 @@ class ReXGradientImporter:
             except (StudyLoadError, OSError, ValueError) as exc:
                 yield file_failure(meta, exc, done)
 
-    def _rows(self, meta: Path, guard) -> Iterator[tuple[str | None, object]]:
+    def _rows(self, meta: Path, guard: Guard) -> Iterator[tuple[str | None, object]]:
         if ".csv" in meta.suffixes:
             rows = read_csv(meta, ("PatientID", "AccessionNumber"), guard)
             first = next(rows, None)  # the header (and its layout error) before anything else
@@ -109,7 +110,8 @@ class ReXGradientImporter:
                                      + ", ".join(sorted(map(str, sample))[:20]))
         return iter(pairs)
 
-    def _record(self, meta: Path, guard, split, raw_split, key: str | None,
+    def _record(self, meta: Path, guard: Guard, split: str | None, raw_split: str | None,
+                key: str | None,
                 row: object) -> StudyRecord:
         origin = f"{meta} [{key}]" if key else str(meta)
         if not isinstance(row, dict):

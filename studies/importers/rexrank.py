@@ -20,6 +20,7 @@ from studies.errors import DatasetLayoutError, StudyLoadError
 from studies.importers.base import ImportOptions, Item, build
 from studies.importers.tables import as_list, head_bytes, read_json_records
 from studies.records import ImageSource, StudyRecord, normalise_split, reference, text
+from studies.safety import Guard
 
 _IMAGE_DIRS = ("files", "images", "PNG", "png")
 _CONTEXT_RE = re.compile(
@@ -88,7 +89,8 @@ class ReXrankImporter:
                             key, row, record=key)
 
     @staticmethod
-    def _record(json_path: Path, source: str, image_root: Path, guard, key, row) -> StudyRecord:
+    def _record(json_path: Path, source: str, image_root: Path, guard: Guard, key: str,
+                row: object) -> StudyRecord:
         origin = f"{json_path} [{key}]"
         if not isinstance(row, dict):
             raise StudyLoadError(origin, f"record is a {type(row).__name__}, not an object")

@@ -15,6 +15,7 @@ import json
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO, cast
 
 from studies.errors import DatasetLayoutError, StudyLoadError
 from studies.records import text
@@ -37,9 +38,9 @@ def find_file(root: Path, *names: str, depth: int = 1) -> Path | None:
     return None
 
 
-def _text_stream(raw, path: Path) -> io.TextIOBase:
+def _text_stream(raw: BinaryIO, path: Path) -> io.TextIOBase:
     if path.suffix == ".gz":
-        raw = gzip.GzipFile(fileobj=raw, mode="rb")
+        raw = cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb"))
     return io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
 
 

@@ -1,0 +1,82 @@
+"""Configuration is chosen once in app.settings (flag > environment > default) and passed down:
+the packages below never read these variables themselves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main as cli
+from app.settings import Settings
+from metrics.chexbert import CheXbertF1
+from metrics.registry import build
+from metrics.worker_client import SPECS, workers_root
+from model.presets import load_presets
+
+
+def _presets(path: Path, name: str) -> str:
+    path.write_text(json.dumps({name: {"backend": "chat", "models": {"report": "x/y"},
+                                       "prompts": {"report": "{views}"}}}))
+    return str(path)
+
+
+@pytest.mark.parametrize("field, flag, env_name", [
+    ("presets_file", "presets", "RRG_REVIEW_PRESETS"),
+    ("chexbert_weights", "chexbert_weights", "RRG_REVIEW_CHEXBERT"),
+    ("log_level", "log_level", "RRG_REVIEW_LOG_LEVEL"),
+])
+def test_the_flag_beats_the_environment_which_beats_the_default(field, flag, env_name):
+    default = Settings.from_args(environ={})
+    from_env = Settings.from_args(environ={env_name: "from-env"})
+    from_flag = Settings.from_args(**{flag: "from-flag"}, environ={env_name: "from-env"})
+    assert getattr(default, field) == ("WARNING" if field == "log_level" else None)
+    assert getattr(from_env, field).lower() == "from-env"
+    assert getattr(from_flag, field).lower() == "from-flag"
+    blank = Settings.from_args(environ={env_name: "  "})  # a blank variable is not a value
+    assert getattr(blank, field) == getattr(default, field)
+
+
+def test_metric_workers_folder_flag_env_default(tmp_path):
+    assert Settings.from_args(environ={}).metric_workers_dir is None
+    assert workers_root(None) == Path.home() / ".cache" / "rrg-review" / "metric-workers"
+    env = Settings.from_args(environ={"RRG_REVIEW_METRIC_WORKERS": str(tmp_path / "env")})
+    assert env.metric_workers_dir == tmp_path / "env"
+    flag = Settings.from_args(metric_workers=str(tmp_path / "flag"),
+                              environ={"RRG_REVIEW_METRIC_WORKERS": str(tmp_path / "env")})
+    (worker,) = build(["ratescore"], flag.metric_config(download=False))
+    assert worker.folder == tmp_path / "flag" / "ratescore"
+    assert worker.name in SPECS
+
+
+def test_worker_python_flag_beats_the_presets_variable():
+    preset = load_presets()["maira-2"]  # a worker preset: its interpreter is in a variable
+    var = preset.options["python_env"]
+    settings = Settings.from_args(environ={var: "/env/python"})
+    assert settings.worker_python(preset) == "/env/python"
+    assert settings.worker_python(preset, "/flag/python") == "/flag/python"
+    assert Settings.from_args(environ={}).worker_python(preset) is None
+
+
+def test_the_packages_below_do_not_read_the_environment(monkeypatch, tmp_path):
+    """With the variables set, a package used directly sees none of them: only settings do."""
+    monkeypatch.setenv("RRG_REVIEW_PRESETS", _presets(tmp_path / "p.json", "from-env"))
+    monkeypatch.setenv("RRG_REVIEW_CHEXBERT", str(tmp_path / "chexbert.pth"))
+    assert "from-env" not in load_presets()
+    assert CheXbertF1().weights is None
+    settings = Settings.from_args()
+    assert "from-env" in load_presets(settings.presets_file)
+    (chexbert,) = build(["chexbert"], settings.metric_config(download=False))
+    assert chexbert.weights == str(tmp_path / "chexbert.pth")
+
+
+def test_cli_models_reads_presets_flag_over_environment(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("RRG_REVIEW_PRESETS", _presets(tmp_path / "env.json", "from-env"))
+    assert cli(["models"]) == 0
+    assert "from-env" in capsys.readouterr().out
+    flag = _presets(tmp_path / "flag.json", "from-flag")
+    assert cli(["models", "--presets", flag]) == 0
+    out = capsys.readouterr().out
+    assert "from-flag" in out and "from-env" not in out
