@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
-from model.inputs import SECTIONS, DraftResult, Provenance, StudyInput
+from core.vocabulary import SECTIONS
+from model.inputs import DraftResult, Provenance, StudyInput
 
 T = TypeVar("T")
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from core.vocabulary import SECTIONS
 from model.backends.hf import (
     InProcessDrafter,
     free_accelerator,
@@ -17,7 +18,7 @@ from model.backends.hf import (
 from model.base import check_sections, length_buckets
 from model.device import Placement
 from model.hub import ResolvedModel, resolve
-from model.inputs import SECTIONS, DraftResult, Provenance, StudyInput
+from model.inputs import DraftResult, Provenance, StudyInput
 from model.presets import ModelRef, Preset
 
 
