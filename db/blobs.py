@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from core.files import atomic_write
 
 BLOB_PREFIX = "blob:"
 
@@ -23,14 +23,7 @@ class BlobStore:
         if target.exists():
             return BLOB_PREFIX + name, False
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(target, data)
         return BLOB_PREFIX + name, True
 
     def path(self, uri: str) -> Path:

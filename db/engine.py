@@ -24,6 +24,8 @@ from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
+from core.files import atomic_write
+
 log = logging.getLogger(__name__)
 
 DEFAULT_DB = "rrg-review.sqlite"
@@ -354,15 +356,8 @@ def backup(db: Database, out: Path) -> Path:
         raise DatabaseProblem(f"{out} is a directory; give a file name")
     if not out.parent.is_dir():
         raise DatabaseProblem(f"cannot write the backup: {out.parent} does not exist")
-    tmp = out.with_name(f".{out.name}.partial")
-    tmp.unlink(missing_ok=True)
-    try:
-        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        os.close(fd)
-    except OSError as exc:
-        raise DatabaseProblem(f"cannot write the backup {out}: {_reason(exc)}") \
-            from None
-    try:
+
+    def copy_into(tmp: Path) -> None:
         source = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_timeout_s())
         target = sqlite3.connect(tmp)
         try:
@@ -374,13 +369,13 @@ def backup(db: Database, out: Path) -> Path:
             source.close()
         if result != "ok":
             raise DatabaseProblem(f"the copy of {db.name} failed its check ({result})")
-        os.replace(tmp, out)
+
+    try:
+        atomic_write(out, copy_into, mode=0o600)
     except sqlite3.Error as exc:
-        tmp.unlink(missing_ok=True)
         raise describe(exc, db.name) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    except OSError as exc:
+        raise DatabaseProblem(f"cannot write the backup {out}: {_reason(exc)}") from None
     log.info("backup of %s written to %s", db.name, out)
     return out
 

@@ -28,8 +28,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SECTIONS = ("findings", "impression")
-
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -251,16 +249,6 @@ class Revision(Base):
     draft_id: Mapped[int | None] = mapped_column(ForeignKey("draft.id", ondelete="SET NULL"))
     autosave: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-
-
-REXVAL_CATEGORIES = (
-    "false_finding",  # (1) false report of a finding
-    "missing_finding",  # (2) missing a finding
-    "wrong_location",  # (3) wrong anatomic location/position
-    "wrong_severity",  # (4) wrong severity
-    "false_comparison",  # (5) mentions a comparison not in the reference/prior
-    "omitted_comparison",  # (6) omits a comparison describing change
-)
 
 
 class Rating(Base):

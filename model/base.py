@@ -6,7 +6,8 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
-from model.inputs import SECTIONS, DraftResult, Provenance, StudyInput
+from core.vocabulary import SECTIONS
+from model.inputs import DraftResult, Provenance, StudyInput
 
 log = logging.getLogger(__name__)
 

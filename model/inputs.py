@@ -7,8 +7,6 @@ from typing import Any
 
 import numpy as np
 
-SECTIONS = ("findings", "impression")
-
 
 @dataclass(frozen=True, eq=False)  # compared by identity: pixel arrays have no truth value
 class InputImage:

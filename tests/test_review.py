@@ -18,7 +18,8 @@ from app.services.review import (
     word_error_rate,
 )
 from app.services.setup import seed_demo
-from db.models import REXVAL_CATEGORIES, Rating, Revision
+from core.vocabulary import REXVAL_CATEGORIES
+from db.models import Rating, Revision
 
 pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
 

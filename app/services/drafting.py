@@ -17,13 +17,14 @@ from sqlalchemy import select
 
 from app.services.ingest import Progress
 from app.settings import Settings
+from core.vocabulary import SECTIONS
 from db.blobs import resolve_uri
 from db.engine import Database
 from db.models import Draft, Image, Patient, ReferenceReport, Study, WorklistItem
 from db.store import load_studies, prior_ids_of
 from model.base import Drafter
 from model.hub import ModelUnavailable
-from model.inputs import SECTIONS, DraftResult, InputImage, PriorStudy, StudyInput
+from model.inputs import DraftResult, InputImage, PriorStudy, StudyInput
 from model.options import DrafterOptions
 from model.presets import DEFAULT_ORDER, Preset, get_preset, load_presets
 from studies.pixels import decode

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from datetime import date
 
 COMPARISONS = ("draft_vs_reference", "final_vs_reference", "draft_vs_final")
-ERROR_KINDS = ("significant", "insignificant")
 
 
 @dataclass(frozen=True)

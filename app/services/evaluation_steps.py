@@ -16,7 +16,6 @@ from sqlalchemy import select
 
 from app.services.evaluation_results import (
     COMPARISONS,
-    ERROR_KINDS,
     AutomaticResult,
     CaseList,
     EditSummary,
@@ -33,9 +32,10 @@ from app.services.evaluation_results import (
 )
 from app.services.export_rows import collect_rows
 from app.services.review import word_error_rate
+from core.vocabulary import ERROR_KINDS, REXVAL_CATEGORIES, SECTIONS
 from db.engine import Database
 from db.metric_cache import DatabaseScoreCache
-from db.models import REXVAL_CATEGORIES, SECTIONS, Draft, Reader, Study, WorklistItem
+from db.models import Draft, Reader, Study, WorklistItem
 from metrics.agreement import (
     Agreement,
     cohen_kappa,

@@ -34,6 +34,7 @@ from app.services.export_writers import (
     safe_name,
 )
 from app.services.report_html import render
+from core.files import atomic_write
 from db.engine import Database
 from metrics.base import Metric
 
@@ -65,14 +66,8 @@ def export(db: Database, fmt: str, out: Path, filters: ExportFilters | None = No
     out.parent.mkdir(parents=True, exist_ok=True)
     files = {out: FORMATS[fmt](evaluation)} | prediction_files(evaluation, out.parent, out.stem)
     for path, text in files.items():
-        _atomic(path, text)
+        atomic_write(path, text)
     return list(files)
-
-
-def _atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(text.encode("utf-8"))
-    tmp.replace(path)
 
 
 # -- exports on behalf of a signed-in requester ------------------------------------------------

@@ -13,8 +13,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from app.services.evaluation_results import ERROR_KINDS, Evaluation, ReviewRow
-from db.models import REXVAL_CATEGORIES
+from app.services.evaluation_results import Evaluation, ReviewRow
+from core.vocabulary import ERROR_KINDS, REXVAL_CATEGORIES
 
 CSV_FIELDS = ["study_key", "source", "split", "section", "preset", "model_id", "model_revision",
               "reader", "draft", "final", "reference", "likert", "acceptable", "comment",

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from app.services.evaluation_results import Evaluation, ReviewRow, ReviewSummary
-from db.models import REXVAL_CATEGORIES
+from core.vocabulary import REXVAL_CATEGORIES, rexval_label
 from metrics.registry import key_label
 
 STYLE = """
@@ -24,12 +24,6 @@ th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: ta
 @media print { body { margin: 0; max-width: none; } h2 { break-before: auto; }
   table, figure { break-inside: avoid; } }
 """
-REXVAL_NAMES = {
-    "false_finding": "(1) false report of a finding", "missing_finding": "(2) missing a finding",
-    "wrong_location": "(3) wrong location/position", "wrong_severity": "(4) wrong severity",
-    "false_comparison": "(5) comparison not in reference/prior",
-    "omitted_comparison": "(6) omits a comparison of change",
-}
 
 
 def _e(value: Any) -> str:
@@ -96,7 +90,7 @@ def _errors_plot(review: ReviewSummary) -> str:
         ins = [errors[c]["insignificant"] for c in REXVAL_CATEGORIES]
         ax.barh(y, sig, label="clinically significant", color="#c0392b")
         ax.barh(y, ins, left=sig, label="insignificant", color="#f5b7b1")
-        ax.set_yticks(list(y), [REXVAL_NAMES[c] for c in REXVAL_CATEGORIES], fontsize=7)
+        ax.set_yticks(list(y), [rexval_label(c) for c in REXVAL_CATEGORIES], fontsize=7)
         ax.invert_yaxis()
         ax.set_title(m, fontsize=9)
         ax.set_xlabel("errors")
@@ -162,7 +156,7 @@ def render(ev: Evaluation) -> str:
              for m, r in ev.review.models.items()]))
         parts.append(_likert_plot(ev.review))
         parts.append(_table(["model", "category", "clinically significant", "insignificant"],
-                            [[m, REXVAL_NAMES[c], r.errors[c]["significant"],
+                            [[m, rexval_label(c), r.errors[c]["significant"],
                               r.errors[c]["insignificant"]]
                              for m, r in ev.review.models.items() for c in REXVAL_CATEGORIES]))
         parts.append(_errors_plot(ev.review))

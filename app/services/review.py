@@ -26,10 +26,9 @@ from app.services.accounts import (
 )
 from app.services.audit import AuditLog
 from app.services.worklist import WorklistService
+from core.vocabulary import REXVAL_CATEGORIES, SECTIONS
 from db.engine import Database
 from db.models import (
-    REXVAL_CATEGORIES,
-    SECTIONS,
     Draft,
     Rating,
     Reader,

@@ -13,6 +13,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import joinedload, selectinload
 
+from core.files import atomic_write
 from db.blobs import BlobStore, resolve_uri
 from db.engine import Database
 from db.models import Image, ReferenceReport, Study
@@ -263,9 +264,8 @@ class StudyViewer:
             from PIL import Image as PILImage
 
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
-            PILImage.fromarray(view.preview(max_side)).save(tmp, format="PNG", compress_level=1)
-            tmp.replace(path)
+            pixels = PILImage.fromarray(view.preview(max_side))
+            atomic_write(path, lambda tmp: pixels.save(tmp, format="PNG", compress_level=1))
         return str(path)
 
     def value_range(self, image_id: int) -> tuple[float, float, tuple[float, float]]:

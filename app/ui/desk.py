@@ -34,7 +34,7 @@ from app.services.review import (
     SectionEdit,
 )
 from app.services.viewer import ImageView, StudyView, StudyViewer
-from db.models import SECTIONS
+from core.vocabulary import SECTIONS
 from studies.records import ReportSections
 
 log = logging.getLogger(__name__)

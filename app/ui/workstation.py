@@ -27,19 +27,14 @@ from app.services.review import LOCAL_READER, RatingView, ReviewError, ReviewSer
 from app.services.viewer import ImageView, StudyView, StudyViewer
 from app.ui.desk import WINDOW_PRESETS, Client, Desk, Saved, Session, TabRefused, film_order
 from app.ui.worklist_panel import build_worklist_panel, progress_line
-from db.models import REXVAL_CATEGORIES, SECTIONS
+from core.vocabulary import REXVAL_CATEGORIES, REXVAL_LABELS, SECTIONS
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
 AUTOSAVE_S = 4.0  # the autosave timer; also the heartbeat of active time
-REXVAL_LABELS = {
-    "false_finding": "1 False report of a finding",
-    "missing_finding": "2 Missing a finding",
-    "wrong_location": "3 Wrong location/position",
-    "wrong_severity": "4 Wrong severity",
-    "false_comparison": "5 Comparison not in reference/prior",
-    "omitted_comparison": "6 Omits a comparison of change",
-}
+# "1 False report of a finding": the number and wording of core.vocabulary, as a form label
+FORM_LABELS = {c: f"{i} {REXVAL_LABELS[c].capitalize()}"
+               for i, c in enumerate(REXVAL_CATEGORIES, start=1)}
 SHORTCUTS = [
     ("Alt+N / Alt+P", "next / previous unfinished study (what you typed is saved first)"),
     ("Ctrl+S", "save both sections"),
@@ -225,14 +220,14 @@ def _layout(viewer: StudyViewer, review: ReviewService, login: bool) -> Screen:
                     gr.Markdown("insignificant")
                 for category in REXVAL_CATEGORIES:
                     with gr.Row(elem_classes="rexval-row", equal_height=True):
-                        gr.Markdown(REXVAL_LABELS[category])
+                        gr.Markdown(FORM_LABELS[category])
                         for kind in ("significant", "insignificant"):
                             c.rexval[(category, kind)] = gr.Number(
                                 # no minimum/precision here: Gradio would round 1.5 to 2
                                 # and answer -2 with a bare "Error"; the review service
                                 # refuses both with a sentence the reader can act on
                                 value=0, show_label=False,
-                                container=False, label=f"{REXVAL_LABELS[category]} · {kind}",
+                                container=False, label=f"{FORM_LABELS[category]} · {kind}",
                                 elem_id=f"rexval-{category}-{kind}", min_width=80)
                 c.comment = gr.Textbox(label="Comment", lines=2, elem_id="comment")
             with gr.Accordion("Model draft (read-only)", open=False, elem_id="model-draft") \

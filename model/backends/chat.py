@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from core.vocabulary import SECTIONS
 from model.backends.hf import (
     InProcessDrafter,
     free_accelerator,
@@ -19,7 +20,7 @@ from model.backends.hf import (
 from model.base import check_sections, length_buckets
 from model.device import Placement
 from model.hub import ResolvedModel, resolve
-from model.inputs import SECTIONS, DraftResult, InputImage, Provenance, StudyInput
+from model.inputs import DraftResult, InputImage, Provenance, StudyInput
 from model.presets import Preset, load_prompts
 from studies.reports import split_sections
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from core.vocabulary import SECTIONS
 from model.backends.hf import (
     InProcessDrafter,
     free_accelerator,
@@ -18,7 +19,7 @@ from model.backends.hf import (
 from model.base import check_sections, length_buckets
 from model.device import Placement
 from model.hub import ResolvedModel, resolve
-from model.inputs import SECTIONS, DraftResult, Provenance, StudyInput
+from model.inputs import DraftResult, Provenance, StudyInput
 from model.presets import ModelRef, Preset
 
 

@@ -26,9 +26,10 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from core.vocabulary import SECTIONS
 from model.backends.chat import ChatPrompting, _strip_header, report_results
 from model.base import check_sections
-from model.inputs import SECTIONS, DraftResult, InputImage, Provenance, StudyInput
+from model.inputs import DraftResult, InputImage, Provenance, StudyInput
 from model.presets import Preset, load_prompts
 
 logger = logging.getLogger(__name__)

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from core.vocabulary import SECTIONS
 from model.base import check_sections
-from model.inputs import SECTIONS, DraftResult, InputImage, Provenance, StudyInput
+from model.inputs import DraftResult, InputImage, Provenance, StudyInput
 from model.presets import Preset
 
 THUMBNAIL_SIDE = 32

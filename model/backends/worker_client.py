@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from core.vocabulary import SECTIONS
 from model.backends.worker_process import (
     WorkerCrashed,
     WorkerError,
@@ -28,7 +29,7 @@ from model.backends.worker_process import (
 from model.base import check_sections
 from model.device import Placement
 from model.hub import ModelUnavailable, resolve
-from model.inputs import SECTIONS, DraftResult, InputImage, Provenance, StudyInput
+from model.inputs import DraftResult, InputImage, Provenance, StudyInput
 from model.presets import Preset
 
 logger = logging.getLogger(__name__)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
 
+from core.files import atomic_write
 from studies.dates import parse_date
 from studies.records import ImageSource, ReportSections, StudyRecord
 
@@ -29,10 +30,8 @@ def _png16(dicom_path: str, target: Path) -> Path:
 
     image = decode(ImageSource(name=dicom_path, path=dicom_path))
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp.png")
-    Image.fromarray(image.display.astype(np.uint16) * 257).save(tmp, format="PNG")
-    tmp.replace(target)
-    return target
+    pixels = Image.fromarray(image.display.astype(np.uint16) * 257)
+    return atomic_write(target, lambda tmp: pixels.save(tmp, format="PNG"))
 
 
 def demo_records(data_dir: Path) -> Iterator[StudyRecord]:
