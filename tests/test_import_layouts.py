@@ -223,6 +223,28 @@ def test_pacs_export_grouped_by_study_uid_with_non_images_skipped(db, settings, 
         assert one.study_time == time(8, 10)
 
 
+def test_pacs_headers_read_in_worker_processes_group_as_in_one(db, settings, tmp_path,
+                                                               monkeypatch):
+    """The header scan in a process pool (chunks of 2 files here) groups, skips and reports
+    exactly as the in-process scan; the import on it stores the same studies."""
+    import studies.importers.folder as folder
+    from studies.safety import Guard
+
+    root = layouts.pacs_export(tmp_path / "cd")
+    monkeypatch.setattr(folder, "_POOL_MIN_FILES", 1)
+    monkeypatch.setattr(folder, "_HEADER_CHUNK", 2)
+    files = folder.scan(root, follow_symlinks=False).dicom
+    guard = Guard.for_roots(root)
+    serial, pooled = folder._group_dicom(files, guard, 1), folder._group_dicom(files, guard, 2)
+    assert serial == pooled
+    studies, _, notes, unreadable = pooled
+    assert len(studies) == 4 and sum(len(v) for v in notes.values()) == 2
+    assert unreadable == []
+    report = import_path(db, root, blobs=settings.blobs, workers=2)
+    assert_invariant(report)
+    assert (report.added, report.failed, len(report.notes)) == (2, 2, 2), report.problems
+
+
 def test_allow_modality_imports_ct_and_secondary_capture(db, settings, tmp_path):
     root = layouts.pacs_export(tmp_path / "cd")
     report = run_import(db, settings, root, allow_modality=["CT", "OT"])

@@ -128,6 +128,7 @@ def import_path(
         follow_symlinks=follow_symlinks,
         allow_modality=frozenset(m.strip().upper() for m in allow_modality if m.strip()),
         limits=limits or Limits(),
+        workers=workers if workers is not None else (os.cpu_count() or 1),
     )
     importer = detect_format(path, options) if fmt == "auto" else get_importer(fmt, options)
     guard = options.guard_for(importer.root(path))

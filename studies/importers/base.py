@@ -33,6 +33,7 @@ class ImportOptions:
     follow_symlinks: bool = False
     allow_modality: frozenset[str] = frozenset()
     limits: Limits = field(default_factory=Limits)
+    workers: int = 1  # processes for reading headers (DICOM folders); the CLI gives one per core
 
     def guard_for(self, root: Path) -> Guard:
         """The Guard of an import whose dataset root is `root` (plus --images)."""

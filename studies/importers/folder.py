@@ -154,7 +154,8 @@ class FolderImporter:
         guard = self.options.guard_for(path)
         found = self._scans.pop(path, None) or scan(path, self.options.follow_symlinks)
         yield from found.skipped
-        studies, headers, notes, unreadable = _group_dicom(found.dicom, guard)
+        studies, headers, notes, unreadable = _group_dicom(found.dicom, guard,
+                                                           self.options.workers)
         yield from unreadable
         for uid, files in studies.items():
             yield build(str(files[0].parent), _dicom_study, path, uid, files,
@@ -168,36 +169,97 @@ class FolderImporter:
             yield build(str(folder), _raster_study, path, folder, files, guard)
 
 
-def _group_dicom(files: list[Path], guard: Guard) -> tuple[
+# The last tag `_HEADER_TAGS` needs (InstanceNumber): reading stops after it, so neither the
+# rest of the header nor the pixel data is parsed.
+_LAST_HEADER_TAG = 0x00200013
+# Below this many files the headers are read in-process (a pool costs more than it saves).
+_POOL_MIN_FILES = 256
+_HEADER_CHUNK = 64
+
+
+@dataclass(frozen=True)
+class _Header:
+    """One file's header as a worker returns it (small: a few strings, never a dataset)."""
+
+    path: Path
+    tags: dict[str, str] | None = None
+    sop_name: str = ""
+    error: RecordError | None = None
+
+
+def _read_header(f: Path, guard: Guard) -> _Header:
+    """Header-only read of one DICOM through the Guard; never raises."""
+    from pydicom.filereader import read_partial
+    from pydicom.tag import Tag
+
+    # as dcmread passes them: tags, not keywords, with the character set that decodes them
+    wanted = [Tag(0x00080005), *(Tag(keyword) for keyword in _HEADER_TAGS)]
+
+    def past_header(tag, _vr, _length) -> bool:
+        return tag > _LAST_HEADER_TAG
+
+    try:
+        real = guard.check(f)
+        size = os.stat(real).st_size
+        if size > guard.limits.image_bytes:
+            raise StudyLoadError(str(f), f"file too large ({size:,} bytes; the limit is "
+                                         f"{guard.limits.image_bytes:,})")
+        with open(real, "rb") as fh:
+            ds = read_partial(fh, stop_when=past_header, specific_tags=wanted)
+        tags = {k: str(v).strip() for k in _HEADER_TAGS if (v := ds.get(k)) not in (None, "")}
+        sop = ds.get("SOPClassUID") or getattr(ds, "file_meta", {}).get(
+            "MediaStorageSOPClassUID")
+        return _Header(f, tags, getattr(sop, "name", None) or str(sop or "unknown SOP class"))
+    except StudyLoadError as exc:
+        return _Header(f, error=RecordError(exc.path, exc.reason))
+    except Exception as exc:  # listed as unreadable; the traceback at DEBUG
+        log.debug("%s is not a readable DICOM file", f, exc_info=True)
+        return _Header(f, error=RecordError(str(f), f"not a readable DICOM file "
+                                                    f"({type(exc).__name__}: {exc})"))
+
+
+def _read_headers(guard: Guard, files: list[Path]) -> list[_Header]:
+    """Runs in a worker process: paths in, small header dicts out."""
+    return [_read_header(f, guard) for f in files]
+
+
+def read_headers(files: list[Path], guard: Guard, workers: int = 1) -> list[_Header]:
+    """The headers of `files`, in order; in a process pool when there are many (a PACS export
+    holds thousands of files and parsing a header is pure Python)."""
+    if workers <= 1 or len(files) < _POOL_MIN_FILES:
+        return _read_headers(guard, files)
+    from concurrent.futures import ProcessPoolExecutor
+
+    import pydicom.filereader  # noqa: F401  (imported once here, inherited by forked workers)
+
+    chunks = [files[i:i + _HEADER_CHUNK] for i in range(0, len(files), _HEADER_CHUNK)]
+    out: list[_Header] = []
+    try:
+        with ProcessPoolExecutor(min(workers, len(chunks))) as pool:
+            for part in pool.map(_read_headers, [guard] * len(chunks), chunks):
+                out.extend(part)
+    except Exception as exc:  # BrokenProcessPool: a worker died; read the rest here
+        log.warning("header workers failed (%s); reading headers in this process", exc)
+        out.extend(_read_headers(guard, files[len(out):]))
+    return out
+
+
+def _group_dicom(files: list[Path], guard: Guard, workers: int = 1) -> tuple[
         dict[str, list[Path]], dict[Path, dict[str, str]], dict[str, tuple[str, ...]],
         list[RecordError]]:
     """Header-only read of every DICOM: studies by StudyInstanceUID (image objects only),
     skipped non-image objects per study, and files that cannot be read."""
-    import pydicom
-
     studies: dict[str, list[Path]] = {}
     headers: dict[Path, dict[str, str]] = {}
     notes: dict[str, list[str]] = {}
     unreadable: list[RecordError] = []
-    for f in files:
-        try:
-            guard.check(f)
-            if f.stat().st_size > guard.limits.image_bytes:
-                raise StudyLoadError(str(f), "file too large")
-            ds = pydicom.dcmread(f, stop_before_pixels=True, specific_tags=list(_HEADER_TAGS))
-            header = {k: str(v).strip() for k in _HEADER_TAGS
-                      if (v := ds.get(k)) not in (None, "")}
-        except StudyLoadError as exc:
-            unreadable.append(RecordError(exc.path, exc.reason))
+    for found in read_headers(files, guard, workers):
+        f = found.path
+        if found.error is not None or found.tags is None:
+            unreadable.append(found.error or RecordError(str(f), "not a readable DICOM file"))
             continue
-        except Exception as exc:  # listed as unreadable; the traceback at DEBUG
-            log.debug("%s is not a readable DICOM file", f, exc_info=True)
-            unreadable.append(RecordError(str(f), f"not a readable DICOM file "
-                                                  f"({type(exc).__name__}: {exc})"))
-            continue
+        header, sop_name = found.tags, found.sop_name
         uid = header.get("StudyInstanceUID") or f"folder:{f.parent}"
-        sop = ds.get("SOPClassUID") or getattr(ds, "file_meta", {}).get("MediaStorageSOPClassUID")
-        sop_name = getattr(sop, "name", None) or str(sop or "unknown SOP class")
         if "Media Storage Directory" in sop_name:
             continue  # a DICOMDIR (under any name): an index of the files the walk finds anyway
         if "Image Storage" not in sop_name:
