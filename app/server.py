@@ -154,10 +154,10 @@ def client_address(request: Any) -> str | None:
 LOGIN_PAGE = """<!doctype html><html lang=en><head><meta charset=utf-8>
 <meta name=viewport content="width=device-width, initial-scale=1">
 <title>rrg-review: sign in</title>
-<style>body{{font-family:system-ui,sans-serif;display:flex;justify-content:center;
-margin-top:12vh}}form{{display:flex;flex-direction:column;gap:.6em;min-width:18em}}
+<style>:root{{color-scheme:dark}}body{{font-family:system-ui,sans-serif;display:flex;
+justify-content:center;margin-top:12vh;background:#0b0f19;color:#e5e7eb}}form{{display:flex;flex-direction:column;gap:.6em;min-width:18em}}
 input{{font-size:1em;padding:.4em}}button{{font-size:1em;padding:.5em}}
-.error{{color:#b00020}}.note{{color:#555;font-size:.9em}}</style></head><body>
+.error{{color:#ff7b72}}.note{{color:#9ca3af;font-size:.9em}}</style></head><body>
 <form method=post action="{action}">
 <h1>rrg-review</h1>
 {message}

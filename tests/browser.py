@@ -132,7 +132,18 @@ def wait_value(page, section: str, predicate_js: str, timeout: float = 60_000) -
     """Wait until the box's value satisfies the predicate. The box is looked up on every poll:
     Gradio may replace the textarea (after a reload, say), and a handle taken once would then
     watch a detached element forever."""
-    page.wait_for_function(
-        f"() => {{ const el = document.querySelector('#edit-{section} textarea');"
-        f" if (!el) return false; const v = el.value; return {predicate_js}; }}",
-        timeout=timeout)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            f"() => {{ const el = document.querySelector('#edit-{section} textarea');"
+            f" if (!el) return false; const v = el.value; return {predicate_js}; }}",
+            timeout=timeout)
+    except PlaywrightTimeout:
+        seen = page.evaluate(
+            "(s) => ({value: document.querySelector(`#edit-${s} textarea`)?.value,"
+            " note: document.querySelector('#restore-note')?.innerText,"
+            " status: document.querySelector('#save-status')?.innerText,"
+            " sync: document.querySelector('#sync textarea')?.value,"
+            " stored: JSON.stringify(Object.entries(localStorage))})", section)
+        raise AssertionError(f"#{section} never matched {predicate_js}: {seen}") from None

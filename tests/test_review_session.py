@@ -351,6 +351,80 @@ def test_reading_room_layout(browser, app, width, height):
     assert sum(rgb) < 3 * 80, g["bg"]
     if height >= 1080:  # Save and Submit rating reachable without scrolling
         assert g["save"] <= height and g["rate"] <= height, g
+    # the worklist is readable: no cell is cut off, the table fits its column
+    cut = page.evaluate("""() => {
+      const t = document.querySelector('#worklist table');
+      const col = document.querySelector('#worklist-col').getBoundingClientRect();
+      const cells = [...t.querySelectorAll('th, td')].filter(c => c.offsetParent);
+      return {cut: cells.filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText),
+              right: t.getBoundingClientRect().right, col: col.right, n: cells.length}; }""")
+    assert cut["n"] >= 5 and not cut["cut"] and cut["right"] <= cut["col"] + 1, cut
+
+
+def _frontal_and_lateral_dataset(root) -> None:
+    """A ReXGradient-style dataset with one study holding a PA and a LATERAL radiograph
+    (16-bit PNGs of different shapes, so each must be fitted on its own)."""
+    import numpy as np
+    from PIL import Image
+
+    (root / "metadata").mkdir(parents=True)
+    (root / "deid_png" / "P1").mkdir(parents=True)
+    for name, (h, w) in {"pa": (1100, 900), "lat": (1000, 1000)}.items():
+        y, x = np.mgrid[0:h, 0:w]
+        pixels = ((np.sin(x / 37.0) + np.cos(y / 53.0) + 2) * 16000).astype(np.uint16)
+        Image.fromarray(pixels).save(root / "deid_png" / "P1" / f"{name}.png")
+    (root / "metadata" / "test_metadata_view_position.json").write_text(json.dumps({
+        "pP1_aA1_s1": {"PatientID": "P1", "AccessionNumber": "A1", "StudyDate": 20240102,
+                       "Findings": "No acute findings.", "Impression": "Normal chest.",
+                       "ImagePath": ["../deid_png/P1/lat.png", "../deid_png/P1/pa.png"],
+                       "ImageViewPosition": ["LATERAL", "PA"]}}))
+
+
+def test_frontal_and_lateral_are_side_by_side_and_whole(browser, tmp_path):
+    """A study with a PA and a lateral image at 1920x1080: both on screen side by side, the
+    frontal first, each drawn whole inside its box (never cropped) and inside the viewport."""
+    import subprocess
+    import sys
+
+    from tests.browser import ROOT
+
+    data, db = tmp_path / "rexgradient", tmp_path / "two-views.sqlite"
+    _frontal_and_lateral_dataset(data)
+    imported = subprocess.run(
+        [sys.executable, "-m", "app.cli", "import", str(data), "--format", "rexgradient",
+         "--db", str(db)], capture_output=True, text=True, cwd=ROOT)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    running = App(db, "--no-demo", "--no-predraft")
+    try:
+        page = new_page(browser, running.url, 1920, 1080)
+        page.wait_for_function("() => { const i = [...document.querySelectorAll("
+                               "'#film .current img')]; return i.length === 2 && "
+                               "i.every(e => e.complete && e.naturalWidth > 0); }")
+        figures = page.evaluate("""() => [...document.querySelectorAll('#film .current figure')]
+          .map(f => { const img = f.querySelector('img'), r = img.getBoundingClientRect();
+            const s = Math.min(r.width / img.naturalWidth, r.height / img.naturalHeight);
+            const w = img.naturalWidth * s, h = img.naturalHeight * s;
+            return {caption: f.innerText, fit: getComputedStyle(img).objectFit,
+                    box: {x: r.x, y: r.y, w: r.width, h: r.height},
+                    drawn: {x: r.x + (r.width - w) / 2, y: r.y + (r.height - h) / 2, w, h}}; })""")
+        film = page.locator("#film").bounding_box()
+        assert [("PA" in f["caption"], "LATERAL" in f["caption"]) for f in figures] == [
+            (True, False), (False, True)], figures  # frontal first, then lateral
+        pa, lat = figures
+        for f in figures:
+            d, b = f["drawn"], f["box"]
+            assert f["fit"] == "contain", f  # the whole image is drawn inside its box
+            assert b["x"] >= film["x"] - 1 and b["x"] + b["w"] <= film["x"] + film["width"] + 1
+            assert b["y"] >= film["y"] - 1 and b["y"] + b["h"] <= film["y"] + film["height"] + 1
+            assert d["x"] >= 0 and d["y"] >= 0 and d["x"] + d["w"] <= 1920 + 1, f
+            assert d["y"] + d["h"] <= 1080 + 1, f
+            assert d["w"] * d["h"] > 0.08 * 1920 * 1080, f  # a film, not a thumbnail
+        # side by side: the lateral to the right of the frontal, on the same row
+        assert lat["box"]["x"] >= pa["box"]["x"] + pa["box"]["w"] - 1, figures
+        assert lat["drawn"]["x"] >= pa["drawn"]["x"] + pa["drawn"]["w"] - 1, figures
+        assert abs(lat["box"]["y"] - pa["box"]["y"]) < 2, figures
+    finally:
+        running.stop()
 
 
 def test_light_theme_is_a_setting_kept_in_the_browser(browser, app):

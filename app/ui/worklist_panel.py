@@ -39,7 +39,11 @@ from app.services.worklist import (
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
-COLUMNS = ["id", "study", "patient", "source", "split", "images", "status", "minutes"]
+# few, narrow columns so that the list is readable in the left column of a 1366 px screen
+# (source, split and images are filters above the table; a study without images says so in
+# its status cell); long keys wrap rather than being cut off
+COLUMNS = ["id", "study", "patient", "status", "min"]
+COLUMN_WIDTHS = ["11%", "26%", "30%", "20%", "13%"]
 LAST_PAGE = 1 << 30  # clamped to the last page by the service
 
 
@@ -62,8 +66,8 @@ def progress_line(p: Progress) -> str:
 
 
 def table_rows(page: WorklistPage) -> list[list[Any]]:
-    return [[r.study_id, r.study_key, r.patient_key, r.source, r.split or "",
-             r.images if r.images else "none (report only)", r.status.replace("_", " "),
+    return [[r.study_id, r.study_key, r.patient_key,
+             r.status.replace("_", " ") + ("" if r.images else " · report only, no images"),
              round(r.active_seconds / 60, 1)] for r in page.rows]
 
 
@@ -326,7 +330,8 @@ def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE
             images = gr.Dropdown(list(IMAGE_FILTERS), value="all", label="Images",
                                  elem_id="images-filter", min_width=90)
         table = gr.Dataframe(headers=COLUMNS, interactive=False, label="Worklist",
-                             elem_id="worklist", max_height=520, wrap=False)
+                             elem_id="worklist", max_height=520, wrap=True,
+                             column_widths=COLUMN_WIDTHS)
         with gr.Row():
             first_page = gr.Button("«", size="sm", elem_id="worklist-first", min_width=40)
             previous_page = gr.Button("‹", size="sm", elem_id="worklist-prev-page",

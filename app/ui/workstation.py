@@ -425,6 +425,15 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     def on_select(d: dict, evt: gr.SelectData, request: gr.Request) -> dict:
         row = evt.index[0] if isinstance(evt.index, list | tuple) else evt.index
         study = int(d[wl.table].iloc[row, 0])
+        session = d[c.state]
+        if study == session.study:
+            # the open study's own row: saving is all there is to do; reopening it would put
+            # the stored text back over whatever the reader typed while the click travelled
+            with session.lock:
+                name, _ = who(session, request)
+                texts = texts_of(d)
+                saved = desk.leave(session, texts, Client.parse(d[c.client]), time.monotonic())
+                return after_save(name, session, saved, texts)
         return navigate(d, request, lambda session, reader: study)
 
     def on_prior(d: dict, request: gr.Request) -> dict:
