@@ -426,3 +426,75 @@ def test_the_migration_counts_existing_worklists(tmp_path, image):
     ReviewService(db).save(alice, ids[1], "impression", "Normal.", None)  # triggers now on
     assert _agree(service, alice)[0] == Progress(new=5, in_review=1, done=1)
     db.dispose()
+
+
+@pytest.mark.both_databases
+def test_next_unfinished_by_index_seeks_agrees_with_walking_the_list(db, service, image):
+    """Random statuses (most done, as for a reader far into the list): every direction, start,
+    status filter and exclusion gives what walking the list in order gives."""
+    import random
+
+    from sqlalchemy import update
+
+    from db.models import WorklistItem
+
+    ids = add_studies(db, 120, image=image)
+    alice = reader(db)
+    service.assign(alice)
+    rng = random.Random(7)
+    status = {sid: rng.choice(("done",) * 6 + ("new", "drafted", "in_review")) for sid in ids}
+    with db.write() as s:
+        for st in STATUSES_ALL:
+            s.execute(update(WorklistItem).where(
+                WorklistItem.reader_id == alice,
+                WorklistItem.study_id.in_([i for i, v in status.items() if v == st]))
+                .values(status=st))
+    order = ids  # positions follow the natural order of CXR1..CXR120
+
+    def walk(after, step, only, exclude):
+        seq = order if step > 0 else order[::-1]
+        start = seq.index(after) + 1 if after in seq else 0
+        for sid in seq[start:]:
+            if status[sid] != "done" and (only is None or status[sid] == only) \
+                    and sid != exclude:
+                return sid
+        return None
+
+    for _ in range(150):
+        after = rng.choice([None, 10**6, *order])
+        step, only = rng.choice((1, -1)), rng.choice((None, "new", "drafted", "in_review"))
+        got = service.next_unfinished(alice, after, step, WorklistFilter(status=only))
+        assert got == walk(after, step, only, None), (after, step, only)
+        if after in order:
+            wrapped = service.next_unfinished(alice, after, step, WorklistFilter(status=only),
+                                              wrap=True)
+            expect = walk(after, step, only, None)
+            if expect is None:
+                expect = walk(None, step, only, after)
+            assert wrapped == expect
+    assert service.progress(alice) == service.counted_progress(alice)
+
+
+STATUSES_ALL = ("new", "drafted", "in_review", "done")
+
+
+def test_next_unfinished_seeks_the_status_index_instead_of_scanning(db, service, image):
+    from sqlalchemy import event
+
+    add_studies(db, 50, image=image)
+    alice = reader(db)
+    service.assign(alice)
+    plans = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany):
+        if "worklist_item.status =" in statement and "UNION ALL" in statement:
+            raw = cursor.connection.execute("EXPLAIN QUERY PLAN " + statement, parameters)
+            plans.extend(row[-1] for row in raw.fetchall())
+
+    event.listen(db.engine, "before_cursor_execute", capture)
+    try:
+        service.next_unfinished(alice, None)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", capture)
+    assert plans and any("ix_worklist_reader_status" in p for p in plans)
+    assert not any(p.startswith("SCAN worklist_item") for p in plans), plans

@@ -26,8 +26,11 @@ depends_on = None
 
 _UP = ("INSERT INTO worklist_progress (reader_id, status, count) VALUES ({r}, {s}, 1) "
        "ON CONFLICT (reader_id, status) DO UPDATE SET count = worklist_progress.count + 1")
+# a count that reaches 0 leaves no row: the table is a pure function of worklist_item (a copy
+# rebuilt by the triggers, as migrate-db makes, holds the same rows)
 _DOWN = ("UPDATE worklist_progress SET count = count - 1 "
-         "WHERE reader_id = {r} AND status = {s}")
+         "WHERE reader_id = {r} AND status = {s}; "
+         "DELETE FROM worklist_progress WHERE reader_id = {r} AND status = {s} AND count <= 0")
 
 SQLITE = [
     "CREATE TRIGGER worklist_progress_insert AFTER INSERT ON worklist_item BEGIN "
