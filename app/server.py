@@ -9,11 +9,11 @@ login). FastAPI is imported at module level because it resolves the route annota
 - `GET /login` shows a plain form; `POST /login` checks the password through
   `AccountService.authenticate` (throttled per account and per address, audited) and sets an
   HttpOnly, SameSite=Strict cookie (Secure under TLS) holding a server-side session token.
-- Every other route (Gradio's API, files, its queue and heartbeat, which Gradio itself leaves
-  open) asks `SessionStore.user(token)` who is calling, once per request: an unknown, idle or
-  too old session gets 401, and the page redirects to `/login`. Only the login form and the
-  page's static assets (the same JS/CSS for everyone) are served without a session. Handlers
-  see the signed-in name as `gr.Request.username`.
+- Every other route (Gradio's API, files and queue, and its heartbeat, cancel and stream
+  routes, which Gradio itself leaves open) asks `SessionStore.user(token)` who is calling,
+  once per request: an unknown, idle or too old session gets 401, and the page redirects to
+  `/login`. Only the login form and the page's static assets (the same JS/CSS for everyone)
+  are served without a session. Handlers see the signed-in name as `gr.Request.username`.
 - A Gradio session hash (one browser tab: its server-side state, its queue of results, its
   heartbeat) belongs to the account that first used it (`TabOwners`). Gradio binds it to no
   user, so without this check another reader could read the tab's results off

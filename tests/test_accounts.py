@@ -232,3 +232,28 @@ def test_sessions_kept_in_the_database_store_only_a_hash_and_survive_a_new_proce
     assert store.user(other) is None
     with db.read() as s:  # expired rows were pruned on the way
         assert s.scalars(select(WebSession)).all() == []
+
+
+def test_a_read_only_database_keeps_sessions_and_throttling_in_memory(tmp_path):
+    """`--read-only` with logins: nothing can be written, so sessions and counters live in the
+    process (and a restart forgets them), but signing in, back-off and logout still work."""
+    from db.engine import open_database
+
+    path = tmp_path / "ro.sqlite"
+    writable = open_database(path)
+    AccountService(writable).add("dr.ro", "a-fine-password")
+    writable.dispose()
+    ro = open_database(path, read_only=True)
+    try:
+        accounts = AccountService(ro)
+        assert accounts.throttle.db is None
+        assert [accounts.authenticate("dr.ro", "guess", "10.9.9.9").outcome
+                for _ in range(4)] == ["bad_credentials"] * 4
+        assert accounts.authenticate("dr.ro", "a-fine-password").outcome == "throttled"
+        store = SessionStore(ro)
+        assert store.db is None
+        token = store.create("dr.ro")
+        assert store.user(token) == "dr.ro" and store.revoke(token) == "dr.ro"
+        assert store.user(token) is None
+    finally:
+        ro.dispose()

@@ -485,7 +485,7 @@ def test_cli_exports_and_the_audit_trail_carry_no_folder_names_unless_asked(team
     the dataset's own keys appear only when asked for (--dataset-keys, audited as such); the
     audit trail, in the table and as `rrg-review audit` prints it, never holds the name."""
     app, db, _ = team
-    logged_in(app, "alice").call("export-button", {"export-format": "csv"})  # audited too
+    _export(logged_in(app, "alice"), "csv", True)  # audited too (and downloaded: deleted)
     plain = tmp_path / "plain"
     for fmt in ("csv", "json", "html"):
         cli("export", "--format", fmt, "--out", str(plain / f"report.{fmt}"), "--db", str(db),

@@ -370,7 +370,9 @@ class AccountService:
 
     def authenticate(self, name: str, password: str, address: str | None = None) -> LoginResult:
         """Check a login, throttled per account and per address, audited either way."""
-        keys = [f"account:{name.lower()}"] + ([f"address:{address}"] if address else [])
+        # (a key column holds 160 characters: names are at most 64, addresses at most 45)
+        keys = [f"account:{name.lower()[:150]}"] + ([f"address:{address[:150]}"] if address
+                                                    else [])
         wait = max(self.throttle.wait(k) for k in keys)
         if wait > 0:
             log.warning("login for %r from %s refused: throttled for %.0f s more", name,
