@@ -25,6 +25,7 @@ import numpy as np
 from app.services.drafting import DraftingService, PreDrafter, StoredDraft
 from app.services.evaluation import StudyMetrics
 from app.services.review import (
+    SECTIONS,
     EditConflict,
     Keystrokes,
     RatingView,
@@ -33,7 +34,6 @@ from app.services.review import (
     RevisionView,
 )
 from app.services.viewer import ImageView, StudyView, StudyViewer
-from db.models import SECTIONS
 from studies.records import ReportSections
 
 log = logging.getLogger(__name__)
