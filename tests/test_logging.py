@@ -128,6 +128,23 @@ def test_a_failed_predraft_batch_is_logged_and_shown_until_a_batch_succeeds(
     worker.stop()
 
 
+def test_a_failed_download_keeps_its_reason_and_logs_it(monkeypatch, tmp_path, caplog):
+    import huggingface_hub.constants as constants
+
+    from model.hub import ModelUnavailable, fetch
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with caplog.at_level(logging.WARNING, logger="model"), \
+            pytest.raises(ModelUnavailable) as caught:
+        fetch("nobody/no-such-model", preset="mine")
+    cause = caught.value.__cause__
+    assert cause is not None
+    assert f"the download failed ({type(cause).__name__}: " in str(caught.value)
+    assert any(r.exc_info and "nobody/no-such-model" in r.getMessage() for r in caplog.records)
+
+
 class FlakyBleu(Bleu4):
     """BLEU-4 whose first `failures` computations crash, as a GPU metric out of memory does."""
 
