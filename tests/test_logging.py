@@ -72,6 +72,20 @@ def test_the_log_file_sits_beside_the_database(tmp_path):
     assert settings.log_file() == tmp_path / "reviews.log"
 
 
+def test_the_workstation_logs_beside_its_database(tmp_path, restore_logging, capsys):
+    from launch import main as launch_main
+
+    db = tmp_path / "reviews.sqlite"
+    # refused for want of reader accounts, after the logging set-up and the database check
+    assert launch_main(["--login", "--no-demo", "--db", str(db)]) == 2
+    for h in logging.getLogger().handlers:
+        h.flush()
+    log_file = tmp_path / "reviews.log"
+    assert "INFO launch: rrg-review starting" in log_file.read_text()
+    assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
+    assert logging.getLogger("app").level == logging.INFO  # the workstation's default
+
+
 def test_cli_log_level_flag_beats_the_environment(tmp_path, monkeypatch, restore_logging,
                                                   capsys):
     monkeypatch.setenv("RRG_REVIEW_LOG_LEVEL", "ERROR")
