@@ -102,19 +102,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_studies(args: argparse.Namespace) -> int:
-    from sqlalchemy import func, select
-
+    from app.services.catalog import inventory
     from app.settings import Settings
     from db.engine import open_database
-    from db.models import Study
-    from db.store import counts
 
     db = open_database(Settings.from_args(args.db).db_url)
-    with db.read() as session:
-        c = counts(session)
-        per_source = session.execute(
-            select(Study.source, func.count(Study.id)).group_by(Study.source)
-        ).all()
+    stored = inventory(db)
+    c, per_source = stored.totals, stored.per_source
     print(f"{c.studies} studies, {c.patients} patients, {c.images} images, "
           f"{c.references} reference reports ({c.with_both_sections} with findings and impression)")
     for source, n in per_source:
@@ -145,12 +139,10 @@ def _runtime(args: argparse.Namespace):
 
 
 def cmd_draft(args: argparse.Namespace) -> int:
-    from sqlalchemy import select
-
+    from app.services.catalog import study_ids
     from app.services.drafting import DraftingService, default_preset
     from app.settings import Settings
     from db.engine import open_database
-    from db.models import Study
     from model.hub import ModelUnavailable
     from model.presets import UnknownPreset
 
@@ -163,15 +155,7 @@ def cmd_draft(args: argparse.Namespace) -> int:
     except (UnknownPreset, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    stmt = select(Study.id).order_by(Study.source, Study.study_date, Study.id)
-    if args.split:
-        stmt = stmt.where(Study.split == args.split)
-    if args.source:
-        stmt = stmt.where(Study.source == args.source)
-    if args.limit:
-        stmt = stmt.limit(args.limit)
-    with db.read() as session:
-        ids = list(session.scalars(stmt))
+    ids = study_ids(db, split=args.split, source=args.source, limit=args.limit)
     sections = ("findings", "impression") if args.section == "both" else (args.section,)
     progress = _tqdm_progress(f"draft {preset}", "study")
     try:
@@ -634,22 +618,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from sqlalchemy import func, select
-
+    from app.services.catalog import health_problems
     from app.settings import Settings
-    from db.engine import integrity_problems, open_database
-    from db.models import Patient
-    from db.store import pseudonym_key
+    from db.engine import open_database
 
     db = open_database(Settings.from_args(args.db).db_url, read_only=True, upgrade=False)
-    problems = integrity_problems(db, full=args.full)
-    with db.read() as session:
-        if session.scalar(select(func.count(Patient.id))):
-            try:
-                pseudonym_key(session)
-            except Exception as exc:  # noqa: BLE001 - reported as a finding, not a crash
-                log.debug("pseudonym key check failed", exc_info=True)
-                problems.append(str(exc))
+    problems = health_problems(db, full=args.full)
     kind = "integrity_check" if args.full else "quick_check"
     if problems:
         for problem in problems[:20]:

@@ -11,7 +11,7 @@ import logging
 import os
 from pathlib import Path
 
-OUR_PACKAGES = ("app", "db", "studies", "model", "metrics")
+OUR_PACKAGES = ("app", "db", "studies", "model", "metrics", "launch")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _OURS = "_rrg_review_handler"  # marks the handlers made here, so a second set-up replaces them

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from sqlalchemy import select, tuple_
@@ -31,7 +31,9 @@ class DatabaseScoreCache:
                     MetricResult.metric == metric, MetricResult.version == version,
                     MetricResult.model_id == model_id,
                     tuple_(MetricResult.hyp_hash, MetricResult.ref_hash).in_(part)))
-                found.update({(h, r): p for h, r, p in rows.tuples()})
+                for row in rows:
+                    h, r, p = cast("tuple[str, str, dict[str, Any]]", tuple(row))
+                    found[(h, r)] = p
         return found
 
     def put_many(self, metric: str, version: str, model_id: str,

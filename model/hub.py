@@ -55,7 +55,9 @@ def cached(model_id: str, revision: str | None = None) -> ResolvedModel | None:
 
     try:
         path = Path(snapshot_download(model_id, revision=revision, local_files_only=True))
-    except (LocalEntryNotFoundError, OSError, ValueError):
+    except (LocalEntryNotFoundError, OSError, ValueError) as exc:  # not (completely) here
+        log.debug("%s is not in the Hugging Face cache: %s: %s", model_id, type(exc).__name__,
+                  exc)
         return None
     if not (path / "config.json").is_file():
         return None

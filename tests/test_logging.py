@@ -72,6 +72,20 @@ def test_the_log_file_sits_beside_the_database(tmp_path):
     assert settings.log_file() == tmp_path / "reviews.log"
 
 
+def test_the_workstation_logs_beside_its_database(tmp_path, restore_logging, capsys):
+    from launch import main as launch_main
+
+    db = tmp_path / "reviews.sqlite"
+    # refused for want of reader accounts, after the logging set-up and the database check
+    assert launch_main(["--login", "--no-demo", "--db", str(db)]) == 2
+    for h in logging.getLogger().handlers:
+        h.flush()
+    log_file = tmp_path / "reviews.log"
+    assert "INFO launch: rrg-review starting" in log_file.read_text()
+    assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
+    assert logging.getLogger("app").level == logging.INFO  # the workstation's default
+
+
 def test_cli_log_level_flag_beats_the_environment(tmp_path, monkeypatch, restore_logging,
                                                   capsys):
     monkeypatch.setenv("RRG_REVIEW_LOG_LEVEL", "ERROR")
@@ -126,6 +140,23 @@ def test_a_failed_predraft_batch_is_logged_and_shown_until_a_batch_succeeds(
     assert worker.wait_idle(60)
     assert worker.problem is None and worker.unavailable is None
     worker.stop()
+
+
+def test_a_failed_download_keeps_its_reason_and_logs_it(monkeypatch, tmp_path, caplog):
+    import huggingface_hub.constants as constants
+
+    from model.hub import ModelUnavailable, fetch
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with caplog.at_level(logging.WARNING, logger="model"), \
+            pytest.raises(ModelUnavailable) as caught:
+        fetch("nobody/no-such-model", preset="mine")
+    cause = caught.value.__cause__
+    assert cause is not None
+    assert f"the download failed ({type(cause).__name__}: " in str(caught.value)
+    assert any(r.exc_info and "nobody/no-such-model" in r.getMessage() for r in caplog.records)
 
 
 class FlakyBleu(Bleu4):

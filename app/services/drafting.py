@@ -27,7 +27,7 @@ from model.hub import ModelUnavailable
 from model.inputs import DraftResult, InputImage, PriorStudy, StudyInput
 from model.options import DrafterOptions
 from model.presets import DEFAULT_ORDER, Preset, get_preset, load_presets
-from studies.pixels import decode
+from studies.pixels import DecodedImage, decode
 from studies.records import ImageSource
 
 if TYPE_CHECKING:  # imported where used: numpy and the retrieval index load lazily
@@ -142,7 +142,7 @@ class DraftingService:
     """Owns the one warm drafter; safe to call from the UI and the pre-drafting thread."""
 
     def __init__(self, db: Database, settings: Settings, runtime: RuntimeConfig | None = None,
-                 decoded: Callable[[Image], Any] | None = None) -> None:
+                 decoded: Callable[[Image], DecodedImage] | None = None) -> None:
         self.db = db
         self.settings = settings
         self.runtime = runtime or RuntimeConfig()

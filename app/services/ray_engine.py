@@ -14,13 +14,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 
 from app.services.drafting import DraftingService, DraftRun, RuntimeConfig
 from app.services.ingest import Progress
 from app.settings import Settings
+
+if TYPE_CHECKING:  # the metric code loads only when a scoring run asks for it
+    from metrics.base import Metric
+    from metrics.cache import ScoreCache
+    from metrics.registry import MetricConfig
 
 logger = logging.getLogger(__name__)
 
@@ -156,8 +161,9 @@ class ScoreActor:
                 "ref_hash": [str(h) for h in batch["ref_hash"]], "payload": payloads}
 
 
-def fill_score_cache_on_ray(metrics: Sequence[Any], config: Any, hyps: Sequence[str],
-                            refs: Sequence[str], cache: Any, ray_config: RayConfig,
+def fill_score_cache_on_ray(metrics: Sequence[Metric], config: MetricConfig,
+                            hyps: Sequence[str], refs: Sequence[str], cache: ScoreCache,
+                            ray_config: RayConfig,
                             progress: Progress | None = None) -> int:
     """Compute on Ray every (metric, pair) the cache lacks and store it in the cache as each
     batch returns, so `metrics.scoring.score` then only aggregates (same values as a local run,

@@ -42,8 +42,10 @@ from db.models import (
 # active time: a heartbeat adds the time since the previous one, at most this much, so a tab
 # left open overnight does not count as work
 MAX_ACTIVE_GAP_S = 60.0
-__all__ = ["LOCAL_READER", "Account", "EditConflict", "ReviewError", "ReviewService",
-           "SectionEdit",
+# the vocabulary the review screen shows and the service validates: the UI imports it from
+# here (the services), never from the database models
+__all__ = ["LOCAL_READER", "REXVAL_CATEGORIES", "SECTIONS", "Account", "EditConflict",
+           "ReviewError", "ReviewService", "SectionEdit",
            "hash_password", "verify_password", "word_diff", "word_error_rate"]
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from app.services.drafting import DraftingService, PreDrafter, StoredDraft
 from app.services.evaluation import StudyMetrics
 from app.services.review import (
+    SECTIONS,
     EditConflict,
     Keystrokes,
     RatingView,

@@ -23,7 +23,15 @@ import gradio as gr
 
 from app.services.drafting import DraftingService, PreDrafter
 from app.services.evaluation import StudyMetrics
-from app.services.review import LOCAL_READER, RatingView, ReviewError, ReviewService, word_diff
+from app.services.review import (
+    LOCAL_READER,
+    REXVAL_CATEGORIES,
+    SECTIONS,
+    RatingView,
+    ReviewError,
+    ReviewService,
+    word_diff,
+)
 from app.services.viewer import ImageView, StudyView, StudyViewer
 from app.ui.desk import WINDOW_PRESETS, Client, Desk, Saved, Session, TabRefused, film_order
 from app.ui.worklist_panel import build_worklist_panel, progress_line

@@ -40,6 +40,8 @@ def parse_report(text: str) -> dict[str, str]:
 
 @dataclass
 class _Loaded:
+    # Any, not transformers' classes: their annotations do not describe what is used here
+    # (mypy sees `generate` as a Tensor, processors without their tokenizer)
     resolved: ResolvedModel
     model: Any
     processor: Any

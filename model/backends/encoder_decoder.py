@@ -25,6 +25,8 @@ from model.presets import ModelRef, Preset
 
 @dataclass
 class _Loaded:
+    # Any, not transformers' classes: their annotations do not describe what is used here
+    # (mypy sees `generate` as a Tensor, processors without their tokenizer)
     resolved: ResolvedModel
     model: Any
     processor: Any

@@ -258,7 +258,8 @@ class RetrievalDrafter:
                 try:
                     hit, similarity = self._nearest(study, entries, matrix, sections)
                     error = None
-                except Exception as exc:
+                except Exception as exc:  # stored as this study's draft error
+                    log.warning("retrieval for study %s failed: %s", study.study_id, exc)
                     hit, similarity, error = None, None, f"{type(exc).__name__}: {exc}"
                 prov = Provenance(
                     self.preset, self.features.model_id, self.features.revision,
