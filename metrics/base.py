@@ -4,16 +4,34 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from metrics.registry import MetricConfig
 
 Payload = dict[str, Any]  # what one (hypothesis, reference) pair costs to compute: cached as JSON
 
 
 class MetricUnavailable(RuntimeError):
     """The metric cannot run here (weights missing offline, package absent); says why and how."""
+
+
+def by_reason(unavailable: Mapping[str, str]) -> dict[str, list[str]]:
+    """Unavailable metric keys grouped by their reason (reason -> keys, in first-seen order),
+    so one missing model is said once for all the keys it provides.
+
+    Args:
+        unavailable: metric key -> why it cannot run.
+    Returns:
+        reason -> the keys it holds back.
+    """
+    reasons: dict[str, list[str]] = {}
+    for key, why in unavailable.items():
+        reasons.setdefault(why, []).append(key)
+    return reasons
 
 
 def text_hash(text: str) -> str:
@@ -40,6 +58,12 @@ class Metric(ABC):
     # "higher" or "lower" is better, per key; keys not listed are "higher"
     directions: dict[str, str] = {}
     reference: str = ""  # the reference implementation the values equal (README's table)
+
+    @classmethod
+    def from_config(cls, config: MetricConfig) -> Metric:
+        """The metric as the registry builds it from the run's settings (metrics that have
+        none are built with their defaults; those with a model override this)."""
+        return cls()
 
     def direction(self, key: str) -> str:
         return self.directions.get(key, "higher")

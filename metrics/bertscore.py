@@ -24,8 +24,12 @@ import re
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from metrics.base import Metric, MetricUnavailable, Payload
+
+if TYPE_CHECKING:
+    from metrics.registry import MetricConfig
 
 OFFICIAL_MODEL = "distilbert-base-uncased"
 OFFICIAL_LAYERS = 5
@@ -44,6 +48,12 @@ class BertScore(Metric):
     name = "bertscore"
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
     reference = "bert-score 0.3.13 BERTScorer (RRG24 configuration)"
+
+    @classmethod
+    def from_config(cls, config: MetricConfig) -> BertScore:
+        return cls(config.bertscore_model or OFFICIAL_MODEL,
+                   config.bertscore_layers or OFFICIAL_LAYERS, config.bertscore_rescale,
+                   config.bertscore_baseline, device=config.device, download=config.download)
 
     def __init__(self, model: str = OFFICIAL_MODEL, num_layers: int = OFFICIAL_LAYERS,
                  rescale: bool = True, baseline_path: str | None = None,
@@ -151,16 +161,29 @@ class BertScore(Metric):
         self._scorer = None
 
 
-def rexrank_bertscore(device: str | None = None, download: bool = True,
-                      model: str = REXRANK_MODEL, baseline_path: str | None = None
-                      ) -> BertScore:
+class RexrankBertScore(BertScore):
     """The ReXrank / RadCliQ-v1 BERTScore (see the module docstring). `model` and
     `baseline_path` exist for tests with tiny local RoBERTa models; the key stays
     `bertscore_rexrank` only for the real configuration."""
-    real = model == REXRANK_MODEL and baseline_path is None
-    metric = BertScore(model, REXRANK_LAYERS, rescale=True, baseline_path=baseline_path,
-                       batch_size=256, device=device, download=download, collapse_spaces=True,
-                       key="bertscore_rexrank" if real else f"bertscore_rexrank[{model}]")
-    metric.reference = ("CXR-Report-Metric run_eval.py add_bertscore_col (distilroberta-base, "
-                        "rescaled, IDF off, spaces collapsed)")
-    return metric
+
+    reference = ("CXR-Report-Metric run_eval.py add_bertscore_col (distilroberta-base, "
+                 "rescaled, IDF off, spaces collapsed)")
+
+    def __init__(self, device: str | None = None, download: bool = True,
+                 model: str = REXRANK_MODEL, baseline_path: str | None = None) -> None:
+        real = model == REXRANK_MODEL and baseline_path is None
+        super().__init__(model, REXRANK_LAYERS, rescale=True, baseline_path=baseline_path,
+                         batch_size=256, device=device, download=download,
+                         collapse_spaces=True,
+                         key="bertscore_rexrank" if real else f"bertscore_rexrank[{model}]")
+
+    @classmethod
+    def from_config(cls, config: MetricConfig) -> BertScore:
+        return cls(config.device, config.download)
+
+
+def rexrank_bertscore(device: str | None = None, download: bool = True,
+                      model: str = REXRANK_MODEL, baseline_path: str | None = None
+                      ) -> BertScore:
+    """The ReXrank BERTScore (a `RexrankBertScore`)."""
+    return RexrankBertScore(device, download, model, baseline_path)

@@ -17,10 +17,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from metrics.base import Metric, MetricUnavailable, Payload
+
+if TYPE_CHECKING:
+    from metrics.registry import MetricConfig
 
 CONDITIONS = (
     "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opacity", "Lung Lesion", "Edema",
@@ -94,6 +98,11 @@ class CheXbertF1(Metric):
     version = "chexbert-rrg-pos+unc-1"
     model_id = f"{REPO}/{WEIGHTS}"
     reference = "f1chexbert (RRG24 scoring: positive or uncertain = 1)"
+
+    @classmethod
+    def from_config(cls, config: MetricConfig) -> CheXbertF1:
+        return cls(config.chexbert_weights, config.chexbert_backbone or BACKBONE, config.device,
+                   download=config.download)
 
     def __init__(self, weights: str | None = None, backbone: str = BACKBONE,
                  device: str | None = None, batch_size: int = 32, download: bool = True) -> None:

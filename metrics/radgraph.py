@@ -12,8 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from metrics.base import Metric, MetricUnavailable, Payload
+
+if TYPE_CHECKING:
+    from metrics.registry import MetricConfig
 
 ARCHIVES = {"radgraph": "radgraph.tar.gz", "radgraph-xl": "radgraph-xl.tar.gz"}
 REPO = "StanfordAIMI/RRG_scorers"
@@ -31,6 +35,10 @@ class RadGraphF1(Metric):
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
     keys = ("radgraph_simple", "radgraph_partial", "radgraph_complete")
     reference = "radgraph 0.1.18 F1RadGraph(reward_level='all', model_type='radgraph-xl')"
+
+    @classmethod
+    def from_config(cls, config: MetricConfig) -> RadGraphF1:
+        return cls("radgraph-xl", config.radgraph_cache_dir, config.device, config.download)
 
     def __init__(self, model_type: str = "radgraph-xl", model_cache_dir: str | None = None,
                  device: str | None = None, download: bool = True) -> None:
@@ -155,6 +163,10 @@ class RadGraphCombined(RadGraphF1):
     keys = ("radgraph_combined",)
     reference = ("CXR-Report-Metric radgraph_evaluate_model.py compute_f1 / "
                  "parse_entity_relation; radgraph package 'radgraph' model annotates")
+
+    @classmethod
+    def from_config(cls, config: MetricConfig) -> RadGraphCombined:
+        return cls(config.radgraph_cache_dir, config.device, config.download)
 
     def __init__(self, model_cache_dir: str | None = None, device: str | None = None,
                  download: bool = True, model_type: str = "radgraph") -> None:

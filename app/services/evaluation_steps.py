@@ -175,7 +175,7 @@ def _paired(section: str, a: str, b: str, by_model_section: ModelSection,
             continue
         ma = metric_rows(metric, [ra[s].draft for s in common], refs, cache)
         mb = metric_rows(metric, [rb[s].draft for s in common], refs, cache)
-        out += [PairedComparison(section, a, b, **asdict(res))
+        out += [PairedComparison(section, a, b, res)
                 for res in paired_test(ma, mb, metric.corpus, metric.keys,
                                        n_resamples=max(200, n_resamples))]
     return out

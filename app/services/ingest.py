@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
@@ -32,6 +32,7 @@ from pathlib import Path
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
+from core.progress import Progress
 from db.blobs import BlobStore
 from db.engine import Database
 from db.models import Image
@@ -52,7 +53,6 @@ from studies.safety import Guard, Limits
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[int, int | None], None]  # (done so far, total if known)
 
 # Studies written per transaction, and images per parallel check round.
 BATCH_STUDIES = 5000

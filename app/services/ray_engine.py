@@ -19,8 +19,8 @@ from typing import Any
 from sqlalchemy import func, select
 
 from app.services.drafting import DraftingService, DraftRun, RuntimeConfig
-from app.services.ingest import Progress
 from app.settings import Settings
+from core.progress import Progress
 
 logger = logging.getLogger(__name__)
 
