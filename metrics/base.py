@@ -95,3 +95,25 @@ class Metric(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, most metrics hold no model
         """Free the model, if any."""
+
+
+class ModelMetric(Metric):
+    """A metric backed by a model loaded on first use: `available()` is asked first (its reason
+    raised as MetricUnavailable), `_build` runs once, `close` frees the model."""
+
+    _model: Any = None
+
+    def _load(self) -> Any:
+        if self._model is None:
+            ok, why = self.available()
+            if not ok:
+                raise MetricUnavailable(why)
+            self._model = self._build()
+        return self._model
+
+    @abstractmethod
+    def _build(self) -> Any:
+        """Load the model (imports of torch and the metric package belong here)."""
+
+    def close(self) -> None:
+        self._model = None

@@ -24,9 +24,9 @@ import re
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from metrics.base import Metric, MetricUnavailable, Payload
+from metrics.base import MetricUnavailable, ModelMetric, Payload
 
 if TYPE_CHECKING:
     from metrics.registry import MetricConfig
@@ -44,7 +44,7 @@ def shipped_baseline(model: str) -> Path:
     return Path(bert_score.__file__).parent / "rescale_baseline" / "en" / f"{model}.tsv"
 
 
-class BertScore(Metric):
+class BertScore(ModelMetric):
     name = "bertscore"
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
     reference = "bert-score 0.3.13 BERTScorer (RRG24 configuration)"
@@ -80,7 +80,6 @@ class BertScore(Metric):
         self.version = (f"bert_score-{version('bert-score')}-L{num_layers}"
                         f"-{'rescaled' if rescale else 'raw'}-noidf"
                         f"{'-collapse' if collapse_spaces else ''}")
-        self._scorer = None
         self._cache_id: str | None = None
 
     def _baseline(self) -> Path | None:
@@ -127,21 +126,15 @@ class BertScore(Metric):
             self._cache_id = cache_id(self.model, digest)
         return self._cache_id
 
-    def _load(self):
-        if self._scorer is None:
-            ok, why = self.available()
-            if not ok:
-                raise MetricUnavailable(why)
-            from bert_score import BERTScorer
+    def _build(self) -> Any:
+        from bert_score import BERTScorer
 
-            path = str(self._resolved().path)
-            baseline = self._baseline()
-            self._scorer = BERTScorer(model_type=path, num_layers=self.num_layers,
-                                      batch_size=self.batch_size, idf=False, lang="en",
-                                      rescale_with_baseline=self.rescale,
-                                      baseline_path=str(baseline) if baseline else None,
-                                      device=self.device)
-        return self._scorer
+        path = str(self._resolved().path)
+        baseline = self._baseline()
+        return BERTScorer(model_type=path, num_layers=self.num_layers,
+                          batch_size=self.batch_size, idf=False, lang="en",
+                          rescale_with_baseline=self.rescale,
+                          baseline_path=str(baseline) if baseline else None, device=self.device)
 
     def _prepare(self, texts: Sequence[str]) -> list[str]:
         if self.collapse_spaces:
@@ -156,9 +149,6 @@ class BertScore(Metric):
         _, _, f1 = scorer.score(self._prepare(hyps), self._prepare(refs),
                                 batch_size=self.batch_size)
         return [{self.keys[0]: float(v)} for v in f1.tolist()]
-
-    def close(self) -> None:
-        self._scorer = None
 
 
 class RexrankBertScore(BertScore):

@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from metrics.base import Metric, MetricUnavailable, Payload
+from metrics.base import Metric, ModelMetric, Payload
 
 if TYPE_CHECKING:
     from metrics.registry import MetricConfig
@@ -90,7 +90,7 @@ def load_state(labeler, path: Path, device: str) -> None:
     labeler.load_state_dict(state, strict=True)
 
 
-class CheXbertF1(Metric):
+class CheXbertF1(ModelMetric):
     name = "chexbert"
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
     keys = ("chexbert_5_micro_f1", "chexbert_all_micro_f1", "chexbert_5_macro_f1",
@@ -111,7 +111,6 @@ class CheXbertF1(Metric):
         self.device = device
         self.batch_size = batch_size
         self.download = download
-        self._model = None
         self._tokenizer = None
         self._cache_id: str | None = None
 
@@ -155,29 +154,24 @@ class CheXbertF1(Metric):
                            f"{ENV_WEIGHTS} to a chexbert.pth)")
         return True, ""
 
-    def _load(self):
-        if self._model is None:
-            ok, why = self.available()
-            if not ok:
-                raise MetricUnavailable(why)
-            import torch
-            from transformers import BertConfig, BertTokenizer
+    def _build(self) -> Any:
+        import torch
+        from transformers import BertConfig, BertTokenizer
 
-            from model.hub import resolve
+        from model.hub import resolve
 
-            weights = self._weights_path()
-            if weights is None:
-                from huggingface_hub import hf_hub_download
+        weights = self._weights_path()
+        if weights is None:
+            from huggingface_hub import hf_hub_download
 
-                weights = Path(hf_hub_download(REPO, WEIGHTS))
-            backbone = resolve(self.backbone, download=self.download).path
-            device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-            model = build_labeler(BertConfig.from_pretrained(backbone))
-            load_state(model, weights, device)
-            self._model = model.to(device).eval()
-            self._tokenizer = BertTokenizer.from_pretrained(backbone)
-            self._device = device
-        return self._model
+            weights = Path(hf_hub_download(REPO, WEIGHTS))
+        backbone = resolve(self.backbone, download=self.download).path
+        device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        model = build_labeler(BertConfig.from_pretrained(backbone))
+        load_state(model, weights, device)
+        self._tokenizer = BertTokenizer.from_pretrained(backbone)
+        self._device = device
+        return model.to(device).eval()
 
     def _encode(self, text: str) -> list[int]:
         tok = self._tokenizer
@@ -257,8 +251,6 @@ class CheXbertF1(Metric):
         return {"chexbert_5_micro_f1": micro5, "chexbert_all_micro_f1": micro,
                 "chexbert_5_macro_f1": macro5, "chexbert_all_macro_f1": macro}
 
-    def close(self) -> None:
-        self._model = None
 
 
 class SembScore(CheXbertF1):

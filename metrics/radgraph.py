@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from metrics.base import Metric, MetricUnavailable, Payload
+from metrics.base import MetricUnavailable, ModelMetric, Payload
 
 if TYPE_CHECKING:
     from metrics.registry import MetricConfig
@@ -30,7 +30,7 @@ def default_cache_dir() -> Path:
     return Path(user_cache_dir("radgraph")) / version("radgraph")
 
 
-class RadGraphF1(Metric):
+class RadGraphF1(ModelMetric):
     name = "radgraph"
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
     keys = ("radgraph_simple", "radgraph_partial", "radgraph_complete")
@@ -50,7 +50,6 @@ class RadGraphF1(Metric):
         self.device = device
         self.download = download
         self.version = f"radgraph-{version('radgraph')}-{model_type}-all"
-        self._model = None
         self._cache_id: str | None = None
 
     def cache_id(self) -> str:
@@ -81,27 +80,22 @@ class RadGraphF1(Metric):
                            "downloads are off; run `rrg-review models --fetch-metrics`")
         return True, ""
 
-    def _load(self):
-        if self._model is None:
-            ok, why = self.available()
-            if not ok:
-                raise MetricUnavailable(why)
-            from radgraph import RadGraph
+    def _build(self) -> Any:
+        from radgraph import RadGraph
 
-            cuda = -1
-            if self.device and self.device.startswith("cuda"):
-                cuda = int(self.device.split(":")[1]) if ":" in self.device else 0
-            elif self.device is None:
-                import torch
+        cuda = -1
+        if self.device and self.device.startswith("cuda"):
+            cuda = int(self.device.split(":")[1]) if ":" in self.device else 0
+        elif self.device is None:
+            import torch
 
-                cuda = 0 if torch.cuda.is_available() else -1
-            try:
-                self._model = RadGraph(model_type=self.model_type, cuda=cuda,
-                                       model_cache_dir=str(self.cache_dir))
-            except Exception as exc:  # download refused, corrupt archive, missing BERT
-                raise MetricUnavailable(f"{self.model_type} could not be loaded: "
-                                        f"{type(exc).__name__}: {exc}") from exc
-        return self._model
+            cuda = 0 if torch.cuda.is_available() else -1
+        try:
+            return RadGraph(model_type=self.model_type, cuda=cuda,
+                            model_cache_dir=str(self.cache_dir))
+        except Exception as exc:  # download refused, corrupt archive, missing BERT
+            raise MetricUnavailable(f"{self.model_type} could not be loaded: "
+                                    f"{type(exc).__name__}: {exc}") from exc
 
     def annotate(self, texts: Sequence[str]) -> list[dict]:
         """RadGraph annotations of each text, computing each distinct text once."""
@@ -125,8 +119,6 @@ class RadGraphF1(Metric):
             out.append(dict(zip(self.keys, map(float, rewards), strict=True)))
         return out
 
-    def close(self) -> None:
-        self._model = None
 
 
 def entity_relation_sets(annotation: dict) -> tuple[set, set]:
