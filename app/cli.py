@@ -321,6 +321,8 @@ def cmd_score(args: argparse.Namespace) -> int:
 def _score_and_report(args, names, metrics, pairs, expected, progress, cache) -> int:
     import json
 
+    from core.files import atomic_write
+    from metrics.base import by_reason
     from metrics.expect import compare
     from metrics.pairs import PairsError, read_pairs
     from metrics.scoring import score
@@ -364,7 +366,7 @@ def _score_and_report(args, names, metrics, pairs, expected, progress, cache) ->
                                   for p in parity}}
     text = json.dumps(out, indent=2)
     if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+        atomic_write(Path(args.out), text + "\n")
     width = max([len(k) for k in out["metrics"]] + [10])
     empty = pairs.skipped if args.empty_references == "skip" else pairs.empty_references
     print(f"{report.n} pairs ({args.section})" + (
@@ -378,10 +380,7 @@ def _score_and_report(args, names, metrics, pairs, expected, progress, cache) ->
                   f"p={paired['p_value']:.3g})" if paired else "")
         print(f"  {key:<{width}}  {value:.4f}  [{lo:.4f}, {hi:.4f}]  "
               f"({info.get('direction', '')}; {info.get('version', '')}){versus}")
-    reasons: dict[str, list[str]] = {}
-    for key, reason in out["unavailable"].items():
-        reasons.setdefault(reason, []).append(key)
-    for reason, keys in reasons.items():
+    for reason, keys in by_reason(out["unavailable"]).items():
         print(f"  unavailable: {', '.join(keys)}: {reason}")
     failed_parity = False
     if parity is not None:

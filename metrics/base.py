@@ -4,16 +4,34 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from metrics.registry import MetricConfig
 
 Payload = dict[str, Any]  # what one (hypothesis, reference) pair costs to compute: cached as JSON
 
 
 class MetricUnavailable(RuntimeError):
     """The metric cannot run here (weights missing offline, package absent); says why and how."""
+
+
+def by_reason(unavailable: Mapping[str, str]) -> dict[str, list[str]]:
+    """Unavailable metric keys grouped by their reason (reason -> keys, in first-seen order),
+    so one missing model is said once for all the keys it provides.
+
+    Args:
+        unavailable: metric key -> why it cannot run.
+    Returns:
+        reason -> the keys it holds back.
+    """
+    reasons: dict[str, list[str]] = {}
+    for key, why in unavailable.items():
+        reasons.setdefault(why, []).append(key)
+    return reasons
 
 
 def text_hash(text: str) -> str:
@@ -39,6 +57,12 @@ class Metric(ABC):
     # "higher" or "lower" is better, per key; keys not listed are "higher"
     directions: dict[str, str] = {}
     reference: str = ""  # the reference implementation the values equal (README's table)
+
+    @classmethod
+    def from_config(cls, config: MetricConfig) -> Metric:
+        """The metric as the registry builds it from the run's settings (metrics that have
+        none are built with their defaults; those with a model override this)."""
+        return cls()
 
     def direction(self, key: str) -> str:
         return self.directions.get(key, "higher")
@@ -70,3 +94,28 @@ class Metric(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, most metrics hold no model
         """Free the model, if any."""
+
+
+ModelT = TypeVar("ModelT")
+
+
+class ModelMetric(Metric, Generic[ModelT]):
+    """A metric backed by a model loaded on first use: `available()` is asked first (its reason
+    raised as MetricUnavailable), `_build` runs once, `close` frees the model."""
+
+    _model: ModelT | None = None
+
+    def _load(self) -> ModelT:
+        if self._model is None:
+            ok, why = self.available()
+            if not ok:
+                raise MetricUnavailable(why)
+            self._model = self._build()
+        return self._model
+
+    @abstractmethod
+    def _build(self) -> ModelT:
+        """Load the model (imports of torch and the metric package belong here)."""
+
+    def close(self) -> None:
+        self._model = None

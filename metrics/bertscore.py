@@ -26,7 +26,10 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metrics.base import Metric, MetricUnavailable, Payload
+from metrics.base import MetricUnavailable, ModelMetric, Payload
+
+if TYPE_CHECKING:
+    from metrics.registry import MetricConfig
 
 if TYPE_CHECKING:  # bert-score and the hub load only when the metric runs
     from bert_score import BERTScorer
@@ -46,10 +49,16 @@ def shipped_baseline(model: str) -> Path:
     return Path(bert_score.__file__).parent / "rescale_baseline" / "en" / f"{model}.tsv"
 
 
-class BertScore(Metric):
+class BertScore(ModelMetric["BERTScorer"]):
     name = "bertscore"
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
     reference = "bert-score 0.3.13 BERTScorer (RRG24 configuration)"
+
+    @classmethod
+    def from_config(cls, config: MetricConfig) -> BertScore:
+        return cls(config.bertscore_model or OFFICIAL_MODEL,
+                   config.bertscore_layers or OFFICIAL_LAYERS, config.bertscore_rescale,
+                   config.bertscore_baseline, device=config.device, download=config.download)
 
     def __init__(self, model: str = OFFICIAL_MODEL, num_layers: int = OFFICIAL_LAYERS,
                  rescale: bool = True, baseline_path: str | None = None,
@@ -76,7 +85,6 @@ class BertScore(Metric):
         self.version = (f"bert_score-{version('bert-score')}-L{num_layers}"
                         f"-{'rescaled' if rescale else 'raw'}-noidf"
                         f"{'-collapse' if collapse_spaces else ''}")
-        self._scorer: BERTScorer | None = None
         self._cache_id: str | None = None
 
     def _baseline(self) -> Path | None:
@@ -123,21 +131,15 @@ class BertScore(Metric):
             self._cache_id = cache_id(self.model, digest)
         return self._cache_id
 
-    def _load(self) -> BERTScorer:
-        if self._scorer is None:
-            ok, why = self.available()
-            if not ok:
-                raise MetricUnavailable(why)
-            from bert_score import BERTScorer
+    def _build(self) -> BERTScorer:
+        from bert_score import BERTScorer
 
-            path = str(self._resolved().path)
-            baseline = self._baseline()
-            self._scorer = BERTScorer(model_type=path, num_layers=self.num_layers,
-                                      batch_size=self.batch_size, idf=False, lang="en",
-                                      rescale_with_baseline=self.rescale,
-                                      baseline_path=str(baseline) if baseline else None,
-                                      device=self.device)
-        return self._scorer
+        path = str(self._resolved().path)
+        baseline = self._baseline()
+        return BERTScorer(model_type=path, num_layers=self.num_layers,
+                          batch_size=self.batch_size, idf=False, lang="en",
+                          rescale_with_baseline=self.rescale,
+                          baseline_path=str(baseline) if baseline else None, device=self.device)
 
     def _prepare(self, texts: Sequence[str]) -> list[str]:
         if self.collapse_spaces:
@@ -153,20 +155,30 @@ class BertScore(Metric):
                                 batch_size=self.batch_size)
         return [{self.keys[0]: float(v)} for v in f1.tolist()]
 
-    def close(self) -> None:
-        self._scorer = None
+
+class RexrankBertScore(BertScore):
+    """The ReXrank / RadCliQ-v1 BERTScore (see the module docstring). `model` and
+    `baseline_path` exist for tests with tiny local RoBERTa models; the key stays
+    `bertscore_rexrank` only for the real configuration."""
+
+    reference = ("CXR-Report-Metric run_eval.py add_bertscore_col (distilroberta-base, "
+                 "rescaled, IDF off, spaces collapsed)")
+
+    def __init__(self, device: str | None = None, download: bool = True,
+                 model: str = REXRANK_MODEL, baseline_path: str | None = None) -> None:
+        real = model == REXRANK_MODEL and baseline_path is None
+        super().__init__(model, REXRANK_LAYERS, rescale=True, baseline_path=baseline_path,
+                         batch_size=256, device=device, download=download,
+                         collapse_spaces=True,
+                         key="bertscore_rexrank" if real else f"bertscore_rexrank[{model}]")
+
+    @classmethod
+    def from_config(cls, config: MetricConfig) -> BertScore:
+        return cls(config.device, config.download)
 
 
 def rexrank_bertscore(device: str | None = None, download: bool = True,
                       model: str = REXRANK_MODEL, baseline_path: str | None = None
                       ) -> BertScore:
-    """The ReXrank / RadCliQ-v1 BERTScore (see the module docstring). `model` and
-    `baseline_path` exist for tests with tiny local RoBERTa models; the key stays
-    `bertscore_rexrank` only for the real configuration."""
-    real = model == REXRANK_MODEL and baseline_path is None
-    metric = BertScore(model, REXRANK_LAYERS, rescale=True, baseline_path=baseline_path,
-                       batch_size=256, device=device, download=download, collapse_spaces=True,
-                       key="bertscore_rexrank" if real else f"bertscore_rexrank[{model}]")
-    metric.reference = ("CXR-Report-Metric run_eval.py add_bertscore_col (distilroberta-base, "
-                        "rescaled, IDF off, spaces collapsed)")
-    return metric
+    """The ReXrank BERTScore (a `RexrankBertScore`)."""
+    return RexrankBertScore(device, download, model, baseline_path)

@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from metrics.base import Metric, MetricUnavailable, Payload
+from metrics.base import Metric, ModelMetric, Payload
+
+if TYPE_CHECKING:
+    from metrics.registry import MetricConfig
 
 if TYPE_CHECKING:  # torch and transformers load only when the metric runs
     import torch
@@ -94,7 +97,7 @@ def load_state(labeler: nn.Module, path: Path, device: str) -> None:
     labeler.load_state_dict(state, strict=True)
 
 
-class CheXbertF1(Metric):
+class CheXbertF1(ModelMetric["nn.Module"]):
     name = "chexbert"
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
     keys: tuple[str, ...] = ("chexbert_5_micro_f1", "chexbert_all_micro_f1", "chexbert_5_macro_f1",
@@ -103,6 +106,11 @@ class CheXbertF1(Metric):
     model_id = f"{REPO}/{WEIGHTS}"
     reference = "f1chexbert (RRG24 scoring: positive or uncertain = 1)"
 
+    @classmethod
+    def from_config(cls, config: MetricConfig) -> CheXbertF1:
+        return cls(config.chexbert_weights, config.chexbert_backbone or BACKBONE, config.device,
+                   download=config.download)
+
     def __init__(self, weights: str | None = None, backbone: str = BACKBONE,
                  device: str | None = None, batch_size: int = 32, download: bool = True) -> None:
         self.weights = weights
@@ -110,7 +118,6 @@ class CheXbertF1(Metric):
         self.device = device
         self.batch_size = batch_size
         self.download = download
-        self._model: nn.Module | None = None
         self._tokenizer: PreTrainedTokenizerBase | None = None
         self._device = "cpu"
         self._cache_id: str | None = None
@@ -155,31 +162,24 @@ class CheXbertF1(Metric):
                            f"{ENV_WEIGHTS} to a chexbert.pth)")
         return True, ""
 
-    def _load(self) -> nn.Module:
-        if self._model is None:
-            ok, why = self.available()
-            if not ok:
-                raise MetricUnavailable(why)
-            import torch
-            from transformers import BertConfig, BertTokenizer
+    def _build(self) -> nn.Module:
+        import torch
+        from transformers import BertConfig, BertTokenizer
 
-            from model.hub import resolve
+        from model.hub import resolve
 
-            weights = self._weights_path()
-            if weights is None:
-                from huggingface_hub import hf_hub_download
+        weights = self._weights_path()
+        if weights is None:
+            from huggingface_hub import hf_hub_download
 
-                weights = Path(hf_hub_download(REPO, WEIGHTS))
-            backbone = resolve(self.backbone, download=self.download).path
-            device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-            model = build_labeler(BertConfig.from_pretrained(backbone))
-            load_state(model, weights, device)
-            model = model.to(device).eval()
-            self._model = model
-            self._tokenizer = BertTokenizer.from_pretrained(backbone)
-            self._device = device
-            return model
-        return self._model
+            weights = Path(hf_hub_download(REPO, WEIGHTS))
+        backbone = resolve(self.backbone, download=self.download).path
+        device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        model = build_labeler(BertConfig.from_pretrained(backbone))
+        load_state(model, weights, device)
+        self._tokenizer = BertTokenizer.from_pretrained(backbone)
+        self._device = device
+        return model.to(device).eval()
 
     def _encode(self, text: str) -> list[int]:
         tok = self._tokenizer
@@ -264,8 +264,6 @@ class CheXbertF1(Metric):
         return {"chexbert_5_micro_f1": micro5, "chexbert_all_micro_f1": micro,
                 "chexbert_5_macro_f1": macro5, "chexbert_all_macro_f1": macro}
 
-    def close(self) -> None:
-        self._model = None
 
 
 class SembScore(CheXbertF1):

@@ -15,7 +15,10 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from metrics.base import Metric, MetricUnavailable, Payload
+from metrics.base import MetricUnavailable, ModelMetric, Payload
+
+if TYPE_CHECKING:
+    from metrics.registry import MetricConfig
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +37,15 @@ def default_cache_dir() -> Path:
     return Path(user_cache_dir("radgraph")) / version("radgraph")
 
 
-class RadGraphF1(Metric):
+class RadGraphF1(ModelMetric["RadGraph"]):
     name = "radgraph"
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
     keys: tuple[str, ...] = ("radgraph_simple", "radgraph_partial", "radgraph_complete")
     reference = "radgraph 0.1.18 F1RadGraph(reward_level='all', model_type='radgraph-xl')"
+
+    @classmethod
+    def from_config(cls, config: MetricConfig) -> RadGraphF1:
+        return cls("radgraph-xl", config.radgraph_cache_dir, config.device, config.download)
 
     def __init__(self, model_type: str = "radgraph-xl", model_cache_dir: str | None = None,
                  device: str | None = None, download: bool = True) -> None:
@@ -50,7 +57,6 @@ class RadGraphF1(Metric):
         self.device = device
         self.download = download
         self.version = f"radgraph-{version('radgraph')}-{model_type}-all"
-        self._model: RadGraph | None = None
         self._cache_id: str | None = None
 
     def cache_id(self) -> str:
@@ -81,28 +87,23 @@ class RadGraphF1(Metric):
                            "downloads are off; run `rrg-review models --fetch-metrics`")
         return True, ""
 
-    def _load(self) -> RadGraph:
-        if self._model is None:
-            ok, why = self.available()
-            if not ok:
-                raise MetricUnavailable(why)
-            from radgraph import RadGraph
+    def _build(self) -> RadGraph:
+        from radgraph import RadGraph
 
-            cuda = -1
-            if self.device and self.device.startswith("cuda"):
-                cuda = int(self.device.split(":")[1]) if ":" in self.device else 0
-            elif self.device is None:
-                import torch
+        cuda = -1
+        if self.device and self.device.startswith("cuda"):
+            cuda = int(self.device.split(":")[1]) if ":" in self.device else 0
+        elif self.device is None:
+            import torch
 
-                cuda = 0 if torch.cuda.is_available() else -1
-            try:
-                self._model = RadGraph(model_type=self.model_type, cuda=cuda,
-                                       model_cache_dir=str(self.cache_dir))
-            except Exception as exc:  # download refused, corrupt archive, missing BERT
-                log.warning("%s could not be loaded", self.model_type, exc_info=True)
-                raise MetricUnavailable(f"{self.model_type} could not be loaded: "
-                                        f"{type(exc).__name__}: {exc}") from exc
-        return self._model
+            cuda = 0 if torch.cuda.is_available() else -1
+        try:
+            return RadGraph(model_type=self.model_type, cuda=cuda,
+                            model_cache_dir=str(self.cache_dir))
+        except Exception as exc:  # download refused, corrupt archive, missing BERT
+            log.warning("%s could not be loaded", self.model_type, exc_info=True)
+            raise MetricUnavailable(f"{self.model_type} could not be loaded: "
+                                    f"{type(exc).__name__}: {exc}") from exc
 
     def annotate(self, texts: Sequence[str]) -> list[dict[str, Any]]:
         """RadGraph annotations of each text, computing each distinct text once."""
@@ -126,8 +127,6 @@ class RadGraphF1(Metric):
             out.append(dict(zip(self.keys, map(float, rewards), strict=True)))
         return out
 
-    def close(self) -> None:
-        self._model = None
 
 
 Entity = tuple[str, str]  # (tokens, label)
@@ -168,6 +167,10 @@ class RadGraphCombined(RadGraphF1):
     keys = ("radgraph_combined",)
     reference = ("CXR-Report-Metric radgraph_evaluate_model.py compute_f1 / "
                  "parse_entity_relation; radgraph package 'radgraph' model annotates")
+
+    @classmethod
+    def from_config(cls, config: MetricConfig) -> RadGraphCombined:
+        return cls(config.radgraph_cache_dir, config.device, config.download)
 
     def __init__(self, model_cache_dir: str | None = None, device: str | None = None,
                  download: bool = True, model_type: str = "radgraph") -> None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.registry import LazyRegistry
 from metrics.base import Metric
 
 
@@ -23,69 +24,15 @@ class MetricConfig:
     workers_dir: Path | None = None  # metric workers' virtualenvs; None: the user's cache
 
 
-def _bleu(cfg: MetricConfig) -> Metric:
-    from metrics.bleu import Bleu4
-
-    return Bleu4()
-
-
-def _rouge(cfg: MetricConfig) -> Metric:
-    from metrics.rouge import RougeL
-
-    return RougeL()
-
-
-def _bertscore(cfg: MetricConfig) -> Metric:
-    from metrics.bertscore import OFFICIAL_LAYERS, OFFICIAL_MODEL, BertScore
-
-    return BertScore(cfg.bertscore_model or OFFICIAL_MODEL, cfg.bertscore_layers or OFFICIAL_LAYERS,
-                     cfg.bertscore_rescale, cfg.bertscore_baseline, device=cfg.device,
-                     download=cfg.download)
-
-
-def _radgraph(cfg: MetricConfig) -> Metric:
-    from metrics.radgraph import RadGraphF1
-
-    return RadGraphF1("radgraph-xl", cfg.radgraph_cache_dir, cfg.device, cfg.download)
-
-
-def _chexbert(cfg: MetricConfig) -> Metric:
-    from metrics.chexbert import BACKBONE, CheXbertF1
-
-    return CheXbertF1(cfg.chexbert_weights, cfg.chexbert_backbone or BACKBONE, cfg.device,
-                      download=cfg.download)
-
-
-def _bleu2(cfg: MetricConfig) -> Metric:
-    from metrics.bleu import Bleu2
-
-    return Bleu2()
-
-
-def _bertscore_rexrank(cfg: MetricConfig) -> Metric:
-    from metrics.bertscore import rexrank_bertscore
-
-    return rexrank_bertscore(cfg.device, cfg.download)
-
-
-def _semb(cfg: MetricConfig) -> Metric:
-    from metrics.chexbert import BACKBONE, SembScore
-
-    return SembScore(cfg.chexbert_weights, cfg.chexbert_backbone or BACKBONE, cfg.device,
-                     download=cfg.download)
-
-
-def _radgraph_combined(cfg: MetricConfig) -> Metric:
-    from metrics.radgraph import RadGraphCombined
-
-    return RadGraphCombined(cfg.radgraph_cache_dir, cfg.device, cfg.download)
-
-
-FACTORIES: dict[str, Callable[[MetricConfig], Metric]] = {
-    "bleu4": _bleu, "rougeL": _rouge, "bertscore": _bertscore, "radgraph": _radgraph,
-    "chexbert": _chexbert, "bleu2": _bleu2, "bertscore_rexrank": _bertscore_rexrank,
-    "semb_score": _semb, "radgraph_combined": _radgraph_combined,
-}
+# each metric class builds itself from the config (Metric.from_config), imported only when built
+METRICS = LazyRegistry("metric", {
+    "bleu4": "metrics.bleu:Bleu4", "rougeL": "metrics.rouge:RougeL",
+    "bertscore": "metrics.bertscore:BertScore", "radgraph": "metrics.radgraph:RadGraphF1",
+    "chexbert": "metrics.chexbert:CheXbertF1", "bleu2": "metrics.bleu:Bleu2",
+    "bertscore_rexrank": "metrics.bertscore:RexrankBertScore",
+    "semb_score": "metrics.chexbert:SembScore",
+    "radgraph_combined": "metrics.radgraph:RadGraphCombined",
+})
 # composites: built from the metrics above (shared instances, so each model loads once)
 COMPOSITES = {"radcliq_v1": ("radgraph_combined", "bertscore_rexrank", "semb_score", "bleu2")}
 WORKER_METRICS = ("ratescore", "green")  # run in their own virtualenv (metrics/worker_client.py)
@@ -126,7 +73,7 @@ def resolve_names(names: Sequence[str] | None) -> list[str]:
     for raw in names:
         expanded = SETS.get(raw, (raw,))
         for item in expanded:
-            name = KEY_TO_METRIC.get(item, item if item in FACTORIES else None)
+            name = KEY_TO_METRIC.get(item, item if item in METRICS else None)
             if name is None:
                 raise ValueError(f"unknown metric {item!r}; known: "
                                  f"{', '.join([*SETS, *KEY_TO_METRIC])}")
@@ -153,7 +100,7 @@ def build(names: Sequence[str] | None = None, config: MetricConfig | None = None
 
                 made[name] = worker_metric(name, cfg)
             else:
-                made[name] = FACTORIES[name](cfg)
+                made[name] = METRICS.load(name).from_config(cfg)
         return made[name]
 
     return [make(n) for n in wanted]

@@ -4,18 +4,17 @@ corpus values, bootstrap CIs, per-group breakdown; unavailable metrics reported 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.progress import Progress
 from metrics.base import Metric, MetricUnavailable, text_hash
 from metrics.cache import ScoreCache
 from metrics.stats import bootstrap_ci
 
 log = logging.getLogger(__name__)
-
-Progress = Callable[[int, int | None], None]
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,16 @@ class Drafter(Protocol):
         ...
 
 
+def stream_whole(drafter: Drafter, study: StudyInput, section: str,
+                 error: type[Exception] = RuntimeError) -> Iterator[str]:
+    """`stream()` of a drafter that cannot stream (`streams = False`): the whole text at once,
+    or its error raised as `error`, so callers treat every drafter the same way."""
+    result = drafter.draft([study], [section])[0]
+    if result.error:
+        raise error(result.error)
+    yield result.text or ""
+
+
 def check_sections(sections: Sequence[str]) -> tuple[str, ...]:
     bad = [s for s in sections if s not in SECTIONS]
     if bad:

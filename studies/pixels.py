@@ -440,7 +440,10 @@ def window_level(image: DecodedImage, center: float, width: float) -> np.ndarray
     width = max(float(width), 1.0)
 
     def curve(v: np.ndarray) -> np.ndarray:
-        x = np.clip((v.astype(np.float64) - (center - 0.5)) / (width - 1.0) + 0.5, 0.0, 1.0)
+        if width <= 1.0:  # a threshold at the center (the linear formula would divide by 0)
+            x = (v.astype(np.float64) > center - 0.5).astype(np.float64)
+        else:
+            x = np.clip((v.astype(np.float64) - (center - 0.5)) / (width - 1.0) + 0.5, 0.0, 1.0)
         return 1.0 - x if image.inverted else x
 
     span = _lut_span(raw)

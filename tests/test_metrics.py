@@ -63,24 +63,31 @@ def coco_bleu(pairs):
     return corpus[3], per_sample[3]
 
 
-def test_bleu4_equals_pycocoevalcap(iu_pairs):
-    for pairs in (iu_pairs, HAND_CASES):
-        expected_corpus, expected = coco_bleu(pairs)
-        metric = Bleu4()
-        m = metric.matrix(metric.compute([h for h, _ in pairs], [r for _, r in pairs]))
-        assert metric.corpus(m)["bleu4"] == pytest.approx(expected_corpus, abs=1e-6)
-        np.testing.assert_allclose(metric.per_sample(m)["bleu4"], expected, atol=1e-6)
+@pytest.fixture(params=["hand cases", "IU X-ray reports"])
+def pairs(request: pytest.FixtureRequest) -> list[tuple[str, str]]:
+    """The hand cases always; the real reports when the shared data is here (else that
+    variant alone is skipped)."""
+    if request.param == "hand cases":
+        return HAND_CASES
+    return request.getfixturevalue("iu_pairs")
 
 
-def test_rougeL_equals_rouge_score(iu_pairs):
+def test_bleu4_equals_pycocoevalcap(pairs):
+    expected_corpus, expected = coco_bleu(pairs)
+    metric = Bleu4()
+    m = metric.matrix(metric.compute([h for h, _ in pairs], [r for _, r in pairs]))
+    assert metric.corpus(m)["bleu4"] == pytest.approx(expected_corpus, abs=1e-6)
+    np.testing.assert_allclose(metric.per_sample(m)["bleu4"], expected, atol=1e-6)
+
+
+def test_rougeL_equals_rouge_score(pairs):
     from rouge_score import rouge_scorer
 
     scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-    for pairs in (iu_pairs, HAND_CASES):
-        expected = [scorer.score(r, h)["rougeL"].fmeasure for h, r in pairs]
-        report = score([h for h, _ in pairs], [r for _, r in pairs], [RougeL()], n_resamples=0)
-        np.testing.assert_allclose(report.per_sample["rougeL"], expected, atol=1e-6)
-        assert report.values["rougeL"] == pytest.approx(np.mean(expected), abs=1e-6)
+    expected = [scorer.score(r, h)["rougeL"].fmeasure for h, r in pairs]
+    report = score([h for h, _ in pairs], [r for _, r in pairs], [RougeL()], n_resamples=0)
+    np.testing.assert_allclose(report.per_sample["rougeL"], expected, atol=1e-6)
+    assert report.values["rougeL"] == pytest.approx(np.mean(expected), abs=1e-6)
 
 
 def minilm() -> str:
@@ -93,7 +100,9 @@ def test_bertscore_wrapper_equals_a_direct_bert_score_call(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     from bert_score import score as bert_score
 
-    pairs = HAND_CASES[:6] + [("Stable mild cardiomegaly.", "Heart is mildly enlarged, stable.")]
+    # every hand case, the 700-word one included: it is longer than the model's 512 tokens, so
+    # the wrapper must truncate exactly as bert_score does
+    pairs = HAND_CASES + [("Stable mild cardiomegaly.", "Heart is mildly enlarged, stable.")]
     hyps, refs = [h for h, _ in pairs], [r for _, r in pairs]
     metric = build(["bertscore"], MetricConfig(bertscore_model=minilm(), bertscore_layers=4,
                                                bertscore_rescale=False))[0]
@@ -303,6 +312,49 @@ def test_chexbert_labeler_runs_on_tiny_weights_of_the_original_layout(tiny_chexb
     assert set(report.values) == set(metric.keys)
     assert all(0.0 <= v <= 1.0 for v in report.values.values())
     assert len(metric._encode(texts[2])) == 512 and metric._encode("") == [2, 3]
+
+
+def test_chexbert_maps_positive_and_uncertain_to_1_with_planted_weights(tiny_chexbert, tmp_path):
+    """Heads whose weights are zero and whose bias picks one class give known outputs whatever
+    the text: blank (0) and negative (2) must become 0, positive (1) and uncertain (3) 1, and
+    the two-class No Finding head its own class."""
+    import torch
+    from transformers import BertConfig
+
+    from metrics.chexbert import CheXbertF1, build_labeler
+
+    _, backbone = tiny_chexbert
+    labeler = build_labeler(BertConfig.from_pretrained(backbone))
+    planted = [1, 3, 2, 0, 1, 3, 2, 0, 3, 1, 0, 2, 1]  # one class per four-class head
+    with torch.no_grad():
+        for head, cls in zip(labeler.linear_heads, [*planted, 1], strict=True):
+            head.weight.zero_()
+            head.bias.fill_(-10.0)
+            head.bias[cls] = 10.0
+    weights = tmp_path / "chexbert.pth"
+    torch.save({"model_state_dict": {"module." + k: v for k, v in
+                                     labeler.state_dict().items()}}, weights)
+    metric = CheXbertF1(str(weights), str(backbone), device="cpu")
+    expected = [1 if c in (1, 3) else 0 for c in planted] + [1]
+    labels = metric.label(["mild cardiomegaly .", "", "pulmonary edema"])
+    assert labels.tolist() == [expected] * 3
+    # identical labels on both sides: micro F1 is 1; macro F1 averages over every label, and
+    # a label nobody has counts 0 (as scikit-learn's zero_division=0): 4 of the top 5
+    # (Atelectasis is planted blank) and 8 of all 14 labels are present
+    report = score(["mild cardiomegaly ."], ["pulmonary edema"], [metric], n_resamples=0)
+    assert report.values == pytest.approx({
+        "chexbert_5_micro_f1": 1.0, "chexbert_all_micro_f1": 1.0,
+        "chexbert_5_macro_f1": 4 / 5, "chexbert_all_macro_f1": 8 / 14})
+    assert all(v == [1.0] for v in report.per_sample.values())
+    # and a head planted on "blank" everywhere gives no positives at all: F1 of nothing is 1
+    with torch.no_grad():
+        for head in labeler.linear_heads:
+            head.bias.fill_(-10.0)
+            head.bias[0] = 10.0
+    torch.save({"model_state_dict": {"module." + k: v for k, v in
+                                     labeler.state_dict().items()}}, weights)
+    blank = CheXbertF1(str(weights), str(backbone), device="cpu")
+    assert blank.label(["pleural effusion"]).tolist() == [[0] * len(CONDITIONS)]
 
 
 def test_chexbert_with_missing_weights_is_unavailable(tmp_path):

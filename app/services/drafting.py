@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from app.services.ingest import Progress
 from app.settings import Settings
+from core.progress import Progress
 from core.vocabulary import SECTIONS
 from db.blobs import resolve_uri
 from db.engine import Database

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date
 
+from metrics.stats import PairedResult
+
 COMPARISONS = ("draft_vs_reference", "final_vs_reference", "draft_vs_final")
 
 
@@ -88,12 +90,7 @@ class PairedComparison:
     section: str
     model_a: str
     model_b: str
-    key: str
-    a: float
-    b: float
-    difference: float  # a - b
-    p_value: float
-    n: int
+    result: PairedResult  # key, a, b, a - b, p, n
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ much they edited, and how metrics and readers agree. Each step returns the typed
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
@@ -43,7 +44,7 @@ from metrics.agreement import (
     kendall_tau_b,
     krippendorff_alpha,
 )
-from metrics.base import Metric
+from metrics.base import Metric, by_reason
 from metrics.cache import ScoreCache
 from metrics.registry import MetricConfig, build
 from metrics.scoring import metric_rows, score
@@ -53,6 +54,7 @@ HEADLINE = ("radgraph_partial", "bertscore", "rougeL", "bleu4")  # first availab
 _SIDES = {"draft_vs_reference": ("draft", "reference"),
           "final_vs_reference": ("final", "reference"),
           "draft_vs_final": ("draft", "final")}
+log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 ModelSection = dict[tuple[str, str], list[ReviewRow]]
 
@@ -73,6 +75,8 @@ def evaluate(db: Database, filters: ExportFilters | None = None,
     metrics = list(metrics) if metrics is not None else build(None, MetricConfig(download=False))
     cache = DatabaseScoreCache(db)
     rows, unavailable = score_rows(collect_rows(db, filters), metrics, cache)
+    for why, keys in by_reason(unavailable).items():
+        log.warning("evaluation without %s: %s", ", ".join(keys), why)
     unique = unique_drafts(rows)
     by_model_section = with_reference(unique)
     ratings = rated_once(rows)
@@ -178,7 +182,7 @@ def _paired(section: str, a: str, b: str, by_model_section: ModelSection,
             continue
         ma = metric_rows(metric, [ra[s].draft for s in common], refs, cache)
         mb = metric_rows(metric, [rb[s].draft for s in common], refs, cache)
-        out += [PairedComparison(section, a, b, **asdict(res))
+        out += [PairedComparison(section, a, b, res)
                 for res in paired_test(ma, mb, metric.corpus, metric.keys,
                                        n_resamples=max(200, n_resamples))]
     return out

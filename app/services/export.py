@@ -1,6 +1,9 @@
 """Exported evaluation reports: one row per (study, section, model, reader) with draft, final,
-reference, metrics, rating and time on task, the statistics a research team needs, and writers
-for JSON, CSV, RRG24-style prediction files and a self-contained HTML report.
+reference, metrics, rating and time on task, and the statistics a research team needs, written
+as JSON, CSV or a self-contained HTML report plus RRG24-style prediction files. The rows come
+from `export_rows`, the statistics from `evaluation_steps` (typed records of
+`evaluation_results`), the files from `export_writers` and `report_html`; this module writes
+them (atomically) and decides what a requester may export.
 
 Exports carry no patient keys, names, dates of birth or DICOM headers, and study keys (which
 may be folder names carrying a name or MRN) are replaced by opaque keyed ids unless an admin
@@ -12,6 +15,7 @@ spreadsheet would run as a formula are neutralised (OWASP "CSV injection").
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -41,6 +45,7 @@ from metrics.base import Metric
 __all__ = ["Evaluation", "ExportFilters", "ExportResult", "ExportService", "ExportSpool",
            "ReviewRow", "collect_rows", "evaluate", "export", "neutralise_cell", "safe_name"]
 
+log = logging.getLogger(__name__)
 FORMATS = {"html": render, "csv": csv_text, "json": json_text}
 
 
@@ -67,6 +72,8 @@ def export(db: Database, fmt: str, out: Path, filters: ExportFilters | None = No
     files = {out: FORMATS[fmt](evaluation)} | prediction_files(evaluation, out.parent, out.stem)
     for path, text in files.items():
         atomic_write(path, text)
+    log.info("%s export of %d rows written to %s (%d prediction files)", fmt,
+             len(evaluation.rows), out, len(files) - 1)
     return list(files)
 
 

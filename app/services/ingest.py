@@ -23,7 +23,7 @@ import hashlib
 import logging
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
@@ -33,6 +33,7 @@ from pathlib import Path
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
+from core.progress import Progress
 from db.blobs import BlobStore
 from db.engine import Database
 from db.models import Image
@@ -53,7 +54,6 @@ from studies.safety import Guard, Limits
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[int, int | None], None]  # (done so far, total if known)
 
 # Studies written per transaction, and images per parallel check round (small enough that the
 # parent's write of one round overlaps the workers' decoding of the next).

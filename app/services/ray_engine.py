@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, select
 
 from app.services.drafting import DraftingService, DraftRun, RuntimeConfig
-from app.services.ingest import Progress
 from app.settings import Settings
+from core.progress import Progress
 
 if TYPE_CHECKING:  # the metric code loads only when a scoring run asks for it
     from metrics.base import Metric

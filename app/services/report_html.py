@@ -11,6 +11,7 @@ from typing import Any
 
 from app.services.evaluation_results import Evaluation, ReviewRow, ReviewSummary
 from core.vocabulary import REXVAL_CATEGORIES, rexval_label
+from metrics.base import by_reason
 from metrics.registry import key_label
 
 STYLE = """
@@ -132,18 +133,16 @@ def render(ev: Evaluation) -> str:
                           a.n]
                          for a in ev.automatic]))
     if ev.unavailable:
-        reasons: dict[str, list[str]] = {}
-        for key, why in ev.unavailable.items():
-            reasons.setdefault(why, []).append(key)
         parts.append("<p><b>Unavailable metrics</b></p><ul>" + "".join(
-            f"<li>{_e(', '.join(keys))}: {_e(why)}</li>" for why, keys in reasons.items())
+            f"<li>{_e(', '.join(keys))}: {_e(why)}</li>"
+            for why, keys in by_reason(ev.unavailable).items())
             + "</ul>")
     if ev.paired:
         parts.append("<h3>Paired comparison between models</h3>")
         parts.append(_table(["section", "model A", "model B", "metric", "A", "B", "A − B",
                              "p (randomization)", "n"],
-                            [[p.section, p.model_a, p.model_b, p.key, p.a, p.b,
-                              p.difference, p.p_value, p.n]
+                            [[p.section, p.model_a, p.model_b, p.result.key, p.result.a,
+                              p.result.b, p.result.difference, p.result.p_value, p.result.n]
                              for p in ev.paired]))
 
     parts.append('<h2 id="review">Radiologist review</h2>')

@@ -25,7 +25,6 @@ import numpy as np
 from app.services.drafting import DraftingService, PreDrafter, StoredDraft
 from app.services.evaluation import StudyMetrics
 from app.services.review import (
-    SECTIONS,
     EditConflict,
     Keystrokes,
     RatingView,
@@ -36,6 +35,7 @@ from app.services.review import (
 )
 from app.services.viewer import ImageView, StudyView, StudyViewer
 from core.vocabulary import SECTIONS
+from metrics.base import by_reason
 from studies.records import ReportSections
 
 log = logging.getLogger(__name__)
@@ -294,11 +294,8 @@ class Desk:
         keys = panel.keys
         rows = [[r.section, r.comparison, *[round(r.values.get(k, float("nan")), 4)
                                             for k in keys]] for r in panel.rows]
-        reasons: dict[str, list[str]] = {}
-        for key, why in panel.unavailable.items():
-            reasons.setdefault(why, []).append(key)
-        notes = [*panel.notes,
-                 *[f"unavailable: {', '.join(k)} — {w}" for w, k in reasons.items()]]
+        notes = [*panel.notes, *[f"unavailable: {', '.join(k)} — {w}"
+                                 for w, k in by_reason(panel.unavailable).items()]]
         return MetricsView(["section", "comparison", *keys], rows, notes)
 
     # -- editing --------------------------------------------------------------------------

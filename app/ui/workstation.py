@@ -25,8 +25,6 @@ from app.services.drafting import DraftingService, PreDrafter
 from app.services.evaluation import StudyMetrics
 from app.services.review import (
     LOCAL_READER,
-    REXVAL_CATEGORIES,
-    SECTIONS,
     RatingView,
     ReviewError,
     ReviewService,

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from core.vocabulary import SECTIONS
-from model.base import check_sections
+from model.base import check_sections, stream_whole
 from model.inputs import DraftResult, InputImage, Provenance, StudyInput
 from model.presets import Preset
 
@@ -298,10 +298,7 @@ class RetrievalDrafter:
                           {"features": self.features.name}, "cpu", "float32")
 
     def stream(self, study: StudyInput, section: str) -> Iterator[str]:
-        result = self.draft([study], [section])[0]
-        if result.error:
-            raise RuntimeError(result.error)
-        yield result.text or ""
+        return stream_whole(self, study, section)
 
     def close(self) -> None:
         self.cache.save()

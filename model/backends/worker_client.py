@@ -26,7 +26,7 @@ from model.backends.worker_process import (
     WorkerProcess,
     WorkerTimeout,
 )
-from model.base import check_sections
+from model.base import check_sections, stream_whole
 from model.device import Placement
 from model.hub import ModelUnavailable, resolve
 from model.inputs import DraftResult, InputImage, Provenance, StudyInput
@@ -205,10 +205,7 @@ class WorkerDrafter:
         return out
 
     def stream(self, study: StudyInput, section: str) -> Iterator[str]:
-        result = self.draft([study], [section])[0]
-        if result.error:
-            raise WorkerError(result.error)
-        yield result.text or ""
+        return stream_whole(self, study, section, WorkerError)
 
     def close(self) -> None:
         worker, self._worker = self._worker, None

@@ -9,13 +9,13 @@ DatasetLayoutError before the first record.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
+from core.registry import LazyRegistry
 from studies.errors import DatasetLayoutError, StudyLoadError
 from studies.records import RecordError, StudyRecord
 from studies.safety import Guard, Limits
@@ -83,26 +83,19 @@ def file_failure(path: Path | str, exc: BaseException, done: int) -> RecordError
 
 
 # Detection order matters: specific layouts first, the plain folder last.
-_REGISTRY: dict[str, str] = {
+_REGISTRY = LazyRegistry("import format", {
     "rexgradient": "studies.importers.rexgradient:ReXGradientImporter",
     "rexrank": "studies.importers.rexrank:ReXrankImporter",
     "mimic-cxr": "studies.importers.mimic_cxr:MimicCxrImporter",
     "iu-xray": "studies.importers.iu_xray:IUXrayImporter",
     "interpret-cxr": "studies.importers.interpret_cxr:InterpretCxrImporter",
     "folder": "studies.importers.folder:FolderImporter",
-}
-IMPORTER_NAMES: tuple[str, ...] = tuple(_REGISTRY)
+})
+IMPORTER_NAMES: tuple[str, ...] = _REGISTRY.names
 
 
 def get_importer(name: str, options: ImportOptions | None = None) -> Importer:
-    try:
-        target = _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(IMPORTER_NAMES)
-        raise ValueError(f"unknown import format {name!r} (known: {known}, auto)") from None
-    module, cls = target.split(":")
-    importer: Importer = getattr(importlib.import_module(module), cls)(options or ImportOptions())
-    return importer
+    return _REGISTRY.load(name, also_known=("auto",))(options or ImportOptions())
 
 
 def detect_format(path: Path, options: ImportOptions | None = None) -> Importer:

@@ -1,0 +1,101 @@
+"""Export filters on a real database: `since` keeps the work reviewed on or after a day (by the
+later of a reader's rating and edit), `source` keeps one dataset, and both reach every part of
+the evaluation (rows, review, time on task)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+from sqlalchemy import update
+
+from app.services.evaluation_results import ExportFilters
+from app.services.evaluation_steps import evaluate
+from app.services.export_rows import collect_rows
+from app.services.review import ReviewService
+from bench.synthetic import add_studies
+from db.models import Draft, Rating, WorklistItem
+from metrics.bleu import Bleu4
+
+LONG_AGO = datetime(2020, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def reviewed(db, monkeypatch) -> dict[str, list[int]]:
+    """Studies of two sources with one model's drafts; reader a rates them all, reader b rates
+    the first of each source; a's ratings of source 'old' are dated 2020, b edits one of them
+    today."""
+    monkeypatch.setenv("RRG_REVIEW_KEY", "12" * 32)
+    ids = {"new": add_studies(db, 3, source="new", prefix="N"),
+           "old": add_studies(db, 3, source="old", prefix="O")}
+    with db.write() as s:
+        for sid in ids["new"] + ids["old"]:
+            for section in ("findings", "impression"):
+                s.add(Draft(study_id=sid, section=section, preset="m", model_id="m",
+                            text=f"{section} draft of {sid}."))
+    review = ReviewService(db)
+    a, b = review.add_reader("a", "pw-a-123456"), review.add_reader("b", "pw-b-123456")
+    for reader in (a, b):
+        review.assign(reader, ids["new"] + ids["old"], include_report_only=True)
+    for sid in ids["new"] + ids["old"]:
+        review.heartbeat(a, sid, 30.0)
+        review.rate(a, sid, likert=4, acceptable=True, preset="m")
+    for source in ("new", "old"):
+        review.rate(b, ids[source][0], likert=2, acceptable=False, preset="m")
+    with db.write() as s:
+        s.execute(update(Rating).where(Rating.reader_id == a, Rating.study_id.in_(ids["old"]))
+                  .values(created_at=LONG_AGO))
+        s.execute(update(Rating).where(Rating.reader_id == b, Rating.study_id == ids["old"][0])
+                  .values(created_at=LONG_AGO))
+    review.save(b, ids["old"][0], "findings", "b's edit today", None)
+    return ids
+
+
+def _who(rows) -> set[tuple[str, str | None]]:
+    return {(r.source, r.reader) for r in rows}
+
+
+def test_since_keeps_work_reviewed_on_or_after_the_day(db, reviewed):
+    today = datetime.now(UTC).date()
+    everything = collect_rows(db, ExportFilters())
+    assert _who(everything) == {("new", "a"), ("new", "b"), ("old", "a"), ("old", "b")}
+    recent = collect_rows(db, ExportFilters(since=today))
+    # a's ratings of 'old' are from 2020: gone; b's old rating counts because b edited today
+    assert _who(recent) == {("new", "a"), ("new", "b"), ("old", "b")}
+    old_b = [r for r in recent if r.source == "old"]
+    assert {r.section: r.final for r in old_b}["findings"] == "b's edit today"
+    assert all(r.likert == 2 for r in old_b)
+    assert collect_rows(db, ExportFilters(since=today + timedelta(days=1))) == []
+    assert _who(collect_rows(db, ExportFilters(since=date(2020, 3, 1)))) == _who(everything)
+    # drafts nobody reviewed never pass a `since` filter (nobody reviewed them since)
+    assert all(r.reader for r in collect_rows(db, ExportFilters(since=date(2000, 1, 1))))
+
+
+def test_source_narrows_rows_review_and_time_on_task(db, reviewed):
+    rows = collect_rows(db, ExportFilters(source="old"))
+    assert {r.source for r in rows} == {"old"} and len(rows) == 3 * 2 + 1 * 2
+    ev = evaluate(db, ExportFilters(source="new"), metrics=[Bleu4()], n_resamples=0)
+    assert set(ev.sources) == {"new"} and {r.source for r in ev.rows} == {"new"}
+    assert ev.review.models["m"].ratings == 3 + 1
+    # a finished 3 'new' studies ('done' needs a score): b's rating made one more 'done'
+    with db.read() as s:
+        done = s.query(WorklistItem).filter(WorklistItem.status == "done").count()
+    assert done == 6 + 2
+    assert ev.review.time_on_task.n_with_draft == 3 + 1
+    assert evaluate(db, ExportFilters(source="none"), metrics=[Bleu4()],
+                    n_resamples=0).rows == ()
+    both = evaluate(db, ExportFilters(source="old", reader="b", since=datetime.now(UTC).date()),
+                    metrics=[Bleu4()], n_resamples=0)
+    assert _who(both.rows) == {("old", "b")}
+    assert {r.study_key for r in both.rows} == {r.study_key for r in rows if r.reader == "b"}
+
+
+def test_unreviewed_drafts_appear_only_without_reader_and_since(db, reviewed):
+    extra = add_studies(db, 1, source="new", prefix="X", start=100)
+    with db.write() as s:
+        s.add(Draft(study_id=extra[0], section="findings", preset="m", model_id="m",
+                    text="unreviewed."))
+    unreviewed = [r for r in collect_rows(db, ExportFilters(source="new")) if r.reader is None]
+    assert [(r.draft, r.final, r.likert) for r in unreviewed] == [("unreviewed.", None, None)]
+    for narrowed in (ExportFilters(reader="a"), ExportFilters(since=date(2000, 1, 1))):
+        assert all(r.reader for r in collect_rows(db, narrowed))
