@@ -18,12 +18,16 @@ import os
 import struct
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from studies.errors import StudyLoadError
 from studies.records import ImageSource
 from studies.safety import Guard
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
 
 # Integer ranges up to this many distinct values go through a lookup table.
 _LUT_MAX_RANGE = 1 << 20
@@ -461,7 +465,7 @@ def _gather(lut: np.ndarray, index: np.ndarray) -> np.ndarray:
 
 # --- PNG / JPEG ------------------------------------------------------------------------------
 
-def _decode_into_array(im) -> np.ndarray | None:
+def _decode_into_array(im: PILImage) -> np.ndarray | None:
     """Load a 16-bit grayscale image straight into a numpy array, or None (then the caller
     loads it the usual way and copies it out with np.asarray).
 

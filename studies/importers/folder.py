@@ -189,13 +189,13 @@ class _Header:
 def _read_header(f: Path, guard: Guard) -> _Header:
     """Header-only read of one DICOM through the Guard; never raises."""
     from pydicom.filereader import read_partial
-    from pydicom.tag import Tag
+    from pydicom.tag import BaseTag, Tag
 
     # as dcmread passes them: tags, not keywords, with the character set that decodes them
-    wanted = [Tag(0x00080005), *(Tag(keyword) for keyword in _HEADER_TAGS)]
+    wanted: list[BaseTag | int] = [Tag(0x00080005), *(Tag(k) for k in _HEADER_TAGS)]
 
-    def past_header(tag, _vr, _length) -> bool:
-        return tag > _LAST_HEADER_TAG
+    def past_header(tag: BaseTag, _vr: str | None, _length: int) -> bool:
+        return int(tag) > _LAST_HEADER_TAG
 
     try:
         real = guard.check(f)
@@ -242,7 +242,9 @@ def read_headers(files: list[Path], guard: Guard, workers: int = 1) -> list[_Hea
     return out
 
 
-def _group_dicom(files: list[Path], guard: Guard, workers: int = 1):
+def _group_dicom(files: list[Path], guard: Guard, workers: int = 1) -> tuple[
+        dict[str, list[Path]], dict[Path, dict[str, str]], dict[str, tuple[str, ...]],
+        list[RecordError]]:
     """Header-only read of every DICOM: studies by StudyInstanceUID (image objects only),
     skipped non-image objects per study, and files that cannot be read."""
     studies: dict[str, list[Path]] = {}
