@@ -232,13 +232,15 @@ def read_headers(files: list[Path], guard: Guard, workers: int = 1) -> list[_Hea
 
     chunks = [files[i:i + _HEADER_CHUNK] for i in range(0, len(files), _HEADER_CHUNK)]
     out: list[_Header] = []
+    pool = ProcessPoolExecutor(min(workers, len(chunks)))
     try:
-        with ProcessPoolExecutor(min(workers, len(chunks))) as pool:
-            for part in pool.map(_read_headers, [guard] * len(chunks), chunks):
-                out.extend(part)
+        for part in pool.map(_read_headers, [guard] * len(chunks), chunks):
+            out.extend(part)
     except Exception as exc:  # BrokenProcessPool: a worker died; read the rest here
         log.warning("header workers failed (%s); reading headers in this process", exc)
         out.extend(_read_headers(guard, files[len(out):]))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # Ctrl-C: queued chunks are dropped
     return out
 
 
