@@ -484,7 +484,7 @@ def _gather(lut: np.ndarray, index: np.ndarray) -> np.ndarray:
 
 # --- PNG / JPEG ------------------------------------------------------------------------------
 
-def _decode_into_array(im) -> np.ndarray | None:
+def _decode_into_array(im: PILImage) -> np.ndarray | None:
     """Load a 16-bit grayscale image straight into a numpy array, or None (then the caller
     loads it the usual way and copies it out with np.asarray).
 

@@ -177,3 +177,27 @@ def test_other_compressed_transfer_syntaxes_decode(name, shape):
     image = decode(src(_testdata(name)))
     assert image.display.shape == shape and image.display.dtype == np.uint8
     assert image.display.max() > image.display.min()
+
+
+def test_16_bit_png_decoded_into_the_array_equals_pillows_own_copy(tmp_path, rg1_small):
+    """A 16-bit PNG is decoded straight into the numpy array (no copy out of Pillow): the pixels
+    are exactly Pillow's, the array is not shared with anything else, and a PNG cut short is
+    still a clear error naming the file."""
+    import io
+
+    from PIL import Image
+
+    data = png_bytes(rg1_small, bits=16)
+    path = tmp_path / "x16.png"
+    path.write_bytes(data)
+    with Image.open(io.BytesIO(data)) as im:
+        im.load()
+        assert im.mode == "I;16"
+        expected = np.asarray(im)
+    image = decode(src(str(path)))
+    assert image.raw.dtype == np.uint16 and np.array_equal(image.raw, expected)
+    assert image.raw.flags.owndata and image.raw.flags.c_contiguous
+    cut = tmp_path / "cut16.png"
+    cut.write_bytes(data[:len(data) // 2])
+    with pytest.raises(StudyLoadError, match=r"cut16\.png: corrupt PNG"):
+        inspect(src(str(cut)))

@@ -287,7 +287,9 @@ class _PoolHandle:
         if pool is None or getattr(pool, "_broken", False):
             import PIL.Image  # noqa: F401  (imported once here, inherited by forked workers)
 
-            pool = self._pool = self._stack.enter_context(ProcessPoolExecutor(self.workers))
+            pool = self._pool = ProcessPoolExecutor(self.workers)
+            # At the end (or on Ctrl-C) rounds still queued are dropped, not decoded first.
+            self._stack.callback(pool.shutdown, wait=True, cancel_futures=True)
         round_ = _Round(sources)
         try:
             for start in range(0, len(sources), CHUNK_IMAGES):

@@ -190,13 +190,13 @@ class _Header:
 def _read_header(f: Path, guard: Guard) -> _Header:
     """Header-only read of one DICOM through the Guard; never raises."""
     from pydicom.filereader import read_partial
-    from pydicom.tag import Tag
+    from pydicom.tag import BaseTag, Tag
 
     # as dcmread passes them: tags, not keywords, with the character set that decodes them
-    wanted = [Tag(0x00080005), *(Tag(keyword) for keyword in _HEADER_TAGS)]
+    wanted: list[BaseTag | int] = [Tag(0x00080005), *(Tag(k) for k in _HEADER_TAGS)]
 
-    def past_header(tag, _vr, _length) -> bool:
-        return tag > _LAST_HEADER_TAG
+    def past_header(tag: BaseTag, _vr: str | None, _length: int) -> bool:
+        return int(tag) > _LAST_HEADER_TAG
 
     try:
         real = guard.check(f)
@@ -234,13 +234,15 @@ def read_headers(files: list[Path], guard: Guard, workers: int = 1) -> list[_Hea
 
     chunks = [files[i:i + _HEADER_CHUNK] for i in range(0, len(files), _HEADER_CHUNK)]
     out: list[_Header] = []
+    pool = ProcessPoolExecutor(min(workers, len(chunks)))
     try:
-        with ProcessPoolExecutor(min(workers, len(chunks))) as pool:
-            for part in pool.map(_read_headers, [guard] * len(chunks), chunks):
-                out.extend(part)
+        for part in pool.map(_read_headers, [guard] * len(chunks), chunks):
+            out.extend(part)
     except Exception as exc:  # BrokenProcessPool: a worker died; read the rest here
         log.warning("header workers failed (%s); reading headers in this process", exc)
         out.extend(_read_headers(guard, files[len(out):]))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # Ctrl-C: queued chunks are dropped
     return out
 
 
