@@ -22,6 +22,9 @@ logger = logging.getLogger(__name__)
 _CHUNK = 1000
 
 
+PER_SERVER = frozenset({"web_session", "login_throttle"})  # never copied
+
+
 class TransferError(RuntimeError):
     """The copy cannot start (e.g. the target already holds data); nothing was written."""
 
@@ -39,8 +42,10 @@ def copy_database(source: Database, target: Database,
                   progress: Callable[[str, int], None] | None = None) -> TransferReport:
     """Copy every table of `source` into the empty `target` (both at the latest schema)."""
     every = Base.metadata.sorted_tables  # parents before children (foreign keys)
-    # derived tables (worklist_progress) are rebuilt by the target's triggers as rows arrive
-    tables = [t for t in every if not t.info.get("derived")]
+    # derived tables (worklist_progress) are rebuilt by the target's triggers as rows arrive;
+    # sign-ins and login back-off belong to the server they were made on: the copy starts with
+    # every reader signed out (a cookie of the old server must not open the new one)
+    tables = [t for t in every if not t.info.get("derived") and t.name not in PER_SERVER]
     with target.engine.connect() as conn:
         held = {t.name: n for t in every
                 if (n := conn.execute(select(func.count()).select_from(t)).scalar_one())}
@@ -48,7 +53,7 @@ def copy_database(source: Database, target: Database,
         listed = ", ".join(f"{n} in {name}" for name, n in held.items())
         raise TransferError(f"the target database already holds data ({listed}); "
                             "migrate-db copies into an empty database only")
-    copied: dict[str, int] = {}
+    copied: dict[str, int] = {name: 0 for name in PER_SERVER}
     with source.engine.connect() as src, target.engine.begin() as dst:
         for table in tables:
             aware = [c.name for c in table.columns

@@ -131,6 +131,11 @@ def test_migrate_db_copies_a_single_user_database_into_postgresql(
     review.save(reader, study, "findings", "edited on the workstation", None)
     review.rate(reader, study, likert=4, acceptable=True)
     DatabaseScoreCache(source).put_many("bleu4", "1", "", {("h", "r"): {"score": 0.5}})
+    # a signed-in browser and a login back-off on the workstation: neither travels to the team
+    # server (its readers sign in again there)
+    from app.services.accounts import LOCAL_READER, LoginThrottle, SessionStore
+    SessionStore(source).create(LOCAL_READER)
+    LoginThrottle(source).failure("account:alice")
     source.dispose()
     url = server.create_database("rrg_migrate")
     try:
@@ -144,6 +149,9 @@ def test_migrate_db_copies_a_single_user_database_into_postgresql(
                 order = list(table.primary_key.columns)
                 before = [_utc(r) for r in a.execute(select(table).order_by(*order))]
                 after = [_utc(r) for r in b.execute(select(table).order_by(*order))]
+            if table.name in ("web_session", "login_throttle"):
+                assert len(before) == 1 and after == [], table.name
+                continue
             assert before == after, table.name
             copied += len(after)
         assert f"copied {copied} rows" in out
