@@ -193,9 +193,9 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
 
     def current_user(request: Request) -> str | None:
         """The signed-in account, looked up once per request (Gradio asks several times)."""
-        known = getattr(request.state, "rrg_user", False)
+        known: str | None | bool = getattr(request.state, "rrg_user", False)
         if known is not False:
-            return known
+            return known if isinstance(known, str) else None
         user = sessions.user(request.cookies.get(COOKIE))
         request.state.rrg_user = user
         return user

@@ -158,7 +158,8 @@ def inspect_file(source: ImageSource, check: ImageCheck | None = None
         real = str(real_path)
     else:
         data = read_bytes(source)
-        real = os.path.realpath(source.path)  # type: ignore[arg-type]
+        assert source.path is not None  # read_bytes read it from this path
+        real = os.path.realpath(source.path)
     fmt = sniff_format(data[:132], source.name)
     checksum = hashlib.sha256(data).hexdigest()
     with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -507,7 +508,9 @@ def _decode_into_array(im: PILImage) -> np.ndarray | None:
 
 
 def _open_raster(data: bytes, source: ImageSource, fmt: str, checksum: str,
-                 max_pixels: int | None = None) -> tuple[PILImage, ImageInfo]:
+                 max_pixels: int | None = None
+                 ) -> tuple[PILImage, ImageInfo, np.ndarray | None]:
+    """The opened image, its facts, and (16-bit PNGs) the array it was decoded into."""
     from PIL import Image, UnidentifiedImageError
 
     pixels = None

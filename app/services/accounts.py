@@ -26,8 +26,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
-from sqlalchemy import delete, not_, or_, select, update
+from sqlalchemy import CursorResult, delete, not_, or_, select, update
 
 from app.services.audit import AuditLog
 from db.engine import Database
@@ -317,7 +318,9 @@ def revoke_sessions(db: Database, name: str) -> int:
         reader = s.scalar(select(Reader.id).where(Reader.name == name))
         if reader is None:
             return 0
-        return s.execute(delete(WebSession).where(WebSession.reader_id == reader)).rowcount
+        gone = cast("CursorResult[Any]", s.execute(  # a DELETE's result: rowcount is set
+            delete(WebSession).where(WebSession.reader_id == reader)))
+        return gone.rowcount
 
 
 # -- accounts ----------------------------------------------------------------------------------
