@@ -99,9 +99,9 @@ def _reviewers(data: _Session) -> dict[tuple[int, str], set[int]]:
             if any(r.preset in (None, preset) for r in rs):
                 out[(sid, preset)].add(rid)
     for (rid, sid, _), rev in data.revisions.items():
-        preset = data.draft_preset.get(rev.draft_id) if rev.draft_id is not None else None
-        if preset is not None:
-            out[(sid, preset)].add(rid)
+        edited = data.draft_preset.get(rev.draft_id) if rev.draft_id is not None else None
+        if edited is not None:
+            out[(sid, edited)].add(rid)
     return out
 
 

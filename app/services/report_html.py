@@ -71,7 +71,8 @@ def _likert_plot(review: ReviewSummary) -> str:
         ax.bar([v + i * width for v in range(1, 6)], counts, width, label=m)
     ax.set_xlabel("overall quality (Likert)")
     ax.set_ylabel("ratings")
-    ax.set_xticks([v + width * (len(models) - 1) / 2 for v in range(1, 6)], range(1, 6))
+    ax.set_xticks([v + width * (len(models) - 1) / 2 for v in range(1, 6)],
+                  [str(v) for v in range(1, 6)])
     ax.legend(fontsize=8)
     return _figure(fig, "Likert distribution per model")
 
