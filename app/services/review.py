@@ -371,7 +371,10 @@ class ReviewService:
         out: dict[str, RevisionView | EditConflict] = {}
         with self.db.write() as s:
             item = self._item(s, reader_id, study_id)
-            actor = s.get(Reader, reader_id).name
+            reader = s.get(Reader, reader_id)
+            if reader is None:
+                raise ReviewError(f"no reader with id {reader_id}")
+            actor = reader.name
             for section, edit in edits.items():
                 try:
                     revision = self._save_in(s, item, section, edit.text, edit.base,

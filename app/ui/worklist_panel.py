@@ -43,7 +43,7 @@ PAGE_SIZE = 50
 # (source, split and images are filters above the table; a study without images says so in
 # its status cell); long keys wrap rather than being cut off
 COLUMNS = ["id", "study", "patient", "status", "min"]
-COLUMN_WIDTHS = ["11%", "26%", "30%", "20%", "13%"]
+COLUMN_WIDTHS: list[str | int] = ["11%", "26%", "30%", "20%", "13%"]
 LAST_PAGE = 1 << 30  # clamped to the last page by the service
 
 

@@ -95,7 +95,9 @@ IMPORTER_NAMES: tuple[str, ...] = _REGISTRY.names
 
 
 def get_importer(name: str, options: ImportOptions | None = None) -> Importer:
-    return _REGISTRY.load(name, also_known=("auto",))(options or ImportOptions())
+    importer_class = _REGISTRY.load(name, also_known=("auto",))
+    importer: Importer = importer_class(options or ImportOptions())
+    return importer
 
 
 def detect_format(path: Path, options: ImportOptions | None = None) -> Importer:
