@@ -20,19 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from sqlalchemy import (
-    DateTime,
-    Float,
-    Integer,
-    String,
-    and_,
-    func,
-    literal,
-    or_,
-    select,
-    union,
-    union_all,
-)
+from sqlalchemy import DateTime, Float, Integer, String, and_, func, literal, or_, select, union
 from sqlalchemy.sql import CompoundSelect, Select
 
 from db.engine import Database
@@ -360,8 +348,6 @@ class WorklistService:
             flt = WorklistFilter(None, flt.source, flt.split, flt.has_images, flt.search)
         with self.db.read() as s:
             here = self._position(s, reader_id, after)
-            if not flt.needs_study:
-                return self._next_by_status(s, reader_id, here, step, flt.status, exclude)
             stmt = self._filtered(select(WorklistItem.study_id), reader_id, flt).where(
                 WorklistItem.status != "done")
             if exclude is not None:
@@ -375,30 +361,6 @@ class WorklistService:
                 stmt = stmt.where(WorklistItem.position < here).order_by(
                     WorklistItem.position.desc())
             return s.scalar(stmt.limit(1))
-
-    @staticmethod
-    def _next_by_status(s, reader_id: int, here: int | None, step: int, status: str | None,
-                        exclude: int | None) -> int | None:
-        """The nearest unfinished study in one statement of index seeks: for each unfinished
-        status, the first entry past `here` on the (reader, status, position) index, then the
-        nearest of those (at most three rows). `status != 'done'` walked the list in position
-        order through every done study: a reader 150,000 studies in paid for each of them on
-        every wrap-around and every reload."""
-        statuses = [status] if status else [st for st in STATUSES if st != "done"]
-        order = WorklistItem.position if step >= 0 else WorklistItem.position.desc()
-        parts = []
-        for st in statuses:
-            q = select(WorklistItem.study_id, WorklistItem.position).where(
-                WorklistItem.reader_id == reader_id, WorklistItem.status == st)
-            if here is not None:
-                q = q.where(WorklistItem.position > here if step >= 0
-                            else WorklistItem.position < here)
-            if exclude is not None:
-                q = q.where(WorklistItem.study_id != exclude)
-            parts.append(q.order_by(order).limit(1).subquery().select())
-        nearest = union_all(*parts).subquery() if len(parts) > 1 else parts[0].subquery()
-        return s.scalar(select(nearest.c.study_id).order_by(
-            nearest.c.position if step >= 0 else nearest.c.position.desc()).limit(1))
 
     def upcoming(self, reader_id: int, after: int | None, count: int) -> list[int]:
         """The next `count` unfinished studies after `after` (what pre-drafting works on)."""
