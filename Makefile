@@ -44,23 +44,26 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-run
 	$(PIP) install -e '.[test,scale]'
 	@touch $@
 
+# Debian packages the tests need, installed when missing and we may (root with apt-get); else
+# the reason is printed and the tests that need the package skip with it.
+# $(call apt_install,PACKAGE,what to say when it cannot be installed)
+define apt_install
+	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1) >/dev/null; \
+	else \
+		echo "$(2)"; \
+	fi
+endef
+
 # g++ builds fast-bleu (the BLEU-2 reference of the metric tests) from its sdist.
 .PHONY: gxx
 gxx:
-	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ >/dev/null; \
-	else \
-		echo "g++ not found: install a C++ compiler to build fast-bleu for the metric tests"; \
-	fi
+	$(call apt_install,g++,g++ not found: install a C++ compiler to build fast-bleu for the metric tests)
 
 # Debian's Chromium for the browser tests (Playwright's own browser download is not used).
 .PHONY: chromium
 chromium:
-	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	else \
-		echo "chromium not found: install Debian's chromium package for the browser tests"; \
-	fi
+	$(call apt_install,chromium,chromium not found: install Debian's chromium package for the browser tests)
 
 # Debian's PostgreSQL server for the team-database tests: the tests start their own throw-away
 # server from these binaries on a loopback port and stop it afterwards (tests/postgres_server.py);
@@ -69,8 +72,4 @@ chromium:
 HAVE_POSTGRES := ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1
 .PHONY: postgres
 postgres:
-	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
-	else \
-		echo "PostgreSQL server not found: install Debian's postgresql package (or set RRG_TEST_POSTGRES_URL) for the PostgreSQL half of the database tests"; \
-	fi
+	$(call apt_install,postgresql,PostgreSQL server not found: install Debian's postgresql package (or set RRG_TEST_POSTGRES_URL) for the PostgreSQL half of the database tests)
