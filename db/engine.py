@@ -266,6 +266,8 @@ def open_database(url_or_path: str | Path | None, *, upgrade: bool = True,
             check_schema(db)
         if upgrade and not read_only:
             upgrade_schema(db)
+        if check:
+            check_columns(db)
     except DatabaseProblem:
         engine.dispose()
         raise
@@ -327,6 +329,39 @@ def check_schema(db: Database) -> None:
         with probe.connect() as conn:
             conn.begin()
             conn.rollback()
+
+
+def check_columns(db: Database) -> None:
+    """A database at the latest revision has every table and column this version uses.
+
+    A file stamped with the right revision but written by another build (a development
+    branch's migration under the same number) would otherwise open and then fail every query
+    with "no such column"; this says so once, at start-up, naming what is missing."""
+    from alembic.script import ScriptDirectory
+
+    from db.models import Base
+
+    head = ScriptDirectory.from_config(alembic_config(db)).get_current_head()
+    with db.engine.connect() as conn:
+        inspector = inspect(conn)
+        if "alembic_version" not in inspector.get_table_names():
+            return
+        if conn.execute(text("SELECT version_num FROM alembic_version")).scalar() != head:
+            return  # an older schema opened read-only: the queries it may run are older too
+        missing: list[str] = []
+        for table in Base.metadata.sorted_tables:
+            if not inspector.has_table(table.name):
+                missing.append(table.name)
+                continue
+            have = {c["name"] for c in inspector.get_columns(table.name)}
+            missing += [f"{table.name}.{c.name}" for c in table.columns if c.name not in have]
+    if missing:
+        listed = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6
+                                           else "")
+        raise DatabaseProblem(
+            f"{db.name} says it has schema revision {head} but lacks {listed}: it was written "
+            "by a different build of rrg-review; open it with the build that made it, restore "
+            "a backup, or start a new database")
 
 
 def integrity_problems(db: Database, *, full: bool = False) -> list[str]:

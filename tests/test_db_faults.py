@@ -107,6 +107,16 @@ def test_a_newer_schema_is_refused_not_downgraded(tmp_path):
     both_fail(path, "newer than this version", "9999")
 
 
+def test_a_file_at_the_right_revision_but_another_builds_schema_is_refused(tmp_path):
+    """Found by a new-user trial: a database written by a development build carried the
+    current revision number without a column (`reader.role`); it opened, then every panel of
+    the page showed a raw "no such column" error."""
+    path = made_db(tmp_path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE study DROP COLUMN split_raw")
+    both_fail(path, "lacks study.split_raw", "different build")
+
+
 def test_a_corrupted_file_fails_the_start_up_check(tmp_path):
     path = made_db(tmp_path)
     conn = sqlite3.connect(path)  # enough rows for several pages of one table
