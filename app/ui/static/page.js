@@ -15,8 +15,10 @@
   // (texts: the box values this request carries, noted before it leaves the page)
   window.rrgClient = (texts) => {
     noteSent(texts);
-    return JSON.stringify({study: rrg.study, keys: rrg.keys, seq: rrg.seq,
-                           visible: !document.hidden, idle_ms: Date.now() - rrg.last});
+    const report = {study: rrg.study, keys: rrg.keys, seq: rrg.seq,
+                    visible: !document.hidden, idle_ms: Date.now() - rrg.last};
+    if (rrg.study === null) report.left = leftBehind();  // on load: where to resume
+    return JSON.stringify(report);
   };
 
   const NAMES = ['findings', 'impression'];
@@ -45,6 +47,19 @@
     const typed = [...new Set([...(old.typed || []), ...Object.keys(rrg.keys)])];
     writeEntry(rrg.study, {findings: f.value, impression: i.value, base: rrg.base, typed,
                            sent: old.sent || {}, at: Date.now()});
+  };
+  // the studies whose unsaved text this browser keeps, newest first (the server opens the
+  // newest of its reader's on load, so that it can be restored)
+  const leftBehind = () => {
+    const out = [];
+    for (let k = 0; k < localStorage.length; k++) {
+      const m = /^rrg:(.*):(\d+)$/.exec(localStorage.key(k) || '');
+      if (!m) continue;
+      let at = 0;
+      try { at = JSON.parse(localStorage.getItem(localStorage.key(k))).at || 0; } catch (e) {}
+      out.push({reader: m[1], study: Number(m[2]), at});
+    }
+    return out.sort((a, b) => b.at - a.at).slice(0, 20);
   };
   const SENT_KEPT = 50;
   const noteSent = (texts) => {
