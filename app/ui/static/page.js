@@ -14,6 +14,7 @@
   // what every text-carrying event sends along (see Client in app/ui/desk.py)
   // (texts: the box values this request carries, noted before it leaves the page)
   window.rrgClient = (texts) => {
+    poll();  // the study in the boxes now, not as of the last 200 ms tick
     noteSent(texts);
     const report = {study: rrg.study, keys: rrg.keys, seq: rrg.seq,
                     visible: !document.hidden, idle_ms: Date.now() - rrg.last};
@@ -80,6 +81,7 @@
   document.addEventListener('input', (e) => {
     const owner = e.target.closest && e.target.closest('#edit-findings, #edit-impression');
     if (!owner) return;
+    poll();  // a study change not yet seen: its keystrokes belong to the new study
     const section = SECTIONS[owner.id], now = Date.now();
     if (rrg.pending && e.isTrusted) {  // typed before the server's values landed: theirs wins
       rrg.pending = null;
