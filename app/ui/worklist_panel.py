@@ -43,7 +43,7 @@ PAGE_SIZE = 50
 # split and images are filters above the table (a study without images says so in its status
 # cell), and the patient (a long pseudonym) is above the film and searchable; long keys wrap
 COLUMNS = ["id", "study", "status", "min"]
-COLUMN_WIDTHS = ["14%", "42%", "28%", "16%"]
+COLUMN_WIDTHS = ["12%", "36%", "32%", "20%"]
 LAST_PAGE = 1 << 30  # clamped to the last page by the service
 
 
