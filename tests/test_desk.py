@@ -290,6 +290,18 @@ def test_metrics_view_and_worklist_rows(desk):
     assert d.start(reader) in ids
 
 
+def test_a_load_resumes_where_this_browser_keeps_unsaved_text_of_its_own_reader(desk):
+    d, reader, ids = desk
+    login = LOCAL_READER
+    resume = d.start(reader)
+    assert d.start(reader, login, ((login, ids[2]), (login, ids[1]))) == ids[2]  # newest
+    assert d.start(reader, login, (("someone-else", ids[3]),)) == resume  # not theirs
+    assert d.start(reader, login, ((login, 10**9),)) == resume  # not on the worklist
+    raw = json.dumps({"study": None, "left": [{"reader": login, "study": ids[3], "at": 5}]})
+    assert Client.parse(raw).left == ((login, ids[3]),)
+    assert Client.parse('{"left": [{"reader": "x"}]}') == Client()  # malformed: nothing
+
+
 def test_film_puts_frontal_before_lateral_side_by_side_and_escapes_everything(desk):
     import dataclasses
 

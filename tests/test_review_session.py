@@ -109,7 +109,9 @@ def _answers_lost(page, text: str, forward: bool) -> list[str]:
 
     def handle(route) -> None:
         body = route.request.post_data or ""
-        if route.request.method == "POST" and json.dumps(text) in body:
+        # forwarded: that exact text; held back: any text containing it (a partial autosave
+        # while typing included)
+        if route.request.method == "POST" and (json.dumps(text) if forward else text) in body:
             cut.append(route.request.url)
             if forward:
                 route.fetch()
@@ -154,7 +156,7 @@ def test_unsaved_text_never_silently_overwrites_another_save(browser, app):
     page = new_page(browser, app.url)
     click_row(page, "DEMO-0003")
     page.on("dialog", lambda dialog: dialog.accept())
-    _answers_lost(page, "Mine, never sent.", forward=False)
+    _answers_lost(page, "Mine", forward=False)
     type_into(page, "impression", "Mine, never sent.")
     other = browser.new_context(viewport={"width": 1500, "height": 1000})  # its own storage
     try:
@@ -358,7 +360,7 @@ def test_reading_room_layout(browser, app, width, height):
       const cells = [...t.querySelectorAll('th, td')].filter(c => c.offsetParent);
       return {cut: cells.filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText),
               right: t.getBoundingClientRect().right, col: col.right, n: cells.length}; }""")
-    assert cut["n"] >= 5 and not cut["cut"] and cut["right"] <= cut["col"] + 1, cut
+    assert cut["n"] >= 4 and not cut["cut"] and cut["right"] <= cut["col"] + 1, cut
 
 
 def _frontal_and_lateral_dataset(root) -> None:

@@ -105,4 +105,4 @@ def test_search_paging_row_click_and_next_in_chromium(panel_app, page):
     page.wait_for_function(
         "() => document.querySelector('#progress')?.innerText.includes('1 / 30 done')",
         timeout=20_000)
-    assert "done" in page.locator('#worklist .body-cell[data-row="5"][data-col="3"]').inner_text()
+    assert "done" in page.locator('#worklist .body-cell[data-row="5"][data-col="2"]').inner_text()

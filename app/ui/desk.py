@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 PREDRAFT_AHEAD = 3  # studies after the open one that the background worker drafts
 IDLE_AFTER_S = 60.0  # no input for this long: time on task stops counting
 WINDOW_PRESETS = ("file default", "full range", "soft tissue", "bone", "lung")
+LEFT_KEPT = 20  # unsaved studies a page load reports at most
 
 
 class TabRefused(ReviewError):
@@ -63,6 +64,8 @@ class Client:
     seq: int = 0
     visible: bool = True
     idle_s: float = 0.0
+    # on page load: (login, study) of the unsaved text this browser still keeps, newest first
+    left: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def parse(cls, raw: str | None) -> Client:
@@ -72,9 +75,11 @@ class Client:
             typed = {s: (float(v[0]), float(v[1])) for s, v in (data.get("keys") or {}).items()
                      if s in SECTIONS}
             study = data.get("study")
+            left = tuple((str(e["reader"]), int(e["study"]))
+                         for e in (data.get("left") or [])[:LEFT_KEPT])
             return cls(int(study) if study not in (None, "") else None, typed,
                        int(data.get("seq") or 0), bool(data.get("visible", True)),
-                       float(data.get("idle_ms") or 0) / 1000)
+                       float(data.get("idle_ms") or 0) / 1000, left)
         except (TypeError, ValueError, AttributeError, IndexError, KeyError):
             log.warning("malformed client report ignored: %.200r", raw)
             return cls()
@@ -200,11 +205,18 @@ class Desk:
             raise TabRefused("this tab belongs to another reader; reload the page")
         return reader
 
-    def start(self, reader: int) -> int | None:
+    def start(self, reader: int, login: str | None = None,
+              left: tuple[tuple[str, int], ...] = ()) -> int | None:
         """On page load: a new reader gets every study on the worklist; then the study to
-        resume (the last one worked on, else the first unfinished)."""
-        if not self.review.worklists.has_worklist(reader):  # one indexed row, not the list
+        resume: the newest one whose unsaved text this browser still keeps (`left`, so that
+        text can be restored; only the login's own and only studies on their worklist),
+        else the last one worked on, else the first unfinished."""
+        worklists = self.review.worklists
+        if not worklists.has_worklist(reader):  # one indexed row, not the list
             self.review.assign(reader)
+        for owner, study in left:
+            if owner == login and worklists.status_of(reader, study) is not None:
+                return study
         return self.review.resume(reader)
 
     # -- worklist (the panel the worklist helper replaces) ---------------------------------

@@ -398,7 +398,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
         session = d[c.state]
         with session.lock:
             name, reader = who(session, request)
-            return {**study_outputs(name, reader, session, desk.start(reader), d),
+            left = Client.parse(d[c.client]).left
+            return {**study_outputs(name, reader, session, desk.start(reader, name, left), d),
                     **worklist_outputs(reader, d)}
 
     def navigate(d: dict, request: gr.Request, target) -> dict:
@@ -722,7 +723,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     carried = (c.findings, c.impression)
     with_client: dict[str, Any] = {"js": _client_js(edit_in, c.client, carried)}
 
-    ui.load(on_load, edit_in, study_outs, **PRIVATE).then(**metrics_step)
+    ui.load(on_load, edit_in, study_outs, **PRIVATE, **with_client).then(**metrics_step)
     wl.table.select(on_select, edit_in | {wl.table}, study_outs, **PRIVATE,
                     js=_client_js(edit_in | {wl.table}, c.client, carried)).then(**metrics_step)
     wl.next_study.click(on_step(1), edit_in, study_outs, api_name="next_study", **with_client

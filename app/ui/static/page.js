@@ -14,9 +14,12 @@
   // what every text-carrying event sends along (see Client in app/ui/desk.py)
   // (texts: the box values this request carries, noted before it leaves the page)
   window.rrgClient = (texts) => {
+    poll();  // the study in the boxes now, not as of the last 200 ms tick
     noteSent(texts);
-    return JSON.stringify({study: rrg.study, keys: rrg.keys, seq: rrg.seq,
-                           visible: !document.hidden, idle_ms: Date.now() - rrg.last});
+    const report = {study: rrg.study, keys: rrg.keys, seq: rrg.seq,
+                    visible: !document.hidden, idle_ms: Date.now() - rrg.last};
+    if (rrg.study === null) report.left = leftBehind();  // on load: where to resume
+    return JSON.stringify(report);
   };
 
   const NAMES = ['findings', 'impression'];
@@ -46,6 +49,19 @@
     writeEntry(rrg.study, {findings: f.value, impression: i.value, base: rrg.base, typed,
                            sent: old.sent || {}, at: Date.now()});
   };
+  // the studies whose unsaved text this browser keeps, newest first (the server opens the
+  // newest of its reader's on load, so that it can be restored)
+  const leftBehind = () => {
+    const out = [];
+    for (let k = 0; k < localStorage.length; k++) {
+      const m = /^rrg:(.*):(\d+)$/.exec(localStorage.key(k) || '');
+      if (!m) continue;
+      let at = 0;
+      try { at = JSON.parse(localStorage.getItem(localStorage.key(k))).at || 0; } catch (e) {}
+      out.push({reader: m[1], study: Number(m[2]), at});
+    }
+    return out.sort((a, b) => b.at - a.at).slice(0, 20);
+  };
   const SENT_KEPT = 50;
   const noteSent = (texts) => {
     if (rrg.study === null || !texts) return;
@@ -65,6 +81,7 @@
   document.addEventListener('input', (e) => {
     const owner = e.target.closest && e.target.closest('#edit-findings, #edit-impression');
     if (!owner) return;
+    poll();  // a study change not yet seen: its keystrokes belong to the new study
     const section = SECTIONS[owner.id], now = Date.now();
     if (rrg.pending && e.isTrusted) {  // typed before the server's values landed: theirs wins
       rrg.pending = null;
