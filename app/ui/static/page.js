@@ -78,6 +78,44 @@
     writeEntry(rrg.study, entry);
   };
 
+  // Leaving a study (Next, Previous, another worklist row): from the click until the boxes
+  // show the next study, keystrokes in the boxes are held back. Text typed in that window
+  // would belong to neither study for sure: the old study's request has already left with
+  // the boxes' text, and the next study's values may land under the cursor mid-word.
+  let leaving = null;
+  const startLeaving = () => {
+    if (rrg.study === null) return;
+    const raw = $('#sync textarea');
+    leaving = {from: rrg.study, raw: raw ? raw.value : '', until: Date.now() + 4000};
+    document.body.classList.add('rrg-leaving');
+    const watch = () => { if (!leaving) return; poll(); requestAnimationFrame(watch); };
+    requestAnimationFrame(watch);
+  };
+  const stopLeaving = () => { leaving = null; document.body.classList.remove('rrg-leaving'); };
+  const settled = () => {
+    if (!leaving) return;
+    const raw = $('#sync textarea'), now = raw ? raw.value : '';
+    // (pending is cleared only once the boxes showed the new study's values)
+    if ((rrg.study !== leaving.from && !rrg.pending) ||
+        (rrg.study === leaving.from && now !== leaving.raw) ||  // answered, stayed (refused)
+        Date.now() > leaving.until) stopLeaving();
+  };
+  document.addEventListener('click', (e) => {
+    if (!e.target.closest) return;
+    if (e.target.closest('#next-study, #prev-study')) { startLeaving(); return; }
+    const row = e.target.closest('#worklist tbody tr');
+    if (!row) return;
+    const head = $('#film-head'), open = head && /Study (\S+)/.exec(head.innerText || '');
+    const cells = [...row.querySelectorAll('td')].map((td) => (td.innerText || '').trim());
+    if (!open || !cells.includes(open[1])) startLeaving();  // the open study's row only saves
+  }, true);
+  document.addEventListener('beforeinput', (e) => {
+    if (!leaving || !e.target.closest || !e.target.closest('#edit-findings, #edit-impression'))
+      return;
+    poll();
+    if (leaving) e.preventDefault();
+  }, true);
+
   document.addEventListener('input', (e) => {
     const owner = e.target.closest && e.target.closest('#edit-findings, #edit-impression');
     if (!owner) return;
@@ -184,6 +222,7 @@
         }
       }
     }
+    settled();
     applyTheme();
   };
   setInterval(poll, 200);
