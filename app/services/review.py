@@ -240,7 +240,7 @@ class ReviewService:
 
         Args:
             name: the login name.
-            password: the password; None: an account without a password (see AccountService).
+            password: the password; None: an account that cannot log in (no password).
             role: "reader" or "admin".
 
         Returns:
