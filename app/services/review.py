@@ -319,7 +319,7 @@ class ReviewService:
             reader_id: who asks; their role decides whether `everyone` is honoured.
             fmt: the export format, as `ExportService.export_as` accepts it.
             everyone: all readers' work (admins only) instead of the asker's own.
-            metrics: metric names to score with; None: the export's default.
+            metrics: the metrics to run; None: the export's default (available, no download).
             address: the client's address, for the audit log.
 
         Returns:
@@ -327,6 +327,7 @@ class ReviewService:
 
         Raises:
             ReviewError: no reader has this id.
+            ValueError: an unknown format.
         """
         from app.services.export import ExportService
 
