@@ -24,26 +24,73 @@ Key = tuple[str, str]  # (hypothesis hash, reference hash)
 
 
 class ScoreCache(Protocol):
+    """What scoring needs from a cache; values are keyed by (metric, version, model id) so a
+    new package version or other weights never return earlier values."""
+
     def get_many(self, metric: str, version: str, model_id: str,
-                 keys: Iterable[Key]) -> dict[Key, Payload]: ...
+                 keys: Iterable[Key]) -> dict[Key, Payload]:
+        """Args:
+            metric, version, model_id: the metric's identity (`Metric.cache_id` as model id).
+            keys: (hypothesis hash, reference hash) pairs.
+
+        Returns:
+            key -> payload for the keys found; missing keys are absent.
+        """
+        ...
 
     def put_many(self, metric: str, version: str, model_id: str,
-                 items: Mapping[Key, Payload]) -> None: ...
+                 items: Mapping[Key, Payload]) -> None:
+        """Args:
+            metric, version, model_id: the metric's identity.
+            items: key -> payload; an existing key is replaced.
+        """
+        ...
 
     def get_matrix(self, metric: str, version: str, model_id: str,
-                   digest: str) -> np.ndarray | None: ...
+                   digest: str) -> np.ndarray | None:
+        """Args:
+            metric, version, model_id: the metric's identity.
+            digest: `scoring.corpus_digest` of the exact ordered pairs.
+
+        Returns:
+            The matrix stored for those pairs, or None.
+        """
+        ...
 
     def put_matrix(self, metric: str, version: str, model_id: str, digest: str,
-                   matrix: np.ndarray) -> None: ...
+                   matrix: np.ndarray) -> None:
+        """Args:
+            metric, version, model_id: the metric's identity.
+            digest: `scoring.corpus_digest` of the exact ordered pairs.
+            matrix: the metric's matrix for them; an existing one is replaced.
+        """
+        ...
 
 
 def matrix_bytes(matrix: np.ndarray) -> bytes:
+    """A matrix as .npy bytes for a BLOB column (no pickle, so reading it runs no code).
+
+    Args:
+        matrix: a numeric array.
+
+    Returns:
+        The .npy file's bytes (shape and dtype kept).
+    """
     buf = io.BytesIO()
     np.save(buf, matrix, allow_pickle=False)
     return buf.getvalue()
 
 
 def matrix_from_bytes(data: bytes) -> np.ndarray:
+    """Args:
+        data: bytes from `matrix_bytes`.
+
+    Returns:
+        The array.
+
+    Raises:
+        ValueError: the bytes are not a .npy array or would need unpickling.
+    """
     matrix: np.ndarray = np.load(io.BytesIO(data), allow_pickle=False)
     return matrix
 
