@@ -102,7 +102,9 @@ def read_pairs(predictions: str | Path, references: str | Path,
 
     Raises:
         PairsError: a bad `empty_references`, a missing file, one JSONL and one text file,
-            text files of different lengths, or JSONL ids present on one side only.
+            text files of different lengths, an unreadable file, a JSONL line that is not
+            an object with an id, a duplicate id, a non-string section, or JSONL ids present
+            on one side only; the message names the file (and line).
     """
     if empty_references not in EMPTY_REFERENCES:
         raise PairsError(f"empty_references must be one of {', '.join(EMPTY_REFERENCES)}")
