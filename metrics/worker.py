@@ -147,7 +147,7 @@ class RaTEScoreAdapter:
 
         Returns:
             The split sentences and their starts, and the similarity value, as JSON-able data
-            (`setup-worker` compares them with what the package is known to give).
+            (`setup-worker` prints them; an exception means the check failed).
         """
         import torch
         from RaTEScore.scorer import DEFAULT_MATRIX_LONG
