@@ -184,4 +184,6 @@ class ModelMetric(Metric, Generic[ModelT]):
         """Load the model (imports of torch and the metric package belong here)."""
 
     def close(self) -> None:
+        """Drop the model (its memory is freed once nothing else holds it); the next use
+        loads it again."""
         self._model = None

@@ -120,6 +120,10 @@ class FileCache:
 
     def get_many(self, metric: str, version: str, model_id: str,
                  keys: Iterable[Key]) -> dict[Key, Payload]:
+        """`ScoreCache.get_many`: the payloads found for these keys (missing keys absent).
+
+        Reads every row of the metric, version and model and keeps the wanted ones.
+        """
         wanted = set(keys)
         found: dict[Key, Payload] = {}
         con = self._db()
@@ -132,6 +136,7 @@ class FileCache:
 
     def put_many(self, metric: str, version: str, model_id: str,
                  items: Mapping[Key, Payload]) -> None:
+        """`ScoreCache.put_many`: store payloads in one transaction, replacing existing keys."""
         with self._db() as con:
             con.executemany("INSERT OR REPLACE INTO payload VALUES (?, ?, ?, ?, ?, ?)",
                             [(metric, version, model_id, h, r, json.dumps(p))
@@ -139,6 +144,7 @@ class FileCache:
 
     def get_matrix(self, metric: str, version: str, model_id: str,
                    digest: str) -> np.ndarray | None:
+        """`ScoreCache.get_matrix`: the matrix stored for these exact pairs, or None."""
         row = self._db().execute("SELECT matrix FROM corpus WHERE metric=? AND version=? AND "
                                  "model_id=? AND digest=?",
                                  (metric, version, model_id, digest)).fetchone()
@@ -146,6 +152,7 @@ class FileCache:
 
     def put_matrix(self, metric: str, version: str, model_id: str, digest: str,
                    matrix: np.ndarray) -> None:
+        """`ScoreCache.put_matrix`: store the matrix for these exact pairs (replacing one)."""
         with self._db() as con:
             con.execute("INSERT OR REPLACE INTO corpus VALUES (?, ?, ?, ?, ?)",
                         (metric, version, model_id, digest, matrix_bytes(matrix)))

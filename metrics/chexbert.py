@@ -158,7 +158,11 @@ class CheXbertF1(ModelMetric["nn.Module"]):
 
     def cache_id(self) -> str:
         """The weights file's content hash plus the backbone's config and vocabulary (its own
-        weights are replaced by the checkpoint's) and hub revision."""
+        weights are replaced by the checkpoint's) and hub revision.
+
+        Returns:
+            The cache identity (computed once; may download the weights and backbone).
+        """
         if self._cache_id is None:
             from metrics.fingerprint import FileHasher, cache_id, model_folder_files
             from model.hub import resolve
