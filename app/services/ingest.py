@@ -132,8 +132,8 @@ def import_path(
         fmt: an importer name, or "auto" to detect the layout.
         images: the images' folder when it is not where the layout expects it.
         follow_symlinks: let image paths follow symbolic links out of the dataset's root.
-        allow_modality: DICOM modalities accepted besides the defaults (case-insensitive,
-            blanks ignored).
+        allow_modality: DICOM modalities accepted besides CR and DX (case-insensitive, blanks
+            ignored); "ANY" turns the modality and body-part check off.
         limits: size limits for images and files; None: the defaults.
         workers: image-checking processes; None: one per CPU.
         progress: called with (records read, records expected or None).
