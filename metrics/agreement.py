@@ -19,6 +19,16 @@ class Agreement:
 
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> Agreement:
+    """Rank agreement of a metric with reader judgements (tau-b handles the many ties of
+    error counts).
+
+    Args:
+        x, y: paired values, one per unit (e.g. a metric and an error count per report).
+
+    Returns:
+        Tau-b with its two-sided p-value and n; NaN and no p-value for fewer than 3 units
+        or a constant side (tau is undefined then).
+    """
     from scipy.stats import kendalltau
 
     a, b = np.asarray(x, float), np.asarray(y, float)
@@ -30,7 +40,16 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> Agreement:
 
 def krippendorff_alpha(ratings: np.ndarray,
                        level: Literal["nominal", "ordinal", "interval", "ratio"]) -> Agreement:
-    """`ratings`: readers x units, NaN where a reader did not rate a unit."""
+    """`ratings`: readers x units, NaN where a reader did not rate a unit.
+
+    Args:
+        ratings: readers x units, NaN where a reader did not rate a unit.
+        level: the scale: "ordinal" for Likert, "ratio" for counts.
+
+    Returns:
+        Alpha (no p-value) and n = the units rated by at least two readers; NaN when fewer
+        than two such units or only one distinct value overall.
+    """
     import krippendorff
 
     units = int(np.sum(np.sum(~np.isnan(ratings), axis=0) >= 2))
@@ -42,7 +61,20 @@ def krippendorff_alpha(ratings: np.ndarray,
 
 def cohen_kappa(a: Sequence[int], b: Sequence[int], categories: Sequence[int],
                 weights: str | None = "linear") -> Agreement:
-    """Two readers' ratings of the same units (statsmodels; weighted for ordinal scales)."""
+    """Two readers' ratings of the same units (statsmodels; weighted for ordinal scales).
+
+    Args:
+        a, b: the two readers' ratings, one per unit, in the same order.
+        categories: every possible rating, in scale order (e.g. 1..5).
+        weights: "linear" or "quadratic" for a weighted kappa; None: unweighted.
+
+    Returns:
+        Kappa, its two-sided p-value (None when not finite) and n; NaN for fewer than two
+        units.
+
+    Raises:
+        KeyError: a rating is not one of `categories`.
+    """
     from statsmodels.stats.inter_rater import cohens_kappa
 
     index = {c: i for i, c in enumerate(categories)}
@@ -58,7 +90,15 @@ def cohen_kappa(a: Sequence[int], b: Sequence[int], categories: Sequence[int],
 
 
 def fleiss_kappa(ratings: np.ndarray) -> Agreement:
-    """`ratings`: units x raters (every unit rated by the same number of raters)."""
+    """`ratings`: units x raters (every unit rated by the same number of raters).
+
+    Args:
+        ratings: units x raters, whole-number categories, no missing values (they are cast
+            to int).
+
+    Returns:
+        Fleiss' kappa (no p-value) and n units; NaN for fewer than two units.
+    """
     from statsmodels.stats.inter_rater import aggregate_raters
     from statsmodels.stats.inter_rater import fleiss_kappa as fk
 

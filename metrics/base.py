@@ -35,6 +35,14 @@ def by_reason(unavailable: Mapping[str, str]) -> dict[str, list[str]]:
 
 
 def text_hash(text: str) -> str:
+    """The cache's key for one text, so a pair is found again whatever list it arrives in.
+
+    Args:
+        text: a hypothesis or reference, exactly as scored (no normalisation).
+
+    Returns:
+        The SHA-256 of its UTF-8 bytes, as 64 hex digits.
+    """
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -61,34 +69,92 @@ class Metric(ABC):
     @classmethod
     def from_config(cls, config: MetricConfig) -> Metric:
         """The metric as the registry builds it from the run's settings (metrics that have
-        none are built with their defaults; those with a model override this)."""
+        none are built with their defaults; those with a model override this).
+
+        Args:
+            config: the run's metric settings (device, weights, download allowed).
+
+        Returns:
+            A new, not yet loaded metric.
+        """
         return cls()
 
     def direction(self, key: str) -> str:
+        """Which way is better for one of this metric's numbers, for readers of a report.
+
+        Args:
+            key: one of `keys`.
+
+        Returns:
+            "higher" or "lower"; "higher" for any key not listed in `directions`.
+        """
         return self.directions.get(key, "higher")
 
     def cache_id(self) -> str:
         """What the cache keys values on besides name and version: the model id and, for model
         metrics, a content hash of the weight/baseline files and the hub revision, so other
         weights never return earlier values. Called only once the metric is available; may
-        resolve (download) the files."""
+        resolve (download) the files.
+
+        Returns:
+            The cache identity; the base class returns `model_id` ("" for model-free metrics).
+        """
         return self.model_id
 
     def available(self) -> tuple[bool, str]:
-        """(True, "") or (False, the reason and how to fix it), without loading the model."""
+        """Whether the metric can run here, asked before any work so a missing model is
+        reported with its reason instead of crashing a run.
+
+        Returns:
+            (True, "") or (False, the reason and how to fix it), without loading the model.
+        """
         return True, ""
 
     @abstractmethod
-    def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]: ...
+    def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        """The expensive per-pair work; its payloads are what the score cache keeps.
+
+        Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            One JSON-able payload per pair, in order (an empty list for no pairs).
+        """
 
     def matrix(self, payloads: Sequence[Payload]) -> np.ndarray:
+        """Payloads as numbers, so statistics can resample rows without recomputing.
+
+        Args:
+            payloads: what `compute` returned (or the cache kept), one per pair.
+
+        Returns:
+            A float array with one row per payload and one column per key (0 rows when empty).
+        """
         return np.array([[p[k] for k in self.keys] for p in payloads], dtype=np.float64).reshape(
             len(payloads), len(self.keys))
 
     def per_sample(self, m: np.ndarray) -> dict[str, np.ndarray]:
+        """Each key's value per pair (the base class: the matrix's columns).
+
+        Args:
+            m: the matrix from `matrix` (or some of its rows, as a bootstrap draws them).
+
+        Returns:
+            key -> one value per row of `m`.
+        """
         return {k: m[:, i] for i, k in enumerate(self.keys)}
 
     def corpus(self, m: np.ndarray) -> dict[str, float]:
+        """The corpus value of each key (the base class: the mean of the per-sample values);
+        metrics whose corpus value is not a mean, such as BLEU, override this.
+
+        Args:
+            m: the matrix from `matrix`, or a resample of its rows.
+
+        Returns:
+            key -> value; NaN for every key when `m` has no rows.
+        """
         return {k: float(v.mean()) if len(v) else float("nan")
                 for k, v in self.per_sample(m).items()}
 
@@ -118,4 +184,6 @@ class ModelMetric(Metric, Generic[ModelT]):
         """Load the model (imports of torch and the metric package belong here)."""
 
     def close(self) -> None:
+        """Drop the model (its memory is freed once nothing else holds it); the next use
+        loads it again."""
         self._model = None

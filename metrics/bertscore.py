@@ -43,7 +43,14 @@ REXRANK_LAYERS = 5  # bert_score.utils.model2layers["distilroberta-base"]
 
 
 def shipped_baseline(model: str) -> Path:
-    """Where bert-score keeps the rescaling baseline of a hub model (lang en)."""
+    """Where bert-score keeps the rescaling baseline of a hub model (lang en).
+
+    Args:
+        model: a hub model name such as "distilbert-base-uncased".
+
+    Returns:
+        The path inside the installed bert-score package; the file may not exist.
+    """
     import bert_score
 
     return Path(bert_score.__file__).parent / "rescale_baseline" / "en" / f"{model}.tsv"
@@ -56,6 +63,13 @@ class BertScore(ModelMetric["BERTScorer"]):
 
     @classmethod
     def from_config(cls, config: MetricConfig) -> BertScore:
+        """Args:
+            config: the run's settings (model, layers, rescaling, baseline, device,
+                download allowed); unset ones take the official RRG24 configuration.
+
+        Returns:
+            The metric, not loaded.
+        """
         return cls(config.bertscore_model or OFFICIAL_MODEL,
                    config.bertscore_layers or OFFICIAL_LAYERS, config.bertscore_rescale,
                    config.bertscore_baseline, device=config.device, download=config.download)
@@ -97,6 +111,12 @@ class BertScore(ModelMetric["BERTScorer"]):
         return shipped_baseline(self.model)
 
     def available(self) -> tuple[bool, str]:
+        """Whether the model is here (or may be downloaded) and, when rescaling, whether its
+        baseline file exists (a local model folder has none unless one is given).
+
+        Returns:
+            (True, "") or (False, what is missing and which flag or command fixes it).
+        """
         from model.hub import cached, offline
 
         if self.rescale:
@@ -118,6 +138,15 @@ class BertScore(ModelMetric["BERTScorer"]):
         return resolve(self.model, download=self.download)
 
     def cache_id(self) -> str:
+        """The model id plus a hash of its files, the baseline, the hub revision and the
+        layer (computed once; may download the model).
+
+        Returns:
+            The cache identity.
+
+        Raises:
+            MetricUnavailable: the resolved model folder holds no model files.
+        """
         if self._cache_id is None:
             from metrics.fingerprint import FileHasher, cache_id, model_folder_files
 
@@ -147,6 +176,19 @@ class BertScore(ModelMetric["BERTScorer"]):
         return list(texts)
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        """BERTScore F1 per pair (IDF off; rescaled with the baseline unless turned off).
+
+        Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            Per pair {key: F1}; rescaled values may fall below 0. Empty for no pairs
+            (the model is not loaded then).
+
+        Raises:
+            MetricUnavailable: the model cannot be loaded here.
+        """
         if not hyps:
             return []
         scorer = self._load()
@@ -174,11 +216,27 @@ class RexrankBertScore(BertScore):
 
     @classmethod
     def from_config(cls, config: MetricConfig) -> BertScore:
+        """Args:
+            config: only its device and download settings apply (the configuration is fixed).
+
+        Returns:
+            The metric, not loaded.
+        """
         return cls(config.device, config.download)
 
 
 def rexrank_bertscore(device: str | None = None, download: bool = True,
                       model: str = REXRANK_MODEL, baseline_path: str | None = None
                       ) -> BertScore:
-    """The ReXrank BERTScore (a `RexrankBertScore`)."""
+    """The ReXrank BERTScore (a `RexrankBertScore`).
+
+    Args:
+        device: the torch device; None: bert-score's choice.
+        download: whether the model may be downloaded.
+        model: the model (tests pass a tiny local one; the key then names it).
+        baseline_path: the rescaling baseline; None: the one shipped with bert-score.
+
+    Returns:
+        The metric, not loaded.
+    """
     return RexrankBertScore(device, download, model, baseline_path)

@@ -27,7 +27,18 @@ def _ngrams(words: list[str]) -> Counter[tuple[str, ...]]:
 
 
 def pair_stats(hyp: str, ref: str) -> list[int]:
-    """[hyp length, reference length, guesses for n=1..4, clipped matches for n=1..4]."""
+    """[hyp length, reference length, guesses for n=1..4, clipped matches for n=1..4].
+
+    These counts are what corpus BLEU sums, so they are kept per pair in the cache and a
+    bootstrap can resample them.
+
+    Args:
+        hyp: the generated text.
+        ref: the reference text.
+
+    Returns:
+        Ten whole numbers, in words and n-grams (all 0 for empty texts).
+    """
     h, r = hyp.split(), ref.split()
     ref_counts = _ngrams(r)
     correct = [0] * N
@@ -55,6 +66,15 @@ class Bleu4(Metric):
     version = "coco-bleu4-closest-1"
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        """Per-pair BLEU-4 and the counts corpus BLEU needs.
+
+        Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            Per pair {"bleu4": sentence BLEU-4 in [0, 1], "stats": `pair_stats`}.
+        """
         out = []
         for hyp, ref in zip(hyps, refs, strict=True):
             s = pair_stats(hyp, ref)
@@ -62,13 +82,34 @@ class Bleu4(Metric):
         return out
 
     def matrix(self, payloads: Sequence[Payload]) -> np.ndarray:
+        """Args:
+            payloads: what `compute` returned, one per pair.
+
+        Returns:
+            One row per pair: sentence BLEU-4, then the ten `pair_stats` counts (11 columns).
+        """
         return np.array([[p["bleu4"], *p["stats"]] for p in payloads],
                         dtype=np.float64).reshape(len(payloads), 11)
 
     def per_sample(self, m: np.ndarray) -> dict[str, np.ndarray]:
+        """Args:
+            m: the matrix from `matrix` (or resampled rows of it).
+
+        Returns:
+            {"bleu4": each pair's sentence BLEU-4}.
+        """
         return {"bleu4": m[:, 0]}
 
     def corpus(self, m: np.ndarray) -> dict[str, float]:
+        """Corpus BLEU-4 from the summed counts (not the mean of sentence scores), as COCO
+        computes it.
+
+        Args:
+            m: the matrix from `matrix` (or resampled rows of it).
+
+        Returns:
+            {"bleu4": value in [0, 1]}; NaN for no rows.
+        """
         if not len(m):
             return {"bleu4": float("nan")}
         total = m[:, 1:].sum(axis=0)
@@ -77,7 +118,14 @@ class Bleu4(Metric):
 
 def bleu2_tokens(text: str) -> list[str]:
     """CXR-Report-Metric `run_eval.py::prep_reports`: lowercase, "." -> " .", split on single
-    spaces, empty tokens dropped (other whitespace stays inside tokens, as there)."""
+    spaces, empty tokens dropped (other whitespace stays inside tokens, as there).
+
+    Args:
+        text: a report (anything else is turned into a str first).
+
+    Returns:
+        The tokens; empty for an empty or all-space text.
+    """
     return [t for t in str(text).lower().replace(".", " .").split(" ") if t != ""]
 
 
@@ -85,7 +133,15 @@ def bleu2_sentence(hyp: list[str], ref: list[str]) -> float:
     """fast-bleu 0.0.90 `BLEU([ref], {"bigram": (0.5, 0.5)}).get_score([hyp])` (its nltk.cpp
     `corpus_bleu` over one hypothesis, smoothing method 1): clipped n-gram precisions with
     denominator max(1, hyp n-grams); 0 when no unigram matches; a zero bigram precision becomes
-    1 / (10 * denominator); brevity penalty exp(1 - r/h) when h <= r."""
+    1 / (10 * denominator); brevity penalty exp(1 - r/h) when h <= r.
+
+    Args:
+        hyp: the hypothesis tokens (`bleu2_tokens`).
+        ref: the reference tokens.
+
+    Returns:
+        BLEU-2 in [0, 1]; 0 for an empty hypothesis.
+    """
     if not hyp:
         return 0.0
     logs = 0.0
@@ -115,5 +171,12 @@ class Bleu2(Metric):
     reference = "CXR-Report-Metric run_eval.py add_bleu_col (fast-bleu 0.0.90)"
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        """Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            Per pair {"bleu2": its smoothed sentence BLEU-2}.
+        """
         return [{"bleu2": bleu2_sentence(bleu2_tokens(h), bleu2_tokens(r))}
                 for h, r in zip(hyps, refs, strict=True)]

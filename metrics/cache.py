@@ -24,26 +24,73 @@ Key = tuple[str, str]  # (hypothesis hash, reference hash)
 
 
 class ScoreCache(Protocol):
+    """What scoring needs from a cache; values are keyed by (metric, version, model id) so a
+    new package version or other weights never return earlier values."""
+
     def get_many(self, metric: str, version: str, model_id: str,
-                 keys: Iterable[Key]) -> dict[Key, Payload]: ...
+                 keys: Iterable[Key]) -> dict[Key, Payload]:
+        """Args:
+            metric, version, model_id: the metric's identity (`Metric.cache_id` as model id).
+            keys: (hypothesis hash, reference hash) pairs.
+
+        Returns:
+            key -> payload for the keys found; missing keys are absent.
+        """
+        ...
 
     def put_many(self, metric: str, version: str, model_id: str,
-                 items: Mapping[Key, Payload]) -> None: ...
+                 items: Mapping[Key, Payload]) -> None:
+        """Args:
+            metric, version, model_id: the metric's identity.
+            items: key -> payload; an existing key is replaced.
+        """
+        ...
 
     def get_matrix(self, metric: str, version: str, model_id: str,
-                   digest: str) -> np.ndarray | None: ...
+                   digest: str) -> np.ndarray | None:
+        """Args:
+            metric, version, model_id: the metric's identity.
+            digest: `scoring.corpus_digest` of the exact ordered pairs.
+
+        Returns:
+            The matrix stored for those pairs, or None.
+        """
+        ...
 
     def put_matrix(self, metric: str, version: str, model_id: str, digest: str,
-                   matrix: np.ndarray) -> None: ...
+                   matrix: np.ndarray) -> None:
+        """Args:
+            metric, version, model_id: the metric's identity.
+            digest: `scoring.corpus_digest` of the exact ordered pairs.
+            matrix: the metric's matrix for them; an existing one is replaced.
+        """
+        ...
 
 
 def matrix_bytes(matrix: np.ndarray) -> bytes:
+    """A matrix as .npy bytes for a BLOB column (no pickle, so reading it runs no code).
+
+    Args:
+        matrix: a numeric array.
+
+    Returns:
+        The .npy file's bytes (shape and dtype kept).
+    """
     buf = io.BytesIO()
     np.save(buf, matrix, allow_pickle=False)
     return buf.getvalue()
 
 
 def matrix_from_bytes(data: bytes) -> np.ndarray:
+    """Args:
+        data: bytes from `matrix_bytes`.
+
+    Returns:
+        The array.
+
+    Raises:
+        ValueError: the bytes are not a .npy array or would need unpickling.
+    """
     matrix: np.ndarray = np.load(io.BytesIO(data), allow_pickle=False)
     return matrix
 
@@ -73,6 +120,10 @@ class FileCache:
 
     def get_many(self, metric: str, version: str, model_id: str,
                  keys: Iterable[Key]) -> dict[Key, Payload]:
+        """`ScoreCache.get_many`: the payloads found for these keys (missing keys absent).
+
+        Reads every row of the metric, version and model and keeps the wanted ones.
+        """
         wanted = set(keys)
         found: dict[Key, Payload] = {}
         con = self._db()
@@ -85,6 +136,7 @@ class FileCache:
 
     def put_many(self, metric: str, version: str, model_id: str,
                  items: Mapping[Key, Payload]) -> None:
+        """`ScoreCache.put_many`: store payloads in one transaction, replacing existing keys."""
         with self._db() as con:
             con.executemany("INSERT OR REPLACE INTO payload VALUES (?, ?, ?, ?, ?, ?)",
                             [(metric, version, model_id, h, r, json.dumps(p))
@@ -92,6 +144,7 @@ class FileCache:
 
     def get_matrix(self, metric: str, version: str, model_id: str,
                    digest: str) -> np.ndarray | None:
+        """`ScoreCache.get_matrix`: the matrix stored for these exact pairs, or None."""
         row = self._db().execute("SELECT matrix FROM corpus WHERE metric=? AND version=? AND "
                                  "model_id=? AND digest=?",
                                  (metric, version, model_id, digest)).fetchone()
@@ -99,6 +152,7 @@ class FileCache:
 
     def put_matrix(self, metric: str, version: str, model_id: str, digest: str,
                    matrix: np.ndarray) -> None:
+        """`ScoreCache.put_matrix`: store the matrix for these exact pairs (replacing one)."""
         with self._db() as con:
             con.execute("INSERT OR REPLACE INTO corpus VALUES (?, ?, ?, ?, ?)",
                         (metric, version, model_id, digest, matrix_bytes(matrix)))

@@ -47,7 +47,16 @@ BACKBONE = "bert-base-uncased"
 
 
 def f1_scores(hyp: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
-    """(micro F1, macro F1) of binary label matrices (rows: reports, columns: labels)."""
+    """(micro F1, macro F1) of binary label matrices (rows: reports, columns: labels).
+
+    Args:
+        hyp: the hypotheses' labels.
+        ref: the references' labels, same shape.
+
+    Returns:
+        Micro F1 over all cells (0 when no label is positive on either side) and the mean of
+        the per-label F1s (a label positive on neither side counts as 0).
+    """
     hyp, ref = hyp.astype(bool), ref.astype(bool)
     tp = (hyp & ref).sum(axis=0).astype(float)
     fp = (hyp & ~ref).sum(axis=0)
@@ -65,7 +74,16 @@ def _example_f1(hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
 
 
 def build_labeler(config: PretrainedConfig) -> nn.Module:
-    """The original CheXbert module: BERT, dropout, 13 four-class heads and one two-class head."""
+    """The original CheXbert module: BERT, dropout, 13 four-class heads and one two-class head.
+
+    Built in code (not loaded from a pickled module) so a checkpoint only supplies tensors.
+
+    Args:
+        config: the BERT backbone's configuration.
+
+    Returns:
+        An untrained labeler; its forward returns 14 logit tensors, one per condition.
+    """
     from torch import nn
     from transformers import BertModel
 
@@ -87,7 +105,17 @@ def build_labeler(config: PretrainedConfig) -> nn.Module:
 
 
 def load_state(labeler: nn.Module, path: Path, device: str) -> None:
-    """Load a chexbert.pth checkpoint ({'model_state_dict': {'module.…': tensor}})."""
+    """Load a chexbert.pth checkpoint ({'model_state_dict': {'module.…': tensor}}).
+
+    Args:
+        labeler: the module from `build_labeler`.
+        path: the checkpoint (read with weights_only=True: tensors only, no code); a bare
+            state dict without 'model_state_dict' is accepted too.
+        device: where the tensors are loaded.
+
+    Raises:
+        RuntimeError: the checkpoint's tensors do not match the module exactly.
+    """
     import torch
 
     checkpoint = torch.load(path, map_location=device, weights_only=True)
@@ -108,6 +136,12 @@ class CheXbertF1(ModelMetric["nn.Module"]):
 
     @classmethod
     def from_config(cls, config: MetricConfig) -> CheXbertF1:
+        """Args:
+            config: the run's settings (weights file, backbone, device, download allowed).
+
+        Returns:
+            The metric, not loaded.
+        """
         return cls(config.chexbert_weights, config.chexbert_backbone or BACKBONE, config.device,
                    download=config.download)
 
@@ -124,7 +158,11 @@ class CheXbertF1(ModelMetric["nn.Module"]):
 
     def cache_id(self) -> str:
         """The weights file's content hash plus the backbone's config and vocabulary (its own
-        weights are replaced by the checkpoint's) and hub revision."""
+        weights are replaced by the checkpoint's) and hub revision.
+
+        Returns:
+            The cache identity (computed once; may download the weights and backbone).
+        """
         if self._cache_id is None:
             from metrics.fingerprint import FileHasher, cache_id, model_folder_files
             from model.hub import resolve
@@ -149,6 +187,12 @@ class CheXbertF1(ModelMetric["nn.Module"]):
         return Path(found) if isinstance(found, str) else None
 
     def available(self) -> tuple[bool, str]:
+        """Whether the weights and the backbone are here or may be downloaded.
+
+        Returns:
+            (True, "") when both are cached, or may be fetched (online, downloads allowed, no
+            explicit weights file); else (False, what is missing and how to fetch it).
+        """
         from model.hub import cached, offline
 
         missing = []
@@ -218,7 +262,17 @@ class CheXbertF1(ModelMetric["nn.Module"]):
         return np.stack([done[where[t]] for t in texts]) if texts else np.zeros((0, 0))
 
     def label(self, texts: Sequence[str]) -> np.ndarray:
-        """Binary labels (positive or uncertain = 1), one row of 14 per text."""
+        """Binary labels (positive or uncertain = 1), one row of 14 per text.
+
+        Args:
+            texts: reports (each distinct text is run once).
+
+        Returns:
+            An int8 array, texts x CONDITIONS; (0, 14) for no texts.
+
+        Raises:
+            MetricUnavailable: the model cannot be loaded here.
+        """
         def head(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
             heads: list[torch.Tensor] = model(ids, mask)
             classes = np.stack([h.argmax(dim=1).cpu().numpy() for h in heads], axis=1)
@@ -229,7 +283,17 @@ class CheXbertF1(ModelMetric["nn.Module"]):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """The encoder's last-layer [CLS] vector per text (CheXbert `encode.py`: `bert_encoder`
-        with logits=False returns `final_hidden[:, 0, :]`, no dropout), as float32."""
+        with logits=False returns `final_hidden[:, 0, :]`, no dropout), as float32.
+
+        Args:
+            texts: reports (each distinct text is run once).
+
+        Returns:
+            texts x hidden size; (0, 0) for no texts.
+
+        Raises:
+            MetricUnavailable: the model cannot be loaded here.
+        """
         def head(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
             encoder = cast("nn.Module", model.bert)  # the labeler's BertModel
             cls: torch.Tensor = encoder(ids, attention_mask=mask)[0][:, 0, :]
@@ -238,11 +302,26 @@ class CheXbertF1(ModelMetric["nn.Module"]):
         return self._batches(texts, head)
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        """The labels of both sides, kept per pair so F1 is computed from them later.
+
+        Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            Per pair {"hyp": 14 labels, "ref": 14 labels} (0 or 1).
+        """
         labels = self.label(list(hyps) + list(refs))
         n = len(hyps)
         return [{"hyp": labels[i].tolist(), "ref": labels[n + i].tolist()} for i in range(n)]
 
     def matrix(self, payloads: Sequence[Payload]) -> np.ndarray:
+        """Args:
+            payloads: what `compute` returned, one per pair.
+
+        Returns:
+            One row per pair: the hypothesis' 14 labels, then the reference's (int8).
+        """
         return np.array([p["hyp"] + p["ref"] for p in payloads], dtype=np.int8).reshape(
             len(payloads), 2 * len(CONDITIONS))
 
@@ -251,6 +330,15 @@ class CheXbertF1(ModelMetric["nn.Module"]):
         return m[:, :k].astype(bool), m[:, k:].astype(bool)
 
     def per_sample(self, m: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-report (example-based) F1 over the 5 or all 14 labels; one report has no
+        micro/macro distinction, so both keys of a label set carry the same values.
+
+        Args:
+            m: the matrix from `matrix` (or resampled rows of it).
+
+        Returns:
+            key -> one F1 per row; 1.0 where both sides have no positive label.
+        """
         hyp, ref = self._split(m)
         top5 = _example_f1(hyp[:, TOP5_INDEX], ref[:, TOP5_INDEX])
         every = _example_f1(hyp, ref)
@@ -258,6 +346,14 @@ class CheXbertF1(ModelMetric["nn.Module"]):
                 "chexbert_5_macro_f1": top5, "chexbert_all_macro_f1": every}
 
     def corpus(self, m: np.ndarray) -> dict[str, float]:
+        """Micro and macro F1 over all reports, for the top-5 and all 14 conditions.
+
+        Args:
+            m: the matrix from `matrix` (or resampled rows of it).
+
+        Returns:
+            key -> F1 in [0, 1] (see `f1_scores`; 0 for no rows).
+        """
         hyp, ref = self._split(m)
         micro5, macro5 = f1_scores(hyp[:, TOP5_INDEX], ref[:, TOP5_INDEX])
         micro, macro = f1_scores(hyp, ref)
@@ -277,6 +373,13 @@ class SembScore(CheXbertF1):
     reference = "CXR-Report-Metric run_eval.py add_semb_col (CheXbert [CLS] cosine)"
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        """Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            Per pair {"semb_score": cosine similarity in [-1, 1]}.
+        """
         vectors = self.embed(list(hyps) + list(refs))
         n = len(hyps)
         return [{"semb_score": cosine(vectors[n + i], vectors[i])} for i in range(n)]
@@ -288,6 +391,14 @@ class SembScore(CheXbertF1):
 
 def cosine(label: np.ndarray, pred: np.ndarray) -> float:
     """The reference's `(label * pred).sum() / (norm(label) * norm(pred))`, in float32 as the
-    reference's numpy arrays of torch float32 vectors are."""
+    reference's numpy arrays of torch float32 vectors are.
+
+    Args:
+        label: the reference's vector.
+        pred: the hypothesis' vector.
+
+    Returns:
+        The cosine similarity; NaN when either vector is all zeros.
+    """
     label, pred = label.astype(np.float32), pred.astype(np.float32)
     return float((label * pred).sum() / (np.linalg.norm(label) * np.linalg.norm(pred)))

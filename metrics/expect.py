@@ -27,7 +27,18 @@ class KeyParity:
 def read_expected(path: str | Path) -> dict[str, dict[str, float]]:
     """id -> key -> value. Accepts this tool's own output JSON (`{"per_sample": [{"id", key:
     value}]}`), a list of such rows, or a mapping id -> {key: value} (bare or under
-    "per_sample")."""
+    "per_sample").
+
+    Args:
+        path: the JSON file of expected per-sample values (e.g. a reference scorer's).
+
+    Returns:
+        pair id (as str) -> key -> value.
+
+    Raises:
+        ExpectError: the file cannot be read, is not JSON, has another shape, or holds a
+            value that is not a number (booleans included); the message names the file.
+    """
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -60,7 +71,17 @@ def read_expected(path: str | Path) -> dict[str, dict[str, float]]:
 def compare(expected: Mapping[str, Mapping[str, float]], ids: Sequence[str],
             per_sample: Mapping[str, Sequence[float]]) -> list[KeyParity]:
     """Largest |this run - expected| per key present on both sides (NaN equals NaN; NaN on one
-    side only is an infinite difference)."""
+    side only is an infinite difference).
+
+    Args:
+        expected: pair id -> key -> expected value (`read_expected`).
+        ids: this run's pair ids, in the order of `per_sample`.
+        per_sample: key -> this run's value per pair.
+
+    Returns:
+        One parity per key present on both sides, sorted by key: pairs compared, the largest
+        difference (0 with nothing compared) and its id, and expected ids this run lacks.
+    """
     where = {pair_id: i for i, pair_id in enumerate(ids)}
     keys = sorted({k for row in expected.values() for k in row} & set(per_sample))
     out = []

@@ -25,6 +25,16 @@ GREEN_MODEL = "StanfordAIMI/GREEN-RadLlama2-7b"
 
 
 def fetch_metric_models() -> Iterator[str]:
+    """Download every model the in-process metrics (and RaTEScore's worker) need, so later
+    runs work offline, and say what was fetched.
+
+    Returns:
+        Lines to print as they come: each model, then each of its files with size and
+        sha256; the last line says how the worker metrics get theirs.
+
+    Raises:
+        ModelUnavailable: a model could not be downloaded or unpacked; says which.
+    """
     from metrics.bertscore import OFFICIAL_MODEL, REXRANK_MODEL, shipped_baseline
     from metrics.chexbert import BACKBONE, REPO, WEIGHTS
     from metrics.fingerprint import FileHasher, all_files, model_folder_files

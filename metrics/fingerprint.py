@@ -16,7 +16,15 @@ _CONFIG_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "voca
 
 def model_folder_files(folder: Path, weights: bool = True) -> list[Path]:
     """The config/tokenizer files of a model folder and, with `weights`, the weight files
-    transformers would load (safetensors first, as it does)."""
+    transformers would load (safetensors first, as it does).
+
+    Args:
+        folder: the model folder.
+        weights: include the weight files (False for a backbone whose weights are replaced).
+
+    Returns:
+        The files present, config files first; empty for an empty or missing folder.
+    """
     files = [folder / n for n in _CONFIG_FILES if (folder / n).is_file()]
     if weights:
         for single, shards in (("model.safetensors", "model-*-of-*.safetensors"),
@@ -30,7 +38,14 @@ def model_folder_files(folder: Path, weights: bool = True) -> list[Path]:
 
 
 def all_files(folder: Path) -> list[Path]:
-    """Every regular file under a folder (a model archive unpacked by its own package)."""
+    """Every regular file under a folder (a model archive unpacked by its own package).
+
+    Args:
+        folder: the folder.
+
+    Returns:
+        The files at any depth, sorted, hidden files left out; empty for a missing folder.
+    """
     return sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
 
 
@@ -42,6 +57,15 @@ class FileHasher:
         self._known: dict[tuple[str, int, int], str] = {}
 
     def file(self, path: Path) -> str:
+        """Args:
+            path: a file (links are followed).
+
+        Returns:
+            The sha256 of its contents in hex, hashed again only when size or mtime changed.
+
+        Raises:
+            OSError: the file cannot be read.
+        """
         real = Path(path).resolve()
         stat = real.stat()
         key = (str(real), stat.st_size, stat.st_mtime_ns)
@@ -55,7 +79,15 @@ class FileHasher:
 
     def files(self, paths: Iterable[Path], *extra: str) -> str:
         """One hash over the named files' contents (names relative, order fixed) and any extra
-        strings (a hub revision, settings)."""
+        strings (a hub revision, settings).
+
+        Args:
+            paths: the files; only their base names and contents enter the hash.
+            extra: further strings, in order.
+
+        Returns:
+            The sha256 in hex.
+        """
         digest = hashlib.sha256()
         for path in sorted(Path(p) for p in paths):
             digest.update(f"{path.name}\0{self.file(path)}\0".encode())
@@ -66,6 +98,15 @@ class FileHasher:
 
 def cache_id(model: str, digest: str) -> str:
     """The cache's model column: a readable model name and the content hash (kept short enough
-    for the column: long local paths are hashed into the digest, not spelled out)."""
+    for the column: long local paths are hashed into the digest, not spelled out).
+
+    Args:
+        model: the model's name or local path.
+        digest: the content hash from `FileHasher.files`.
+
+    Returns:
+        "name@" and the digest's first 40 hex digits; a name over 120 characters keeps its
+        last 119 after "…".
+    """
     name = model if len(model) <= 120 else "…" + model[-119:]
     return f"{name}@{digest[:40]}"

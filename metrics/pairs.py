@@ -65,7 +65,17 @@ EMPTY_REFERENCES = ("score", "skip")
 
 
 def read_lines(path: Path) -> list[str]:
-    """The reference scorer's reading: readlines() (universal newlines), each line stripped."""
+    """The reference scorer's reading: readlines() (universal newlines), each line stripped.
+
+    Args:
+        path: a UTF-8 text file, one report per line.
+
+    Returns:
+        The stripped lines (blank lines kept as "").
+
+    Raises:
+        PairsError: the file cannot be read or is not UTF-8; names the file.
+    """
     try:
         with open(path, encoding="utf-8") as fh:
             return [line.strip() for line in fh.readlines()]
@@ -75,6 +85,27 @@ def read_lines(path: Path) -> list[str]:
 
 def read_pairs(predictions: str | Path, references: str | Path,
                section: str = "findings", empty_references: str = "score") -> Pairs:
+    """Predictions and references matched for scoring from files: plain text line by line,
+    or JSONL rows by id, so mismatched files are refused instead of scored against the wrong
+    report.
+
+    Args:
+        predictions: the generated reports (.txt, or .jsonl/.json/.ndjson rows with an id).
+        references: the references, in the same kind of file.
+        section: for JSONL, the field scored ("findings" or "impression").
+        empty_references: "score" (an empty reference is scored as "" and listed) or "skip"
+            (left out and listed).
+
+    Returns:
+        ids (line numbers from 1 for text files), hypotheses, references, sources (JSONL
+        only, None when no row names one), and the skipped and empty reference ids.
+
+    Raises:
+        PairsError: a bad `empty_references`, a missing file, one JSONL and one text file,
+            text files of different lengths, an unreadable file, a JSONL line that is not
+            an object with an id, a duplicate id, a non-string section, or JSONL ids present
+            on one side only; the message names the file (and line).
+    """
     if empty_references not in EMPTY_REFERENCES:
         raise PairsError(f"empty_references must be one of {', '.join(EMPTY_REFERENCES)}")
     skip = empty_references == "skip"

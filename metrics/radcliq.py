@@ -38,7 +38,14 @@ COEFS = (-0.37708368261038905, -0.37030009974480316, -0.25261621789593225,
 
 
 def radcliq_v1(x: np.ndarray) -> np.ndarray:
-    """Per-report RadCliQ-v1 of an (n, 4) array of INPUTS columns."""
+    """Per-report RadCliQ-v1 of an (n, 4) array of INPUTS columns.
+
+    Args:
+        x: the component values, one row per report, columns in INPUTS order.
+
+    Returns:
+        One score per row (lower is better; standardised, so it may be negative).
+    """
     norm = (np.asarray(x, dtype=np.float64) - np.array(MEAN)) / np.array(SCALE)
     norm = np.concatenate((norm, np.ones((len(norm), 1))), axis=1)
     scores: np.ndarray = norm @ np.array(COEFS)
@@ -48,7 +55,17 @@ def radcliq_v1(x: np.ndarray) -> np.ndarray:
 def decode_reference_pickle(data: bytes) -> dict[str, tuple[float, ...]]:
     """The float64 arrays of the reference pickle by attribute name (mean_, var_, scale_,
     coefs), read from its opcodes: each array's raw bytes are the first bytes after the
-    attribute's name (the dtype strings in between are skipped)."""
+    attribute's name (the dtype strings in between are skipped).
+
+    Read without unpickling, so the reference file's numbers can be checked against the
+    constants here without running code from it.
+
+    Args:
+        data: the bytes of radcliq-v1.pkl.
+
+    Returns:
+        attribute name -> its float64 values; names not found are absent.
+    """
     wanted = ("mean_", "var_", "scale_", "coefs")
     found: dict[str, tuple[float, ...]] = {}
     name = None
@@ -83,17 +100,48 @@ class RadCliQ(Metric):
         self.components = tuple(components)
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        """The four component values per pair, computed directly (scoring normally builds
+        the matrix from the components' cached values instead and never calls this).
+
+        Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            Per pair {INPUTS name: value}.
+        """
         columns = [[p[m.keys[0]] for p in m.compute(hyps, refs)] for m in self.components]
         return [dict(zip(INPUTS, row, strict=True)) for row in zip(*columns, strict=True)]
 
     def matrix(self, payloads: Sequence[Payload]) -> np.ndarray:
+        """Args:
+            payloads: per pair {INPUTS name: value}.
+
+        Returns:
+            One row per pair, the four component values in INPUTS order.
+        """
         return np.array([[p[k] for k in INPUTS] for p in payloads], dtype=np.float64).reshape(
             len(payloads), len(INPUTS))
 
     def per_sample(self, m: np.ndarray) -> dict[str, np.ndarray]:
+        """Args:
+            m: the component matrix (or resampled rows of it).
+
+        Returns:
+            {"radcliq_v1": per-report score}; the inverse has no per-report value.
+        """
         return {"radcliq_v1": radcliq_v1(m)}
 
     def corpus(self, m: np.ndarray) -> dict[str, float]:
+        """The mean per-report RadCliQ-v1 and its inverse, ReXrank's ranking number.
+
+        Args:
+            m: the component matrix (or resampled rows of it).
+
+        Returns:
+            {"radcliq_v1": mean, "inv_radcliq_v1": 1 / mean}; both NaN for no rows, the
+            inverse infinite for a mean of exactly 0 (and negative for a negative mean).
+        """
         if not len(m):
             return {"radcliq_v1": float("nan"), "inv_radcliq_v1": float("nan")}
         mean = float(radcliq_v1(m).mean())

@@ -31,7 +31,11 @@ if TYPE_CHECKING:  # the radgraph package loads only when the metric runs
 
 
 def default_cache_dir() -> Path:
-    """Where the radgraph package keeps its models (appdirs cache / package version)."""
+    """Where the radgraph package keeps its models (appdirs cache / package version).
+
+    Returns:
+        The folder (it may not exist yet).
+    """
     from appdirs import user_cache_dir
 
     return Path(user_cache_dir("radgraph")) / version("radgraph")
@@ -45,6 +49,13 @@ class RadGraphF1(ModelMetric["RadGraph"]):
 
     @classmethod
     def from_config(cls, config: MetricConfig) -> RadGraphF1:
+        """Args:
+            config: the run's settings (model cache folder, device, download allowed); the
+                model is always radgraph-xl, as RRG24 scores.
+
+        Returns:
+            The metric, not loaded.
+        """
         return cls("radgraph-xl", config.radgraph_cache_dir, config.device, config.download)
 
     def __init__(self, model_type: str = "radgraph-xl", model_cache_dir: str | None = None,
@@ -61,7 +72,15 @@ class RadGraphF1(ModelMetric["RadGraph"]):
 
     def cache_id(self) -> str:
         """A content hash of every file of the unpacked model folder (the package downloads
-        by name into a cache folder, so the folder, not the name, says which weights ran)."""
+        by name into a cache folder, so the folder, not the name, says which weights ran).
+
+        Returns:
+            The cache identity (computed once; loading the model first when its folder is
+            empty, which may download it).
+
+        Raises:
+            MetricUnavailable: the model cannot be loaded, or its folder stays empty.
+        """
         if self._cache_id is None:
             from metrics.fingerprint import FileHasher, all_files, cache_id
 
@@ -78,6 +97,11 @@ class RadGraphF1(ModelMetric["RadGraph"]):
         return self.cache_dir / self.model_type
 
     def available(self) -> tuple[bool, str]:
+        """Whether the unpacked model is here, or may be downloaded.
+
+        Returns:
+            (True, "") or (False, where the weights are missing and how to fetch them).
+        """
         from model.hub import offline
 
         if self.model_dir.is_dir() and any(self.model_dir.iterdir()):
@@ -106,7 +130,17 @@ class RadGraphF1(ModelMetric["RadGraph"]):
                                     f"{type(exc).__name__}: {exc}") from exc
 
     def annotate(self, texts: Sequence[str]) -> list[dict[str, Any]]:
-        """RadGraph annotations of each text, computing each distinct text once."""
+        """RadGraph annotations of each text, computing each distinct text once.
+
+        Args:
+            texts: reports; an empty text is not run and gets an annotation with no entities.
+
+        Returns:
+            One annotation dict ("text", "entities", ...) per text, in order.
+
+        Raises:
+            MetricUnavailable: the model cannot be loaded here.
+        """
         unique = list(dict.fromkeys(t for t in texts if t))
         found: dict[str, dict[str, Any]] = {}
         if unique:
@@ -115,6 +149,16 @@ class RadGraphF1(ModelMetric["RadGraph"]):
         return [found.get(t, {"text": "", "entities": {}}) for t in texts]
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        """RadGraph F1 per pair at the three reward levels (radgraph's `compute_reward`).
+
+        Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            Per pair {radgraph_simple, radgraph_partial, radgraph_complete}, each in [0, 1];
+            all 0 when either text is empty.
+        """
         from radgraph.rewards import compute_reward
 
         notes = self.annotate(list(hyps) + list(refs))
@@ -136,7 +180,14 @@ Relation = tuple[Entity, Entity, str]  # (source, target, relation type)
 def entity_relation_sets(annotation: dict[str, Any]) -> tuple[set[Entity], set[Relation]]:
     """Entities as {(tokens, label)} and relations as {((tokens, label) of the source,
     (tokens, label) of the target, relation type)}, as CXR-Report-Metric's
-    `radgraph_evaluate_model.py::parse_entity_relation` builds them."""
+    `radgraph_evaluate_model.py::parse_entity_relation` builds them.
+
+    Args:
+        annotation: one RadGraph annotation (no "entities": empty sets).
+
+    Returns:
+        (entities, relations).
+    """
     entities = annotation.get("entities", {})
     ents = {(e["tokens"], e["label"]) for e in entities.values()}
     rels: set[Relation] = set()
@@ -150,7 +201,15 @@ def entity_relation_sets(annotation: dict[str, Any]) -> tuple[set[Entity], set[R
 
 def set_f1(test: set[Any], retrieved: set[Any]) -> float:
     """F1 of two sets as the reference's `compute_f1(test, retrieved)` (0 when either side has
-    nothing to match)."""
+    nothing to match).
+
+    Args:
+        test: the reference's items.
+        retrieved: the hypothesis' items.
+
+    Returns:
+        F1 in [0, 1]; 0 when either set is empty (two empty sets too).
+    """
     tp = len(test & retrieved)
     precision = tp / len(retrieved) if retrieved else 0.0
     recall = tp / len(test) if test else 0.0
@@ -170,6 +229,12 @@ class RadGraphCombined(RadGraphF1):
 
     @classmethod
     def from_config(cls, config: MetricConfig) -> RadGraphCombined:
+        """Args:
+            config: the run's settings (model cache folder, device, download allowed).
+
+        Returns:
+            The metric, not loaded.
+        """
         return cls(config.radgraph_cache_dir, config.device, config.download)
 
     def __init__(self, model_cache_dir: str | None = None, device: str | None = None,
@@ -178,12 +243,29 @@ class RadGraphCombined(RadGraphF1):
         self.version = f"radgraph-{version('radgraph')}-{model_type}-combined-1"
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        """Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            Per pair {"radgraph_combined": `combined_f1`} (0 when either text is empty).
+        """
         notes = self.annotate(list(hyps) + list(refs))
         n = len(hyps)
         return [{"radgraph_combined": combined_f1(notes[n + i], notes[i])} for i in range(n)]
 
 
 def combined_f1(reference: dict[str, Any], hypothesis: dict[str, Any]) -> float:
+    """RadGraph combined for one report: the mean of entity F1 and relation F1.
+
+    Args:
+        reference: the reference's annotation.
+        hypothesis: the hypothesis' annotation.
+
+    Returns:
+        A value in [0, 1] (a report with entities but no relations on both sides gets at
+        most 0.5).
+    """
     ref_ents, ref_rels = entity_relation_sets(reference)
     hyp_ents, hyp_rels = entity_relation_sets(hypothesis)
     return (set_f1(ref_ents, hyp_ents) + set_f1(ref_rels, hyp_rels)) / 2

@@ -58,7 +58,14 @@ LOWER_IS_BETTER = ("radcliq_v1",)  # every other key: higher is better
 
 
 def key_label(key: str) -> str:
-    """A key as a report table shows it: direction, and whether it heads a set."""
+    """A key as a report table shows it: direction, and whether it heads a set.
+
+    Args:
+        key: a metric key such as "radgraph_partial" (unknown keys read "higher is better").
+
+    Returns:
+        e.g. "inv_radcliq_v1 (higher is better; rexrank headline)".
+    """
     arrow = "lower is better" if key in LOWER_IS_BETTER else "higher is better"
     heads = [name for name, keys in HEADLINE.items() if key in keys]
     return f"{key} ({arrow}" + "".join(f"; {h} headline" for h in heads) + ")"
@@ -66,7 +73,18 @@ def key_label(key: str) -> str:
 
 def resolve_names(names: Sequence[str] | None) -> list[str]:
     """Metric names from set names, metric names or keys (e.g. 'rexrank' or
-    'bleu4,radgraph_partial'), in a stable order."""
+    'bleu4,radgraph_partial'), in a stable order.
+
+    Args:
+        names: set names ("rrg24", "rexrank"), metric names or keys, each one item (a
+            comma-separated string is not split here); None or empty: the default set (RRG24).
+
+    Returns:
+        Metric names, each once, in the order first asked for.
+
+    Raises:
+        ValueError: a name is none of these; the message lists the known ones.
+    """
     if not names:
         return list(DEFAULT)
     out: list[str] = []
@@ -84,7 +102,19 @@ def resolve_names(names: Sequence[str] | None) -> list[str]:
 
 def build(names: Sequence[str] | None = None, config: MetricConfig | None = None) -> list[Metric]:
     """Metrics by name; a composite's components are built once and shared with it (and are
-    scored only for it unless asked for)."""
+    scored only for it unless asked for).
+
+    Args:
+        names: as for `resolve_names`; None: the default set.
+        config: the run's metric settings; None: the defaults.
+
+    Returns:
+        One metric per resolved name, in order, none loaded yet (components of a composite are
+        not in the list unless asked for).
+
+    Raises:
+        ValueError: an unknown name (from `resolve_names`).
+    """
     cfg = config or MetricConfig()
     wanted = resolve_names(names)
     made: dict[str, Metric] = {}

@@ -23,6 +23,15 @@ class RougeL(Metric):
         self._scorer: RougeScorer | None = None
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        """Per-pair ROUGE-L F-measure (the scorer is built, and its stemmer memoised, once).
+
+        Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            Per pair {"rougeL": F-measure in [0, 1]}; 0 when either text has no token.
+        """
         if self._scorer is None:
             from rouge_score import rouge_scorer
 

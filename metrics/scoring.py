@@ -152,7 +152,15 @@ def attempt_rows(metric: Metric, hyps: Sequence[str], refs: Sequence[str],
 
 
 def corpus_digest(hyps: Sequence[str], refs: Sequence[str]) -> str:
-    """One hash of the exact ordered pairs (JSON keeps the texts' boundaries unambiguous)."""
+    """One hash of the exact ordered pairs (JSON keeps the texts' boundaries unambiguous), so a
+    whole scored list is found again in the cache with one lookup.
+
+    Args:
+        hyps, refs: the pairs, in order (order and duplicates change the digest).
+
+    Returns:
+        The SHA-256 as 64 hex digits.
+    """
     import hashlib
     import json
 
@@ -162,6 +170,26 @@ def corpus_digest(hyps: Sequence[str], refs: Sequence[str]) -> str:
 def score(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[Metric],
           cache: ScoreCache | None = None, groups: Sequence[str] | None = None,
           n_resamples: int = 1000, progress: Progress | None = None) -> ScoreReport:
+    """Score the pairs with every metric, one report for all of them: a metric that cannot run
+    (or keeps crashing) is listed with its reason while the others are still scored, and a
+    failure is remembered only for this call.
+
+    Args:
+        hyps: generated reports, one per pair.
+        refs: reference reports, in the same order.
+        metrics: the metrics to run (as `registry.build` returns them).
+        cache: the score cache, if any; only missing pairs are computed.
+        groups: one group label per pair for the per-group breakdown; None: no breakdown.
+        n_resamples: bootstrap resamples for the confidence intervals; 0: no intervals.
+        progress: called with (pairs done, pairs to do) while a metric computes.
+
+    Returns:
+        Corpus and per-sample values, CIs, group values and sizes, each metric's rows, what
+        each key is (metric, version, direction) and the unavailable keys with their reasons.
+
+    Raises:
+        ValueError: the lists differ in length, or `groups` does not have one label per pair.
+    """
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
     if groups is not None and len(groups) != len(hyps):
@@ -196,6 +224,14 @@ def score(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[Metric],
 
 
 def describe(metric: Metric, key: str) -> dict[str, str]:
-    """What a reader of a number needs: which metric and version, and which way is better."""
+    """What a reader of a number needs: which metric and version, and which way is better.
+
+    Args:
+        metric: the metric that reports the number.
+        key: one of its keys.
+
+    Returns:
+        {"metric", "version", "direction" (e.g. "higher is better"), "reference"}.
+    """
     return {"metric": metric.name, "version": metric.version,
             "direction": f"{metric.direction(key)} is better", "reference": metric.reference}

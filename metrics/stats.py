@@ -17,7 +17,22 @@ Corpus = Callable[[np.ndarray], dict[str, float]]
 
 def bootstrap_ci(m: np.ndarray, corpus: Corpus, keys: tuple[str, ...], n_resamples: int = 1000,
                  confidence: float = 0.95, seed: int = 0) -> dict[str, tuple[float, float]]:
-    """Percentile bootstrap interval of each key's corpus value (scipy.stats.bootstrap)."""
+    """Percentile bootstrap interval of each key's corpus value (scipy.stats.bootstrap).
+
+    Rows of the metric matrix are resampled and `corpus` recomputed, so a non-mean corpus
+    value (BLEU) gets a correct interval without rescoring.
+
+    Args:
+        m: the metric matrix, one row per pair.
+        corpus: the metric's corpus function.
+        keys: the keys to report.
+        n_resamples: bootstrap resamples.
+        confidence: the interval's level (0.95: 95 %).
+        seed: the random seed (same inputs, same interval).
+
+    Returns:
+        key -> (low, high); (NaN, NaN) for fewer than two rows.
+    """
     from scipy.stats import bootstrap
 
     n = len(m)
@@ -48,7 +63,22 @@ class PairedResult:
 def paired_test(ma: np.ndarray, mb: np.ndarray, corpus: Corpus, keys: tuple[str, ...],
                 n_resamples: int = 1000, seed: int = 0) -> list[PairedResult]:
     """Paired approximate randomization: swap the two systems' outputs per sample at random
-    (scipy.stats.permutation_test, permutation_type='samples'), two-sided p of a - b."""
+    (scipy.stats.permutation_test, permutation_type='samples'), two-sided p of a - b.
+
+    Args:
+        ma: system a's metric matrix, one row per pair.
+        mb: system b's matrix for the same pairs, in the same order.
+        corpus: the metric's corpus function.
+        keys: the keys to test.
+        n_resamples: random swaps.
+        seed: the random seed.
+
+    Returns:
+        Per key: both corpus values, a - b, the p-value and the number of pairs.
+
+    Raises:
+        ValueError: the two matrices differ in shape (not the same pairs).
+    """
     from scipy.stats import permutation_test
 
     if ma.shape != mb.shape:

@@ -70,6 +70,13 @@ class SelfTestAdapter:
         self.device = "cpu"
 
     def score(self, hyps: list[str], refs: list[str]) -> list[float]:
+        """Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            Per pair the Jaccard overlap of lowercased word sets; 1.0 when both are empty.
+        """
         out = []
         for hyp, ref in zip(hyps, refs, strict=True):
             a, b = set(hyp.lower().split()), set(ref.lower().split())
@@ -103,7 +110,18 @@ class RaTEScoreAdapter:
         """compute_score drops a report in which its splitter finds no sentence (empty, or
         only pieces under 3 characters) and then zips the shorter lists, shifting every later
         score onto the wrong pair. Such pairs get the package's own value for a report without
-        entities (0.5); the others are scored together, in order."""
+        entities (0.5); the others are scored together, in order.
+
+        Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            One RaTEScore per pair, in order.
+
+        Raises:
+            RuntimeError: the package returned another number of scores than pairs sent.
+        """
         from RaTEScore.utils import sentence_split
 
         def has_sentence(text: str) -> bool:
@@ -125,7 +143,12 @@ class RaTEScoreAdapter:
     def selfcheck() -> dict[str, Any]:
         """The package's own code that needs no weights: medspacy sentence splitting and the
         type-weighted similarity (with its negation weight) on hand-made embeddings, with the
-        package's default ("long") affinity matrix keyed as RaTEScore.__init__ keys it."""
+        package's default ("long") affinity matrix keyed as RaTEScore.__init__ keys it.
+
+        Returns:
+            The split sentences and their starts, and the similarity value, as JSON-able data
+            (`setup-worker` prints them; an exception means the check failed).
+        """
         import torch
         from RaTEScore.scorer import DEFAULT_MATRIX_LONG
         from RaTEScore.utils import compute, sentence_split
@@ -161,6 +184,13 @@ class GreenAdapter:
         self.fingerprint = self.model
 
     def score(self, hyps: list[str], refs: list[str]) -> list[float]:
+        """Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            GREEN's per-report score for each pair, in order.
+        """
         # GREEN's call takes (refs, hyps) and returns (mean, std, per-report scores, ...)
         result = self.scorer(list(refs), list(hyps))
         return [float(v) for v in result[2]]
@@ -170,6 +200,17 @@ ADAPTERS = {"selftest": SelfTestAdapter, "ratescore": RaTEScoreAdapter, "green":
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The worker process: load the metric, say ready (or why not), then answer requests
+    on stdin until shutdown or end of input (see the module docstring).
+
+    Args:
+        argv: the command-line arguments; None: sys.argv.
+
+    Returns:
+        The exit status: 0 after shutdown or a passed self-check, 1 when the metric could not
+        be loaded or the self-check failed. A failed request is answered with its error and
+        the worker goes on.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--metric", required=True, choices=sorted(ADAPTERS))
     parser.add_argument("--device", default="auto")

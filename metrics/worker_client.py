@@ -54,11 +54,24 @@ SPECS = {
 
 def workers_root(configured: Path | None = None) -> Path:
     """Where the metric workers' virtualenvs live: the configured folder (`app.settings`:
-    $RRG_REVIEW_METRIC_WORKERS), else the user's cache."""
+    $RRG_REVIEW_METRIC_WORKERS), else the user's cache.
+
+    Args:
+        configured: the configured folder, or None.
+
+    Returns:
+        The folder (it may not exist yet); one sub-folder per worker metric.
+    """
     return configured or Path.home() / ".cache" / "rrg-review" / "metric-workers"
 
 
 def venv_python(folder: Path) -> Path:
+    """Args:
+        folder: a virtualenv's folder.
+
+    Returns:
+        Its Python interpreter's path for this platform (it may not exist).
+    """
     return folder / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
@@ -66,7 +79,21 @@ def setup_worker(name: str, folder: Path | None = None, python: str | None = Non
                  pip_args: Sequence[str] = ()) -> Path:
     """Create (or complete) the worker's virtualenv and install its packages; writes a stamp
     with the installed versions (part of the metric's version, so other versions never share
-    cached values). Raises RuntimeError with pip's last lines when an install fails."""
+    cached values). Raises RuntimeError with pip's last lines when an install fails.
+
+    Args:
+        name: a worker metric ("selftest", "ratescore", "green").
+        folder: the virtualenv's folder; None: under `workers_root()`.
+        python: the interpreter that creates the virtualenv; None: this one.
+        pip_args: extra pip arguments (an index, a wheel folder).
+
+    Returns:
+        The virtualenv's folder.
+
+    Raises:
+        ValueError: an unknown worker metric.
+        RuntimeError: creating the virtualenv or installing failed; names the step.
+    """
     if name not in SPECS:
         raise ValueError(f"unknown worker metric {name!r} ({', '.join(SPECS)})")
     spec = SPECS[name]
@@ -91,7 +118,16 @@ def setup_worker(name: str, folder: Path | None = None, python: str | None = Non
 
 
 def selfcheck(name: str, folder: Path | None = None) -> dict[str, Any]:
-    """Run the worker's weight-free check of its package in its environment."""
+    """Run the worker's weight-free check of its package in its environment.
+
+    Args:
+        name: a worker metric.
+        folder: its virtualenv's folder; None: under `workers_root()`.
+
+    Returns:
+        The worker's JSON answer ({"ok": True, ...} or {"ok": False, "error"}); when it
+        printed no JSON, {"ok": False} with the last line of its stderr.
+    """
     folder = Path(folder) if folder else workers_root() / name
     res = subprocess.run([str(venv_python(folder)), str(WORKER), "--metric", name,
                           "--selfcheck"], capture_output=True, text=True, timeout=600)
@@ -139,13 +175,26 @@ class WorkerMetric(Metric):
             return None
 
     def available(self) -> tuple[bool, str]:
+        """Whether the worker's virtualenv exists and was set up (its stamp is there); the
+        worker is not started, so a package that fails to load shows on first use.
+
+        Returns:
+            (True, "") or (False, where the environment is missing and the command to make it).
+        """
         if not venv_python(self.folder).is_file() or self._stamp() is None:
             return False, (f"its worker environment is not set up ({self.folder}); run "
                            f"`rrg-review metrics setup-worker {self.spec.name}`")
         return True, ""
 
     def cache_id(self) -> str:
-        """The worker reports what it loaded (package version, model revisions) on start."""
+        """The worker reports what it loaded (package version, model revisions) on start.
+
+        Returns:
+            "name@" and a hash of the reported version and fingerprint; starts the worker.
+
+        Raises:
+            MetricUnavailable: the environment is not set up or the worker could not start.
+        """
         ready = self._start()
         detail = json.dumps({k: ready.get(k) for k in ("version", "fingerprint")},
                             sort_keys=True)
@@ -187,6 +236,20 @@ class WorkerMetric(Metric):
             raise RuntimeError(f"the {self.spec.name} worker wrote a non-JSON line") from exc
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        """Send the pairs to the worker (started on first use) and wait for its values.
+
+        Args:
+            hyps: generated reports, one per pair.
+            refs: reference reports, in the same order.
+
+        Returns:
+            Per pair {key: value}; empty for no pairs (no worker is started then).
+
+        Raises:
+            MetricUnavailable: the worker could not start.
+            RuntimeError: the worker died, answered out of turn, reported an error, or sent
+                the wrong number of values.
+        """
         if not hyps:
             return []
         self._start()
@@ -213,6 +276,7 @@ class WorkerMetric(Metric):
         return [{self.spec.key: float(v)} for v in values]
 
     def close(self) -> None:
+        """Ask the worker to shut down (killed after 10 s); the next compute starts a new one."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -227,5 +291,17 @@ class WorkerMetric(Metric):
 
 
 def worker_metric(name: str, config: MetricConfig) -> WorkerMetric:
+    """The registry's factory for worker metrics.
+
+    Args:
+        name: a key of SPECS.
+        config: the run's settings (workers folder and device apply).
+
+    Returns:
+        The metric; its worker is not started.
+
+    Raises:
+        KeyError: an unknown worker metric.
+    """
     return WorkerMetric(SPECS[name], workers_root(config.workers_dir) / name,
                         device=config.device)

@@ -71,6 +71,16 @@ class LoginResult:
 
 # -- passwords ---------------------------------------------------------------------------------
 def hash_password(password: str, *, n: int = SCRYPT["n"]) -> str:
+    """A salted scrypt hash to store instead of the password (slow on purpose, so a copied
+    database cannot be brute-forced cheaply).
+
+    Args:
+        password: the plain password.
+        n: scrypt's cost (a power of two); tests pass a small one to stay fast.
+
+    Returns:
+        "scrypt$n$r$p$salt$key" with base64 salt (16 random bytes) and key.
+    """
     salt = os.urandom(16)
     key = hashlib.scrypt(password.encode(), salt=salt, n=n, r=SCRYPT["r"], p=SCRYPT["p"],
                          dklen=SCRYPT["dklen"], maxmem=_MAXMEM)
@@ -89,6 +99,16 @@ def _params(stored: str | None) -> tuple[int, int, int, bytes, bytes] | None:
 
 
 def verify_password(password: str, stored: str | None) -> bool:
+    """Check a password against a stored hash, with the parameters stored in it (so hashes
+    made with older costs still verify) and a constant-time comparison.
+
+    Args:
+        password: the plain password tried.
+        stored: the stored hash; None (no password) or an unreadable value never matches.
+
+    Returns:
+        Whether the password matches.
+    """
     parsed = _params(stored)
     if parsed is None:
         return False
@@ -99,12 +119,29 @@ def verify_password(password: str, stored: str | None) -> bool:
 
 
 def needs_rehash(stored: str | None) -> bool:
+    """Whether a stored hash is weaker than today's cost, so a correct login upgrades it.
+
+    Args:
+        stored: the stored hash, or None.
+
+    Returns:
+        True for None, an unreadable value, or an N or r below the current SCRYPT settings.
+    """
     parsed = _params(stored)
     return parsed is None or parsed[0] < SCRYPT["n"] or parsed[1] < SCRYPT["r"]
 
 
 def check_password(name: str, password: str) -> None:
-    """Raise AccountError naming what is wrong with a new password."""
+    """Raise AccountError naming what is wrong with a new password.
+
+    Args:
+        name: the account's name (a password containing it, 3 or more letters, is refused).
+        password: the new password.
+
+    Raises:
+        AccountError: too short (< MIN_PASSWORD) or too long (> MAX_PASSWORD), contains the
+            name, fewer than three different characters, or a well-known password.
+    """
     if len(password) < MIN_PASSWORD:
         raise AccountError(f"use a password of at least {MIN_PASSWORD} characters")
     if len(password) > MAX_PASSWORD:
@@ -119,6 +156,14 @@ def check_password(name: str, password: str) -> None:
 
 
 def check_name(name: str) -> None:
+    """Refuse names that could not be shown, typed or logged unambiguously.
+
+    Args:
+        name: a proposed account name.
+
+    Raises:
+        AccountError: not 1-64 of letters, digits, ".", "_", "-", "@".
+    """
     if not _NAME_RE.match(name):
         raise AccountError(f"reader name {name!r}: use 1-64 letters, digits, . _ - @")
 
@@ -152,6 +197,14 @@ class LoginThrottle:
         return 0.0 if over <= 0 else min(self.cap, self.base * 2 ** (over - 1))
 
     def wait(self, key: str) -> float:
+        """How long a key must still wait before an attempt is looked at.
+
+        Args:
+            key: e.g. "account:alice" or "address:10.0.0.7".
+
+        Returns:
+            Seconds to wait; 0 for a key with no pending back-off or never seen.
+        """
         now = self.clock()
         if self.db is None:
             with self._lock:
@@ -163,7 +216,16 @@ class LoginThrottle:
         return max(0.0, not_before - now)
 
     def failure(self, key: str, free: int | None = None) -> float:
-        """Count a failure; returns the wait now imposed on the key."""
+        """Count a failure; returns the wait now imposed on the key.
+
+        Args:
+            key: e.g. "account:alice" or "address:10.0.0.7".
+            free: failures allowed before any wait, for this key; None: the throttle's `free`.
+
+        Returns:
+            Seconds the key must now wait (0 while within its free failures); a key whose last
+            failure is older than `forget_s` counts from one again.
+        """
         allowed = self.free if free is None else free
         now = self.clock()
         if self.db is None:
@@ -194,6 +256,11 @@ class LoginThrottle:
         return delay
 
     def success(self, key: str) -> None:
+        """Clear a key after a correct login, so earlier typos do not slow the next one.
+
+        Args:
+            key: e.g. "account:alice" or "address:10.0.0.7" (an unknown key is a no-op).
+        """
         if self.db is None:
             with self._lock:
                 self._state.pop(key, None)
@@ -212,7 +279,14 @@ class _Session:
 
 def token_digest(token: str) -> str:
     """What is stored for a session token: its SHA-256 (the token has 256 random bits, so no
-    salt or slow hash is needed; a copy of the database cannot be turned into a cookie)."""
+    salt or slow hash is needed; a copy of the database cannot be turned into a cookie).
+
+    Args:
+        token: the session token as the cookie holds it.
+
+    Returns:
+        Its SHA-256 as 64 hex digits.
+    """
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -238,6 +312,17 @@ class SessionStore:
         self._lock = threading.Lock()
 
     def create(self, name: str) -> str:
+        """Start a session after a successful login (expired sessions are purged meanwhile).
+
+        Args:
+            name: the account's name.
+
+        Returns:
+            A new URL-safe token (256 random bits) for the cookie; only its digest is stored.
+
+        Raises:
+            AccountError: with a database, no account has this name.
+        """
         token = secrets.token_urlsafe(32)
         now = self.clock()
         if self.db is None:
@@ -258,7 +343,15 @@ class SessionStore:
                    WebSession.created_s < now - self.absolute_s)
 
     def user(self, token: str | None) -> str | None:
-        """The account of a live session (and mark it used), or None."""
+        """The account of a live session (and mark it used), or None.
+
+        Args:
+            token: the cookie's token; None, "" or longer than 256 characters is refused.
+
+        Returns:
+            The account's name, or None for an unknown, revoked or expired token (idle longer
+            than `idle_s` or older than `absolute_s`).
+        """
         if not token or len(token) > 256:
             return None
         now = self.clock()
@@ -288,6 +381,14 @@ class SessionStore:
         return row.name
 
     def revoke(self, token: str | None) -> str | None:
+        """End one session (logout).
+
+        Args:
+            token: the cookie's token; None or "" revokes nothing.
+
+        Returns:
+            The name of the account whose session it was, or None for an unknown token.
+        """
         if self.db is None:
             with self._lock:
                 found = self._tokens.pop(token or "", None)
@@ -303,6 +404,14 @@ class SessionStore:
         return name
 
     def revoke_all(self, name: str) -> int:
+        """End every session of an account (a new password, a changed role).
+
+        Args:
+            name: the account's name.
+
+        Returns:
+            How many sessions were ended (0 for an unknown name).
+        """
         if self.db is None:
             with self._lock:
                 gone = [t for t, s in self._tokens.items() if s.name == name]
@@ -313,7 +422,15 @@ class SessionStore:
 
 
 def revoke_sessions(db: Database, name: str) -> int:
-    """End every web session of an account (a new password, a changed role)."""
+    """End every web session of an account (a new password, a changed role).
+
+    Args:
+        db: the app's database.
+        name: the account's name.
+
+    Returns:
+        How many sessions were deleted (0 for an unknown name).
+    """
     with db.write() as s:
         reader = s.scalar(select(Reader.id).where(Reader.name == name))
         if reader is None:
@@ -334,6 +451,20 @@ class AccountService:
         self.throttle = throttle or LoginThrottle(db)
 
     def add(self, name: str, password: str | None, role: str = "reader") -> int:
+        """Create an account, checked against the name and password policies first.
+
+        Args:
+            name: the login name (not the reserved local reader's name).
+            password: the password; None: an account that cannot log in (no password).
+            role: one of ROLES.
+
+        Returns:
+            The new account's id.
+
+        Raises:
+            AccountError: an invalid or reserved name, an unknown role, a password the policy
+                refuses, or a name already taken.
+        """
         check_name(name)
         if name == LOCAL_READER:
             raise AccountError(f"{LOCAL_READER!r} is the name of the login-free local reader")
@@ -351,6 +482,15 @@ class AccountService:
             return reader.id
 
     def set_password(self, name: str, password: str) -> None:
+        """Set a new password and sign out every session that used the old one.
+
+        Args:
+            name: the account's name.
+            password: the new password (checked by `check_password`).
+
+        Raises:
+            AccountError: the password is refused, or no account has this name.
+        """
         check_password(name, password)
         hashed = hash_password(password)
         with self.db.write() as s:
@@ -362,6 +502,15 @@ class AccountService:
             s.execute(delete(WebSession).where(WebSession.reader_id == reader.id))
 
     def set_role(self, name: str, role: str) -> None:
+        """Change an account's role and sign out its sessions (they carried the old role).
+
+        Args:
+            name: the account's name.
+            role: one of ROLES.
+
+        Raises:
+            AccountError: an unknown role, or no account has this name.
+        """
         if role not in ROLES:
             raise AccountError(f"role {role!r}: one of {', '.join(ROLES)}")
         with self.db.write() as s:
@@ -372,7 +521,21 @@ class AccountService:
             s.execute(delete(WebSession).where(WebSession.reader_id == reader.id))
 
     def authenticate(self, name: str, password: str, address: str | None = None) -> LoginResult:
-        """Check a login, throttled per account and per address, audited either way."""
+        """Check a login, throttled per account and per address, audited either way.
+
+        An unknown name costs the same hashing time as a wrong password, so names cannot be
+        found by timing; a correct login with an old-cost hash upgrades it.
+
+        Args:
+            name: the login name.
+            password: the password tried.
+            address: the client's address (None: throttled per account only); an address
+                gets ADDRESS_FREE_FAILURES free failures, as several readers may share it.
+
+        Returns:
+            The outcome ("ok", "bad_credentials" or "throttled"), the account when "ok", and
+            the seconds before the next attempt is looked at otherwise.
+        """
         # (a key column holds 160 characters: names are at most 64, addresses at most 45)
         keys = [f"account:{name.lower()[:150]}"] + ([f"address:{address[:150]}"] if address
                                                     else [])
@@ -408,22 +571,41 @@ class AccountService:
         return LoginResult(Account(reader.id, reader.name, reader.role), "ok")
 
     def account(self, name: str) -> Account | None:
+        """Args:
+            name: an account name (exact, case-sensitive).
+
+        Returns:
+            The account, or None when there is none by that name.
+        """
         with self.db.read() as s:
             r = s.scalar(select(Reader).where(Reader.name == name))
         return Account(r.id, r.name, r.role) if r else None
 
     def by_id(self, reader_id: int) -> Account | None:
+        """Args:
+            reader_id: an account id.
+
+        Returns:
+            The account, or None when there is none with that id.
+        """
         with self.db.read() as s:
             r = s.get(Reader, reader_id)
         return Account(r.id, r.name, r.role) if r else None
 
     def accounts(self) -> list[tuple[Account, bool]]:
-        """Every account and whether it can log in (has a password)."""
+        """Every account and whether it can log in (has a password).
+
+        Returns:
+            (account, has a password) pairs, ordered by name.
+        """
         with self.db.read() as s:
             return [(Account(r.id, r.name, r.role), r.password_hash is not None)
                     for r in s.scalars(select(Reader).order_by(Reader.name))]
 
     def has_logins(self) -> bool:
+        """Returns:
+            Whether any account has a password (else the app runs without a login).
+        """
         with self.db.read() as s:
             return s.scalar(select(Reader.id).where(Reader.password_hash.is_not(None))
                             .limit(1)) is not None
@@ -432,6 +614,9 @@ class AccountService:
         """The single reader of a loopback session without login (created on first use).
 
         Whoever sits at the machine running the app owns it, so the local reader is an admin.
+
+        Returns:
+            The local reader's id.
         """
         with self.db.read() as s:
             found = s.scalar(select(Reader.id).where(Reader.name == LOCAL_READER))

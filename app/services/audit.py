@@ -42,7 +42,23 @@ class AuditLog:
     def record(self, action: str, *, actor: str | None = None, target: str | None = None,
                address: str | None = None, ok: bool = True, detail: str | None = None,
                session: Session | None = None) -> None:
-        """Write one event (in `session`'s transaction when given, else in its own)."""
+        """Write one event (in `session`'s transaction when given, else in its own).
+
+        Every event is also logged (a failure as a warning); on a read-only database without
+        a `session` that log line is the only trace.
+
+        Args:
+            action: one of ACTIONS.
+            actor: the account name (cut to 64 characters), if known.
+            target: what was acted on, e.g. "study 12 findings revision 3" (cut to 255).
+            address: the client's address (cut to 64), if known.
+            ok: False for a refused or failed attempt.
+            detail: free text, e.g. why an export was narrowed.
+            session: the transaction of the work recorded, so both are stored or neither.
+
+        Raises:
+            ValueError: an unknown action.
+        """
         if action not in ACTIONS:
             raise ValueError(f"unknown audit action {action!r}")
         level = logging.INFO if ok else logging.WARNING
@@ -61,6 +77,16 @@ class AuditLog:
 
     def recent(self, limit: int = 100, *, actor: str | None = None,
                action: str | None = None) -> list[AuditEntry]:
+        """The latest events, for an admin to read who did what.
+
+        Args:
+            limit: how many at most.
+            actor: only this account's events; None: anyone's.
+            action: only this action; None: any.
+
+        Returns:
+            The events, newest first.
+        """
         stmt = select(AuditEvent).order_by(AuditEvent.id.desc()).limit(limit)
         if actor is not None:
             stmt = stmt.where(AuditEvent.actor == actor)

@@ -92,6 +92,12 @@ class ReaderFirstGate:
 
     @contextmanager
     def reader(self) -> Iterator[None]:
+        """Mark a reader's request as open for the `with` block (it holds nothing itself), so
+        background `hold`s wait until it ends.
+
+        Returns:
+            A context manager; the mark is removed however the block ends.
+        """
         with self._cond:
             self._readers += 1
         try:
@@ -103,6 +109,14 @@ class ReaderFirstGate:
 
     @contextmanager
     def hold(self, background: bool = False) -> Iterator[None]:
+        """Hold the model for one step (loading, a batch); blocks until it is free.
+
+        Args:
+            background: pre-drafting's hold: also waits while any reader's request is open.
+
+        Returns:
+            A context manager; the model is released however the block ends.
+        """
         with self._cond:
             self._cond.wait_for(lambda: not self._busy and not (background and self._readers))
             self._busy = True
@@ -129,7 +143,15 @@ class DraftProgress:
 
 
 def default_preset(presets: dict[str, Preset]) -> str:
-    """The best preset this machine can run without a download (rrg24-baseline if cached)."""
+    """The best preset this machine can run without a download (rrg24-baseline if cached).
+
+    Args:
+        presets: the presets known here, by name.
+
+    Returns:
+        The first of DEFAULT_ORDER that is known and available, else "retrieval" (which needs
+        no model download).
+    """
     from model.registry import availability
 
     for name in DEFAULT_ORDER:
@@ -153,10 +175,29 @@ class DraftingService:
 
     # -- the warm model -------------------------------------------------------------------
     def preset(self, name: str) -> Preset:
+        """Args:
+            name: a preset name.
+
+        Returns:
+            The preset of that name.
+
+        Raises:
+            UnknownPreset: no preset has this name; the message lists the known ones.
+        """
         return get_preset(self.presets, name)
 
     def drafter(self, name: str) -> Drafter:
-        """The drafter for a preset, loaded once and kept warm (one model at a time)."""
+        """The drafter for a preset, loaded once and kept warm (one model at a time).
+
+        Args:
+            name: a preset name; another preset's warm model is closed first.
+
+        Returns:
+            The loaded drafter.
+
+        Raises:
+            UnknownPreset: no preset has this name.
+        """
         with self._gate.hold():
             return self._warm(name)
 
@@ -176,6 +217,7 @@ class DraftingService:
         return self._drafter
 
     def unload(self) -> None:
+        """Close the warm model, if any, to free its memory (waits for the step using it)."""
         with self._gate.hold():
             self._unload()
 
@@ -234,7 +276,16 @@ class DraftingService:
 
     def candidates(self, after: int = 0) -> Iterator[Candidate]:
         """Studies with a reference report and images, for the retrieval preset; only those
-        with an id above `after` (the retrieval index asks for what it has not seen)."""
+        with an id above `after` (the retrieval index asks for what it has not seen).
+
+        Args:
+            after: only studies with a larger id (0: all).
+
+        Returns:
+            One candidate per such study, its frontal images chosen (all images when it has no
+            frontal one); a study without images yields an empty image tuple. Pixels are
+            decoded only when the candidate's image loader is called.
+        """
         from model.backends.retrieval import Candidate
 
         rows = {}
@@ -261,7 +312,16 @@ class DraftingService:
     # -- drafting -------------------------------------------------------------------------
     def pending(self, study_ids: Sequence[int], preset: str,
                 sections: Sequence[str] = SECTIONS) -> list[int]:
-        """The studies that still lack a successful draft of some section by this preset."""
+        """The studies that still lack a successful draft of some section by this preset.
+
+        Args:
+            study_ids: the studies to check.
+            preset: the preset name.
+            sections: the sections each study needs.
+
+        Returns:
+            Those studies, in the given order; a stored error does not count as a draft.
+        """
         with self.db.read() as session:
             done = set(session.execute(
                 select(Draft.study_id, Draft.section).where(
@@ -276,6 +336,24 @@ class DraftingService:
 
         `background` (pre-drafting): each batch waits while a reader's request is open, so a
         Draft click never queues behind pre-drafting for more than the batch in progress.
+        A study whose images cannot be read gets an error draft for every section and the
+        rest of its batch goes on.
+
+        Args:
+            study_ids: the studies to draft.
+            preset: the preset name.
+            sections: the sections to draft.
+            redo: draft every study again; False: only those `pending` says lack a draft.
+            batch_size: studies per model call; None: the runtime's, else 8.
+            progress: called with (studies done, studies to do).
+            background: pre-drafting's call (yields to readers between batches).
+
+        Returns:
+            The counts of studies, skipped studies, stored sections and errors.
+
+        Raises:
+            UnknownPreset: no preset has this name.
+            ModelUnavailable: the model cannot be loaded here.
         """
         chosen = self.preset(preset)
         todo = list(study_ids) if redo else self.pending(study_ids, preset, sections)
@@ -329,7 +407,16 @@ class DraftingService:
                 item.status = "drafted"
 
     def latest(self, study_id: int, preset: str | None = None) -> dict[str, StoredDraft]:
-        """The newest draft of each section (of one preset, or of any)."""
+        """The newest draft of each section (of one preset, or of any).
+
+        Args:
+            study_id: the study.
+            preset: a preset name; None or "": any preset.
+
+        Returns:
+            section -> newest stored draft, which may be a failed one (its `error` set);
+            empty when the study has none.
+        """
         stmt = select(Draft).where(Draft.study_id == study_id).order_by(Draft.id)
         if preset:
             stmt = stmt.where(Draft.preset == preset)
@@ -337,7 +424,19 @@ class DraftingService:
             return {d.section: _stored(d) for d in session.scalars(stmt)}
 
     def stream(self, study_id: int, section: str, preset: str) -> Iterator[str]:
-        """Yield the growing text of one section, then store it as a draft (errors stored too)."""
+        """Yield the growing text of one section, then store it as a draft (errors stored too).
+
+        Args:
+            study_id: the study.
+            section: the section to draft.
+            preset: the preset name.
+
+        Returns:
+            An iterator of the text so far (each item the whole text, not a delta).
+
+        Raises:
+            RuntimeError: drafting the section failed (the error is stored as its draft).
+        """
         for progress in self.stream_study(study_id, preset, [section]):
             if section in progress.errors:
                 raise RuntimeError(progress.errors[section])
@@ -347,7 +446,21 @@ class DraftingService:
                      ) -> Iterator[DraftProgress]:
         """A reader's Draft click: the growing text of the sections, each stored as a draft
         (text or error) when complete. It goes ahead of background pre-drafting, and a chat
-        preset in "report" mode generates the report once for all sections."""
+        preset in "report" mode generates the report once for all sections.
+
+        Args:
+            study_id: the study.
+            preset: the preset name.
+            sections: the sections to draft.
+
+        Returns:
+            An iterator of progress states; the last one has `done` set, the final texts and
+            the sections that failed with their errors. Model errors do not raise.
+
+        Raises:
+            UnknownPreset: no preset has this name.
+            LookupError: the study does not exist.
+        """
         chosen = self.preset(preset)
         with self._gate.reader():
             with self._gate.hold():
@@ -457,6 +570,12 @@ class PreDrafter:
         self._thread.start()
 
     def schedule(self, study_ids: Sequence[int]) -> None:
+        """Queue studies for background drafting, without blocking the caller.
+
+        Args:
+            study_ids: the studies; ones already queued are not queued twice. Once the model
+                is `unavailable` queued studies are taken off and not drafted.
+        """
         with self._cond:
             for sid in study_ids:
                 if sid not in self._queue:
@@ -464,11 +583,23 @@ class PreDrafter:
             self._cond.notify_all()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """True once the queue is empty and nothing is being drafted."""
+        """True once the queue is empty and nothing is being drafted.
+
+        Args:
+            timeout: seconds to wait at most; None: as long as it takes.
+
+        Returns:
+            Whether it became idle in time.
+        """
         with self._cond:
             return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
 
     def stop(self, timeout: float = 30.0) -> None:
+        """Drop the queue and end the thread after the batch in progress.
+
+        Args:
+            timeout: seconds to wait for the thread; it may still be running after that.
+        """
         with self._cond:
             self._stopping = True
             self._queue.clear()

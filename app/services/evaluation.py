@@ -42,7 +42,20 @@ class StudyMetrics:
         self.metrics = list(metrics) if metrics is not None else build(None, config)
 
     def panel(self, texts: dict[str, dict[str, str | None]]) -> MetricsPanel:
-        """`texts[section]` holds 'draft', 'final' and 'reference' (any may be missing)."""
+        """`texts[section]` holds 'draft', 'final' and 'reference' (any may be missing).
+
+        Each section scores draft vs reference, final vs reference and draft vs final, each
+        pair only when both texts are there (an empty reference or final counts as missing;
+        an empty draft or final as hypothesis is scored). No bootstrap: one study has no CI.
+
+        Args:
+            texts: section -> {"draft", "final", "reference"} -> text or None.
+
+        Returns:
+            One row per scored (section, comparison) with its values (of the CheXbert keys only
+            chexbert_all_micro_f1 is shown), the unavailable metrics with their reasons, and a
+            note for each section without a reference.
+        """
         rows: list[PanelRow] = []
         notes: list[str] = []
         unavailable: dict[str, str] = {}

@@ -59,6 +59,15 @@ class ReviewRow:
                    for c in self.errors.values())
 
     def metric(self, comparison: str, key: str) -> float | None:
+        """One metric value of this row, None-safe for rows a comparison did not score.
+
+        Args:
+            comparison: "draft_vs_reference", "final_vs_reference" or "draft_vs_final".
+            key: a metric key.
+
+        Returns:
+            The value, or None when that comparison or key was not scored for this row.
+        """
         return self.metrics.get(comparison, {}).get(key)
 
 

@@ -99,7 +99,20 @@ def evaluate(db: Database, filters: ExportFilters | None = None,
 def score_rows(rows: Sequence[ReviewRow], metrics: Sequence[Metric], cache: ScoreCache
                ) -> tuple[list[ReviewRow], dict[str, str]]:
     """Each row with its per-sample metrics for the comparisons it has both texts of, and the
-    metrics that could not run (key -> reason)."""
+    metrics that could not run (key -> reason).
+
+    A comparison is scored for a row only when its hypothesis is not None and its reference
+    side is non-empty; no bootstrap (per-sample values only).
+
+    Args:
+        rows: the review rows.
+        metrics: the metrics to run.
+        cache: the score cache.
+
+    Returns:
+        The rows, in order, with `metrics` set (comparison -> key -> value), and the
+        unavailable keys with their reasons.
+    """
     filled: list[dict[str, dict[str, float]]] = [{} for _ in rows]
     unavailable: dict[str, str] = {}
     for name in COMPARISONS:
@@ -117,7 +130,14 @@ def score_rows(rows: Sequence[ReviewRow], metrics: Sequence[Metric], cache: Scor
 
 
 def unique_drafts(rows: Iterable[ReviewRow]) -> list[ReviewRow]:
-    """One row per (study, section, model): automatic metrics are not weighted by readers."""
+    """One row per (study, section, model): automatic metrics are not weighted by readers.
+
+    Args:
+        rows: review rows (several readers may repeat a draft).
+
+    Returns:
+        The first row of each (study, section, model), in first-seen order.
+    """
     unique: dict[tuple[int, str, str], ReviewRow] = {}
     for r in rows:
         unique.setdefault((r.study_id, r.section, r.preset), r)
@@ -125,7 +145,15 @@ def unique_drafts(rows: Iterable[ReviewRow]) -> list[ReviewRow]:
 
 
 def with_reference(unique: Iterable[ReviewRow]) -> ModelSection:
-    """(model, section) -> its drafts that have a reference, in study-key order."""
+    """(model, section) -> its drafts that have a reference, in study-key order.
+
+    Args:
+        unique: one row per draft (`unique_drafts`); rows keep the order given, so the
+            study-key order is the caller's.
+
+    Returns:
+        (model, section) -> rows with a non-empty reference, sorted by (model, section).
+    """
     out: ModelSection = defaultdict(list)
     for r in unique:
         if r.reference:
@@ -136,7 +164,18 @@ def with_reference(unique: Iterable[ReviewRow]) -> ModelSection:
 def automatic_results(by_model_section: ModelSection, metrics: Sequence[Metric],
                       cache: ScoreCache, n_resamples: int) -> tuple[AutomaticResult, ...]:
     """Corpus value, bootstrap CI and n per model, section and metric key; per source too
-    when there is more than one."""
+    when there is more than one.
+
+    Args:
+        by_model_section: (model, section) -> drafts with a reference (`with_reference`).
+        metrics: the metrics to run.
+        cache: the score cache.
+        n_resamples: bootstrap resamples for the CIs (0: no CI).
+
+    Returns:
+        One result per model, section and key for source "all" (CI (None, None) when not
+        computed), plus one per source, without CI, when the group spans several sources.
+    """
     out: list[AutomaticResult] = []
     for (preset, section), group in by_model_section.items():
         report = score([r.draft for r in group], [r.reference or "" for r in group], metrics,
@@ -156,7 +195,19 @@ def paired_comparisons(by_model_section: ModelSection, metrics: Sequence[Metric]
                        cache: ScoreCache, n_resamples: int,
                        unavailable: Mapping[str, str]) -> tuple[PairedComparison, ...]:
     """Every pair of models on the studies both drafted with a reference (at least two), with
-    the metrics that scored in this evaluation (one that failed earlier in it is skipped)."""
+    the metrics that scored in this evaluation (one that failed earlier in it is skipped).
+
+    Args:
+        by_model_section: (model, section) -> drafts with a reference.
+        metrics: the metrics to run.
+        cache: the score cache (these pairs were usually scored already).
+        n_resamples: paired bootstrap resamples (at least 200 are used).
+        unavailable: key -> reason of the keys that failed earlier in this evaluation.
+
+    Returns:
+        One paired test per section, model pair and metric key; none for a pair with fewer
+        than two common studies.
+    """
     presets = sorted({p for p, _ in by_model_section})
     out: list[PairedComparison] = []
     for section in SECTIONS:
@@ -189,7 +240,15 @@ def _paired(section: str, a: str, b: str, by_model_section: ModelSection,
 
 
 def rated_once(rows: Iterable[ReviewRow]) -> list[ReviewRow]:
-    """Ratings are per study: one row per (study, reader, model) that has a Likert score."""
+    """Ratings are per study: one row per (study, reader, model) that has a Likert score.
+
+    Args:
+        rows: review rows (one per section).
+
+    Returns:
+        The first row of each rated (study, reader, model); rows without a reader or Likert
+        score are left out.
+    """
     per_rating: dict[tuple[int, str, str], ReviewRow] = {}
     for r in rows:
         if r.reader and r.likert is not None:
@@ -198,7 +257,16 @@ def rated_once(rows: Iterable[ReviewRow]) -> list[ReviewRow]:
 
 
 def review_by_model(ratings: Sequence[ReviewRow]) -> dict[str, ModelReview]:
-    """Likert distribution, accepted share, ReXVal error counts and active time per model."""
+    """Likert distribution, accepted share, ReXVal error counts and active time per model.
+
+    Args:
+        ratings: one row per rating (`rated_once`).
+
+    Returns:
+        model -> its summary: Likert counts for "1".."5", the share marked acceptable, error
+        totals per ReXVal category and kind, mean active minutes (missing time counts as 0).
+        Empty for no ratings.
+    """
     out = {}
     for preset in sorted({r.preset for r in ratings}):
         mine = [r for r in ratings if r.preset == preset]
@@ -214,7 +282,16 @@ def review_by_model(ratings: Sequence[ReviewRow]) -> dict[str, ModelReview]:
 
 
 def time_on_task(db: Database, filters: ExportFilters) -> TimeOnTask:
-    """Mean active minutes of rated studies that had a draft vs those that had none."""
+    """Mean active minutes of rated studies that had a draft vs those that had none.
+
+    Args:
+        db: the database.
+        filters: only its reader and source filters are applied here.
+
+    Returns:
+        Mean minutes and counts of "done" worklist items whose study has any successful
+        draft (of any model, at any time) vs none; a mean is None when its group is empty.
+    """
     with db.read() as s:
         drafted = set(s.scalars(select(Draft.study_id).where(Draft.error.is_(None))))
         stmt = (select(WorklistItem.study_id, WorklistItem.active_seconds, Reader.name,
@@ -233,7 +310,15 @@ def time_on_task(db: Database, filters: ExportFilters) -> TimeOnTask:
 
 def edit_summaries(rows: Sequence[ReviewRow]) -> tuple[EditSummary, ...]:
     """Per model and section: mean word error rate of the finals against their drafts, the
-    share left unchanged, and the mean draft-vs-final metrics."""
+    share left unchanged, and the mean draft-vs-final metrics.
+
+    Args:
+        rows: scored review rows (`score_rows`).
+
+    Returns:
+        One summary per (model, section) with at least one reader's final text, sorted;
+        the word error rate is `review.word_error_rate` (0 = accepted as is).
+    """
     out = []
     for (preset, section), group in sorted(_group(rows, lambda r: (r.preset, r.section))
                                            .items()):
@@ -252,7 +337,15 @@ def edit_summaries(rows: Sequence[ReviewRow]) -> tuple[EditSummary, ...]:
 
 def metric_agreements(ratings: Sequence[ReviewRow]) -> tuple[MetricAgreement, ...]:
     """Kendall's tau-b of each draft-vs-reference metric against significant and all errors,
-    one value per rated report."""
+    one value per rated report.
+
+    Args:
+        ratings: one scored row per rating.
+
+    Returns:
+        Two agreements per draft-vs-reference key (against significant and against all
+        errors); tau is NaN with no p-value for fewer than 3 reports or a constant column.
+    """
     keys = sorted({k for r in ratings for k in r.metrics.get("draft_vs_reference", {})})
     report_level = _report_level(ratings)
     out = []
@@ -279,7 +372,15 @@ def _report_level(ratings: Sequence[ReviewRow]) -> list[tuple[dict[str, float], 
 
 def reader_agreements(ratings: Sequence[ReviewRow]) -> tuple[ReaderAgreement, ...]:
     """Krippendorff's alpha on Likert and error counts; Cohen's (two readers) or Fleiss' kappa
-    on the studies every reader rated."""
+    on the studies every reader rated.
+
+    Args:
+        ratings: one row per rating (`rated_once`); a unit is a (study, model).
+
+    Returns:
+        Alpha on Likert and on all-error counts, plus a kappa when at least two units were
+        rated by every reader; empty with fewer than two readers.
+    """
     readers = sorted({r.reader for r in ratings if r.reader})
     units = sorted({(r.study_id, r.preset) for r in ratings})
     if len(readers) < 2 or not units:
@@ -309,7 +410,18 @@ def _reader(on: str, agreement: Agreement) -> ReaderAgreement:
 def pick_cases(rows: Sequence[ReviewRow], unique: Sequence[ReviewRow],
                ratings: Sequence[ReviewRow]) -> tuple[str | None, tuple[CaseList, ...]]:
     """The headline metric (first of HEADLINE that was computed) and the three worst and best
-    drafts by it, then the three worst and best rated."""
+    drafts by it, then the three worst and best rated.
+
+    Args:
+        rows: scored review rows (to find the headline metric).
+        unique: one row per draft (ranked by the headline metric).
+        ratings: one row per rating (ranked by Likert, then by more errors as worse).
+
+    Returns:
+        The headline key (None when none of HEADLINE was computed) and the case lists; the
+        metric lists are left out without a headline. A list holds fewer than three rows
+        when there are fewer.
+    """
     headline = next((k for k in HEADLINE
                      if any(r.metric("draft_vs_reference", k) is not None for r in rows)), None)
     by_rating = sorted(ratings, key=lambda r: (r.likert or 0, r.all_errors * -1))
@@ -326,7 +438,15 @@ def pick_cases(rows: Sequence[ReviewRow], unique: Sequence[ReviewRow],
 
 
 def model_infos(rows: Sequence[ReviewRow]) -> tuple[ModelInfo, ...]:
-    """Each model preset with its model id, revision and number of studies."""
+    """Each model preset with its model id, revision and number of studies.
+
+    Args:
+        rows: review rows.
+
+    Returns:
+        One entry per distinct (preset, model id, revision), sorted; a preset drafted with
+        two revisions appears twice, each counting all of the preset's studies.
+    """
     return tuple(ModelInfo(preset, model_id, revision,
                            len({r.study_id for r in rows if r.preset == preset}))
                  for preset, model_id, revision in sorted(

@@ -63,6 +63,9 @@ def export(db: Database, fmt: str, out: Path, filters: ExportFilters | None = No
         n_resamples: bootstrap resamples for confidence intervals.
     Returns:
         Every file written, the report first.
+
+    Raises:
+        ValueError: an unknown format (before anything is computed or written).
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r} (html, csv or json)")
@@ -93,6 +96,12 @@ class ExportSpool:
         self._busy: set[Path] = set()  # folders of exports still being built: never purged
 
     def new_folder(self) -> Path:
+        """A fresh folder for one export, kept from purging until `finished` (older finished
+        exports are purged first).
+
+        Returns:
+            The new folder, inside the spool.
+        """
         self.purge()
         folder = Path(tempfile.mkdtemp(prefix="export-", dir=self.root))
         with self._lock:
@@ -100,14 +109,26 @@ class ExportSpool:
         return folder
 
     def finished(self, folder: Path) -> None:
-        """The export in `folder` is written: from now on it may be purged."""
+        """The export in `folder` is written: from now on it may be purged.
+
+        Args:
+            folder: a folder from `new_folder` (one already removed is fine).
+        """
         with self._lock:
             self._busy.discard(folder)
         if folder.exists():
             os.utime(folder)  # its age counts from the end of the export
 
     def purge(self, older_than_s: float | None = None) -> int:
-        """Remove finished exports older than `older_than_s` (default `keep_s`)."""
+        """Remove finished exports older than `older_than_s` (default `keep_s`).
+
+        Args:
+            older_than_s: age in seconds since the export finished; 0 removes every finished
+                export; None: `keep_s`.
+
+        Returns:
+            How many export folders were removed.
+        """
         limit = time.time() - (self.keep_s if older_than_s is None else older_than_s)
         removed = 0
         with self._lock:
@@ -118,12 +139,18 @@ class ExportSpool:
         return removed
 
     def discard(self, path: Path) -> None:
-        """Remove the export folder holding `path` (after it was downloaded)."""
+        """Remove the export folder holding `path` (after it was downloaded).
+
+        Args:
+            path: a file of an export; a path not directly inside one of this spool's export
+                folders is left alone.
+        """
         path = Path(path).resolve()
         if path.parent.parent == self.root.resolve():
             shutil.rmtree(path.parent, ignore_errors=True)
 
     def close(self) -> None:
+        """Remove the whole spool (at shutdown)."""
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -154,7 +181,29 @@ class ExportService:
                   address: str | None = None, n_resamples: int = 1000,
                   filters: ExportFilters | None = None) -> ExportResult:
         """A reader's export holds only their own work whatever they ask; an admin may export
-        every reader's and ask for the datasets' own study keys."""
+        every reader's and ask for the datasets' own study keys.
+
+        What was asked but not allowed is narrowed, not refused, and said in the result's
+        `note`; the export is audited. A failed export leaves no folder behind.
+
+        Args:
+            account: who asks.
+            fmt: "html", "csv" or "json".
+            everyone: every reader's work (admins only); otherwise only `account`'s.
+            dataset_keys: the datasets' own study keys instead of opaque ids (admins only).
+            metrics: the metrics to run; None: the available set, no downloads.
+            address: the client's address, for the audit log.
+            n_resamples: bootstrap resamples for confidence intervals.
+            filters: what to cover; its reader is replaced by `account` unless an admin
+                asked for everyone.
+
+        Returns:
+            The files written (report first) in a spool folder, the scope actually exported
+            and the note, if any.
+
+        Raises:
+            ValueError: an unknown format.
+        """
         filters = filters or ExportFilters()
         note = None
         if account.is_admin and everyone:
@@ -182,5 +231,6 @@ class ExportService:
         return ExportResult(files, scope, note)
 
     def close(self) -> None:
+        """Remove the spool and every export in it, if one was made (at shutdown)."""
         if self._spool is not None:
             self._spool.close()

@@ -25,7 +25,14 @@ _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 def flat_row(row: ReviewRow) -> dict[str, Any]:
     """A row as one flat record: its fields, `<category>_<kind>` error counts and
-    `<comparison>.<metric key>` values (no study id: exports never carry database ids)."""
+    `<comparison>.<metric key>` values (no study id: exports never carry database ids).
+
+    Args:
+        row: one review row.
+
+    Returns:
+        field -> value; error counts are None when the row has no rating errors.
+    """
     out = {k: getattr(row, k) for k in CSV_FIELDS}
     for category in REXVAL_CATEGORIES:
         for kind in ERROR_KINDS:
@@ -38,7 +45,15 @@ def flat_row(row: ReviewRow) -> dict[str, Any]:
 
 
 def evaluation_json(evaluation: Evaluation) -> dict[str, Any]:
-    """Everything the evaluation holds, as JSON-ready data."""
+    """Everything the evaluation holds, as JSON-ready data.
+
+    Args:
+        evaluation: the computed evaluation.
+
+    Returns:
+        A dict of plain values (dates and other objects are left for `json.dumps`'s
+        `default=str`, as `json_text` does).
+    """
     return {
         "generated_at": evaluation.generated_at,
         "filters": evaluation.filters,
@@ -59,20 +74,43 @@ def evaluation_json(evaluation: Evaluation) -> dict[str, Any]:
 
 
 def json_text(evaluation: Evaluation) -> str:
+    """The JSON export.
+
+    Args:
+        evaluation: the computed evaluation.
+
+    Returns:
+        `evaluation_json` as indented JSON text; values JSON cannot hold are written as str.
+    """
     return json.dumps(evaluation_json(evaluation), indent=2, default=str)
 
 
 def neutralise_cell(value: Any) -> Any:
     """OWASP's defence against CSV injection: a text cell starting with = + - @ tab or CR is
     prefixed with a single quote, so a spreadsheet shows it as text instead of running it.
-    (Every text cell is also quoted, and embedded quotes doubled, by the csv writer.)"""
+    (Every text cell is also quoted, and embedded quotes doubled, by the csv writer.)
+
+    Args:
+        value: a cell's value.
+
+    Returns:
+        The value, with a leading ' when it is a text starting with a formula character;
+        anything else (numbers, None) unchanged.
+    """
     if isinstance(value, str) and value.startswith(_FORMULA_START):
         return "'" + value
     return value
 
 
 def csv_text(evaluation: Evaluation) -> str:
-    """The rows as CSV, every cell neutralised (header included)."""
+    """The rows as CSV, every cell neutralised (header included).
+
+    Args:
+        evaluation: the computed evaluation.
+
+    Returns:
+        CSV text, one line per review row; with no rows, only the header of CSV_FIELDS.
+    """
     flat = [{k: neutralise_cell(v) for k, v in flat_row(r).items()} for r in evaluation.rows]
     fields = list(dict.fromkeys(k for row in flat for k in row)) or CSV_FIELDS
     buf = io.StringIO(newline="")
@@ -85,14 +123,34 @@ def csv_text(evaluation: Evaluation) -> str:
 
 def safe_name(text: str, fallback: str = "export") -> str:
     """A file-name part from free text (a preset name, a stem): no separators, no `..`,
-    no leading dot, at most 64 characters."""
+    no leading dot, at most 64 characters.
+
+    Args:
+        text: the free text.
+        fallback: what to use when nothing usable is left.
+
+    Returns:
+        Runs of anything but letters, digits, ".", "_" and "-" replaced by "_", leading and
+        trailing "." and "_" stripped, cut to 64 characters; `fallback` if that is empty.
+    """
     cleaned = _UNSAFE_NAME.sub("_", text).strip("._")[:64]
     return cleaned or fallback
 
 
 def prediction_files(evaluation: Evaluation, folder: Path, stem: str) -> dict[Path, str]:
     """RRG24-style files: `<stem>.<model>.<section>.txt`, one generated section per line, in
-    the order of `<stem>.<model>.<section>.ids.txt` (studies sorted by source, study key)."""
+    the order of `<stem>.<model>.<section>.ids.txt` (studies sorted by source, study key).
+
+    Args:
+        evaluation: the computed evaluation (one draft per model, section and study is used:
+            rows of several readers repeat it).
+        folder: where the files go.
+        stem: the report's file stem (made safe).
+
+    Returns:
+        path -> text, not yet written; whitespace inside a draft (newlines too) becomes
+        single spaces so each draft is one line. Empty when there are no rows.
+    """
     unique: dict[tuple[str, str], dict[tuple[str, str], str]] = defaultdict(dict)
     for r in evaluation.rows:
         unique[(r.preset, r.section)][(r.source, r.study_key)] = r.draft

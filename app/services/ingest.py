@@ -99,6 +99,9 @@ class ImportReport:
         return self.unchanged
 
     def summary(self) -> str:
+        """Returns:
+            One line of the counts, for the CLI and the admin panel.
+        """
         return (f"{self.format}: {self.found} records: {self.added} added, {self.updated} "
                 f"updated, {self.unchanged} unchanged, {self.failed} failed "
                 f"({self.images} images added)")
@@ -121,6 +124,28 @@ def import_path(
 
     A layout error (no metadata file, wrong columns) raises DatasetLayoutError before anything
     is stored; everything after that is reported in the ImportReport, never raised.
+
+    Args:
+        db: the database.
+        path: the dataset's folder or metadata file.
+        blobs: where image files are stored.
+        fmt: an importer name, or "auto" to detect the layout.
+        images: the images' folder when it is not where the layout expects it.
+        follow_symlinks: let image paths follow symbolic links out of the dataset's root.
+        allow_modality: DICOM modalities accepted besides CR and DX (case-insensitive, blanks
+            ignored); "ANY" turns the modality and body-part check off.
+        limits: size limits for images and files; None: the defaults.
+        workers: image-checking processes; None: one per CPU.
+        progress: called with (records read, records expected or None).
+
+    Returns:
+        The counts (found, added, updated, unchanged, failed, images) and every problem with
+        the file and reason.
+
+    Raises:
+        DatasetLayoutError: the layout is not recognised or not readable, before anything is
+            stored.
+        ValueError: an unknown importer name.
     """
     path = Path(os.path.abspath(path))
     options = ImportOptions(
@@ -151,7 +176,26 @@ def import_records(
     check: ImageCheck | None = None,
     workers: int | None = None,
 ) -> ImportReport:
-    """Store records (each one's outcome counted once); see the module docstring."""
+    """Store records (each one's outcome counted once); see the module docstring.
+
+    Args:
+        db: the database.
+        records: what an importer yields: a record or the error of one.
+        blobs: where image files are stored.
+        fmt: the importer's name, for the report (and its problems when reading fails).
+        total: how many records are expected, for progress; None: unknown.
+        progress: called with (records read, total).
+        check: how images are checked; None: records from code (demo, tests), trusted apart
+            from file-type and size checks.
+        workers: image-checking processes; None: the default.
+
+    Returns:
+        The counts and problems. A reader failing after the first record stops reading and
+        is reported (counted as one failed record); later records are not read.
+
+    Raises:
+        DatasetLayoutError: the reader fails before yielding any record; nothing is stored.
+    """
     report = ImportReport(format=fmt)
     # Records from code (the demo, tests) are trusted: only file-type and size checks apply.
     check = check or ImageCheck(guard=Guard.for_roots(Path("/"), follow_symlinks=True))
@@ -196,7 +240,16 @@ def import_records(
 def fingerprint(record: StudyRecord, patient_key: str | None = None,
                 study_key: str | None = None) -> str:
     """A digest of everything an import would store for the record (not where it came from);
-    computed with the stored (pseudonymised) keys, never the raw identifiers."""
+    computed with the stored (pseudonymised) keys, never the raw identifiers.
+
+    Args:
+        record: the record as imported.
+        patient_key: the stored (pseudonymised) patient key; None: the record's own.
+        study_key: the stored study key; None: the record's own.
+
+    Returns:
+        A SHA-256 in hex; equal digests mean a re-import has nothing to change.
+    """
     images = tuple(
         (im.name, im.path, hashlib.sha256(im.data).hexdigest() if im.data is not None else None,
          im.view_position, im.view_source)

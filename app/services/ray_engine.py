@@ -82,7 +82,16 @@ class DraftActor:
 
 def length_sorted(service: DraftingService, study_ids: Sequence[int]) -> list[int]:
     """Studies ordered by their number of images, then indication length: a batch's prompts
-    are alike in size, so little is padded."""
+    are alike in size, so little is padded.
+
+    Args:
+        service: the drafting service (for its database).
+        study_ids: the studies to order.
+
+    Returns:
+        The same ids, fewest images and shortest indication first (ties by id); unknown ids
+        sort as having none.
+    """
     from db.models import Image, Study
 
     with service.db.read() as session:
@@ -96,7 +105,25 @@ def length_sorted(service: DraftingService, study_ids: Sequence[int]) -> list[in
 def draft_on_ray(service: DraftingService, study_ids: Sequence[int], preset: str,
                  sections: Sequence[str], config: RayConfig, *, redo: bool = False,
                  progress: Progress | None = None) -> DraftRun:
-    """Draft `study_ids` on Ray Data; the same drafts as DraftingService.draft, stored per batch."""
+    """Draft `study_ids` on Ray Data; the same drafts as DraftingService.draft, stored per batch.
+
+    Args:
+        service: the local drafting service (its database, settings and runtime are given to
+            each Ray actor).
+        study_ids: the studies to draft.
+        preset: the preset name.
+        sections: the sections to draft.
+        config: the Ray cluster address, batch size, actors and GPUs per actor.
+        redo: draft every study again; False: only those lacking a draft.
+        progress: called with (studies done, studies to do).
+
+    Returns:
+        The combined counts and errors of every batch; no cluster is started when nothing is
+        left to draft.
+
+    Raises:
+        UnknownPreset: no preset has this name (before any cluster starts).
+    """
     ray = _ray()
     service.preset(preset)  # an unknown preset fails here, before any cluster starts
     todo = list(study_ids) if redo else service.pending(study_ids, preset, sections)
@@ -168,7 +195,21 @@ def fill_score_cache_on_ray(metrics: Sequence[Metric], config: MetricConfig,
     """Compute on Ray every (metric, pair) the cache lacks and store it in the cache as each
     batch returns, so `metrics.scoring.score` then only aggregates (same values as a local run,
     which computes the same per-pair payloads), and a killed run resumes from the cache.
-    Returns the number of payloads computed."""
+    Returns the number of payloads computed.
+
+    Args:
+        metrics: the metrics; unavailable ones are skipped (`score` reports them).
+        config: the metric settings each Ray actor builds its metrics from.
+        hyps: generated reports, one per pair.
+        refs: reference reports, in the same order.
+        cache: the score cache to fill.
+        ray_config: the Ray cluster address, batch size, actors and GPUs per actor.
+        progress: called with (payloads done, payloads to do) after each batch.
+
+    Returns:
+        How many distinct (metric, pair) payloads were computed; 0, without starting Ray,
+        when the cache had them all.
+    """
     import json
 
     from metrics.base import text_hash

@@ -112,6 +112,15 @@ def _case(row: ReviewRow, headline: str | None) -> str:
 
 
 def render(ev: Evaluation) -> str:
+    """The self-contained HTML report (inline style, no scripts or external files), so it can
+    be mailed or archived as one file; every text from the database is HTML-escaped.
+
+    Args:
+        ev: the computed evaluation.
+
+    Returns:
+        The HTML document.
+    """
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8>"
              f"<title>rrg-review evaluation report</title><style>{STYLE}</style></head><body>",
              "<h1>rrg-review evaluation report</h1>",

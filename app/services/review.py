@@ -132,7 +132,18 @@ class DiffPiece:
 
 
 def word_diff(before: str, after: str) -> list[DiffPiece]:
-    """Word-level diff (difflib on whitespace tokens) of draft vs current text."""
+    """Word-level diff (difflib on whitespace tokens) of draft vs current text, so the reader
+    sees what they changed in the model's words.
+
+    Args:
+        before: the draft text.
+        after: the reader's current text.
+
+    Returns:
+        Pieces in reading order; a replaced run is a "delete" piece then an "insert" piece.
+        Whitespace is not kept (pieces are words joined by single spaces); two empty texts
+        give an empty list.
+    """
     a, b = before.split(), after.split()
     out: list[DiffPiece] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
@@ -225,38 +236,99 @@ class ReviewService:
 
     # -- readers (thin delegates to AccountService) ------------------------------------------
     def add_reader(self, name: str, password: str | None, role: str = "reader") -> int:
+        """Add an account (`AccountService.add`), its errors as ReviewError for the pages.
+
+        Args:
+            name: the login name.
+            password: the password; None: an account that cannot log in (no password).
+            role: "reader" or "admin".
+
+        Returns:
+            The new reader's id.
+
+        Raises:
+            ReviewError: the account cannot be added (name taken or invalid, weak password...).
+        """
         try:
             return self.accounts.add(name, password, role)
         except AccountError as exc:
             raise ReviewError(str(exc)) from None
 
     def authenticate(self, name: str, password: str, address: str | None = None) -> int | None:
-        """The reader id for a correct login (throttled and audited), else None."""
+        """The reader id for a correct login (throttled and audited), else None.
+
+        Args:
+            name, password: what the login form sent.
+            address: the client's address, for the throttle and the audit log.
+
+        Returns:
+            The reader id, or None for a wrong name or password (or a throttled attempt).
+        """
         result = self.accounts.authenticate(name, password, address)
         return result.account.id if result.account else None
 
     def reader_id(self, name: str) -> int | None:
+        """Args:
+            name: a login name.
+
+        Returns:
+            That account's id, or None when there is no such account.
+        """
         found = self.accounts.account(name)
         return found.id if found else None
 
     def reader_name(self, reader_id: int) -> str:
+        """Args:
+            reader_id: an account id.
+
+        Returns:
+            The account's name, or "?" for an unknown id (a label, never an error).
+        """
         found = self.accounts.by_id(reader_id)
         return found.name if found else "?"
 
     def is_admin(self, reader_id: int) -> bool:
+        """Args:
+            reader_id: an account id.
+
+        Returns:
+            True only for an existing admin account (False for an unknown id).
+        """
         found = self.accounts.by_id(reader_id)
         return found is not None and found.is_admin
 
     def has_logins(self) -> bool:
+        """Returns:
+            Whether any account can log in (`AccountService.has_logins`), which decides
+            whether the app asks for a login at all.
+        """
         return self.accounts.has_logins()
 
     def local_reader(self) -> int:
+        """Returns:
+            The id of the single-user workstation's reader (`AccountService.local_reader`).
+        """
         return self.accounts.local_reader()
 
     def export_report(self, reader_id: int, fmt: str, *, everyone: bool = False,
                       metrics=None, address: str | None = None):
         """Export as this reader: their own work only unless they are an admin asking for
-        everyone's (decided here, not by the page). Returns an `ExportResult`."""
+        everyone's (decided here, not by the page). Returns an `ExportResult`.
+
+        Args:
+            reader_id: who asks; their role decides whether `everyone` is honoured.
+            fmt: the export format, as `ExportService.export_as` accepts it.
+            everyone: all readers' work (admins only) instead of the asker's own.
+            metrics: the metrics to run; None: the export's default (available, no download).
+            address: the client's address, for the audit log.
+
+        Returns:
+            The `ExportResult` of `ExportService.export_as`.
+
+        Raises:
+            ReviewError: no reader has this id.
+            ValueError: an unknown format.
+        """
         from app.services.export import ExportService
 
         if self.exports is None:
@@ -272,7 +344,19 @@ class ReviewService:
                include_report_only: bool | None = None) -> int:
         """Put studies (default: every study with images) on a reader's worklist; returns how
         many were new. Report-only studies only when asked (here or at construction).
-        A read-only database (`--read-only`) keeps the worklists it has."""
+        A read-only database (`--read-only`) keeps the worklists it has.
+
+        Args:
+            reader_id: whose worklist.
+            study_ids: the studies to add; None: every study with images (and report-only
+                ones when asked).
+            include_report_only: add studies without images too; None: the setting given at
+                construction.
+
+        Returns:
+            How many studies were newly added (0 on a read-only database, or when all were
+            there already).
+        """
         if self.db.read_only:
             return 0
         if include_report_only is None:
@@ -283,7 +367,16 @@ class ReviewService:
     def worklist(self, reader_id: int, status: str | None = None,
                  source: str | None = None) -> list[WorkItem]:
         """The whole worklist (small lists, tests and exports only: handlers page with
-        WorklistService.page, which never loads the whole list)."""
+        WorklistService.page, which never loads the whole list).
+
+        Args:
+            reader_id: whose worklist.
+            status: only items with this status ("new", "in_review", "done"...); None or "": all.
+            source: only studies from this import source; None or "": all.
+
+        Returns:
+            The items in worklist order (empty for a reader with no worklist).
+        """
         stmt = (select(WorklistItem, Study.source, Study.study_key)
                 .join(Study, Study.id == WorklistItem.study_id)
                 .where(WorklistItem.reader_id == reader_id).order_by(WorklistItem.position))
@@ -297,11 +390,28 @@ class ReviewService:
 
     def next_unfinished(self, reader_id: int, after: int | None = None,
                         step: int = 1) -> int | None:
-        """The next (step=1) or previous (step=-1) study not done, around `after`."""
+        """The next (step=1) or previous (step=-1) study not done, around `after`.
+
+        Args:
+            reader_id: whose worklist.
+            after: the study on screen; None: from the start of the list.
+            step: 1 for next, -1 for previous.
+
+        Returns:
+            A study id, or None when no other study is unfinished
+            (see `WorklistService.next_unfinished`).
+        """
         return self.worklists.next_unfinished(reader_id, after, step)
 
     def resume(self, reader_id: int) -> int | None:
-        """The study to reopen after a reload: the last one worked on, else the first open."""
+        """The study to reopen after a reload: the last one worked on, else the first open.
+
+        Args:
+            reader_id: whose worklist.
+
+        Returns:
+            A study id, or None for an empty worklist (see `WorklistService.resume`).
+        """
         return self.worklists.resume(reader_id)
 
     def _item(self, s, reader_id: int, study_id: int) -> WorklistItem:
@@ -315,7 +425,20 @@ class ReviewService:
         """Add active time (capped per beat); returns the study's total active seconds.
 
         Time is a measurement, not work: it never changes the study's status (only a save or a
-        rating does), so opening or passing a study leaves it as it was."""
+        rating does), so opening or passing a study leaves it as it was.
+
+        Args:
+            reader_id: the reader.
+            study_id: the study on screen.
+            seconds_since_last: seconds since the previous beat; capped at MAX_ACTIVE_GAP_S,
+                negative counts as 0 and NaN or infinity as 0 (an idle tab adds nothing).
+
+        Returns:
+            The study's total active seconds for this reader, after the beat.
+
+        Raises:
+            ReviewError: the study is not on this reader's worklist.
+        """
         seconds = float(seconds_since_last)
         if not math.isfinite(seconds):
             seconds = 0.0
@@ -327,7 +450,15 @@ class ReviewService:
 
     # -- editing --------------------------------------------------------------------------
     def current(self, reader_id: int, study_id: int) -> dict[str, RevisionView]:
-        """This reader's latest revision of each section (other readers' never shown)."""
+        """This reader's latest revision of each section (other readers' never shown).
+
+        Args:
+            reader_id: the reader.
+            study_id: the study.
+
+        Returns:
+            section -> latest revision; sections never saved are absent (empty dict if none).
+        """
         with self.db.read() as s:
             rows = s.scalars(select(Revision).where(
                 Revision.reader_id == reader_id, Revision.study_id == study_id)
@@ -335,6 +466,17 @@ class ReviewService:
             return {r.section: _revision(r) for r in rows}
 
     def history(self, reader_id: int, study_id: int, section: str) -> list[RevisionView]:
+        """Every revision (autosaves included) of one section by one reader, so an edit can be
+        traced or restored.
+
+        Args:
+            reader_id: the reader.
+            study_id: the study.
+            section: a section name.
+
+        Returns:
+            The revisions, oldest first (empty when the section was never saved).
+        """
         with self.db.read() as s:
             return [_revision(r) for r in s.scalars(select(Revision).where(
                 Revision.reader_id == reader_id, Revision.study_id == study_id,
@@ -346,7 +488,27 @@ class ReviewService:
              address: str | None = None) -> RevisionView:
         """Save an edit as the next revision. `base_number` is the revision the edit started from
         (None: from the draft). Unchanged text saves nothing and returns the current revision.
-        `timing` (the reader's keystrokes in this section) is stored in the same transaction."""
+        `timing` (the reader's keystrokes in this section) is stored in the same transaction.
+
+        Args:
+            reader_id: the reader.
+            study_id: the study (must be on the reader's worklist).
+            section: one of SECTIONS.
+            text: the section's full new text.
+            base_number: the revision the edit started from; None: from the draft.
+            draft_id: the draft the text came from, if any.
+            autosave: True for a background save (no submit time is recorded).
+            timing: the reader's keystroke times in this section, if any.
+            address: the client's address, for the audit log.
+
+        Returns:
+            The new revision, or the latest one when its text is already this text.
+
+        Raises:
+            ReviewError: unknown section, study not on the worklist, unknown draft, or a base
+                revision that does not exist.
+            EditConflict: the section was saved elsewhere since `base_number` with other text.
+        """
         if section not in SECTIONS:
             raise ReviewError(f"unknown section {section!r}")
         with self.db.write() as s:
@@ -364,7 +526,22 @@ class ReviewService:
         """Save several sections' edits in ONE transaction (one commit, so one fsync under
         synchronous=FULL, instead of one per section). Each section is judged on its own: a
         section edited elsewhere since its base is refused (its EditConflict returned, nothing
-        written for it) while the others are saved. Any other error saves nothing."""
+        written for it) while the others are saved. Any other error saves nothing.
+
+        Args:
+            reader_id: the reader.
+            study_id: the study (must be on the reader's worklist).
+            edits: section -> its edit (text, base revision, draft id, keystroke timing).
+            autosave: True for a background save (no submit time is recorded).
+            address: the client's address, for the audit log.
+
+        Returns:
+            section -> its revision (new, or the latest when unchanged) or its EditConflict.
+
+        Raises:
+            ReviewError: an unknown section, the study not on the worklist, an unknown reader
+                or draft, or a missing base revision; nothing is saved then.
+        """
         for section in edits:
             if section not in SECTIONS:
                 raise ReviewError(f"unknown section {section!r}")
@@ -435,13 +612,31 @@ class ReviewService:
             row.submitted_at = utcnow()
 
     def submitted(self, reader_id: int, study_id: int, sections: Sequence[str]) -> None:
-        """An explicit Save of text that an autosave already stored: record the submit time."""
+        """An explicit Save of text that an autosave already stored: record the submit time.
+
+        Args:
+            reader_id: the reader.
+            study_id: the study (must be on the reader's worklist).
+            sections: the sections submitted (their submit time becomes now).
+
+        Raises:
+            ReviewError: the study is not on this reader's worklist.
+        """
         with self.db.write() as s:
             self._item(s, reader_id, study_id)
             for section in sections:
                 self._timing_in(s, reader_id, study_id, section, None, submitted=True)
 
     def timing(self, reader_id: int, study_id: int) -> dict[str, TimingView]:
+        """The keystroke and submit times per section, for time-on-task in the evaluation.
+
+        Args:
+            reader_id: the reader.
+            study_id: the study.
+
+        Returns:
+            section -> its times (UTC); sections never typed in or submitted are absent.
+        """
         with self.db.read() as s:
             rows = s.scalars(select(SectionTiming).where(
                 SectionTiming.reader_id == reader_id, SectionTiming.study_id == study_id))
@@ -449,6 +644,16 @@ class ReviewService:
                                           r.submitted_at, r.draft_on_screen) for r in rows}
 
     def status(self, reader_id: int, study_id: int) -> str:
+        """Args:
+            reader_id: the reader.
+            study_id: the study.
+
+        Returns:
+            The worklist status of the study for this reader ("new", "in_review", "done"...).
+
+        Raises:
+            ReviewError: the study is not on this reader's worklist.
+        """
         with self.db.read() as s:
             return self._item(s, reader_id, study_id).status
 
@@ -458,7 +663,26 @@ class ReviewService:
              comment: str | None = None, preset: str | None = None,
              address: str | None = None) -> RatingView:
         """A reader's rating: a Likert score 1-5 is required (an empty rating is refused), the
-        ReXVal counts must be non-negative integers. The study is then done."""
+        ReXVal counts must be non-negative integers. The study is then done.
+
+        Args:
+            reader_id: the reader.
+            study_id: the study (must be on the reader's worklist).
+            likert: the overall quality, a whole number 1-5 (1.0 is accepted, 1.5 is not).
+            acceptable: whether the draft was acceptable; None: not said.
+            errors: ReXVal category -> {"significant": n, "insignificant": n}; missing
+                categories and counts are 0; None: no errors.
+            comment: free text (blank is stored as None).
+            preset: the model preset whose draft is rated, if any.
+            address: the client's address, for the audit log.
+
+        Returns:
+            The stored rating (a re-rating is the next number, earlier ones are kept).
+
+        Raises:
+            ReviewError: no or an invalid Likert score, an unknown ReXVal category, a count that
+                is not a non-negative whole number, or the study not on the worklist.
+        """
         score = _likert(likert)
         clean = _validate_errors(errors or {})
         with self.db.write() as s:
@@ -487,6 +711,13 @@ class ReviewService:
         return _rating(rating)
 
     def latest_rating(self, reader_id: int, study_id: int) -> RatingView | None:
+        """Args:
+            reader_id: the reader.
+            study_id: the study.
+
+        Returns:
+            The reader's newest rating of the study, or None when they have not rated it.
+        """
         with self.db.read() as s:
             r = s.scalar(select(Rating).where(Rating.reader_id == reader_id,
                                               Rating.study_id == study_id)
@@ -499,7 +730,22 @@ class ReviewService:
         text (a revision, unless already identical; `bases` are the revisions the screen showed,
         so a newer save elsewhere is a conflict) and a rating row records "acceptable without
         changes" with no Likert score: the score is the reader's to give. Killed midway, nothing
-        of it is stored."""
+        of it is stored.
+
+        Args:
+            reader_id: the reader.
+            study_id: the study (must be on the reader's worklist).
+            drafts: section -> (draft id, draft text).
+            bases: section -> the revision the screen showed (None: none); missing: None.
+            preset: the model preset whose draft is accepted, if any.
+
+        Returns:
+            The rating row: acceptable, no Likert score, no errors.
+
+        Raises:
+            EditConflict: a section was saved elsewhere since its base; nothing is stored.
+            ReviewError: the study is not on the worklist, or a draft does not exist.
+        """
         with self.db.write() as s:
             item = self._item(s, reader_id, study_id)
             for section, (draft_id, text) in drafts.items():

@@ -18,7 +18,15 @@ log = logging.getLogger(__name__)
 
 
 def seed_demo(db: Database, settings: Settings) -> ImportReport | None:
-    """Add the demo studies when the database has no study at all; None when it has some."""
+    """Add the demo studies when the database has no study at all; None when it has some.
+
+    Args:
+        db: the app's database (writable).
+        settings: where the demo files and image blobs go.
+
+    Returns:
+        The import's report, or None when the database already holds studies.
+    """
     with db.read() as session:
         if session.scalar(select(func.count(Study.id))):
             return None
@@ -26,7 +34,23 @@ def seed_demo(db: Database, settings: Settings) -> ImportReport | None:
 
 
 def prepare(settings: Settings, *, demo: bool = True, read_only: bool = False) -> Database:
-    """The database the app serves, checked (schema, writability, PRAGMA quick_check)."""
+    """The database the app serves, checked (schema, writability, PRAGMA quick_check).
+
+    A writable database also gets any patient keys stored as given replaced by pseudonyms.
+
+    Args:
+        settings: the database URL and data folders.
+        demo: seed the demo studies into an empty database (never on a read-only one).
+        read_only: open without writing anything (`--read-only`).
+
+    Returns:
+        The open database.
+
+    Raises:
+        DatabaseProblem: the database cannot be used (fails quick_check, wrong schema...);
+            one sentence saying why.
+        RuntimeError: the demo studies could not be imported.
+    """
     db = open_database(settings.db_url, read_only=read_only)
     problems = integrity_problems(db)
     if problems:

@@ -57,7 +57,15 @@ class ImageView:
 
     def preview(self, max_side: int = 1024) -> np.ndarray:
         """A display image with sides at most `max_side`; JPEG 2000 decodes at a reduced
-        resolution level, other formats from the (cached) full decode, strided."""
+        resolution level, other formats from the (cached) full decode, strided.
+
+        Args:
+            max_side: the longest side wanted, in pixels (sides may come out smaller: the
+                image is strided by a whole step, never scaled up).
+
+        Returns:
+            uint8 display pixels (bone white).
+        """
         return self._preview(max_side)
 
 
@@ -91,6 +99,17 @@ class StudyView:
 
 
 def strided(display: np.ndarray, max_side: int) -> np.ndarray:
+    """A quick preview by keeping every n-th pixel (no resampling, no copy), for screens that
+    show the image smaller than it is.
+
+    Args:
+        display: the image's pixels.
+        max_side: the longest side wanted, in pixels.
+
+    Returns:
+        A view of `display` with the smallest whole step that fits `max_side`; the image as
+        it is when it already fits.
+    """
     step = max(1, int(np.ceil(max(display.shape) / max_side)))
     return display[::step, ::step]
 
@@ -105,6 +124,12 @@ class DecodedCache:
         self._lock = threading.Lock()
 
     def get(self, key: int) -> DecodedImage | None:
+        """Args:
+            key: the image id.
+
+        Returns:
+            The decoded image (now the most recently used), or None when not cached.
+        """
         with self._lock:
             item = self._items.get(key)
             if item is not None:
@@ -112,6 +137,13 @@ class DecodedCache:
             return item
 
     def put(self, key: int, image: DecodedImage) -> None:
+        """Keep a decoded image, evicting the least recently used beyond `max_bytes`.
+
+        Args:
+            key: the image id (an id already cached is left as it is).
+            image: the decoded image; its raw and display arrays count against the bound.
+                One image larger than the bound is still kept, alone.
+        """
         with self._lock:
             if key in self._items:
                 return
@@ -131,6 +163,12 @@ class PreviewCache:
         self._lock = threading.Lock()
 
     def get(self, key: tuple[int, int]) -> np.ndarray | None:
+        """Args:
+            key: (image id, max side).
+
+        Returns:
+            The preview (now the most recently used), or None when not cached.
+        """
         with self._lock:
             item = self._items.get(key)
             if item is not None:
@@ -138,6 +176,12 @@ class PreviewCache:
             return item
 
     def put(self, key: tuple[int, int], pixels: np.ndarray) -> None:
+        """Keep a preview, forgetting the least recently used beyond `max_items`.
+
+        Args:
+            key: (image id, max side).
+            pixels: the preview.
+        """
         with self._lock:
             self._items[key] = pixels
             while len(self._items) > self.max_items:
@@ -154,6 +198,16 @@ class StudyViewer:
         self._previews = PreviewCache()
 
     def worklist(self, source: str | None = None, limit: int = 500) -> list[WorklistRow]:
+        """Stored studies for a plain study list (not a reader's worklist: see
+        WorklistService), with their image count and whether they have a reference.
+
+        Args:
+            source: only this import source; None or "": all.
+            limit: how many rows at most.
+
+        Returns:
+            Rows ordered by source, newest study date first, then id.
+        """
         n_images = (select(func.count(Image.id)).where(Image.study_id == Study.id)
                     .correlate(Study).scalar_subquery())
         has_ref = (select(func.count(ReferenceReport.id))
@@ -167,7 +221,19 @@ class StudyViewer:
                     for r in session.execute(stmt)]
 
     def open(self, study_id: int) -> StudyView:
-        """A study's metadata and image handles: two queries, nothing decoded."""
+        """A study's metadata and image handles: two queries, nothing decoded.
+
+        Args:
+            study_id: the study.
+
+        Returns:
+            Its metadata, reference sections (None without a reference), prior study ids
+            and one lazily decoded handle per image (an empty tuple for a report-only study,
+            whose `notice` says so).
+
+        Raises:
+            LookupError: the study does not exist.
+        """
         with self.db.read() as session:
             study = session.scalar(
                 select(Study).where(Study.id == study_id)
@@ -194,12 +260,28 @@ class StudyViewer:
         return tuple(store_prior_ids(session, study))
 
     def prior_ids(self, study_id: int) -> tuple[int, ...]:
-        """The same patient's earlier studies, newest first, without loading any images."""
+        """The same patient's earlier studies, newest first, without loading any images.
+
+        Args:
+            study_id: the study.
+
+        Returns:
+            Their ids; empty for an unknown study or one without priors.
+        """
         with self.db.read() as session:
             study = session.get(Study, study_id)
             return self._prior_ids(session, study) if study else ()
 
     def decoded(self, image: Image) -> DecodedImage:
+        """An image decoded once and kept in the shared cache (the viewer and drafting read
+        the same pixels).
+
+        Args:
+            image: the stored image row.
+
+        Returns:
+            Its full-bit-depth and display pixels and default window.
+        """
         cached = self.cache.get(image.id)
         if cached is None:
             path = str(resolve_uri(image.uri, self.blobs))
@@ -210,7 +292,19 @@ class StudyViewer:
     def preview_pixels(self, image_id: int, uri: str, max_side: int = 1024) -> np.ndarray:
         """A preview without the full decode where the format allows it (JPEG 2000 at a
         reduced resolution level, JPEG by DCT scaling); a full image already decoded (for
-        window/level or drafting) is strided instead of decoded again."""
+        window/level or drafting) is strided instead of decoded again.
+
+        Args:
+            image_id: the image's id (the cache key).
+            uri: where its file is stored.
+            max_side: the longest side wanted, in pixels.
+
+        Returns:
+            uint8 display pixels, kept in the preview cache.
+
+        Raises:
+            LookupError: a full decode was needed and the image does not exist.
+        """
         key = (image_id, max_side)
         hit = self._previews.get(key)
         if hit is not None:
@@ -247,6 +341,19 @@ class StudyViewer:
                          lambda side: self.preview_pixels(image_id, uri, side))
 
     def preview_path(self, view: ImageView, max_side: int = 1024) -> Path:
+        """Where an image's preview PNG is kept: named by checksum (by id when it has none)
+        and size, in a sub-folder of the name's first two characters.
+
+        Args:
+            view: the image handle.
+            max_side: the preview's longest side.
+
+        Returns:
+            The path (the file may not exist yet).
+
+        Raises:
+            ValueError: the viewer has no preview folder.
+        """
         if self.preview_dir is None:
             raise ValueError("no preview folder configured")
         name = f"{view.checksum or view.image_id}-{max_side}.png"
@@ -258,6 +365,16 @@ class StudyViewer:
         A preview already on disk is served as it is: nothing is decoded. Handing Gradio a
         file also spares a PNG encode on every open (about 150 ms at Pillow's default
         compression for a radiograph preview; level 1 takes about 25 ms, once).
+
+        Args:
+            view: the image handle.
+            max_side: the preview's longest side.
+
+        Returns:
+            The PNG's path, as a string.
+
+        Raises:
+            ValueError: the viewer has no preview folder.
         """
         path = self.preview_path(view, max_side)
         if not path.exists():
@@ -269,7 +386,18 @@ class StudyViewer:
         return str(path)
 
     def value_range(self, image_id: int) -> tuple[float, float, tuple[float, float]]:
-        """(min, max, default (center, width)) of an image's full-bit-depth values."""
+        """(min, max, default (center, width)) of an image's full-bit-depth values.
+
+        Args:
+            image_id: the image.
+
+        Returns:
+            The minimum and maximum raw values and the image's own window; without one, the
+            middle of the range and its width (at least 1).
+
+        Raises:
+            LookupError: the image does not exist.
+        """
         with self.db.read() as session:
             image = session.get(Image, image_id)
             if image is None:
@@ -279,7 +407,19 @@ class StudyViewer:
         return lo, hi, decoded.window or ((lo + hi) / 2, max(hi - lo, 1.0))
 
     def window(self, image_id: int, center: float, width: float) -> np.ndarray:
-        """Window/level on the full-bit-depth pixels of one image."""
+        """Window/level on the full-bit-depth pixels of one image.
+
+        Args:
+            image_id: the image.
+            center: the window's center, in raw pixel units.
+            width: the window's width, in raw pixel units.
+
+        Returns:
+            The windowed display pixels.
+
+        Raises:
+            LookupError: the image does not exist.
+        """
         with self.db.read() as session:
             image = session.get(Image, image_id)
             if image is None:

@@ -61,7 +61,20 @@ class WorklistFilter:
     def from_ui(cls, status: str | None = "all", source: str | None = "all",
                 split: str | None = "all", images: str | None = "all",
                 search: str | None = "") -> WorklistFilter:
-        """The filter from the panel's dropdowns ('all' = no restriction)."""
+        """The filter from the panel's dropdowns ('all' = no restriction).
+
+        Args:
+            status, source, split: the dropdowns' values; "all", "" or None: no restriction.
+            images: a key of IMAGE_FILTERS ("all", None or "" for no restriction).
+            search: a study or patient key prefix; surrounding blanks are stripped.
+
+        Returns:
+            The filter.
+
+        Raises:
+            WorklistError: an unknown image filter or status, or a search over
+                MAX_SEARCH_LENGTH characters.
+        """
         def value(v: str | None) -> str | None:
             return None if v in (None, "", "all") else str(v)
 
@@ -128,7 +141,14 @@ class Progress:
 
 
 def escape_like(text: str) -> str:
-    """A LIKE pattern that matches `text` literally (% _ and \\ escaped with \\)."""
+    """A LIKE pattern that matches `text` literally (% _ and \\ escaped with \\).
+
+    Args:
+        text: what the user typed.
+
+    Returns:
+        The escaped text, for a LIKE with ESCAPE '\\' (add any wildcards after escaping).
+    """
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
@@ -157,7 +177,18 @@ class WorklistService:
                include_report_only: bool = False) -> int:
         """Put studies on a reader's worklist (default: every stored study with images);
         returns how many were new. One INSERT ... SELECT: 160,000 studies take about a second,
-        not a minute of ORM objects. Studies already there keep their place and status."""
+        not a minute of ORM objects. Studies already there keep their place and status.
+
+        Args:
+            reader_id: whose worklist.
+            study_ids: the studies to add (duplicates and unknown ids are ignored); None:
+                every stored study.
+            include_report_only: add studies without images too.
+
+        Returns:
+            How many were newly added; they go after the reader's last position, in
+            (source, sort key, id) order.
+        """
         with self.db.write() as s:
             start = int(s.scalar(select(func.coalesce(func.max(WorklistItem.position), -1))
                                  .where(WorklistItem.reader_id == reader_id)) or 0) + 1
@@ -190,6 +221,12 @@ class WorklistService:
         return int(s.execute(stmt.execution_options(preserve_rowcount=True)).rowcount or 0)
 
     def has_worklist(self, reader_id: int) -> bool:
+        """Args:
+            reader_id: the reader.
+
+        Returns:
+            Whether the reader has at least one study on their worklist.
+        """
         with self.db.read() as s:
             return s.scalar(select(WorklistItem.id).where(
                 WorklistItem.reader_id == reader_id).limit(1)) is not None
@@ -219,7 +256,22 @@ class WorklistService:
         """One page of the reader's worklist. A page past the end shows the last page, a page
         below 1 the first: a stale page number after a filter change never shows nothing.
         With the reader's `progress` at hand, an unfiltered or status-only page takes its
-        total from it instead of counting again."""
+        total from it instead of counting again.
+
+        Args:
+            reader_id: whose worklist.
+            flt: the filter; None: the whole list.
+            page: the 1-based page asked for (clamped to 1..pages).
+            page_size: rows per page, 1..MAX_PAGE_SIZE.
+            progress: the reader's current `progress(reader_id)`, if the caller has it.
+
+        Returns:
+            The page's rows in list order, with the page actually shown, the page count
+            (at least 1, even for an empty list) and the filtered total.
+
+        Raises:
+            WorklistError: a page size outside 1..MAX_PAGE_SIZE.
+        """
         flt = flt or WorklistFilter()
         if not 1 <= int(page_size) <= MAX_PAGE_SIZE:
             raise WorklistError(f"page size must be 1-{MAX_PAGE_SIZE}, not {page_size}")
@@ -265,7 +317,17 @@ class WorklistService:
 
     def page_of(self, reader_id: int, study_id: int, flt: WorklistFilter | None = None,
                 page_size: int = 50) -> int | None:
-        """The page (1-based) that shows a study under a filter, or None if it is not shown."""
+        """The page (1-based) that shows a study under a filter, or None if it is not shown.
+
+        Args:
+            reader_id: whose worklist.
+            study_id: the study to find.
+            flt: the filter; None: the whole list.
+            page_size: rows per page (below 1 counts as 1).
+
+        Returns:
+            The page number, or None when the study is not on the list or the filter hides it.
+        """
         flt = flt or WorklistFilter()
         with self.db.read() as s:
             position = self._position(s, reader_id, study_id)
@@ -284,7 +346,14 @@ class WorklistService:
         """Counts per status: the reader's (at most four) `worklist_progress` rows, which
         database triggers keep in the same transaction as every status change (migration
         0007), so the cost does not grow with the worklist (a GROUP BY over 160,000 entries
-        cost about 6x the 1,000-study page)."""
+        cost about 6x the 1,000-study page).
+
+        Args:
+            reader_id: the reader.
+
+        Returns:
+            The counts per status (all 0 for a reader with no worklist).
+        """
         with self.db.read() as s:
             counts = dict(s.execute(select(WorklistProgress.status, WorklistProgress.count)
                                     .where(WorklistProgress.reader_id == reader_id)).all())
@@ -292,7 +361,14 @@ class WorklistService:
 
     def counted_progress(self, reader_id: int) -> Progress:
         """The same counts by a GROUP BY over the worklist (what the triggers must agree with;
-        for checks and tests, not for handlers)."""
+        for checks and tests, not for handlers).
+
+        Args:
+            reader_id: the reader.
+
+        Returns:
+            The counts per status, counted from the worklist rows.
+        """
         with self.db.read() as s:
             counts = dict(s.execute(select(WorklistItem.status, func.count(WorklistItem.id))
                                     .where(WorklistItem.reader_id == reader_id)
@@ -300,16 +376,32 @@ class WorklistService:
         return Progress(**{k: int(counts.get(k, 0)) for k in STATUSES})
 
     def sources(self) -> tuple[str, ...]:
-        """Every source in the database (SELECT DISTINCT on the source index)."""
+        """Every source in the database (SELECT DISTINCT on the source index).
+
+        Returns:
+            The source names, sorted (empty for an empty database).
+        """
         with self.db.read() as s:
             return tuple(s.scalars(select(Study.source).distinct().order_by(Study.source)))
 
     def splits(self) -> tuple[str, ...]:
+        """The dataset splits the studies carry, for the split dropdown.
+
+        Returns:
+            The split names, sorted; studies without a split are not counted.
+        """
         with self.db.read() as s:
             return tuple(s.scalars(select(Study.split).where(Study.split.is_not(None))
                                    .distinct().order_by(Study.split)))
 
     def status_of(self, reader_id: int, study_id: int) -> str | None:
+        """Args:
+            reader_id: the reader.
+            study_id: the study.
+
+        Returns:
+            The study's status on the reader's list, or None when it is not on it.
+        """
         with self.db.read() as s:
             return s.scalar(select(WorklistItem.status).where(
                 WorklistItem.reader_id == reader_id, WorklistItem.study_id == study_id))
@@ -323,7 +415,15 @@ class WorklistService:
             WorklistItem.reader_id == reader_id, WorklistItem.study_id == study_id))
 
     def positions(self, reader_id: int, study_ids: Sequence[int]) -> dict[int, int]:
-        """Where each of these studies stands on the reader's list (absent ones left out)."""
+        """Where each of these studies stands on the reader's list (absent ones left out).
+
+        Args:
+            reader_id: the reader.
+            study_ids: the studies asked about.
+
+        Returns:
+            study id -> position (0-based order on the list).
+        """
         with self.db.read() as s:
             return dict(s.execute(select(WorklistItem.study_id, WorklistItem.position).where(
                 WorklistItem.reader_id == reader_id,
@@ -335,7 +435,22 @@ class WorklistService:
         list order and within the filter. `after` not on the list: the first unfinished one.
         None when there is none in that direction; with `wrap`, the search then goes round
         from the other end of the list (a reader at the last row still has the unfinished
-        studies above it), never returning `after` itself."""
+        studies above it), never returning `after` itself.
+
+        A status filter of "done" is ignored here (only unfinished studies are looked for).
+        When `after` is None or not on the list, step=1 gives the first unfinished study and
+        step=-1 the last one.
+
+        Args:
+            reader_id: whose worklist.
+            after: the study on screen, or None.
+            step: 1 (or more) for next, a negative number for previous.
+            flt: the filter; None: the whole list.
+            wrap: go round from the other end when nothing is found in that direction.
+
+        Returns:
+            A study id, or None.
+        """
         found = self._next_unfinished(reader_id, after, step, flt)
         if found is None and wrap and after is not None:
             found = self._next_unfinished(reader_id, None, step, flt, exclude=after)
@@ -363,7 +478,16 @@ class WorklistService:
             return s.scalar(stmt.limit(1))
 
     def upcoming(self, reader_id: int, after: int | None, count: int) -> list[int]:
-        """The next `count` unfinished studies after `after` (what pre-drafting works on)."""
+        """The next `count` unfinished studies after `after` (what pre-drafting works on).
+
+        Args:
+            reader_id: whose worklist.
+            after: the study on screen; None or not on the list: from the list's start.
+            count: how many at most (0 or less: none).
+
+        Returns:
+            Study ids in list order (no filter applied; fewer near the end of the list).
+        """
         with self.db.read() as s:
             here = self._position(s, reader_id, after)
             stmt = select(WorklistItem.study_id).where(
@@ -373,7 +497,15 @@ class WorklistService:
             return list(s.scalars(stmt.order_by(WorklistItem.position).limit(max(0, count))))
 
     def resume(self, reader_id: int) -> int | None:
-        """The study to reopen after a reload: the last one worked on, else the first open."""
+        """The study to reopen after a reload: the last one worked on, else the first open.
+
+        Args:
+            reader_id: whose worklist.
+
+        Returns:
+            The most recently updated study "in_review", else the first study not done, else
+            None (an empty or finished worklist).
+        """
         with self.db.read() as s:
             last = s.scalar(select(WorklistItem.study_id).where(
                 WorklistItem.reader_id == reader_id, WorklistItem.status == "in_review")
