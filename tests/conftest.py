@@ -3,6 +3,8 @@ also a database on a real PostgreSQL server), real radiographs, the shared data 
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -87,3 +89,24 @@ def rg1_small() -> np.ndarray:
 
     image = decode(ImageSource(name="RG1", path=rg1()))
     return image.display[::8, ::8].copy()
+
+
+@pytest.fixture(autouse=True)
+def _logging_put_back() -> Iterator[None]:
+    """The CLI's in-process runs set up logging (a stderr handler on the root logger): put the
+    root logger and our packages' levels back after each test, or a later test's log record
+    goes to a stderr capture that pytest has already closed ("I/O operation on closed file")."""
+    from app.logs import OUR_PACKAGES
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    levels = {name: logging.getLogger(name).level for name in OUR_PACKAGES}
+    yield
+    for handler in list(root.handlers):  # exactly the classes configure_logging adds (pytest's
+        if handler not in handlers and type(handler) in (logging.StreamHandler,  # own are
+                                                         logging.FileHandler):  # subclasses)
+            root.removeHandler(handler)
+            handler.close()
+    root.setLevel(level)
+    for name, was in levels.items():
+        logging.getLogger(name).setLevel(was)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import ROOT, App, click_row, new_page, wait_text, wait_until
+from tests.browser import ROOT, App, click_row, new_page, wait_text, wait_until, wait_value
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 pytest_plugins = ["tests.browser"]  # the browser and app fixtures
@@ -120,8 +120,8 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
         # reload: the reader comes back to the study being worked on, edit intact and escaped
         page.reload()
         page.locator("#film-head").get_by_text("DEMO-0003").wait_for()
-        page.wait_for_function("el => el.value.startsWith('Edited by the reader')",
-                               arg=page.locator("#edit-findings textarea").element_handle())
+        # (looked up on every poll: the reload may replace the textarea after the heading)
+        wait_value(page, "findings", "v.startsWith('Edited by the reader')")
         assert page.locator("#film b b, #study-header b b").count() == 0
         # rate with the ReXVal taxonomy; the score by key 3 (not typing in a box)
         page.locator("#film-head").click()

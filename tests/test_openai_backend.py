@@ -79,6 +79,16 @@ def server(tiny_model, tmp_path_factory):
             assert proc.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, "server did not start: " + log.read_text()[-3000:]
             time.sleep(0.5)
+        # `transformers serve` loads a model on its first request; concurrent first requests
+        # race inside that load ("Cannot copy out of meta tensor", a 500 seen in a loaded full
+        # run), so one request loads it before the tests send theirs in parallel
+        from openai import OpenAI
+
+        with OpenAI(base_url=base + "/v1", api_key="unused", timeout=300) as client:
+            for _ in client.chat.completions.create(
+                    model=str(tiny_model), max_tokens=1, stream=True,
+                    messages=[{"role": "user", "content": "warm up"}]):
+                pass
         yield base + "/v1"
     finally:
         proc.terminate()

@@ -724,12 +724,18 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     with_client: dict[str, Any] = {"js": _client_js(edit_in, c.client, carried)}
 
     ui.load(on_load, edit_in, study_outs, **PRIVATE, **with_client).then(**metrics_step)
-    wl.table.select(on_select, edit_in | {wl.table}, study_outs, **PRIVATE,
-                    js=_client_js(edit_in | {wl.table}, c.client, carried)).then(**metrics_step)
-    wl.next_study.click(on_step(1), edit_in, study_outs, api_name="next_study", **with_client
-                  ).then(**metrics_step)
-    wl.previous_study.click(on_step(-1), edit_in, study_outs, api_name="previous_study",
-                            **with_client).then(**metrics_step)
+    # the page script holds keystrokes back from a navigation's click until its answer is on
+    # screen; this browser-only step tells it the answer (or an error) has arrived
+    arrived: dict[str, Any] = {"fn": None, "js": "() => { window.rrgArrived(); }", **PRIVATE}
+    for navigation in (
+            wl.table.select(on_select, edit_in | {wl.table}, study_outs, **PRIVATE,
+                            js=_client_js(edit_in | {wl.table}, c.client, carried)),
+            wl.next_study.click(on_step(1), edit_in, study_outs, api_name="next_study",
+                                **with_client),
+            wl.previous_study.click(on_step(-1), edit_in, study_outs,
+                                    api_name="previous_study", **with_client)):
+        navigation.then(**metrics_step)
+        navigation.then(**arrived)
     # search, filters and paging: the panel's own read-only events; the row click and
     # Previous/Next above save the reader's pending text before they leave the study
     wl.connect(ui, c.state, lambda request: who(Session(), request)[1], None, [],

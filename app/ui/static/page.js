@@ -82,23 +82,24 @@
   // show the next study, keystrokes in the boxes are held back. Text typed in that window
   // would belong to neither study for sure: the old study's request has already left with
   // the boxes' text, and the next study's values may land under the cursor mid-word.
+  // The hold ends when the next study is on screen, or when the server's answer (or an error)
+  // has arrived (`rrgArrived`, a browser-only step chained to each navigation event), or, if
+  // no answer ever comes, after LEAVING_MAX_MS.
+  const LEAVING_MAX_MS = 30000;
   let leaving = null;
   const startLeaving = () => {
     if (rrg.study === null) return;
-    const raw = $('#sync textarea');
-    leaving = {from: rrg.study, raw: raw ? raw.value : '', until: Date.now() + 4000};
+    leaving = {from: rrg.study, until: Date.now() + LEAVING_MAX_MS};
     document.body.classList.add('rrg-leaving');
     const watch = () => { if (!leaving) return; poll(); requestAnimationFrame(watch); };
     requestAnimationFrame(watch);
   };
   const stopLeaving = () => { leaving = null; document.body.classList.remove('rrg-leaving'); };
+  window.rrgArrived = () => { poll(); stopLeaving(); };
   const settled = () => {
     if (!leaving) return;
-    const raw = $('#sync textarea'), now = raw ? raw.value : '';
     // (pending is cleared only once the boxes showed the new study's values)
-    if ((rrg.study !== leaving.from && !rrg.pending) ||
-        (rrg.study === leaving.from && now !== leaving.raw) ||  // answered, stayed (refused)
-        Date.now() > leaving.until) stopLeaving();
+    if ((rrg.study !== leaving.from && !rrg.pending) || Date.now() > leaving.until) stopLeaving();
   };
   document.addEventListener('click', (e) => {
     if (!e.target.closest) return;
