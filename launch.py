@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     from app.services.setup import prepare
     from app.settings import Settings
     from db.engine import DatabaseProblem
+    from studies.pixels import decode_jpeg2000_on_all_cores
 
     settings = Settings.from_args(args.db, args.data_dir, log_level=args.log_level,
                                   default_log_level="INFO", presets=args.presets)
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                        "without --read-only, or use --login with reader accounts")
     runtime = Path(tempfile.mkdtemp(prefix="rrg-review-run-"))  # 0700, removed at exit
     os.environ["GRADIO_TEMP_DIR"] = str(runtime / "gradio")  # before Gradio is imported
+    decode_jpeg2000_on_all_cores()
     try:
         return _serve(args, settings, db, accounts, runtime, login, tls)
     except KeyboardInterrupt:

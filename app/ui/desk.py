@@ -102,6 +102,7 @@ class Session:
     prior: int | None = None  # the prior study shown beside the open one
     seq: int = 0  # the newest client edit applied
     conflicts: dict[str, RevisionView] = field(default_factory=dict)
+    offered: bool = False  # whether "keep mine" / "take theirs" are enabled on the page
 
     def __post_init__(self) -> None:
         # not a dataclass field: Gradio serialises a State's initial value with asdict()

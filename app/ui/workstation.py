@@ -316,6 +316,14 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     def offer(*buttons: gr.Button, on: bool) -> dict:
         return {b: gr.update(interactive=on) for b in buttons}
 
+    def offer_choice(session: Session, on: bool) -> dict:
+        """Enable or disable "keep mine" / "take theirs", only when that changes: each button
+        update costs Gradio a component rebuild, on every save and autosave tick."""
+        if on == session.offered:
+            return {}
+        session.offered = on
+        return offer(c.keep_mine, c.take_theirs, on=on)
+
     def who(session: Session, request: gr.Request | None) -> tuple[str, int]:
         """The authenticated reader of this request, bound to the tab's state."""
         name = getattr(request, "username", None) if login else LOCAL_READER
@@ -344,12 +352,13 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     def after_save(name: str, session: Session, saved: Saved, texts: dict[str, str]) -> dict:
         return {c.state: session, c.save_status: saved.message,
                 c.sync: sync_json(name, session),
-                **offer(c.keep_mine, c.take_theirs, on=bool(saved.conflicts)),
+                **offer_choice(session, bool(saved.conflicts)),
                 c.diff: diff_of(desk.draft_texts(session), texts)}
 
     def study_outputs(name: str, reader: int, session: Session, study_id: int | None,
                       d: dict) -> dict:
         """Everything on screen that belongs to a study, replaced (or cleared) together."""
+        session.offered = False
         out: dict = {c.state: session, c.who: f"Reader: **{html.escape(name)}**",
                      c.wl_image: None, c.wl_caption: "", c.metrics_table: None,
                      c.metrics_notes: "Computing metrics…",
@@ -462,13 +471,14 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     # -- editing ---------------------------------------------------------------------------
     def saving(d: dict, request: gr.Request, step) -> dict:
         """An explicit save (Save, Keep mine): under the tab's lock, `step(session, texts,
-        client)` stores the text on screen; the screen and the worklist page show the result."""
+        client)` stores the text on screen and the screen shows the result (the worklist page
+        follows in its own request)."""
         session = d[c.state]
         with session.lock:
-            name, reader = who(session, request)
+            name, _ = who(session, request)
             texts = texts_of(d)
             saved = step(session, texts, Client.parse(d[c.client]))
-            return {**after_save(name, session, saved, texts), **worklist_outputs(reader, d)}
+            return after_save(name, session, saved, texts)
 
     def on_save(d: dict, request: gr.Request) -> dict:
         return saving(d, request, desk.save)
@@ -525,7 +535,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                 result = desk.accept(session, texts, Client.parse(d[c.client]), confirmed)
                 out = {c.state: session, c.save_status: result.message,
                        **offer(c.accept_confirm, c.accept_cancel, on=result.needs_confirm),
-                       **offer(c.keep_mine, c.take_theirs, on=bool(session.conflicts))}
+                       **offer_choice(session, bool(session.conflicts))}
                 if result.texts is not None:
                     out.update({c.findings: result.texts["findings"],
                                 c.impression: result.texts["impression"],
@@ -717,7 +727,9 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     edit_in = {c.state, c.findings, c.impression, c.client, wl.search, wl.status, wl.source,
                wl.split, wl.images, wl.page}
     edit_outs = [c.state, c.save_status, c.sync, *conflict_btns, c.diff]
-    save_outs = [*edit_outs, wl.table, wl.progress]
+    # the worklist row and progress line of a save follow in their own request (wl.follow):
+    # the reader waits for "saved", not for the page of the worklist behind it
+    save_outs = edit_outs
     metrics_step: dict[str, Any] = {"fn": on_metrics, "inputs": {c.state},
                     "outputs": [c.metrics_table, c.metrics_notes], **PRIVATE}
     carried = (c.findings, c.impression)
@@ -741,14 +753,17 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     wl.connect(ui, c.state, lambda request: who(Session(), request)[1], None, [],
                navigation=False)
     c.prior_button.click(on_prior, {c.state}, [c.film, c.prior_button], **PRIVATE)
-    c.save_button.click(on_save, edit_in, save_outs, api_name="save", queue=False,
-                        **with_client).then(**metrics_step)
+    saved_by_button = c.save_button.click(on_save, edit_in, save_outs, api_name="save",
+                                          queue=False, **with_client)
+    saved_by_button.then(**metrics_step)
+    wl.follow(saved_by_button)
     c.timer.tick(on_tick, edit_in, edit_outs, **LIGHT, **with_client)
     for box in (c.findings, c.impression):
         box.input(on_input, {c.state, c.findings, c.impression}, [c.diff], **LIGHT,
                   trigger_mode="always_last")
-    c.keep_mine.click(on_keep_mine, edit_in, save_outs, **LIGHT, **with_client
-                      ).then(**metrics_step)
+    kept_mine = c.keep_mine.click(on_keep_mine, edit_in, save_outs, **LIGHT, **with_client)
+    kept_mine.then(**metrics_step)
+    wl.follow(kept_mine)
     c.take_theirs.click(on_take_theirs, edit_in, [*edit_outs, c.findings, c.impression],
                         **LIGHT, **with_client)
     c.revert_button.click(on_revert, {c.state}, [c.findings, c.impression, c.diff,
