@@ -97,6 +97,23 @@ def test_the_worker_answers_bad_requests_without_dying(worker_env):
     assert lines[3]["id"] == 2 and lines[3]["values"] == [0.5]
 
 
+def test_the_worker_answers_json_that_is_not_an_object_and_keeps_serving(worker_env):
+    worker = Path(__file__).resolve().parents[1] / "metrics" / "worker.py"
+    requests = "\n".join(["[1]", '"x"', "3", "null", json.dumps({"id": 1, "hyps": "ab",
+                                                                   "refs": "cd"}),
+                          json.dumps({"id": 2, "hyps": ["a b"], "refs": ["a"]}),
+                          json.dumps({"op": "shutdown"})]) + "\n"
+    res = subprocess.run([str(venv_python(worker_env)), str(worker), "--metric", "selftest"],
+                         input=requests, capture_output=True, text=True, timeout=60)
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    assert res.returncode == 0 and lines[0]["ready"] is True, res.stderr[-2000:]
+    assert [line["error"] for line in lines[1:5]] == [
+        "not a JSON object: list", "not a JSON object: str", "not a JSON object: int",
+        "not a JSON object: NoneType"]
+    assert lines[5] == {"id": 1, "error": "ValueError: hyps and refs must be lists of strings"}
+    assert lines[6]["id"] == 2 and lines[6]["values"] == [0.5]
+
+
 def test_setup_worker_refuses_an_unknown_metric(capsys):
     assert cli(["metrics", "setup-worker", "meteor"]) == 2
     assert "unknown worker metric 'meteor'" in capsys.readouterr().err
