@@ -117,26 +117,40 @@ def setup_worker(name: str, folder: Path | None = None, python: str | None = Non
     return folder
 
 
-def selfcheck(name: str, folder: Path | None = None) -> dict[str, Any]:
+def selfcheck(name: str, folder: Path | None = None, timeout: float = 600) -> dict[str, Any]:
     """Run the worker's weight-free check of its package in its environment.
 
     Args:
         name: a worker metric.
         folder: its virtualenv's folder; None: under `workers_root()`.
+        timeout: seconds the check may take before it is stopped and reported.
 
     Returns:
         The worker's JSON answer ({"ok": True, ...} or {"ok": False, "error"}); when it
-        printed no JSON, {"ok": False} with the last line of its stderr.
+        printed no JSON object, {"ok": False} with the last line of its stderr; when its
+        interpreter is missing or cannot run, or the check outlasts `timeout`, {"ok": False}
+        saying so (never a traceback).
     """
     folder = Path(folder) if folder else workers_root() / name
-    res = subprocess.run([str(venv_python(folder)), str(WORKER), "--metric", name,
-                          "--selfcheck"], capture_output=True, text=True, timeout=600)
+    python = venv_python(folder)
+    try:
+        res = subprocess.run([str(python), str(WORKER), "--metric", name, "--selfcheck"],
+                             capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"the self-check of {name} gave no answer within "
+                                      f"{timeout:g} s (interpreter {python})"}
+    except OSError as exc:  # missing interpreter, not executable
+        return {"ok": False, "error": f"the worker environment of {name} cannot run "
+                                      f"{python}: {exc.strerror or exc}; run `rrg-review "
+                                      f"metrics setup-worker {name}`"}
     lines = res.stdout.strip().splitlines()
     try:
-        result: dict[str, Any] = json.loads(lines[-1])
-        return result
+        result = json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError):
-        return {"ok": False, "error": (res.stderr.strip().splitlines() or ["no output"])[-1]}
+        result = None
+    if isinstance(result, dict):
+        return result
+    return {"ok": False, "error": (res.stderr.strip().splitlines() or ["no output"])[-1]}
 
 
 def _run(cmd: list[str], what: str) -> str:

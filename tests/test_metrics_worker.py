@@ -157,6 +157,23 @@ def test_selfcheck_runs_the_packages_weight_free_code_in_its_environment(worker_
     assert missing["ok"] is False and "No module named" in missing["error"]
 
 
+def test_selfcheck_reports_a_missing_or_hanging_interpreter_without_a_traceback(tmp_path):
+    from metrics.worker_client import selfcheck
+
+    missing = selfcheck("selftest", tmp_path / "never-set-up")
+    assert missing["ok"] is False
+    assert "cannot run" in missing["error"] and "setup-worker selftest" in missing["error"]
+    hanging = tmp_path / "hangs"
+    python = venv_python(hanging)
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\nexec sleep 30\n")
+    python.chmod(0o755)
+    slow = selfcheck("selftest", hanging, timeout=0.5)
+    assert slow["ok"] is False and "no answer within 0.5 s" in slow["error"]
+    python.write_text("#!/bin/sh\necho 3\necho broken >&2\n")
+    assert selfcheck("selftest", hanging) == {"ok": False, "error": "broken"}
+
+
 def test_ratescore_package_code_runs_in_a_real_ratescore_worker(monkeypatch):
     """Where `rrg-review metrics setup-worker ratescore` has been run (its environment is
     large: torch, medspacy), RaTEScore's own sentence splitting and weighted similarity run
