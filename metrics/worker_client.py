@@ -178,8 +178,29 @@ class WorkerMetric(Metric):
         self._proc: subprocess.Popen[str] | None = None
         self._ready: dict[str, Any] = {}
         self._next = 0
-        stamp = self._stamp()
-        self.version = f"worker-{spec.name}-{(stamp or {}).get('freeze_sha256', 'none')[:12]}"
+        self._version = ""
+        self._version_key: tuple[int, int] | None | bool = False  # False: never read
+        self._started_key: tuple[int, int] | None = None  # the stamp the worker started under
+
+    @property
+    def version(self) -> str:  # type: ignore[override]  # read-only: derived from the stamp
+        """"worker-NAME-" and the start of the installed packages' hash, re-read whenever the
+        environment's stamp changes (a `setup-worker` run while this process lives), so new
+        packages never share cached values with the old ones."""
+        key = self._stamp_key()
+        if key != self._version_key:
+            stamp = self._stamp() or {}
+            self._version = f"worker-{self.spec.name}-{stamp.get('freeze_sha256', 'none')[:12]}"
+            self._version_key = key
+        return self._version
+
+    def _stamp_key(self) -> tuple[int, int] | None:
+        """The stamp file's (modification time in ns, size); None when it is missing."""
+        try:
+            st = (self.folder / STAMP).stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
 
     def _stamp(self) -> dict[str, Any] | None:
         try:
@@ -216,8 +237,12 @@ class WorkerMetric(Metric):
 
     def _start(self) -> dict[str, Any]:
         if self._proc is not None and self._proc.poll() is None:
-            return self._ready
+            if self._started_key == self._stamp_key():
+                return self._ready
+            log.info("the %s worker environment changed: restarting it", self.spec.name)
+            self.close()
         ok, why = self.available()
+        started_key = self._stamp_key()
         if not ok:
             raise MetricUnavailable(why)
         cmd = [str(venv_python(self.folder)), str(WORKER), "--metric", self.spec.name,
@@ -234,6 +259,7 @@ class WorkerMetric(Metric):
             raise MetricUnavailable(f"the {self.spec.name} worker could not start: "
                                     f"{ready.get('error', 'no reason given')}")
         self._ready = ready
+        self._started_key = started_key
         return ready
 
     def _read(self) -> dict[str, Any]:

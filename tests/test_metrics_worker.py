@@ -114,6 +114,27 @@ def test_the_worker_answers_json_that_is_not_an_object_and_keeps_serving(worker_
     assert lines[6]["id"] == 2 and lines[6]["values"] == [0.5]
 
 
+def test_a_setup_worker_run_during_the_process_renews_the_version_and_the_worker(tmp_path):
+    """The version is the installed packages' hash: a `setup-worker` run (or a reinstall with
+    other packages) while a WorkerMetric lives changes it, and a running worker is restarted."""
+    folder = tmp_path / "selftest"
+    metric = WorkerMetric(SPECS["selftest"], folder)
+    try:
+        assert metric.version == "worker-selftest-none"
+        assert cli(["metrics", "setup-worker", "selftest", "--dir", str(folder)]) == 0
+        stamp = json.loads((folder / STAMP).read_text())
+        assert metric.version == f"worker-selftest-{stamp['freeze_sha256'][:12]}"
+        assert metric.compute(["a b"], ["b c"]) == [{"selftest": pytest.approx(1 / 3)}]
+        first = metric._proc
+        stamp["freeze_sha256"] = "ab" * 32  # other packages installed into the environment
+        (folder / STAMP).write_text(json.dumps(stamp) + "\n")
+        assert metric.version == "worker-selftest-abababababab"
+        assert metric.compute(["a b"], ["a b"]) == [{"selftest": 1.0}]
+        assert metric._proc is not first and first.poll() is not None
+    finally:
+        metric.close()
+
+
 def test_setup_worker_refuses_an_unknown_metric(capsys):
     assert cli(["metrics", "setup-worker", "meteor"]) == 2
     assert "unknown worker metric 'meteor'" in capsys.readouterr().err
