@@ -151,6 +151,49 @@ def test_cache_makes_rescoring_free_in_a_file_and_in_the_database(tmp_path, db):
     assert bleu.corpus(metric_rows(bleu, hyps, refs, cache)) == bleu.corpus(m1)
 
 
+def test_file_cache_lookups_equal_the_database_cache_and_follow_the_keys_asked(tmp_path, db):
+    """The file cache's get_many returns exactly what the database cache returns, and its work
+    (SQLite virtual-machine steps, deterministic) grows with the keys asked for, not with how
+    many pairs of the metric the file holds."""
+    from db.metric_cache import DatabaseScoreCache
+
+    def fill(cache, n):
+        cache.put_many("bleu4", "1", "", {(f"h{i}", f"r{i}"): {"score": i} for i in range(n)})
+        cache.put_many("bleu4", "2", "", {("h1", "r1"): {"score": -1}})  # other version
+        cache.put_many("rougeL", "1", "", {("h2", "r2"): {"score": -2}})  # other metric
+
+    files, database = FileCache(tmp_path / "c.sqlite"), DatabaseScoreCache(db)
+    fill(files, 900)
+    fill(database, 900)
+    asked = [("h1", "r1"), ("h2", "r2"), ("h1", "r1"), ("h1", "r2"), ("nope", "r3"),
+             *[(f"h{i}", f"r{i}") for i in range(500, 900)]]  # more than one query's chunk
+    got = files.get_many("bleu4", "1", "", asked)
+    assert got == database.get_many("bleu4", "1", "", asked)
+    assert got[("h1", "r1")] == {"score": 1} and ("h1", "r2") not in got and len(got) == 402
+    assert files.get_many("bleu4", "1", "", []) == database.get_many("bleu4", "1", "", []) == {}
+
+    def steps(cache):
+        counted = [0]
+
+        def tick():
+            counted[0] += 1
+            return 0
+
+        con = cache._db()
+        con.set_progress_handler(tick, 1)
+        try:
+            assert len(cache.get_many("bleu4", "1", "", [("h3", "r3"), ("h4", "r4")])) == 2
+        finally:
+            con.set_progress_handler(None, 1)
+        return counted[0]
+
+    small = FileCache(tmp_path / "small.sqlite")
+    fill(small, 10)
+    big = FileCache(tmp_path / "big.sqlite")
+    fill(big, 5000)
+    assert steps(big) < 2 * steps(small)
+
+
 def test_bootstrap_interval_and_paired_test():
     rng = np.random.default_rng(0)
     words = ["lungs", "clear", "heart", "normal", "effusion", "small", "left", "opacity"]
