@@ -277,6 +277,42 @@ def test_pairs_match_by_id_or_line_and_refuse_mismatches(tmp_path):
         read_pairs(tmp_path / "p.txt", tmp_path / "r.txt")
 
 
+def test_pairs_read_a_json_array_or_id_map_and_name_the_file_and_reason_when_bad(tmp_path):
+    preds = tmp_path / "p.json"  # one pretty-printed array (several lines per record)
+    preds.write_text(json.dumps([{"id": "a", "findings": "clear"},
+                                 {"id": 2, "findings": "small effusion"}], indent=2))
+    refs = tmp_path / "r.json"  # one object of id -> record
+    refs.write_text(json.dumps({"2": {"findings": "effusion", "source": "iu"},
+                                "a": {"findings": "lungs clear"}}, indent=2))
+    pairs = read_pairs(preds, refs)
+    assert (pairs.ids, pairs.hyps, pairs.refs) == (["2", "a"], ["small effusion", "clear"],
+                                                   ["effusion", "lungs clear"])
+    assert pairs.sources == ["iu", ""]
+    lines = write_jsonl(tmp_path / "lines.json", [{"id": "a", "findings": "x"},
+                                                  {"id": "2", "findings": "y"}])
+    assert read_pairs(lines, refs).hyps == ["y", "x"]  # JSON Lines saved as .json still read
+    one = write_jsonl(tmp_path / "one.json", [{"id": "a", "findings": "x"}])
+    assert read_pairs(one, write_jsonl(tmp_path / "one_ref.jsonl", [
+        {"id": "a", "findings": "x"}])).ids == ["a"]
+    pretty = tmp_path / "pretty.jsonl"  # .jsonl stays line by line
+    pretty.write_text(preds.read_text())
+    with pytest.raises(PairsError, match=r"pretty.jsonl:1: not JSON"):
+        read_pairs(pretty, write_jsonl(tmp_path / "r.jsonl", [{"id": "a", "findings": "x"}]))
+    bad = tmp_path / "bad.json"
+    for text, reason in [
+            ('[\n  {"id": "a", "findings": "x"},\n  {"id": ', r"bad.json:3: not JSON"),
+            ("[1]", r"bad.json: record 1: each record needs an object with an \"id\""),
+            ('{"a": "lungs clear"}', r"bad.json: id 'a' must map to an object"),
+            ('{"a": {"id": "b"}}', r"bad.json: id 'a' holds a record with id 'b'"),
+            ('[{"id": 1}, {"id": "1"}]', r"bad.json: record 2: duplicate id '1'"),
+            ('[{"id": 1, "findings": 3}]', r"bad.json: record 1: 'findings' must be a string"),
+            ("3", r"bad.json: a .json file must hold an array of records or an object of id"),
+            ('"x"', r"not a str")]:
+        bad.write_text(text)
+        with pytest.raises(PairsError, match=reason):
+            read_pairs(bad, refs)
+
+
 def test_score_command_writes_the_specified_json(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     import huggingface_hub.constants as constants
