@@ -3,6 +3,7 @@ the other metrics' results are still computed (real SQLite score cache, real met
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from app.services.evaluation_results import ReviewRow
@@ -48,3 +49,47 @@ def test_a_metric_crashing_in_a_paired_test_is_reported_and_the_others_go_on(db:
     assert "CUDA out of memory" in unavailable["rougeL"]
     assert unavailable["rougeL"].startswith("paired comparison")
     assert crashing.attempts == 2  # retried once after freeing the model, then given up
+
+
+def test_not_computable_values_are_written_as_null_empty_and_a_dash(db: Database):
+    """NaN (a metric on no pairs, a statistic without variance) in every export format: JSON
+    stays strictly valid with null, CSV has an empty cell, HTML shows a dash; none crashes."""
+    import csv
+    import io
+    import json
+    from dataclasses import replace
+
+    from app.services.evaluation_results import AutomaticResult, MetricAgreement
+    from app.services.evaluation_steps import evaluate
+    from app.services.export_writers import csv_text, json_text
+    from app.services.report_html import render
+
+    nan = float("nan")
+    ev = evaluate(db, metrics=[Bleu4()], n_resamples=0)  # an empty real database
+    row = replace(_row(1, "a", "lungs clear", "lungs are clear"),
+                  metrics={"draft_vs_reference": {"chexbert_all_micro_f1": nan, "bleu4": 0.5}})
+    ev = replace(ev, rows=(row,),
+                 automatic=(AutomaticResult("a", "findings", "all", "chexbert_all_micro_f1",
+                                            nan, (nan, nan), 0),
+                            AutomaticResult("a", "findings", "all", "inv_radcliq_v1",
+                                            float("inf"), (None, None), 1)),
+                 metric_agreement=(MetricAgreement("bleu4", "all errors", "kendall_tau_b",
+                                                   nan, nan, 2),))
+
+    def refuse(token):
+        raise ValueError(f"not JSON: {token}")
+
+    data = json.loads(json_text(ev), parse_constant=refuse)
+    assert [(a["value"], a["ci"]) for a in data["automatic"]] == [(None, [None, None]),
+                                                                    (None, [None, None])]
+    assert data["rows"][0]["draft_vs_reference.chexbert_all_micro_f1"] is None
+    assert data["rows"][0]["draft_vs_reference.bleu4"] == 0.5
+    assert (data["metric_agreement"][0]["value"], data["metric_agreement"][0]["p_value"]) == (
+        None, None)
+    cells = next(csv.DictReader(io.StringIO(csv_text(ev))))
+    assert cells["draft_vs_reference.chexbert_all_micro_f1"] == ""
+    assert float(cells["draft_vs_reference.bleu4"]) == 0.5
+    page = render(ev)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
+    assert not [c for c in cells if "nan" in c.lower()], cells
+    assert "—" in cells and "— – —" in cells  # the value and its interval

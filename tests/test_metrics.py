@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import subprocess
 import sys
@@ -391,6 +392,43 @@ def test_chexbert_labeler_runs_on_tiny_weights_of_the_original_layout(tiny_chexb
     assert set(report.values) == set(metric.keys)
     assert all(0.0 <= v <= 1.0 for v in report.values.values())
     assert len(metric._encode(texts[2])) == 512 and metric._encode("") == [2, 3]
+
+
+def test_chexbert_on_no_pairs_is_not_computable_like_the_other_metrics(tiny_chexbert):
+    from metrics.chexbert import CheXbertF1
+
+    weights, backbone = tiny_chexbert
+    metric = CheXbertF1(str(weights), str(backbone), device="cpu")
+    report = score([], [], [metric, Bleu4(), RougeL()], n_resamples=200)
+    assert set(report.values) == {*metric.keys, "bleu4", "rougeL"}
+    assert all(math.isnan(v) for v in report.values.values()), report.values
+    assert all(math.isnan(v) for v in metric.corpus(np.zeros((0, 28), np.int8)).values())
+
+
+def test_score_writes_strict_json_with_null_for_what_is_not_a_number(tmp_path):
+    """An expected value of NaN against a real value is an infinite difference: written as
+    null (JSON has no NaN or Infinity), and null in an --expect file reads back as NaN."""
+    refs = write_jsonl(tmp_path / "r.jsonl", [{"id": "a", "findings": "lungs are clear"},
+                                              {"id": "b", "findings": "small effusion"}])
+    preds = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "findings": "lungs clear"},
+                                               {"id": "b", "findings": "effusion"}])
+    expect = tmp_path / "expect.json"
+    expect.write_text(json.dumps({"a": {"rougeL": float("nan")}}))  # a bare NaN token
+    out = tmp_path / "scores.json"
+    args = ["score", "--predictions", str(preds), "--references", str(refs), "--metrics",
+            "rougeL", "--out", str(out), "--cache", str(tmp_path / "c.sqlite"),
+            "--bootstrap", "0", "--expect", str(expect)]
+    assert cli(args) == 1  # the parity fails; the file is written all the same
+
+    def refuse(token):
+        raise ValueError(f"not JSON: {token}")
+
+    result = json.loads(out.read_text(), parse_constant=refuse)
+    assert result["expect"]["keys"]["rougeL"]["max_abs_diff"] is None
+    expect.write_text(json.dumps({"a": {"rougeL": None}}))
+    assert cli(args) == 1  # read as NaN (not "not a number"), so still an infinite difference
+    assert json.loads(out.read_text(), parse_constant=refuse)["expect"]["keys"]["rougeL"][
+        "compared"] == 1
 
 
 def test_chexbert_maps_positive_and_uncertain_to_1_with_planted_weights(tiny_chexbert, tmp_path):
