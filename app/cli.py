@@ -364,7 +364,9 @@ def _score_and_report(args, names, metrics, pairs, expected, progress, cache) ->
                          "keys": {p.key: {"compared": p.compared, "max_abs_diff": p.max_abs_diff,
                                           "worst_id": p.worst_id, "missing": p.missing}
                                   for p in parity}}
-    text = json.dumps(out, indent=2)
+    from app.services.export_writers import json_ready
+
+    text = json.dumps(json_ready(out), indent=2, allow_nan=False)  # not computable: null
     if args.out:
         atomic_write(Path(args.out), text + "\n")
     width = max([len(k) for k in out["metrics"]] + [10])

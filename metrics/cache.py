@@ -21,6 +21,7 @@ import numpy as np
 from metrics.base import Payload
 
 Key = tuple[str, str]  # (hypothesis hash, reference hash)
+_CHUNK = 400  # keys per lookup query (two parameters each, under SQLite's variable limit)
 
 
 class ScoreCache(Protocol):
@@ -122,15 +123,21 @@ class FileCache:
                  keys: Iterable[Key]) -> dict[Key, Payload]:
         """`ScoreCache.get_many`: the payloads found for these keys (missing keys absent).
 
-        Reads every row of the metric, version and model and keeps the wanted ones.
+        Looked up by primary key, a chunk of keys per query, so the cost follows the keys
+        asked for, not how many pairs of this metric the file holds.
         """
-        wanted = set(keys)
+        wanted = list(dict.fromkeys(keys))
         found: dict[Key, Payload] = {}
         con = self._db()
-        rows = con.execute("SELECT hyp, ref, value FROM payload WHERE metric=? AND version=? "
-                           "AND model_id=?", (metric, version, model_id))
-        for hyp, ref, value in rows:
-            if (hyp, ref) in wanted:
+        for start in range(0, len(wanted), _CHUNK):
+            part = wanted[start:start + _CHUNK]
+            pairs = ", ".join(["(?, ?)"] * len(part))
+            # CROSS JOIN keeps the asked keys as the outer loop: one primary-key search each
+            rows = con.execute(f"SELECT p.hyp, p.ref, p.value FROM (VALUES {pairs}) AS k "
+                               "CROSS JOIN payload AS p ON p.metric=? AND p.version=? AND "
+                               "p.model_id=? AND p.hyp=k.column1 AND p.ref=k.column2",
+                               (*(x for k in part for x in k), metric, version, model_id))
+            for hyp, ref, value in rows:
                 found[(hyp, ref)] = json.loads(value)
         return found
 

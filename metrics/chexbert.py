@@ -352,8 +352,11 @@ class CheXbertF1(ModelMetric["nn.Module"]):
             m: the matrix from `matrix` (or resampled rows of it).
 
         Returns:
-            key -> F1 in [0, 1] (see `f1_scores`; 0 for no rows).
+            key -> F1 in [0, 1] (see `f1_scores`); NaN for every key when `m` has no rows
+            (not computable, as the other metrics say it; not a score of 0).
         """
+        if not len(m):
+            return {k: float("nan") for k in self.keys}
         hyp, ref = self._split(m)
         micro5, macro5 = f1_scores(hyp[:, TOP5_INDEX], ref[:, TOP5_INDEX])
         micro, macro = f1_scores(hyp, ref)

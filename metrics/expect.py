@@ -37,7 +37,8 @@ def read_expected(path: str | Path) -> dict[str, dict[str, float]]:
 
     Raises:
         ExpectError: the file cannot be read, is not JSON, has another shape, or holds a
-            value that is not a number (booleans included); the message names the file.
+            value that is not a number (booleans included; null is read as NaN, not
+            computable); the message names the file.
     """
     path = Path(path)
     try:
@@ -63,7 +64,9 @@ def read_expected(path: str | Path) -> dict[str, dict[str, float]]:
         raise ExpectError(f"{path}: expected a list of rows or an object of ids")
     for pair_id, row in rows.items():
         for key, value in row.items():
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
+            if value is None:  # null: not computable, as `rrg-review score` writes NaN
+                row[key] = math.nan
+            elif not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise ExpectError(f"{path}: id {pair_id!r} key {key!r}: not a number")
     return rows
 

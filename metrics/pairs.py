@@ -1,6 +1,7 @@
 """Reading predictions and references for `rrg-review score`.
 
-JSONL files (`{"id", "findings", "impression"}` per line, optional "source") are matched by id;
+JSONL files (`{"id", "findings", "impression"}` per line, optional "source") are matched by id,
+as are .json files holding one array of such records or one object of id -> record;
 plain text files (one report section per line, RRG24 submission style) are matched by line, split
 as the reference scorer reads them: `open(...).readlines()` then `strip()` (lines end at \n, \r
 or \r\n only; \x0b, \x0c, \x1c-\x1e, \x85, \u2028, \u2029 stay inside a line).
@@ -36,12 +37,29 @@ def _is_jsonl(path: Path) -> bool:
     return path.suffix.lower() in (".jsonl", ".json", ".ndjson")
 
 
-def _read_jsonl(path: Path, section: str) -> dict[str, dict[str, Any]]:
-    records: dict[str, dict[str, Any]] = {}
+def _read_text(path: Path) -> str:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PairsError(f"{path}: cannot read ({exc})") from exc
+
+
+def _add(records: dict[str, dict[str, Any]], row: Any, where: str, section: str) -> None:
+    """Check one record (`where` names the file and line or item) and keep it by its id."""
+    if not isinstance(row, dict) or "id" not in row:
+        raise PairsError(f"{where}: each record needs an object with an \"id\"")
+    key = str(row["id"])
+    if key in records:
+        raise PairsError(f"{where}: duplicate id {key!r}")
+    value = row.get(section)
+    if value is not None and not isinstance(value, str):
+        raise PairsError(f"{where}: {section!r} must be a string")
+    records[key] = row
+
+
+def _read_jsonl(path: Path, section: str, text: str | None = None) -> dict[str, dict[str, Any]]:
+    records: dict[str, dict[str, Any]] = {}
+    lines = (_read_text(path) if text is None else text).splitlines()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -49,16 +67,42 @@ def _read_jsonl(path: Path, section: str) -> dict[str, dict[str, Any]]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise PairsError(f"{path}:{number}: not JSON ({exc.msg})") from exc
-        if not isinstance(row, dict) or "id" not in row:
-            raise PairsError(f"{path}:{number}: each line needs an object with an \"id\"")
-        key = str(row["id"])
-        if key in records:
-            raise PairsError(f"{path}:{number}: duplicate id {key!r}")
-        value = row.get(section)
-        if value is not None and not isinstance(value, str):
-            raise PairsError(f"{path}:{number}: {section!r} must be a string")
-        records[key] = row
+        _add(records, row, f"{path}:{number}", section)
     return records
+
+
+def _read_json(path: Path, section: str) -> dict[str, dict[str, Any]]:
+    """A .json file: one array of records, or one object of id -> record (the key is the id);
+    a file of several JSON values (JSON Lines saved as .json) is read line by line."""
+    text = _read_text(path)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":  # more than one value: JSON Lines
+            return _read_jsonl(path, section, text)
+        raise PairsError(f"{path}:{exc.lineno}: not JSON ({exc.msg}, column {exc.colno})"
+                         ) from exc
+    records: dict[str, dict[str, Any]] = {}
+    if isinstance(doc, list):
+        for number, row in enumerate(doc, 1):
+            _add(records, row, f"{path}: record {number}", section)
+    elif isinstance(doc, dict) and "id" in doc and not isinstance(doc["id"], dict):
+        _add(records, doc, f"{path}: record 1", section)  # a single record (one JSONL line)
+    elif isinstance(doc, dict):
+        for key, row in doc.items():
+            if not isinstance(row, dict):
+                raise PairsError(f"{path}: id {key!r} must map to an object with the sections")
+            if "id" in row and str(row["id"]) != key:
+                raise PairsError(f"{path}: id {key!r} holds a record with id {row['id']!r}")
+            _add(records, {**row, "id": key}, f"{path}: id {key!r}", section)
+    else:
+        raise PairsError(f"{path}: a .json file must hold an array of records or an object "
+                         f"of id -> record, not a {type(doc).__name__}")
+    return records
+
+
+def _read_records(path: Path, section: str) -> dict[str, dict[str, Any]]:
+    return (_read_json if path.suffix.lower() == ".json" else _read_jsonl)(path, section)
 
 
 EMPTY_REFERENCES = ("score", "skip")
@@ -90,7 +134,8 @@ def read_pairs(predictions: str | Path, references: str | Path,
     report.
 
     Args:
-        predictions: the generated reports (.txt, or .jsonl/.json/.ndjson rows with an id).
+        predictions: the generated reports (.txt; .jsonl/.ndjson rows with an id; .json: an
+            array of such rows or an object of id -> row).
         references: the references, in the same kind of file.
         section: for JSONL, the field scored ("findings" or "impression").
         empty_references: "score" (an empty reference is scored as "" and listed) or "skip"
@@ -102,8 +147,9 @@ def read_pairs(predictions: str | Path, references: str | Path,
 
     Raises:
         PairsError: a bad `empty_references`, a missing file, one JSONL and one text file,
-            text files of different lengths, an unreadable file, a JSONL line that is not
-            an object with an id, a duplicate id, a non-string section, or JSONL ids present
+            text files of different lengths, an unreadable file, a JSONL line or .json record
+            that is not an object with an id, a .json file that is neither an array nor an
+            object of id -> record, a duplicate id, a non-string section, or JSONL ids present
             on one side only; the message names the file (and line).
     """
     if empty_references not in EMPTY_REFERENCES:
@@ -125,7 +171,7 @@ def read_pairs(predictions: str | Path, references: str | Path,
         keep = [i for i in range(len(refs)) if refs[i] or not skip]
         return Pairs([ids[i] for i in keep], [hyps[i] for i in keep], [refs[i] for i in keep],
                      None, empty if skip else [], [] if skip else empty)
-    hyp_rows, ref_rows = _read_jsonl(pred, section), _read_jsonl(ref, section)
+    hyp_rows, ref_rows = _read_records(pred, section), _read_records(ref, section)
     missing = [k for k in ref_rows if k not in hyp_rows]
     extra = [k for k in hyp_rows if k not in ref_rows]
     if missing or extra:

@@ -256,11 +256,17 @@ def main(argv: list[str] | None = None) -> int:
         except json.JSONDecodeError as exc:
             send({"id": None, "error": f"not JSON: {exc.msg}"})
             continue
+        if not isinstance(request, dict):  # valid JSON such as [1] or "x": answered, not fatal
+            send({"id": None, "error": f"not a JSON object: {type(request).__name__}"})
+            continue
         if request.get("op") == "shutdown":
             break
         start = time.perf_counter()
         try:
             hyps, refs = request["hyps"], request["refs"]
+            if not all(isinstance(x, list) and all(isinstance(t, str) for t in x)
+                       for x in (hyps, refs)):
+                raise ValueError("hyps and refs must be lists of strings")
             if len(hyps) != len(refs):
                 raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
             values = adapter.score(hyps, refs)

@@ -117,26 +117,40 @@ def setup_worker(name: str, folder: Path | None = None, python: str | None = Non
     return folder
 
 
-def selfcheck(name: str, folder: Path | None = None) -> dict[str, Any]:
+def selfcheck(name: str, folder: Path | None = None, timeout: float = 600) -> dict[str, Any]:
     """Run the worker's weight-free check of its package in its environment.
 
     Args:
         name: a worker metric.
         folder: its virtualenv's folder; None: under `workers_root()`.
+        timeout: seconds the check may take before it is stopped and reported.
 
     Returns:
         The worker's JSON answer ({"ok": True, ...} or {"ok": False, "error"}); when it
-        printed no JSON, {"ok": False} with the last line of its stderr.
+        printed no JSON object, {"ok": False} with the last line of its stderr; when its
+        interpreter is missing or cannot run, or the check outlasts `timeout`, {"ok": False}
+        saying so (never a traceback).
     """
     folder = Path(folder) if folder else workers_root() / name
-    res = subprocess.run([str(venv_python(folder)), str(WORKER), "--metric", name,
-                          "--selfcheck"], capture_output=True, text=True, timeout=600)
+    python = venv_python(folder)
+    try:
+        res = subprocess.run([str(python), str(WORKER), "--metric", name, "--selfcheck"],
+                             capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"the self-check of {name} gave no answer within "
+                                      f"{timeout:g} s (interpreter {python})"}
+    except OSError as exc:  # missing interpreter, not executable
+        return {"ok": False, "error": f"the worker environment of {name} cannot run "
+                                      f"{python}: {exc.strerror or exc}; run `rrg-review "
+                                      f"metrics setup-worker {name}`"}
     lines = res.stdout.strip().splitlines()
     try:
-        result: dict[str, Any] = json.loads(lines[-1])
-        return result
+        result = json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError):
-        return {"ok": False, "error": (res.stderr.strip().splitlines() or ["no output"])[-1]}
+        result = None
+    if isinstance(result, dict):
+        return result
+    return {"ok": False, "error": (res.stderr.strip().splitlines() or ["no output"])[-1]}
 
 
 def _run(cmd: list[str], what: str) -> str:
@@ -164,8 +178,29 @@ class WorkerMetric(Metric):
         self._proc: subprocess.Popen[str] | None = None
         self._ready: dict[str, Any] = {}
         self._next = 0
-        stamp = self._stamp()
-        self.version = f"worker-{spec.name}-{(stamp or {}).get('freeze_sha256', 'none')[:12]}"
+        self._version = ""
+        self._version_key: tuple[int, int] | None | bool = False  # False: never read
+        self._started_key: tuple[int, int] | None = None  # the stamp the worker started under
+
+    @property
+    def version(self) -> str:  # type: ignore[override]  # read-only: derived from the stamp
+        """"worker-NAME-" and the start of the installed packages' hash, re-read whenever the
+        environment's stamp changes (a `setup-worker` run while this process lives), so new
+        packages never share cached values with the old ones."""
+        key = self._stamp_key()
+        if key != self._version_key:
+            stamp = self._stamp() or {}
+            self._version = f"worker-{self.spec.name}-{stamp.get('freeze_sha256', 'none')[:12]}"
+            self._version_key = key
+        return self._version
+
+    def _stamp_key(self) -> tuple[int, int] | None:
+        """The stamp file's (modification time in ns, size); None when it is missing."""
+        try:
+            st = (self.folder / STAMP).stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
 
     def _stamp(self) -> dict[str, Any] | None:
         try:
@@ -202,8 +237,12 @@ class WorkerMetric(Metric):
 
     def _start(self) -> dict[str, Any]:
         if self._proc is not None and self._proc.poll() is None:
-            return self._ready
+            if self._started_key == self._stamp_key():
+                return self._ready
+            log.info("the %s worker environment changed: restarting it", self.spec.name)
+            self.close()
         ok, why = self.available()
+        started_key = self._stamp_key()
         if not ok:
             raise MetricUnavailable(why)
         cmd = [str(venv_python(self.folder)), str(WORKER), "--metric", self.spec.name,
@@ -220,6 +259,7 @@ class WorkerMetric(Metric):
             raise MetricUnavailable(f"the {self.spec.name} worker could not start: "
                                     f"{ready.get('error', 'no reason given')}")
         self._ready = ready
+        self._started_key = started_key
         return ready
 
     def _read(self) -> dict[str, Any]:

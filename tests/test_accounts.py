@@ -143,6 +143,25 @@ def test_saves_and_ratings_are_audited_in_the_same_transaction(db, settings):
     assert rows[0].target == f"study {study} findings revision 1" and rows[0].at is not None
 
 
+def test_accepting_a_draft_is_audited_with_the_client_address(db, settings):
+    from app.services.drafting import DraftingService
+
+    seed_demo(db, settings)
+    review = ReviewService(db)
+    reader = review.add_reader("dr.d", "d-fine-password")
+    review.assign(reader)
+    study = review.worklist(reader)[0].study_id
+    drafting = DraftingService(db, settings)
+    drafting.draft([study], "retrieval")
+    drafts = {s: (d.id, d.text) for s, d in drafting.latest(study, "retrieval").items()}
+    rating = review.accept_draft(reader, study, drafts, {}, preset="retrieval",
+                                 address="10.2.2.2")
+    with db.read() as s:
+        rows = list(s.scalars(select(AuditEvent).where(AuditEvent.action == "accept")))
+    assert [(r.actor, r.address, r.target) for r in rows] == [
+        ("dr.d", "10.2.2.2", f"study {study} rating {rating.number}")]
+
+
 def test_roles_and_the_local_reader(db):
     review = ReviewService(db)
     reader = review.add_reader("dr.r", "r-fine-password")

@@ -58,6 +58,17 @@ def test_the_spool_is_private_and_emptied(tmp_path):
     assert not spool.root.exists()
 
 
+def test_purge_skips_a_folder_removed_between_listing_and_stat(tmp_path):
+    """A download's `discard` runs outside the spool's lock: a folder listed by purge may be
+    gone when it is looked at (a dangling link is exactly that state, without timing luck)."""
+    spool = ExportSpool(tmp_path / "spool", keep_s=3600)
+    done = spool.new_folder()
+    spool.finished(done)
+    (spool.root / "export-gone").symlink_to(spool.root / "export-removed-meanwhile")
+    assert spool.purge(older_than_s=-1) == 1 and not done.exists()
+    spool.finished(done)  # finishing an export already discarded is fine too
+
+
 @pytest.fixture
 def two_readers(db, settings, tmp_path):
     seed_demo(db, settings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import subprocess
 import sys
@@ -151,6 +152,49 @@ def test_cache_makes_rescoring_free_in_a_file_and_in_the_database(tmp_path, db):
     assert bleu.corpus(metric_rows(bleu, hyps, refs, cache)) == bleu.corpus(m1)
 
 
+def test_file_cache_lookups_equal_the_database_cache_and_follow_the_keys_asked(tmp_path, db):
+    """The file cache's get_many returns exactly what the database cache returns, and its work
+    (SQLite virtual-machine steps, deterministic) grows with the keys asked for, not with how
+    many pairs of the metric the file holds."""
+    from db.metric_cache import DatabaseScoreCache
+
+    def fill(cache, n):
+        cache.put_many("bleu4", "1", "", {(f"h{i}", f"r{i}"): {"score": i} for i in range(n)})
+        cache.put_many("bleu4", "2", "", {("h1", "r1"): {"score": -1}})  # other version
+        cache.put_many("rougeL", "1", "", {("h2", "r2"): {"score": -2}})  # other metric
+
+    files, database = FileCache(tmp_path / "c.sqlite"), DatabaseScoreCache(db)
+    fill(files, 900)
+    fill(database, 900)
+    asked = [("h1", "r1"), ("h2", "r2"), ("h1", "r1"), ("h1", "r2"), ("nope", "r3"),
+             *[(f"h{i}", f"r{i}") for i in range(500, 900)]]  # more than one query's chunk
+    got = files.get_many("bleu4", "1", "", asked)
+    assert got == database.get_many("bleu4", "1", "", asked)
+    assert got[("h1", "r1")] == {"score": 1} and ("h1", "r2") not in got and len(got) == 402
+    assert files.get_many("bleu4", "1", "", []) == database.get_many("bleu4", "1", "", []) == {}
+
+    def steps(cache):
+        counted = [0]
+
+        def tick():
+            counted[0] += 1
+            return 0
+
+        con = cache._db()
+        con.set_progress_handler(tick, 1)
+        try:
+            assert len(cache.get_many("bleu4", "1", "", [("h3", "r3"), ("h4", "r4")])) == 2
+        finally:
+            con.set_progress_handler(None, 1)
+        return counted[0]
+
+    small = FileCache(tmp_path / "small.sqlite")
+    fill(small, 10)
+    big = FileCache(tmp_path / "big.sqlite")
+    fill(big, 5000)
+    assert steps(big) < 2 * steps(small)
+
+
 def test_bootstrap_interval_and_paired_test():
     rng = np.random.default_rng(0)
     words = ["lungs", "clear", "heart", "normal", "effusion", "small", "left", "opacity"]
@@ -234,6 +278,42 @@ def test_pairs_match_by_id_or_line_and_refuse_mismatches(tmp_path):
         read_pairs(tmp_path / "p.txt", tmp_path / "r.txt")
 
 
+def test_pairs_read_a_json_array_or_id_map_and_name_the_file_and_reason_when_bad(tmp_path):
+    preds = tmp_path / "p.json"  # one pretty-printed array (several lines per record)
+    preds.write_text(json.dumps([{"id": "a", "findings": "clear"},
+                                 {"id": 2, "findings": "small effusion"}], indent=2))
+    refs = tmp_path / "r.json"  # one object of id -> record
+    refs.write_text(json.dumps({"2": {"findings": "effusion", "source": "iu"},
+                                "a": {"findings": "lungs clear"}}, indent=2))
+    pairs = read_pairs(preds, refs)
+    assert (pairs.ids, pairs.hyps, pairs.refs) == (["2", "a"], ["small effusion", "clear"],
+                                                   ["effusion", "lungs clear"])
+    assert pairs.sources == ["iu", ""]
+    lines = write_jsonl(tmp_path / "lines.json", [{"id": "a", "findings": "x"},
+                                                  {"id": "2", "findings": "y"}])
+    assert read_pairs(lines, refs).hyps == ["y", "x"]  # JSON Lines saved as .json still read
+    one = write_jsonl(tmp_path / "one.json", [{"id": "a", "findings": "x"}])
+    assert read_pairs(one, write_jsonl(tmp_path / "one_ref.jsonl", [
+        {"id": "a", "findings": "x"}])).ids == ["a"]
+    pretty = tmp_path / "pretty.jsonl"  # .jsonl stays line by line
+    pretty.write_text(preds.read_text())
+    with pytest.raises(PairsError, match=r"pretty.jsonl:1: not JSON"):
+        read_pairs(pretty, write_jsonl(tmp_path / "r.jsonl", [{"id": "a", "findings": "x"}]))
+    bad = tmp_path / "bad.json"
+    for text, reason in [
+            ('[\n  {"id": "a", "findings": "x"},\n  {"id": ', r"bad.json:3: not JSON"),
+            ("[1]", r"bad.json: record 1: each record needs an object with an \"id\""),
+            ('{"a": "lungs clear"}', r"bad.json: id 'a' must map to an object"),
+            ('{"a": {"id": "b"}}', r"bad.json: id 'a' holds a record with id 'b'"),
+            ('[{"id": 1}, {"id": "1"}]', r"bad.json: record 2: duplicate id '1'"),
+            ('[{"id": 1, "findings": 3}]', r"bad.json: record 1: 'findings' must be a string"),
+            ("3", r"bad.json: a .json file must hold an array of records or an object of id"),
+            ('"x"', r"not a str")]:
+        bad.write_text(text)
+        with pytest.raises(PairsError, match=reason):
+            read_pairs(bad, refs)
+
+
 def test_score_command_writes_the_specified_json(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     import huggingface_hub.constants as constants
@@ -312,6 +392,43 @@ def test_chexbert_labeler_runs_on_tiny_weights_of_the_original_layout(tiny_chexb
     assert set(report.values) == set(metric.keys)
     assert all(0.0 <= v <= 1.0 for v in report.values.values())
     assert len(metric._encode(texts[2])) == 512 and metric._encode("") == [2, 3]
+
+
+def test_chexbert_on_no_pairs_is_not_computable_like_the_other_metrics(tiny_chexbert):
+    from metrics.chexbert import CheXbertF1
+
+    weights, backbone = tiny_chexbert
+    metric = CheXbertF1(str(weights), str(backbone), device="cpu")
+    report = score([], [], [metric, Bleu4(), RougeL()], n_resamples=200)
+    assert set(report.values) == {*metric.keys, "bleu4", "rougeL"}
+    assert all(math.isnan(v) for v in report.values.values()), report.values
+    assert all(math.isnan(v) for v in metric.corpus(np.zeros((0, 28), np.int8)).values())
+
+
+def test_score_writes_strict_json_with_null_for_what_is_not_a_number(tmp_path):
+    """An expected value of NaN against a real value is an infinite difference: written as
+    null (JSON has no NaN or Infinity), and null in an --expect file reads back as NaN."""
+    refs = write_jsonl(tmp_path / "r.jsonl", [{"id": "a", "findings": "lungs are clear"},
+                                              {"id": "b", "findings": "small effusion"}])
+    preds = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "findings": "lungs clear"},
+                                               {"id": "b", "findings": "effusion"}])
+    expect = tmp_path / "expect.json"
+    expect.write_text(json.dumps({"a": {"rougeL": float("nan")}}))  # a bare NaN token
+    out = tmp_path / "scores.json"
+    args = ["score", "--predictions", str(preds), "--references", str(refs), "--metrics",
+            "rougeL", "--out", str(out), "--cache", str(tmp_path / "c.sqlite"),
+            "--bootstrap", "0", "--expect", str(expect)]
+    assert cli(args) == 1  # the parity fails; the file is written all the same
+
+    def refuse(token):
+        raise ValueError(f"not JSON: {token}")
+
+    result = json.loads(out.read_text(), parse_constant=refuse)
+    assert result["expect"]["keys"]["rougeL"]["max_abs_diff"] is None
+    expect.write_text(json.dumps({"a": {"rougeL": None}}))
+    assert cli(args) == 1  # read as NaN (not "not a number"), so still an infinite difference
+    assert json.loads(out.read_text(), parse_constant=refuse)["expect"]["keys"]["rougeL"][
+        "compared"] == 1
 
 
 def test_chexbert_maps_positive_and_uncertain_to_1_with_planted_weights(tiny_chexbert, tmp_path):

@@ -97,6 +97,44 @@ def test_the_worker_answers_bad_requests_without_dying(worker_env):
     assert lines[3]["id"] == 2 and lines[3]["values"] == [0.5]
 
 
+def test_the_worker_answers_json_that_is_not_an_object_and_keeps_serving(worker_env):
+    worker = Path(__file__).resolve().parents[1] / "metrics" / "worker.py"
+    requests = "\n".join(["[1]", '"x"', "3", "null", json.dumps({"id": 1, "hyps": "ab",
+                                                                   "refs": "cd"}),
+                          json.dumps({"id": 2, "hyps": ["a b"], "refs": ["a"]}),
+                          json.dumps({"op": "shutdown"})]) + "\n"
+    res = subprocess.run([str(venv_python(worker_env)), str(worker), "--metric", "selftest"],
+                         input=requests, capture_output=True, text=True, timeout=60)
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    assert res.returncode == 0 and lines[0]["ready"] is True, res.stderr[-2000:]
+    assert [line["error"] for line in lines[1:5]] == [
+        "not a JSON object: list", "not a JSON object: str", "not a JSON object: int",
+        "not a JSON object: NoneType"]
+    assert lines[5] == {"id": 1, "error": "ValueError: hyps and refs must be lists of strings"}
+    assert lines[6]["id"] == 2 and lines[6]["values"] == [0.5]
+
+
+def test_a_setup_worker_run_during_the_process_renews_the_version_and_the_worker(tmp_path):
+    """The version is the installed packages' hash: a `setup-worker` run (or a reinstall with
+    other packages) while a WorkerMetric lives changes it, and a running worker is restarted."""
+    folder = tmp_path / "selftest"
+    metric = WorkerMetric(SPECS["selftest"], folder)
+    try:
+        assert metric.version == "worker-selftest-none"
+        assert cli(["metrics", "setup-worker", "selftest", "--dir", str(folder)]) == 0
+        stamp = json.loads((folder / STAMP).read_text())
+        assert metric.version == f"worker-selftest-{stamp['freeze_sha256'][:12]}"
+        assert metric.compute(["a b"], ["b c"]) == [{"selftest": pytest.approx(1 / 3)}]
+        first = metric._proc
+        stamp["freeze_sha256"] = "ab" * 32  # other packages installed into the environment
+        (folder / STAMP).write_text(json.dumps(stamp) + "\n")
+        assert metric.version == "worker-selftest-abababababab"
+        assert metric.compute(["a b"], ["a b"]) == [{"selftest": 1.0}]
+        assert metric._proc is not first and first.poll() is not None
+    finally:
+        metric.close()
+
+
 def test_setup_worker_refuses_an_unknown_metric(capsys):
     assert cli(["metrics", "setup-worker", "meteor"]) == 2
     assert "unknown worker metric 'meteor'" in capsys.readouterr().err
@@ -138,6 +176,23 @@ def test_selfcheck_runs_the_packages_weight_free_code_in_its_environment(worker_
     assert selfcheck("selftest", worker_env) == {"ok": True}
     missing = selfcheck("ratescore", worker_env)  # the stand-in env lacks RaTEScore
     assert missing["ok"] is False and "No module named" in missing["error"]
+
+
+def test_selfcheck_reports_a_missing_or_hanging_interpreter_without_a_traceback(tmp_path):
+    from metrics.worker_client import selfcheck
+
+    missing = selfcheck("selftest", tmp_path / "never-set-up")
+    assert missing["ok"] is False
+    assert "cannot run" in missing["error"] and "setup-worker selftest" in missing["error"]
+    hanging = tmp_path / "hangs"
+    python = venv_python(hanging)
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\nexec sleep 30\n")
+    python.chmod(0o755)
+    slow = selfcheck("selftest", hanging, timeout=0.5)
+    assert slow["ok"] is False and "no answer within 0.5 s" in slow["error"]
+    python.write_text("#!/bin/sh\necho 3\necho broken >&2\n")
+    assert selfcheck("selftest", hanging) == {"ok": False, "error": "broken"}
 
 
 def test_ratescore_package_code_runs_in_a_real_ratescore_worker(monkeypatch):

@@ -44,10 +44,10 @@ from metrics.agreement import (
     kendall_tau_b,
     krippendorff_alpha,
 )
-from metrics.base import Metric, by_reason
+from metrics.base import Metric, MetricUnavailable, by_reason
 from metrics.cache import ScoreCache
 from metrics.registry import MetricConfig, build
-from metrics.scoring import metric_rows, score
+from metrics.scoring import attempt_rows, score
 from metrics.stats import paired_test
 
 HEADLINE = ("radgraph_partial", "bertscore", "rougeL", "bleu4")  # first available ranks cases
@@ -193,34 +193,43 @@ def automatic_results(by_model_section: ModelSection, metrics: Sequence[Metric],
 
 def paired_comparisons(by_model_section: ModelSection, metrics: Sequence[Metric],
                        cache: ScoreCache, n_resamples: int,
-                       unavailable: Mapping[str, str]) -> tuple[PairedComparison, ...]:
+                       unavailable: dict[str, str]) -> tuple[PairedComparison, ...]:
     """Every pair of models on the studies both drafted with a reference (at least two), with
     the metrics that scored in this evaluation (one that failed earlier in it is skipped).
+    A metric that crashes here (retried once, as in scoring) is added to `unavailable` with
+    its reason and the other metrics' tests go on: one crash does not fail the export.
 
     Args:
         by_model_section: (model, section) -> drafts with a reference.
         metrics: the metrics to run.
         cache: the score cache (these pairs were usually scored already).
         n_resamples: paired bootstrap resamples (at least 200 are used).
-        unavailable: key -> reason of the keys that failed earlier in this evaluation.
+        unavailable: key -> reason of the keys that failed earlier in this evaluation; the
+            keys of a metric that fails in these tests are added to it.
 
     Returns:
         One paired test per section, model pair and metric key; none for a pair with fewer
-        than two common studies.
+        than two common studies, none for a metric that failed.
     """
     presets = sorted({p for p, _ in by_model_section})
     out: list[PairedComparison] = []
+    failures: dict[str, str] = {}  # metric name -> reason, for all pairs of this call
     for section in SECTIONS:
         for i, a in enumerate(presets):
             for b in presets[i + 1:]:
                 out += _paired(section, a, b, by_model_section, metrics, cache, n_resamples,
-                               unavailable)
+                               unavailable, failures)
+    for metric in metrics:
+        if metric.name in failures:
+            for key in metric.keys:
+                unavailable.setdefault(key, f"paired comparison: {failures[metric.name]}")
     return tuple(out)
 
 
 def _paired(section: str, a: str, b: str, by_model_section: ModelSection,
             metrics: Sequence[Metric], cache: ScoreCache,
-            n_resamples: int, unavailable: Mapping[str, str]) -> list[PairedComparison]:
+            n_resamples: int, unavailable: Mapping[str, str],
+            failures: dict[str, str]) -> list[PairedComparison]:
     ra = {r.study_id: r for r in by_model_section.get((a, section), [])}
     rb = {r.study_id: r for r in by_model_section.get((b, section), [])}
     common = sorted(set(ra) & set(rb))
@@ -231,8 +240,13 @@ def _paired(section: str, a: str, b: str, by_model_section: ModelSection,
     for metric in metrics:
         if metric.keys[0] in unavailable or not metric.available()[0]:
             continue
-        ma = metric_rows(metric, [ra[s].draft for s in common], refs, cache)
-        mb = metric_rows(metric, [rb[s].draft for s in common], refs, cache)
+        try:
+            ma = attempt_rows(metric, [ra[s].draft for s in common], refs, cache, None,
+                              failures)
+            mb = attempt_rows(metric, [rb[s].draft for s in common], refs, cache, None,
+                              failures)
+        except MetricUnavailable:  # in `failures` with its reason; the other metrics go on
+            continue
         out += [PairedComparison(section, a, b, res)
                 for res in paired_test(ma, mb, metric.corpus, metric.keys,
                                        n_resamples=max(200, n_resamples))]

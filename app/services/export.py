@@ -15,6 +15,7 @@ spreadsheet would run as a formula are neutralised (OWASP "CSV injection").
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -116,7 +117,7 @@ class ExportSpool:
         """
         with self._lock:
             self._busy.discard(folder)
-        if folder.exists():
+        with contextlib.suppress(FileNotFoundError):  # already discarded or purged: fine
             os.utime(folder)  # its age counts from the end of the export
 
     def purge(self, older_than_s: float | None = None) -> int:
@@ -133,7 +134,13 @@ class ExportSpool:
         removed = 0
         with self._lock:
             for folder in self.root.glob("export-*"):
-                if folder not in self._busy and folder.stat().st_mtime <= limit:
+                if folder in self._busy:
+                    continue
+                try:  # `discard` (a download) may remove it between the listing and here
+                    finished_at = folder.stat().st_mtime
+                except FileNotFoundError:
+                    continue
+                if finished_at <= limit:
                     shutil.rmtree(folder, ignore_errors=True)
                     removed += 1
         return removed

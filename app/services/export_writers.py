@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from collections import defaultdict
 from dataclasses import asdict
@@ -73,6 +74,26 @@ def evaluation_json(evaluation: Evaluation) -> dict[str, Any]:
     }
 
 
+def json_ready(value: Any) -> Any:
+    """`value` with every NaN or infinite float (a metric that was not computable) replaced by
+    None, in nested dicts, lists and tuples: JSON has no NaN, and `json.dumps` would write a
+    bare `NaN` token that strict parsers refuse.
+
+    Args:
+        value: plain data (dicts, lists, tuples, numbers, text).
+
+    Returns:
+        The same data with non-finite floats as None (tuples become lists).
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    return value
+
+
 def json_text(evaluation: Evaluation) -> str:
     """The JSON export.
 
@@ -80,9 +101,11 @@ def json_text(evaluation: Evaluation) -> str:
         evaluation: the computed evaluation.
 
     Returns:
-        `evaluation_json` as indented JSON text; values JSON cannot hold are written as str.
+        `evaluation_json` as indented, strictly valid JSON text: values JSON cannot hold are
+        written as str, a NaN or infinite number (not computable) as null.
     """
-    return json.dumps(evaluation_json(evaluation), indent=2, default=str)
+    return json.dumps(json_ready(evaluation_json(evaluation)), indent=2, default=str,
+                      allow_nan=False)
 
 
 def neutralise_cell(value: Any) -> Any:
@@ -109,9 +132,11 @@ def csv_text(evaluation: Evaluation) -> str:
         evaluation: the computed evaluation.
 
     Returns:
-        CSV text, one line per review row; with no rows, only the header of CSV_FIELDS.
+        CSV text, one line per review row (a NaN metric value, not computable, is an empty
+        cell); with no rows, only the header of CSV_FIELDS.
     """
-    flat = [{k: neutralise_cell(v) for k, v in flat_row(r).items()} for r in evaluation.rows]
+    flat = [{k: None if isinstance(v, float) and math.isnan(v) else neutralise_cell(v)
+             for k, v in flat_row(r).items()} for r in evaluation.rows]
     fields = list(dict.fromkeys(k for row in flat for k in row)) or CSV_FIELDS
     buf = io.StringIO(newline="")
     writer = csv.DictWriter(buf, fieldnames=[neutralise_cell(f) for f in fields],

@@ -725,7 +725,8 @@ class ReviewService:
             return _rating(r) if r else None
 
     def accept_draft(self, reader_id: int, study_id: int, drafts: dict[str, tuple[int, str]],
-                     bases: dict[str, int | None], preset: str | None = None) -> RatingView:
+                     bases: dict[str, int | None], preset: str | None = None,
+                     address: str | None = None) -> RatingView:
         """'Accept draft as is', in one transaction: each section's draft becomes the reader's
         text (a revision, unless already identical; `bases` are the revisions the screen showed,
         so a newer save elsewhere is a conflict) and a rating row records "acceptable without
@@ -738,6 +739,7 @@ class ReviewService:
             drafts: section -> (draft id, draft text).
             bases: section -> the revision the screen showed (None: none); missing: None.
             preset: the model preset whose draft is accepted, if any.
+            address: the client's address, for the audit log.
 
         Returns:
             The rating row: acceptable, no Likert score, no errors.
@@ -752,5 +754,6 @@ class ReviewService:
                 self._save_in(s, item, section, text, bases.get(section), draft_id, False)
                 self._timing_in(s, reader_id, study_id, section, None, submitted=True)
             rating = self._rating_in(s, item, None, True, _validate_errors({}), None, preset)
-            self._audit(s, "accept", reader_id, None, f"study {study_id} rating {rating.number}")
+            self._audit(s, "accept", reader_id, address,
+                        f"study {study_id} rating {rating.number}")
             return rating

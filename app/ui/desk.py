@@ -435,7 +435,7 @@ class Desk:
             (texts.get(s) or "") != drafts[s] for s in SECTIONS)
 
     def accept(self, session: Session, texts: dict[str, str], client: Client,
-               confirmed: bool = False) -> Accepted:
+               confirmed: bool = False, address: str | None = None) -> Accepted:
         """Accept the draft as is, in one transaction. With the reader's own text (saved or on
         screen) it asks first. It records "acceptable without changes" and no Likert score."""
         if session.study is None or session.reader is None:
@@ -451,7 +451,7 @@ class Desk:
                             "**Yes, accept the draft** to go on.", needs_confirm=True)
         try:
             self.review.accept_draft(session.reader, session.study, session.drafts,
-                                     dict(session.base), self.preset)
+                                     dict(session.base), self.preset, address=address)
         except EditConflict as exc:
             session.conflicts[exc.section] = exc.current
             return Accepted(self.conflict_message(session))

@@ -532,7 +532,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
             with session.lock:
                 name, reader = who(session, request)
                 texts = texts_of(d)
-                result = desk.accept(session, texts, Client.parse(d[c.client]), confirmed)
+                result = desk.accept(session, texts, Client.parse(d[c.client]), confirmed,
+                                     getattr(getattr(request, "client", None), "host", None))
                 out = {c.state: session, c.save_status: result.message,
                        **offer(c.accept_confirm, c.accept_cancel, on=result.needs_confirm),
                        **offer_choice(session, bool(session.conflicts))}
