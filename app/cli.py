@@ -243,19 +243,27 @@ def _metric_cache(args: argparse.Namespace):
     return FileCache(path)
 
 
-def _paired(report, other_hyps, refs, args, cache) -> dict:
-    """Paired approximate-randomization test of the main predictions against --compare."""
-    from metrics.scoring import metric_rows
+def _paired(report, other_hyps, refs, args, cache) -> tuple[dict, dict[str, str]]:
+    """Paired approximate-randomization test of the main predictions against --compare.
+
+    Returns the tests by key, and the metrics whose run on the --compare side failed (retried
+    once, like an export's): reported with the reason while the other metrics' tests go on."""
+    from metrics.base import MetricUnavailable
+    from metrics.scoring import attempt_rows
     from metrics.stats import paired_test
 
-    out = {}
+    out: dict = {}
+    failures: dict[str, str] = {}
     for rows in report.rows.values():
-        mb = metric_rows(rows.metric, other_hyps, refs, cache)
+        try:
+            mb = attempt_rows(rows.metric, other_hyps, refs, cache, None, failures)
+        except MetricUnavailable:
+            continue  # in `failures` with its reason
         for r in paired_test(rows.matrix, mb, rows.metric.corpus, rows.metric.keys,
                              n_resamples=max(args.bootstrap, 200)):
             out[r.key] = {"predictions": r.a, "compare": r.b, "difference": r.difference,
                           "p_value": r.p_value, "n": r.n}
-    return out
+    return out, failures
 
 
 def _requested_keys(names: list[str] | None, metrics) -> list[str]:
@@ -356,7 +364,11 @@ def _score_and_report(args, names, metrics, pairs, expected, progress, cache) ->
         except PairsError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        out["paired"] = _paired(report, other.hyps, pairs.refs, args, cache=_metric_cache(args))
+        out["paired"], failed = _paired(report, other.hyps, pairs.refs, args,
+                                        cache=_metric_cache(args))
+        for name, why in failed.items():
+            out["unavailable"][f"{name} (paired test)"] = why
+            print(f"warning: no paired test for {name}: {why}", file=sys.stderr)
     parity = None
     if expected is not None:
         parity = compare(expected, pairs.ids, report.per_sample)

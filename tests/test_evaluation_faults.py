@@ -93,3 +93,29 @@ def test_not_computable_values_are_written_as_null_empty_and_a_dash(db: Database
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
     assert not [c for c in cells if "nan" in c.lower()], cells
     assert "—" in cells and "— – —" in cells  # the value and its interval
+
+
+def test_the_cli_paired_test_reports_a_metric_crashing_on_the_compare_side(db: Database):
+    """`rrg-review score --compare`: the --compare predictions are scored after the main ones; a
+    metric crashing there is reported with its reason and the other metrics' tests still run."""
+    from argparse import Namespace
+
+    from app.cli import _paired
+    from metrics.scoring import score
+
+    refs = ["no acute disease", "small left effusion", "heart size is normal"]
+    hyps = ["no acute disease seen", "left effusion", "normal heart"]
+    rouge = RougeL()
+    report = score(hyps, refs, [rouge, Bleu4()], DatabaseScoreCache(db), n_resamples=0)
+    attempts: list[int] = []
+
+    def crash(hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
+        attempts.append(1)
+        raise RuntimeError("CUDA out of memory")
+
+    rouge.compute = crash  # type: ignore[method-assign]  # the compare side's run dies
+    paired, failed = _paired(report, ["no disease", "effusion", "heart normal"], refs,
+                             Namespace(bootstrap=0), DatabaseScoreCache(db))
+    assert set(paired) == {"bleu4"} and paired["bleu4"]["n"] == 3
+    assert "CUDA out of memory" in failed["rougeL"]
+    assert len(attempts) == 2  # retried once, then reported

@@ -376,6 +376,42 @@ def test_every_event_of_the_page_refuses_another_readers_tab(team):
     assert done["success"] and "another reader" not in json.dumps(done)
 
 
+def test_saves_and_ratings_from_the_page_are_audited_with_the_browsers_address(team):
+    """The page's own Save and rating (through the queue, as the browser sends them) write
+    audit records that carry the client's address, like logins and exports."""
+    app, db, _ = team
+    carol = logged_in(app, "alice")  # a tab of alice's
+    config = carol.config()
+    values = _component_values(config)
+    deps = config["dependencies"]
+    for dep in (d for d in deps if any(t[1] == "load" for t in d["targets"])
+                and d["backend_fn"]):
+        done = carol.run(dep, values)
+        assert done["success"], done
+        values.update(_shown(dep, done))
+    # every study of hers is rated already: she opens the first row again (a row click)
+    table = next(c["id"] for c in config["components"] if c.get("type") == "dataframe"
+                 and values.get(c["id"]) and "study" in values[c["id"]]["headers"])
+    row = values[table]["data"][0]
+    select = next(d for d in deps if [table, "select"] in d["targets"])
+    opened = carol.run(select, values, event_data={"index": [0, 1], "value": row[1],
+                                                   "row_value": row, "selected": True})
+    assert opened["success"], opened
+    study = int(row[0])
+    with sqlite3.connect(db) as conn:
+        seen = conn.execute("SELECT max(id) FROM audit_event").fetchone()[0]
+    client = json.dumps({"study": study, "seq": 99, "keys": {"findings": [1.0, 2.0]}})
+    saved = carol.call("save", {"edit-findings": "alice audited words", "client": client})
+    assert saved["success"] and "revision" in json.dumps(saved), saved
+    rated = carol.call("rate", {"likert": 4, "client": client})
+    assert rated["success"] and "Rated" in json.dumps(rated), rated
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT action, actor, address FROM audit_event WHERE id > ? AND "
+                            "action IN ('save', 'rate')", (seen,)).fetchall()
+    assert {r[0] for r in rows} == {"save", "rate"}, rows
+    assert all(r[1] == "alice" and r[2] == "127.0.0.1" for r in rows), rows
+
+
 def test_wrong_passwords_are_throttled_and_audited(team):
     app, db, _ = team
     tab = Tab(app)

@@ -103,6 +103,7 @@ class Session:
     seq: int = 0  # the newest client edit applied
     conflicts: dict[str, RevisionView] = field(default_factory=dict)
     offered: bool = False  # whether "keep mine" / "take theirs" are enabled on the page
+    address: str | None = None  # the browser's address in its latest request (for the audit)
 
     def __post_init__(self) -> None:
         # not a dataclass field: Gradio serialises a State's initial value with asdict()
@@ -348,7 +349,8 @@ class Desk:
                                          draft[0] if draft else None, timing)
         # both sections in one transaction: one commit (one fsync) per save, not one each
         results = (self.review.save_sections(session.reader, session.study, edits,
-                                             autosave=autosave) if edits else {})
+                                             autosave=autosave, address=session.address)
+                   if edits else {})
         for section, rev in results.items():
             if isinstance(rev, EditConflict):
                 session.conflicts[section] = rev.current
@@ -451,7 +453,8 @@ class Desk:
                             "**Yes, accept the draft** to go on.", needs_confirm=True)
         try:
             self.review.accept_draft(session.reader, session.study, session.drafts,
-                                     dict(session.base), self.preset, address=address)
+                                     dict(session.base), self.preset,
+                                     address=address or session.address)
         except EditConflict as exc:
             session.conflicts[exc.section] = exc.current
             return Accepted(self.conflict_message(session))
@@ -481,7 +484,7 @@ class Desk:
         try:
             r = self.review.rate(session.reader, session.study, likert=likert,
                                  acceptable=bool(acceptable), errors=errors, comment=comment,
-                                 preset=self.preset)
+                                 preset=self.preset, address=session.address)
         except ReviewError as exc:
             return False, f"⚠ Not rated: {html.escape(str(exc))}"
         return True, f"Rated (#{r.number}, {r.created_at:%H:%M}): study done."

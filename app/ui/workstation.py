@@ -330,9 +330,11 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
         if not name:
             raise gr.Error("Not logged in.")
         try:
-            return name, desk.bind(session, name)
+            reader = desk.bind(session, name)
         except TabRefused as exc:
             raise gr.Error(str(exc)) from None
+        session.address = getattr(getattr(request, "client", None), "host", None)
+        return name, reader
 
     def texts_of(d: dict) -> dict[str, str]:
         return {"findings": d[c.findings] or "", "impression": d[c.impression] or ""}
@@ -532,8 +534,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
             with session.lock:
                 name, reader = who(session, request)
                 texts = texts_of(d)
-                result = desk.accept(session, texts, Client.parse(d[c.client]), confirmed,
-                                     getattr(getattr(request, "client", None), "host", None))
+                result = desk.accept(session, texts, Client.parse(d[c.client]), confirmed)
                 out = {c.state: session, c.save_status: result.message,
                        **offer(c.accept_confirm, c.accept_cancel, on=result.needs_confirm),
                        **offer_choice(session, bool(session.conflicts))}
