@@ -34,6 +34,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,6 +325,11 @@ def serve(app: Any, options: ServerOptions) -> None:
     """Run until Ctrl+C / SIGTERM (uvicorn's own handlers shut it down gracefully)."""
     import uvicorn
 
+    # Gradio's queue/join builds a dict naming Starlette's deprecated HTTP_422 constant on every
+    # request: one warning per queued event filled the log (142 in a 20-minute session) and
+    # read like rejected requests. Only that message is silenced.
+    warnings.filterwarnings("ignore", message=r"'HTTP_\d{3}_\w+' is deprecated",
+                            module=r"gradio\.")
     config = uvicorn.Config(app, host=options.host, port=options.port, log_level="warning",
                             ssl_certfile=options.ssl_certfile, ssl_keyfile=options.ssl_keyfile,
                             proxy_headers=False, server_header=False,
