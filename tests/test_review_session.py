@@ -319,6 +319,47 @@ def test_status_accept_and_rating_mean_what_they_say(browser, app):
     assert status_of(app, "DEMO-0004")[0] == "done"
 
 
+def table_rows(page, elem_id: str) -> list[list[str]]:
+    """A Gradio table's rows as shown (its visible body cells, by data-row and data-col)."""
+    return page.evaluate(
+        """(id) => { const rows = {};
+             for (const c of document.querySelectorAll(`#${id} .body-cell[data-row]`)) {
+               if (!c.offsetParent) continue;
+               const r = +c.dataset.row, k = +c.dataset.col;
+               (rows[r] = rows[r] || [])[k] = c.innerText.trim(); }
+             return Object.keys(rows).sort((a, b) => a - b).map((r) => rows[r]); }""",
+        elem_id)
+
+
+def test_an_autosave_updates_the_worklist_row_and_the_metrics_panel(browser, app):
+    """Found in a new-user trial: after an autosave the row still said "drafted" and the
+    metrics panel still scored the draft against itself, until Ctrl+S or a reload."""
+    page = new_page(browser, app.url)
+    click_row(page, "DEMO-0004")
+    page.locator("#draft-button").click()
+    wait_value(page, "findings", "v.length > 20")
+
+    def status_cell() -> str:
+        return next((r[2] for r in table_rows(page, "worklist") if "DEMO-0004" in r[1]), "")
+
+    def findings_draft_vs_final() -> list[str] | None:
+        return next((r[2:] for r in table_rows(page, "metrics-panel")
+                     if r[:2] == ["findings", "draft vs final"]), None)
+
+    wait_until(findings_draft_vs_final, "the metrics panel to score the draft")
+    before = findings_draft_vs_final()
+    assert before and all(float(v) == 1.0 for v in before)  # the draft against itself
+    assert "in review" not in status_cell()
+    type_into(page, "findings", "Entirely different words typed by the reader here.")
+    wait_text(page, "save-status", "(autosave)")  # the timer saved it; no Save pressed
+    wait_until(lambda: "in review" in status_cell(), "the row to say in review")
+    wait_until(lambda: findings_draft_vs_final() not in (None, before),
+               "the metrics panel to score the autosaved text")
+    after = findings_draft_vs_final()
+    assert after and all(float(v) < 1.0 for v in after), after
+    assert status_of(app, "DEMO-0004")[0] == "in_review"
+
+
 def test_a_failed_draft_is_shown_beside_the_boxes_never_in_them(browser, tmp_path):
     presets = tmp_path / "broken.json"
     presets.write_text(json.dumps({"broken": {

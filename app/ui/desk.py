@@ -104,6 +104,7 @@ class Session:
     conflicts: dict[str, RevisionView] = field(default_factory=dict)
     offered: bool = False  # whether "keep mine" / "take theirs" are enabled on the page
     address: str | None = None  # the browser's address in its latest request (for the audit)
+    rescore: bool = False  # an autosave stored new text: the metrics panel is out of date
 
     def __post_init__(self) -> None:
         # not a dataclass field: Gradio serialises a State's initial value with asdict()

@@ -490,12 +490,25 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
         with session.lock:
             if session.study is None:
                 return {c.save_status: gr.update()}
-            name, _ = who(session, request)
+            name, reader = who(session, request)
             texts = texts_of(d)
             saved = desk.tick(session, texts, Client.parse(d[c.client]), time.monotonic())
             if saved is None:
                 return {c.save_status: gr.update()}
-            return after_save(name, session, saved, texts)
+            if not saved.wrote:
+                return after_save(name, session, saved, texts)
+            # an autosave changes the study's status, minutes and scores like Save does: the
+            # worklist row here, the metrics panel in the follow-up (found in a new-user trial)
+            session.rescore = True
+            return {**after_save(name, session, saved, texts), **worklist_outputs(reader, d)}
+
+    def on_rescore(d: dict, request: gr.Request) -> dict:
+        """After an autosave tick: the metrics panel, only when that tick saved something."""
+        session = d[c.state]
+        if not session.rescore:
+            return {}
+        session.rescore = False
+        return on_metrics(d, request)
 
     def on_input(d: dict, request: gr.Request) -> dict:
         session = d[c.state]
@@ -759,7 +772,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                                           queue=False, **with_client)
     saved_by_button.then(**metrics_step)
     wl.follow(saved_by_button)
-    c.timer.tick(on_tick, edit_in, edit_outs, **LIGHT, **with_client)
+    c.timer.tick(on_tick, edit_in, [*edit_outs, wl.table, wl.progress], **LIGHT, **with_client
+                 ).then(on_rescore, {c.state}, [c.metrics_table, c.metrics_notes], **LIGHT)
     for box in (c.findings, c.impression):
         box.input(on_input, {c.state, c.findings, c.impression}, [c.diff], **LIGHT,
                   trigger_mode="always_last")
