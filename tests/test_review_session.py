@@ -360,6 +360,27 @@ def test_an_autosave_updates_the_worklist_row_and_the_metrics_panel(browser, app
     assert status_of(app, "DEMO-0004")[0] == "in_review"
 
 
+def test_revert_to_the_draft_keeps_the_readers_words_in_the_history(browser, app):
+    """Found in a new-user trial: Revert replaced both boxes with the draft at once, and what
+    the reader had typed since the last save was gone. It is stored first now."""
+    page = new_page(browser, app.url)
+    click_row(page, "DEMO-0004")
+    page.locator("#draft-button").click()
+    wait_value(page, "findings", "v.length > 20")
+    draft = box(page, "findings").input_value()
+    type_into(page, "findings", "Words the reader typed and did not save.")
+    page.locator("#revert").click()  # at once: no autosave tick in between
+    wait_value(page, "findings", f"v === {json.dumps(draft)}")
+    wait_text(page, "save-status", "kept in the history")
+    texts = [t for (t,) in app.query("SELECT text FROM revision WHERE section = 'findings' "
+                                     "ORDER BY number")]
+    assert texts[-1] == "Words the reader typed and did not save.", texts  # (a tick may have
+    # stored part of it while typing)
+    # the draft in the boxes is then saved like typing, on top of the reader's revision
+    wait_until(lambda: latest_text(app, "DEMO-0004", "findings") == draft,
+               "the reverted text to be autosaved")
+
+
 def test_a_failed_draft_is_shown_beside_the_boxes_never_in_them(browser, tmp_path):
     presets = tmp_path / "broken.json"
     presets.write_text(json.dumps({"broken": {

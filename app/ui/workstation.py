@@ -529,14 +529,25 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
 
     def draft_in_boxes(message: str):
         """Revert / Use this draft: the draft's text into the editable boxes (saved like typing,
-        by the next autosave or Save)."""
+        by the next autosave or Save). What the reader had typed and not stored is saved first
+        (an autosave revision), so it stays in the history: replacing both boxes at once must
+        never lose words (found in a new-user trial). A conflict with another tab's save stops
+        it: the reader's text stays on screen with "keep mine" / "take theirs"."""
         def handler(d: dict, request: gr.Request) -> dict:
             session = d[c.state]
             with session.lock:
-                who(session, request)
+                name, _ = who(session, request)
+                typed = texts_of(d)
+                client = Client.parse(d[c.client])
+                kept = (desk.save(session, typed, client, autosave=True)
+                        if desk.pending(session, typed, client) else None)
+                if kept is not None and kept.conflicts:
+                    return after_save(name, session, kept, typed)
                 texts = desk.draft_texts(session)
-                return {c.findings: texts["findings"], c.impression: texts["impression"],
-                        c.diff: diff_of(texts, texts), c.save_status: message}
+                note = (f" Your text is kept in the history ({kept.message})."
+                        if kept is not None and kept.wrote else "")
+                return {**after_save(name, session, Saved(message + note, {}, False), texts),
+                        c.findings: texts["findings"], c.impression: texts["impression"]}
         return handler
 
     on_revert = draft_in_boxes("Reverted to the draft (autosaved shortly, or press Save).")
@@ -782,8 +793,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     wl.follow(kept_mine)
     c.take_theirs.click(on_take_theirs, edit_in, [*edit_outs, c.findings, c.impression],
                         **LIGHT, **with_client)
-    c.revert_button.click(on_revert, {c.state}, [c.findings, c.impression, c.diff,
-                                                 c.save_status], **LIGHT)
+    c.revert_button.click(on_revert, edit_in, [*edit_outs, c.findings, c.impression],
+                          **LIGHT, **with_client)
     accept_outs = [c.state, c.save_status, *accept_btns, *conflict_btns, c.findings,
                    c.impression, c.diff, c.sync, c.acceptable, c.rate_status, wl.table,
                    wl.progress]
@@ -805,8 +816,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                                  c.draft_button, c.draft_error, c.sync, c.findings,
                                  c.impression, c.diff, c.save_status, wl.table, wl.progress],
         **PRIVATE, **with_client).then(**metrics_step)
-    c.use_draft.click(on_use_draft, {c.state}, [c.findings, c.impression, c.diff,
-                                                c.save_status], **LIGHT)
+    c.use_draft.click(on_use_draft, edit_in, [*edit_outs, c.findings, c.impression],
+                      **LIGHT, **with_client)
     enlarge_outs = [c.state, c.wl_center, c.wl_width, c.wl_preset, c.wl_invert,
                     c.wl_caption, c.wl_image]
     c.enlarge.click(on_enlarge, {c.state, c.pick}, enlarge_outs, **PRIVATE,
