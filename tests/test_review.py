@@ -221,6 +221,24 @@ def test_an_empty_or_malformed_rating_is_refused(review, likert, errors, message
     assert ok.likert == 3 and ok.errors["false_finding"]["significant"] == 2
 
 
+def test_every_bad_count_is_named_at_once_by_the_label_the_reader_sees(review):
+    """Found in a new-user trial: only the first bad box was named, by its internal key
+    ("false_finding significant"), and the reader fixed one box at a time."""
+    r = review.local_reader()
+    review.assign(r)
+    study = review.worklist(r)[0].study_id
+    with pytest.raises(ReviewError) as refused:
+        review.rate(r, study, likert=3, acceptable=None,
+                    errors={"false_finding": {"significant": 1.5},
+                            "wrong_severity": {"insignificant": -2}})
+    message = str(refused.value)
+    assert "(1) false report of a finding, clinically significant" in message
+    assert "1.5" in message
+    assert "(4) wrong severity, insignificant: a count cannot be negative" in message
+    assert "false_finding" not in message and "wrong_severity" not in message
+    assert review.latest_rating(r, study) is None
+
+
 def test_status_changes_only_on_save_or_rate(review):
     r = review.local_reader()
     review.assign(r)

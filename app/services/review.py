@@ -26,7 +26,7 @@ from app.services.accounts import (
 )
 from app.services.audit import AuditLog
 from app.services.worklist import WorklistService
-from core.vocabulary import REXVAL_CATEGORIES, SECTIONS
+from core.vocabulary import ERROR_KINDS, REXVAL_CATEGORIES, SECTIONS, rexval_label
 from db.engine import Database
 from db.models import (
     Draft,
@@ -213,13 +213,23 @@ def _likert(value: object) -> int:
 
 
 def _validate_errors(errors: dict[str, dict[str, object]]) -> dict[str, dict[str, int]]:
+    """Every count checked; all the bad ones named at once, by the labels readers see."""
     clean: dict[str, dict[str, int]] = {}
+    problems: list[str] = []
     for category, counts in errors.items():
         if category not in REXVAL_CATEGORIES:
             raise ReviewError(f"unknown ReXVal category {category!r} "
                               f"(one of {', '.join(REXVAL_CATEGORIES)})")
-        clean[category] = {kind: _count((counts or {}).get(kind, 0), f"{category} {kind}")
-                           for kind in ("significant", "insignificant")}
+        clean[category] = {}
+        for kind in ERROR_KINDS:
+            where = (f"{rexval_label(category)}, "
+                     f"{'clinically significant' if kind == 'significant' else kind}")
+            try:
+                clean[category][kind] = _count((counts or {}).get(kind, 0), where)
+            except ReviewError as exc:
+                problems.append(str(exc))
+    if problems:
+        raise ReviewError("; ".join(problems))
     return {c: clean.get(c, {"significant": 0, "insignificant": 0}) for c in REXVAL_CATEGORIES}
 
 
