@@ -6,6 +6,7 @@ screen sizes."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -223,6 +224,62 @@ def test_unsaved_text_never_silently_overwrites_another_save(browser, app):
     # the other browser's autosave may have stored part of its typing before its Ctrl+S
     assert history[-2:] == ["Theirs, saved elsewhere.", "Mine, never sent."]
     assert all("Theirs, saved elsewhere.".startswith(t) for t in history[:-2])
+
+
+def test_two_tabs_of_one_browser_never_drop_each_others_unsaved_text(browser, app):
+    """Found in a new-user trial (3 of 3): tabs A and B of one browser on one study; B saves,
+    A types and reloads. A's unsaved text was gone (B, with nothing unsaved, removed the
+    study's one stored entry every 200 ms); now A is asked, and its words come back."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    try:
+        a, b = context.new_page(), context.new_page()
+        for page in (a, b):
+            page.goto(app.url)
+            page.locator("#film [data-study]").first.wait_for(timeout=60_000)
+            click_row(page, "DEMO-0002")
+        a.on("dialog", lambda dialog: dialog.accept())  # the leave-page guard
+        type_into(b, "impression", "B saved this.")
+        b.keyboard.press("Control+s")
+        wait_until(lambda: latest_text(app, "DEMO-0002", "impression") == "B saved this.",
+                   "tab B's save")
+        type_into(a, "impression", "A typed, never saved.")
+        a.reload()
+        a.locator("#restore-mine").wait_for()
+        assert "saved elsewhere" in a.locator("#restore-note").inner_text()
+        wait_value(a, "impression", "v === 'B saved this.'")
+        a.locator("#restore-mine").click()
+        wait_value(a, "impression", "v === 'A typed, never saved.'")
+        wait_until(lambda: latest_text(app, "DEMO-0002", "impression")
+                   == "A typed, never saved.", "A's text to be saved on top")
+        # B still shows what it saved, and was never asked about A's text
+        assert box(b, "impression").input_value() == "B saved this."
+        assert b.locator("#restore-mine").count() == 0
+    finally:
+        context.close()
+
+
+def test_a_closed_tabs_unsaved_text_comes_back_in_the_next_tab(browser, app):
+    """Per-tab entries: the text of a tab that is gone (closed with its requests cut off) is
+    adopted by the next page of that browser opening the study, while a live tab keeps its own."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    try:
+        a = context.new_page()
+        a.goto(app.url)
+        a.locator("#film [data-study]").first.wait_for(timeout=60_000)
+        click_row(a, "DEMO-0003")
+        a.route("**/gradio_api/**", lambda route: route.abort())  # nothing reaches the server
+        type_into(a, "findings", "Typed in a tab that was then closed.")
+        a.close()
+        assert latest_text(app, "DEMO-0003", "findings") is None
+        time.sleep(3.5)  # the closed page's last "alive" mark goes stale (pagehide may not run)
+        c = context.new_page()
+        c.goto(app.url)
+        wait_value(c, "findings", "v === 'Typed in a tab that was then closed.'")
+        assert "Restored" in c.locator("#restore-note").inner_text()
+        wait_until(lambda: latest_text(app, "DEMO-0003", "findings")
+                   == "Typed in a tab that was then closed.", "the restored text to be saved")
+    finally:
+        context.close()
 
 
 def test_switching_patients_leaves_nothing_of_the_first_on_screen(browser, app):

@@ -9,7 +9,64 @@
   const $ = (sel) => document.querySelector(sel);
   const box = (section) => $('#edit-' + section + ' textarea');
   const click = (id) => { const el = document.getElementById(id); if (el) el.click(); };
-  const storeKey = (study) => `rrg:${rrg.reader}:${study}`;
+  // Unsaved text is kept per tab: two tabs of one browser on one study must never remove or
+  // overwrite each other's entry (a tab with nothing unsaved used to delete the study's one
+  // entry every 200 ms, so another tab's unsaved text was gone after its reload; found in a
+  // new-user trial). A tab's id lives in sessionStorage, so it survives that tab's reload;
+  // each open page says it is alive, and the entry of a tab that is gone (closed, crashed) is
+  // an orphan that the next page opening that study adopts and restores.
+  const ALIVE_MS = 3000;
+  const newTabId = () => 't' + Math.random().toString(36).slice(2, 10);
+  const aliveKey = (tab) => `rrg-alive:${tab}`;
+  const aliveAt = (tab) => {
+    try { return (JSON.parse(localStorage.getItem(aliveKey(tab)) || 'null') || {}).at || 0; }
+    catch (e) { return 0; }
+  };
+  const isAlive = (tab) => Date.now() - aliveAt(tab) < ALIVE_MS;
+  const TAB = (() => {
+    let tab = null;
+    try { tab = sessionStorage.getItem('rrg-tab'); } catch (e) {}
+    // a duplicated tab copies sessionStorage: its id is then in use by a live page
+    if (!tab || isAlive(tab)) tab = newTabId();
+    try { sessionStorage.setItem('rrg-tab', tab); } catch (e) {}
+    return tab;
+  })();
+  const beat = () => {
+    try { localStorage.setItem(aliveKey(TAB), JSON.stringify({at: Date.now()})); } catch (e) {}
+  };
+  beat();
+  setInterval(beat, 1000);
+  window.addEventListener('pagehide', () => {
+    try { localStorage.removeItem(aliveKey(TAB)); } catch (e) {}
+  });
+  const storeKey = (study) => `rrg:${rrg.reader}:${study}:${TAB}`;
+  const ENTRY = /^rrg:(.*):(\d+)(?::(t[a-z0-9]*))?$/;  // (entries of older pages have no tab)
+  // another page's entry that no live tab owns: (key, tab) pairs for this reader's study
+  const orphans = (study) => {
+    const out = [];
+    for (let k = 0; k < localStorage.length; k++) {
+      const key = localStorage.key(k) || '', m = ENTRY.exec(key);
+      if (!m || m[1] !== String(rrg.reader) || Number(m[2]) !== study) continue;
+      if (m[3] === TAB || (m[3] && isAlive(m[3]))) continue;
+      out.push(key);
+    }
+    return out;
+  };
+  // on opening a study: this tab's own entry, else the newest orphan, which becomes this tab's
+  const claimEntry = (study) => {
+    const own = readEntry(study);
+    if (own) return own;
+    let best = null, bestKey = null;
+    for (const key of orphans(study)) {
+      let entry = null;
+      try { entry = JSON.parse(localStorage.getItem(key) || 'null'); } catch (e) {}
+      if (entry && (!best || (entry.at || 0) > (best.at || 0))) { best = entry; bestKey = key; }
+    }
+    if (!best) return null;
+    writeEntry(study, best);
+    try { localStorage.removeItem(bestKey); } catch (e) {}
+    return best;
+  };
 
   // what every text-carrying event sends along (see Client in app/ui/desk.py)
   // (texts: the box values this request carries, noted before it leaves the page)
@@ -54,8 +111,9 @@
   const leftBehind = () => {
     const out = [];
     for (let k = 0; k < localStorage.length; k++) {
-      const m = /^rrg:(.*):(\d+)$/.exec(localStorage.key(k) || '');
-      if (!m) continue;
+      const m = ENTRY.exec(localStorage.key(k) || '');
+      // a live tab's unsaved text is that tab's to save, not this page's to resume
+      if (!m || (m[3] && m[3] !== TAB && isAlive(m[3]))) continue;
       let at = 0;
       try { at = JSON.parse(localStorage.getItem(localStorage.key(k))).at || 0; } catch (e) {}
       out.push({reader: m[1], study: Number(m[2]), at});
@@ -208,7 +266,7 @@
           setNote('');
           // read now: typing into the new study must not replace it before it is restored
           rrg.pending = sync.study === null ? null : {study: sync.study,
-                                                     entry: readEntry(sync.study)};
+                                                     entry: claimEntry(sync.study)};
         }
         if (rrg.pending && rrg.pending.study === sync.study && boxesShow(rrg.shown)) {
           const {entry} = rrg.pending;
