@@ -191,6 +191,9 @@ class Desk:
         self.predrafter = predrafter
         self.preset = preset
         self.metrics = metrics
+        # the page load's two requests (the worklist panel's and the study's) may both find
+        # a new reader without a worklist: one of them assigns it, the other waits for it
+        self._preparing = threading.Lock()
 
     # -- who ------------------------------------------------------------------------------
     def bind(self, session: Session, login: str) -> int:
@@ -206,6 +209,13 @@ class Desk:
             raise TabRefused("this tab belongs to another reader; reload the page")
         return reader
 
+    def prepare(self, reader: int) -> None:
+        """A new reader gets every study on the worklist (once, whichever load asks first),
+        so that no count is read before the list exists ("No studies" on a first load)."""
+        with self._preparing:
+            if not self.review.worklists.has_worklist(reader):  # one indexed row
+                self.review.assign(reader)
+
     def start(self, reader: int, login: str | None = None,
               left: tuple[tuple[str, int], ...] = ()) -> int | None:
         """On page load: a new reader gets every study on the worklist; then the study to
@@ -213,8 +223,7 @@ class Desk:
         text can be restored; only the login's own and only studies on their worklist),
         else the last one worked on, else the first unfinished."""
         worklists = self.review.worklists
-        if not worklists.has_worklist(reader):  # one indexed row, not the list
-            self.review.assign(reader)
+        self.prepare(reader)
         for owner, study in left:
             if owner == login and worklists.status_of(reader, study) is not None:
                 return study

@@ -751,7 +751,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     # search, filters and paging: the panel's own read-only events; the row click and
     # Previous/Next above save the reader's pending text before they leave the study
     wl.connect(ui, c.state, lambda request: who(Session(), request)[1], None, [],
-               navigation=False)
+               prepare_reader=desk.prepare, navigation=False)
     c.prior_button.click(on_prior, {c.state}, [c.film, c.prior_button], **PRIVATE)
     saved_by_button = c.save_button.click(on_save, edit_in, save_outs, api_name="save",
                                           queue=False, **with_client)

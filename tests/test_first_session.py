@@ -1,0 +1,50 @@
+"""What a new user meets in the first minute, in headless Chromium against the real app (found
+by a new-user trial): the first load says something true while it runs, the study that opens
+first is already drafted, the enlarged view shows an image at once, and a reload never shows
+the reader's own late autosave as another tab's save."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import App
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytest_plugins = ["tests.browser"]  # the browser and app fixtures
+
+# every text the progress line ever shows, recorded from before the page's first script runs
+RECORD_PROGRESS = """
+window.__progressSeen = [];
+new MutationObserver(() => {
+  const el = document.getElementById('progress');
+  const text = el ? el.innerText.trim() : null;
+  const seen = window.__progressSeen;
+  if (text !== null && seen[seen.length - 1] !== text) seen.push(text);
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
+
+
+def test_the_first_load_never_claims_an_empty_worklist(browser, app):
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    page.add_init_script(RECORD_PROGRESS)
+    page.goto(app.url)
+    page.locator("#film [data-study]").first.wait_for(timeout=60_000)
+    page.wait_for_function("() => /done/.test(document.getElementById('progress').innerText)")
+    seen = page.evaluate("window.__progressSeen")
+    assert not [t for t in seen if "No studies" in t], seen
+    assert any("Loading" in t for t in seen), seen  # something true while it loads
+    (total,) = app.query("SELECT count(*) FROM worklist_item")[0]
+    assert total > 0 and f"0 / {total} done" in seen[-1], seen
+
+
+def test_an_empty_worklist_says_so(browser, tmp_path):
+    running = App(tmp_path / "empty.sqlite", "--no-demo", "--no-predraft")
+    try:
+        page = browser.new_page(viewport={"width": 1366, "height": 768})
+        page.goto(running.url)
+        page.wait_for_function(
+            "() => /No studies on your worklist/.test("
+            "document.getElementById('progress')?.innerText)", timeout=60_000)
+        assert "empty" in page.locator("#save-status").inner_text()
+    finally:
+        running.stop()
