@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import App
+from tests.browser import App, new_page, wait_value
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 pytest_plugins = ["tests.browser"]  # the browser and app fixtures
@@ -48,3 +48,15 @@ def test_an_empty_worklist_says_so(browser, tmp_path):
         assert "empty" in page.locator("#save-status").inner_text()
     finally:
         running.stop()
+
+
+def test_the_study_that_opens_first_is_drafted_first(browser, app):
+    """The first study on screen shows its draft at once, and it was the first one drafted:
+    the app queued it at start, before the studies after it."""
+    page = new_page(browser, app.url, 1366, 768)
+    opened = int(page.locator("#film .current").get_attribute("data-study") or 0)
+    wait_value(page, "findings", "v.length > 20", timeout=30_000)
+    assert "Showing the draft" in page.locator("#save-status").inner_text()
+    assert page.locator("#draft-button").inner_text() == "Regenerate"
+    first = app.query("SELECT study_id FROM draft WHERE error IS NULL ORDER BY id LIMIT 1")
+    assert first == [(opened,)]

@@ -41,6 +41,7 @@ from studies.records import ReportSections
 log = logging.getLogger(__name__)
 
 PREDRAFT_AHEAD = 3  # studies after the open one that the background worker drafts
+FIRST_DRAFT_WAIT_S = 8.0  # a page load waits this long at most for its study's draft
 IDLE_AFTER_S = 60.0  # no input for this long: time on task stops counting
 WINDOW_PRESETS = ("file default", "full range", "soft tissue", "bone", "lung")
 LEFT_KEPT = 20  # unsaved studies a page load reports at most
@@ -224,10 +225,30 @@ class Desk:
         else the last one worked on, else the first unfinished."""
         worklists = self.review.worklists
         self.prepare(reader)
-        for owner, study in left:
-            if owner == login and worklists.status_of(reader, study) is not None:
-                return study
-        return self.review.resume(reader)
+        study = next((s for owner, s in left
+                      if owner == login and worklists.status_of(reader, s) is not None), None)
+        if study is None:
+            study = self.review.resume(reader)
+        if study is not None and self.predrafter is not None:
+            # the study the reader sees first is drafted first (it usually is already: the
+            # app queued it at start), so the session does not begin with "No draft yet"
+            self.predrafter.schedule([study], first=True)
+            if not self.predrafter.wait_for(study, FIRST_DRAFT_WAIT_S):
+                log.info("study %s: no draft within %.0f s of the page load", study,
+                         FIRST_DRAFT_WAIT_S)
+        return study
+
+    def predraft_first(self, reader: int) -> int | None:
+        """At app start: queue the study this reader will open first (what `start` gives on
+        a page load without unsaved text), then the ones after it. Returns that study."""
+        if self.predrafter is None:
+            return None
+        self.prepare(reader)
+        first = self.review.resume(reader)
+        if first is not None:
+            self.predrafter.schedule(
+                [first, *self.review.worklists.upcoming(reader, first, PREDRAFT_AHEAD)])
+        return first
 
     # -- worklist (the panel the worklist helper replaces) ---------------------------------
     def worklist_rows(self, reader: int, status: str | None = "all",

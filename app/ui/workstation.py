@@ -295,9 +295,10 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
           review: ReviewService | None = None, metrics: StudyMetrics | None = None,
           login: bool = False) -> gr.Blocks:
     review = review or ReviewService(viewer.db)
-    if not login:
-        review.local_reader()
     desk = Desk(viewer, review, drafting, predrafter, preset, metrics)
+    if not login:
+        # the one local reader's first study is drafted before the first page asks for it
+        desk.predraft_first(review.local_reader())
     with gr.Blocks(title="rrg-review", fill_width=True) as ui:
         c = _layout(viewer, review, login)
         _wire(ui, c, desk, viewer, review, drafting, metrics, preset, login)
