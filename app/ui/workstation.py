@@ -199,7 +199,7 @@ def _layout(viewer: StudyViewer, review: ReviewService, login: bool) -> Screen:
                                     elem_id="edit-findings")
             c.impression = gr.Textbox(label="Impression (editable)", lines=3, max_lines=8,
                                       elem_id="edit-impression")
-            with gr.Row():
+            with gr.Row(elem_id="save-row"):
                 c.save_button = gr.Button("Save (Ctrl+S)", variant="primary", elem_id="save",
                                           size="sm")
                 c.revert_button = gr.Button("Revert to draft", elem_id="revert", size="sm")
