@@ -794,12 +794,19 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                                                 c.save_status], **LIGHT)
     enlarge_outs = [c.state, c.wl_center, c.wl_width, c.wl_preset, c.wl_invert,
                     c.wl_caption, c.wl_image]
+    # the film's preview is on screen at once (page.js); no spinner over it, and the page is
+    # told when the full-resolution image has arrived
+    full_shown: dict[str, Any] = {"fn": None, "js": "() => { window.rrgFullShown(); }",
+                                  **PRIVATE}
     c.enlarge.click(on_enlarge, {c.state, c.pick}, enlarge_outs, **PRIVATE,
+                    show_progress="hidden",
                     js=f"(...a) => {{ const v = a.slice(0, 2); "
                        f"v[{sorted([c.state, c.pick], key=lambda b: b._id).index(c.pick)}] = "
-                       "window.rrgPick(); return v; }")
-    c.next_image.click(on_step_image(1), {c.state}, enlarge_outs, **PRIVATE)
-    c.prev_image.click(on_step_image(-1), {c.state}, enlarge_outs, **PRIVATE)
+                       "window.rrgPick(); return v; }").then(**full_shown)
+    c.next_image.click(on_step_image(1), {c.state}, enlarge_outs, **PRIVATE,
+                       show_progress="hidden").then(**full_shown)
+    c.prev_image.click(on_step_image(-1), {c.state}, enlarge_outs, **PRIVATE,
+                       show_progress="hidden").then(**full_shown)
     c.close.click(None, None, None, js="() => { window.rrgEnlarged(false); return []; }")
     wl_in = {c.state, c.wl_center, c.wl_width, c.wl_invert}
     c.wl_center.release(on_window, wl_in, [c.wl_image], **PRIVATE)
