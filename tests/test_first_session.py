@@ -94,3 +94,104 @@ def test_the_enlarged_view_shows_the_preview_at_once_then_the_full_image(browser
                            ".display === 'none'")
     page.keyboard.press("Escape")
     page.locator("#enlarged").wait_for(state="hidden")
+
+
+def test_a_reloaded_page_knows_its_own_late_autosave(browser, app):
+    """The old page saved part of what the reader typed, but that request reaches the server
+    only after the reloaded page has loaded and restored the whole text (a slow request
+    outliving the reload). The reloaded page's save then meets a newer revision holding a text
+    this tab sent itself: no "saved elsewhere" conflict, nothing asked; the whole text is
+    saved on top and the reader goes on."""
+    import json
+    import urllib.request
+
+    from tests.browser import box, click_row, wait_text
+
+    page = new_page(browser, app.url)
+    click_row(page, "DEMO-0003")
+    page.on("dialog", lambda dialog: dialog.accept())
+    part, tail = "The reader's own impression,", " typed on after the autosave."
+    caught: list[tuple[str, bytes, dict]] = []
+
+    def catch(route) -> None:
+        """The old page's save of `part` is kept for later; nothing with the text leaves."""
+        request = route.request
+        body = request.post_data or ""
+        if request.method == "POST" and part in body:
+            if json.dumps(part) in body:  # (its input events too: replayed, harmless)
+                caught.append((request.url, request.post_data_buffer or b"",
+                               {"Content-Type": request.headers.get("content-type", "")}))
+            route.abort()
+        else:
+            route.continue_()
+
+    page.route("**/gradio_api/**", catch)
+    box(page, "impression").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.type(part)
+    page.keyboard.press("Control+s")
+    # (the save carries the page's client report, with its edit counter "seq")
+    pump_until(page, lambda: any(b"seq" in body for _, body, _ in caught), "the old page's save")
+    page.keyboard.type(tail)
+    page.unroute_all(behavior="wait")
+    held: list = []
+    released: list[bool] = []
+
+    def hold(route) -> None:  # the reloaded page's requests with the text wait their turn
+        request = route.request
+        if not released and request.method == "POST" and part in (request.post_data or ""):
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/gradio_api/**", hold)
+    page.reload()
+    page.locator("#film .current").wait_for()
+    wait_text(page, "restore-note", "Restored")
+    pump_until(page, lambda: held, "the restored text's requests")
+    answers = [urllib.request.urlopen(  # now the old page's save arrives and is stored
+        urllib.request.Request(url, data=body, headers=headers), timeout=60).read().decode()
+        for url, body, headers in caught]
+    assert latest_text_of(app, "impression") == part, [a[:200] for a in answers]
+    released.append(True)
+    for route in held:
+        route.continue_()
+    page.unroute_all(behavior="wait")
+    whole = part + tail
+
+    def saved_or_refused() -> bool:
+        status = page.locator("#save-status").inner_text()
+        assert "not saved" not in status and "elsewhere" not in status, status
+        return latest_text_of(app, "impression") == whole
+
+    pump_until(page, saved_or_refused, "the whole text to be saved")
+    page.wait_for_function("() => /saved/.test("
+                           "document.querySelector('#save-status').innerText)")
+    status = page.locator("#save-status").inner_text()
+    assert "not saved" not in status and "elsewhere" not in status, status
+    assert page.locator("#keep-mine").is_disabled()
+    assert [t for (t,) in app.query("SELECT text FROM revision WHERE section = 'impression' "
+                                    "ORDER BY number")] == [part, whole]
+    # the reader goes on: the next save lands on top, without a conflict
+    box(page, "impression").press("End")
+    page.keyboard.type(" More.")
+    page.keyboard.press("Control+s")
+    wait_text(page, "save-status", "revision 3")
+    assert latest_text_of(app, "impression") == whole + " More."
+
+
+def pump_until(page, check, what: str, timeout: float = 60) -> None:
+    """Wait for a condition while Playwright's event loop runs (route handlers included)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        page.wait_for_timeout(100)
+
+
+def latest_text_of(app: App, section: str) -> str | None:
+    rows = app.query("SELECT r.text FROM revision r JOIN study s ON s.id = r.study_id "
+                     "WHERE s.study_key = 'DEMO-0003' AND r.section = ? "
+                     "ORDER BY r.number DESC LIMIT 1", section)
+    return rows[0][0] if rows else None

@@ -45,6 +45,7 @@ FIRST_DRAFT_WAIT_S = 8.0  # a page load waits this long at most for its study's 
 IDLE_AFTER_S = 60.0  # no input for this long: time on task stops counting
 WINDOW_PRESETS = ("file default", "full range", "soft tissue", "bone", "lung")
 LEFT_KEPT = 20  # unsaved studies a page load reports at most
+OWN_KEPT = 50  # texts per section a tab reports as its own (page.js keeps as many)
 
 
 class TabRefused(ReviewError):
@@ -67,6 +68,9 @@ class Client:
     idle_s: float = 0.0
     # on page load: (login, study) of the unsaved text this browser still keeps, newest first
     left: tuple[tuple[str, int], ...] = ()
+    # section -> texts this tab sent for the open study (across its reloads): a newer revision
+    # holding one of them is this tab's own late save, not another tab's
+    own: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: str | None) -> Client:
@@ -78,9 +82,12 @@ class Client:
             study = data.get("study")
             left = tuple((str(e["reader"]), int(e["study"]))
                          for e in (data.get("left") or [])[:LEFT_KEPT])
+            own = {s: tuple(str(t) for t in texts[-OWN_KEPT:])
+                   for s, texts in (data.get("own") or {}).items()
+                   if s in SECTIONS and isinstance(texts, list)}
             return cls(int(study) if study not in (None, "") else None, typed,
                        int(data.get("seq") or 0), bool(data.get("visible", True)),
-                       float(data.get("idle_ms") or 0) / 1000, left)
+                       float(data.get("idle_ms") or 0) / 1000, left, own)
         except (TypeError, ValueError, AttributeError, IndexError, KeyError):
             log.warning("malformed client report ignored: %.200r", raw)
             return cls()
@@ -363,8 +370,10 @@ class Desk:
         return out
 
     def save(self, session: Session, texts: dict[str, str], client: Client,
-             autosave: bool = False) -> Saved:
-        """Save what changed as new revisions; a stale base is refused, never overwritten."""
+             autosave: bool = False, _own_late: bool = False) -> Saved:
+        """Save what changed as new revisions; a stale base is refused, never overwritten,
+        unless the newer revision holds a text this tab itself sent (`Client.own`: its own
+        save that reached the server after a reload): then the text is saved on top of it."""
         if session.study is None or session.reader is None:
             return Saved("Open a study first.", {}, False)
         if client.seq < session.seq:
@@ -384,8 +393,17 @@ class Desk:
         # both sections in one transaction: one commit (one fsync) per save, not one each
         results = (self.review.save_sections(session.reader, session.study, edits,
                                              autosave=autosave) if edits else {})
+        adopted = False
         for section, rev in results.items():
             if isinstance(rev, EditConflict):
+                if not _own_late and rev.current.text in client.own.get(section, ()):
+                    # this tab's own save that outlived a reload: edit on top of it
+                    log.info("study %s %s: revision %s is this tab's own late save",
+                             session.study, section, rev.current.number)
+                    session.base[section] = rev.current.number
+                    session.shown[section] = rev.current.text
+                    adopted = True
+                    continue
                 session.conflicts[section] = rev.current
                 continue
             session.base[section] = rev.number
@@ -393,6 +411,10 @@ class Desk:
             wrote = True
             messages.append(f"{section} saved as revision {rev.number}"
                             + (" (autosave)" if autosave else ""))
+        if adopted:
+            again = self.save(session, texts, client, autosave, _own_late=True)
+            messages += [again.message] if again.wrote or again.conflicts else []
+            wrote = wrote or again.wrote
         session.seq = max(session.seq, client.seq)
         if session.conflicts:
             return Saved(self.conflict_message(session), dict(session.conflicts), wrote)

@@ -18,11 +18,24 @@
     noteSent(texts);
     const report = {study: rrg.study, keys: rrg.keys, seq: rrg.seq,
                     visible: !document.hidden, idle_ms: Date.now() - rrg.last};
+    // the texts this tab (this one, across its reloads) sent for the open study: a newer
+    // revision holding one of them is this tab's own late save, not another tab's
+    const entry = rrg.study === null ? null : readEntry(rrg.study);
+    if (entry && entry.tabs && entry.tabs[TAB]) report.own = entry.tabs[TAB];
     if (rrg.study === null) report.left = leftBehind();  // on load: where to resume
     return JSON.stringify(report);
   };
 
   const NAMES = ['findings', 'impression'];
+  // this tab's id: kept by the tab across reloads (sessionStorage), never shared with others
+  const TAB = (() => {
+    try {
+      let id = sessionStorage.getItem('rrg-tab');
+      if (!id) { id = Math.random().toString(36).slice(2) + Date.now().toString(36);
+                 sessionStorage.setItem('rrg-tab', id); }
+      return id;
+    } catch (e) { return 'tab'; }
+  })();
   // a textarea's value has \n line ends whatever the stored text has
   const same = (value, stored) => value === (stored || '').replace(/\r\n?/g, '\n');
   const readEntry = (study) => {
@@ -47,7 +60,7 @@
     // may have been empty only because no draft had arrived yet)
     const typed = [...new Set([...(old.typed || []), ...Object.keys(rrg.keys)])];
     writeEntry(rrg.study, {findings: f.value, impression: i.value, base: rrg.base, typed,
-                           sent: old.sent || {}, at: Date.now()});
+                           sent: old.sent || {}, tabs: old.tabs || {}, at: Date.now()});
   };
   // the studies whose unsaved text this browser keeps, newest first (the server opens the
   // newest of its reader's on load, so that it can be restored)
@@ -68,12 +81,15 @@
     const entry = readEntry(rrg.study);
     if (!entry) return;  // nothing unsaved: nothing to recognise later
     entry.sent = entry.sent || {};
+    entry.tabs = entry.tabs || {};
+    const mine = entry.tabs[TAB] = entry.tabs[TAB] || {};
     for (const s of NAMES) {
       const text = texts[s];
       if (typeof text !== 'string' || same(text, rrg.shown[s])) continue;
       const list = (entry.sent[s] || []).filter((t) => t !== text);
       list.push(text);
       entry.sent[s] = list.slice(-SENT_KEPT);
+      mine[s] = [...(mine[s] || []).filter((t) => t !== text), text].slice(-SENT_KEPT);
     }
     writeEntry(rrg.study, entry);
   };
