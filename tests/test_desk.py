@@ -369,3 +369,32 @@ def test_a_failed_save_of_two_sections_stores_neither(desk, monkeypatch):
                typed(ids[2], "findings", "impression"))
     assert review.current(reader, ids[2]) == {}
     assert review.status(reader, ids[2]) != "in_review"
+
+
+def test_a_newer_revision_holding_this_tabs_own_text_is_no_conflict(desk):
+    """After a reload, the old page's save of part of the text lands late: the reloaded tab
+    reports that text as its own and saves on top; a text it never sent stays a conflict."""
+    d, reader, ids = desk
+    old_page, texts = opened(d, reader, ids[2])
+    reloaded, _ = opened(d, reader, ids[2])  # loaded before the old page's save arrived
+    assert d.save(old_page, {**texts, "impression": "My part"},
+                  typed(ids[2], "impression")).ok
+    whole = {**texts, "impression": "My part and the rest."}
+    saved = d.save(reloaded, whole, typed(ids[2], "impression",
+                                          own={"impression": ("My part",)}))
+    assert saved.ok and saved.wrote and "revision 2" in saved.message, saved
+    assert [r.text for r in d.review.history(reader, ids[2], "impression")] == [
+        "My part", "My part and the rest."]
+    # another tab's text is never taken for this tab's own
+    other, _ = opened(d, reader, ids[2])
+    assert d.save(other, {**texts, "impression": "Someone else."},
+                  typed(ids[2], "impression")).ok
+    refused = d.save(reloaded, {**whole, "impression": "Mine again."},
+                     typed(ids[2], "impression", seq=2, own={"impression": ("My part",)}))
+    assert not refused.ok and "Someone else." in refused.message
+
+
+def test_client_reports_its_own_texts():
+    report = Client.parse('{"study": 3, "own": {"impression": ["a", "b"], "bogus": ["x"], '
+                          '"findings": "not a list"}}')
+    assert report.own == {"impression": ("a", "b")}

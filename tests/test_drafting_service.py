@@ -287,3 +287,26 @@ def test_a_whole_report_chat_preset_generates_once_per_draft_click(filled, setti
     run = service.draft([ids[0]], "tiny-chat", redo=True)
     assert len(calls) == 2 and run.drafted == 1 and run.failed == 1
     assert service.latest(ids[0], "tiny-chat")["findings"].text == final.texts["findings"]
+
+
+def test_predrafter_puts_the_study_about_to_open_first_and_says_when_it_is_done(filled,
+                                                                               settings):
+    db, ids = filled
+    service = DraftingService(db, settings)
+    worker = PreDrafter(service, "retrieval")
+    order: list[int] = []
+    real = service.draft
+
+    def recorded(study_ids, *args, **kwargs):
+        order.extend(study_ids)
+        return real(study_ids, *args, **kwargs)
+
+    service.draft = recorded  # type: ignore[method-assign]
+    with worker._cond:  # queue everything before the thread can take any of it
+        worker.schedule(ids[1:4])
+        worker.schedule([ids[4], ids[2]], first=True)
+    assert worker.wait_for(ids[2], 60)
+    assert service.pending([ids[2]], "retrieval") == []  # drafted, not just taken off
+    assert worker.wait_idle(60)
+    worker.stop()
+    assert order == [ids[4], ids[2], ids[1], ids[3]]

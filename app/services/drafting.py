@@ -549,9 +549,12 @@ def _stored(d: Draft) -> StoredDraft:
 class PreDrafter:
     """A background thread that drafts studies before the reader opens them.
 
-    `schedule()` never blocks; a model error on one study is stored with that study and the
-    rest go on; an unavailable model stops the worker and says why (`unavailable`); `stop()`
-    ends the thread cleanly (the app calls it on shutdown).
+    Studies are drafted one at a time in queue order (`batch_size` is kept for callers; each
+    study holds the model on its own so a reader's Draft click goes next), so `wait_for` can
+    tell a page load when the study it opens is drafted. `schedule()` never blocks; a model
+    error on one study is stored with that study and the rest go on; an unavailable model
+    stops the worker and says why (`unavailable`); `stop()` ends the thread cleanly (the app
+    calls it on shutdown).
     """
 
     def __init__(self, service: DraftingService, preset: str,
@@ -565,22 +568,46 @@ class PreDrafter:
         self._queue: deque[int] = deque()
         self._cond = threading.Condition()
         self._busy = False
+        self._current: int | None = None  # the study being drafted now
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="pre-drafter", daemon=True)
         self._thread.start()
 
-    def schedule(self, study_ids: Sequence[int]) -> None:
+    def schedule(self, study_ids: Sequence[int], first: bool = False) -> None:
         """Queue studies for background drafting, without blocking the caller.
 
         Args:
             study_ids: the studies; ones already queued are not queued twice. Once the model
                 is `unavailable` queued studies are taken off and not drafted.
+            first: put them at the head of the queue, in the given order (the study a reader
+                is about to open goes before those after it).
         """
         with self._cond:
-            for sid in study_ids:
-                if sid not in self._queue:
-                    self._queue.append(sid)
+            if first:
+                ahead = list(dict.fromkeys(study_ids))
+                rest = [sid for sid in self._queue if sid not in ahead]
+                self._queue = deque([*ahead, *rest])
+            else:
+                for sid in study_ids:
+                    if sid not in self._queue:
+                        self._queue.append(sid)
             self._cond.notify_all()
+
+    def wait_for(self, study_id: int, timeout: float) -> bool:
+        """Wait until a study is neither queued nor being drafted (drafted, failed, or taken
+        off because the model is unavailable), so a page load can show its draft.
+
+        Args:
+            study_id: the study.
+            timeout: seconds to wait at most.
+
+        Returns:
+            Whether the study was done with in time.
+        """
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self._stopping or (study_id not in self._queue
+                                           and self._current != study_id), timeout)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """True once the queue is empty and nothing is being drafted.
@@ -626,22 +653,23 @@ class PreDrafter:
                 self._cond.wait_for(lambda: self._queue or self._stopping)
                 if self._stopping:
                     return
-                batch = [self._queue.popleft()
-                         for _ in range(min(self.batch_size, len(self._queue)))]
+                sid = self._queue.popleft()
                 self._busy = True
+                self._current = sid
             try:
                 if self.unavailable is None:
                     # one study per hold of the model: a reader's Draft click goes next
-                    self.service.draft(batch, self.preset, self.sections, batch_size=1,
+                    self.service.draft([sid], self.preset, self.sections, batch_size=1,
                                        background=True)
                     self.last_error = None
             except ModelUnavailable as exc:
                 log.warning("pre-drafting with %s stopped: %s", self.preset, exc)
                 self.unavailable = str(exc)
             except Exception as exc:  # never let the thread die: keep the reason for the UI
-                log.exception("pre-drafting studies %s with %s failed", batch, self.preset)
+                log.exception("pre-drafting studies %s with %s failed", [sid], self.preset)
                 self.last_error = f"{type(exc).__name__}: {exc}"
             finally:
                 with self._cond:
                     self._busy = False
+                    self._current = None
                     self._cond.notify_all()

@@ -41,9 +41,11 @@ from studies.records import ReportSections
 log = logging.getLogger(__name__)
 
 PREDRAFT_AHEAD = 3  # studies after the open one that the background worker drafts
+FIRST_DRAFT_WAIT_S = 8.0  # a page load waits this long at most for its study's draft
 IDLE_AFTER_S = 60.0  # no input for this long: time on task stops counting
 WINDOW_PRESETS = ("file default", "full range", "soft tissue", "bone", "lung")
 LEFT_KEPT = 20  # unsaved studies a page load reports at most
+OWN_KEPT = 50  # texts per section a tab reports as its own (page.js keeps as many)
 
 
 class TabRefused(ReviewError):
@@ -66,6 +68,9 @@ class Client:
     idle_s: float = 0.0
     # on page load: (login, study) of the unsaved text this browser still keeps, newest first
     left: tuple[tuple[str, int], ...] = ()
+    # section -> texts this tab sent for the open study (across its reloads): a newer revision
+    # holding one of them is this tab's own late save, not another tab's
+    own: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: str | None) -> Client:
@@ -77,9 +82,12 @@ class Client:
             study = data.get("study")
             left = tuple((str(e["reader"]), int(e["study"]))
                          for e in (data.get("left") or [])[:LEFT_KEPT])
+            own = {s: tuple(str(t) for t in texts[-OWN_KEPT:])
+                   for s, texts in (data.get("own") or {}).items()
+                   if s in SECTIONS and isinstance(texts, list)}
             return cls(int(study) if study not in (None, "") else None, typed,
                        int(data.get("seq") or 0), bool(data.get("visible", True)),
-                       float(data.get("idle_ms") or 0) / 1000, left)
+                       float(data.get("idle_ms") or 0) / 1000, left, own)
         except (TypeError, ValueError, AttributeError, IndexError, KeyError):
             log.warning("malformed client report ignored: %.200r", raw)
             return cls()
@@ -167,6 +175,11 @@ def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingSe
         if d.generation.get("neighbour_study_id") is not None:
             extra = (f" · copied from study {d.generation['neighbour_study_id']} "
                      f"(similarity {d.generation.get('similarity')})")
+        removed = d.generation.get("comparisons_removed")
+        if isinstance(removed, dict) and removed:
+            n = sum(int(v) for v in removed.values())
+            extra += (f" · {n} sentence{'s' if n != 1 else ''} comparing with a prior study "
+                      f"{'were' if n != 1 else 'was'} removed (this patient has no prior)")
         seconds = f"{d.seconds:.2f} s" if d.seconds is not None else "—"
         line += (f"<br>`{esc(d.model_id)}` · revision `{esc(str(d.revision or '—'))}` · "
                  f"{esc(str(d.device or '?'))}/{esc(str(d.dtype or '?'))} · {seconds}{extra}")
@@ -193,6 +206,9 @@ class Desk:
         self.predrafter = predrafter
         self.preset = preset
         self.metrics = metrics
+        # the page load's two requests (the worklist panel's and the study's) may both find
+        # a new reader without a worklist: one of them assigns it, the other waits for it
+        self._preparing = threading.Lock()
 
     # -- who ------------------------------------------------------------------------------
     def bind(self, session: Session, login: str) -> int:
@@ -208,6 +224,13 @@ class Desk:
             raise TabRefused("this tab belongs to another reader; reload the page")
         return reader
 
+    def prepare(self, reader: int) -> None:
+        """A new reader gets every study on the worklist (once, whichever load asks first),
+        so that no count is read before the list exists ("No studies" on a first load)."""
+        with self._preparing:
+            if not self.review.worklists.has_worklist(reader):  # one indexed row
+                self.review.assign(reader)
+
     def start(self, reader: int, login: str | None = None,
               left: tuple[tuple[str, int], ...] = ()) -> int | None:
         """On page load: a new reader gets every study on the worklist; then the study to
@@ -215,12 +238,31 @@ class Desk:
         text can be restored; only the login's own and only studies on their worklist),
         else the last one worked on, else the first unfinished."""
         worklists = self.review.worklists
-        if not worklists.has_worklist(reader):  # one indexed row, not the list
-            self.review.assign(reader)
-        for owner, study in left:
-            if owner == login and worklists.status_of(reader, study) is not None:
-                return study
-        return self.review.resume(reader)
+        self.prepare(reader)
+        study = next((s for owner, s in left
+                      if owner == login and worklists.status_of(reader, s) is not None), None)
+        if study is None:
+            study = self.review.resume(reader)
+        if study is not None and self.predrafter is not None:
+            # the study the reader sees first is drafted first (it usually is already: the
+            # app queued it at start), so the session does not begin with "No draft yet"
+            self.predrafter.schedule([study], first=True)
+            if not self.predrafter.wait_for(study, FIRST_DRAFT_WAIT_S):
+                log.info("study %s: no draft within %.0f s of the page load", study,
+                         FIRST_DRAFT_WAIT_S)
+        return study
+
+    def predraft_first(self, reader: int) -> int | None:
+        """At app start: queue the study this reader will open first (what `start` gives on
+        a page load without unsaved text), then the ones after it. Returns that study."""
+        if self.predrafter is None:
+            return None
+        self.prepare(reader)
+        first = self.review.resume(reader)
+        if first is not None:
+            self.predrafter.schedule(
+                [first, *self.review.worklists.upcoming(reader, first, PREDRAFT_AHEAD)])
+        return first
 
     # -- worklist (the panel the worklist helper replaces) ---------------------------------
     def worklist_rows(self, reader: int, status: str | None = "all",
@@ -330,8 +372,10 @@ class Desk:
         return out
 
     def save(self, session: Session, texts: dict[str, str], client: Client,
-             autosave: bool = False) -> Saved:
-        """Save what changed as new revisions; a stale base is refused, never overwritten."""
+             autosave: bool = False, _own_late: bool = False) -> Saved:
+        """Save what changed as new revisions; a stale base is refused, never overwritten,
+        unless the newer revision holds a text this tab itself sent (`Client.own`: its own
+        save that reached the server after a reload): then the text is saved on top of it."""
         if session.study is None or session.reader is None:
             return Saved("Open a study first.", {}, False)
         if client.seq < session.seq:
@@ -352,8 +396,17 @@ class Desk:
         results = (self.review.save_sections(session.reader, session.study, edits,
                                              autosave=autosave, address=session.address)
                    if edits else {})
+        adopted = False
         for section, rev in results.items():
             if isinstance(rev, EditConflict):
+                if not _own_late and rev.current.text in client.own.get(section, ()):
+                    # this tab's own save that outlived a reload: edit on top of it
+                    log.info("study %s %s: revision %s is this tab's own late save",
+                             session.study, section, rev.current.number)
+                    session.base[section] = rev.current.number
+                    session.shown[section] = rev.current.text
+                    adopted = True
+                    continue
                 session.conflicts[section] = rev.current
                 continue
             session.base[section] = rev.number
@@ -361,6 +414,10 @@ class Desk:
             wrote = True
             messages.append(f"{section} saved as revision {rev.number}"
                             + (" (autosave)" if autosave else ""))
+        if adopted:
+            again = self.save(session, texts, client, autosave, _own_late=True)
+            messages += [again.message] if again.wrote or again.conflicts else []
+            wrote = wrote or again.wrote
         session.seq = max(session.seq, client.seq)
         if session.conflicts:
             return Saved(self.conflict_message(session), dict(session.conflicts), wrote)

@@ -45,6 +45,7 @@ PAGE_SIZE = 50
 COLUMNS = ["id", "study", "status", "min"]
 COLUMN_WIDTHS: list[str | int] = ["12%", "36%", "32%", "20%"]
 LAST_PAGE = 1 << 30  # clamped to the last page by the service
+LOADING = "*Loading worklist…*"
 
 
 @dataclass(frozen=True)
@@ -315,7 +316,8 @@ def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE
     sources = ["all", *worklists.sources()]
     splits = ["all", *worklists.splits()]
     with gr.Group(elem_id="worklist-panel"):
-        progress = gr.Markdown(elem_id="progress")
+        # true while the first load runs; "No studies" only once a count says so
+        progress = gr.Markdown(LOADING, elem_id="progress")
         search = gr.Textbox(placeholder="Study or patient key (beginning), Enter to search",
                             show_label=False, elem_id="worklist-search", max_lines=1,
                             max_length=128)

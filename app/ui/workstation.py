@@ -199,7 +199,7 @@ def _layout(viewer: StudyViewer, review: ReviewService, login: bool) -> Screen:
                                     elem_id="edit-findings")
             c.impression = gr.Textbox(label="Impression (editable)", lines=3, max_lines=8,
                                       elem_id="edit-impression")
-            with gr.Row():
+            with gr.Row(elem_id="save-row"):
                 c.save_button = gr.Button("Save (Ctrl+S)", variant="primary", elem_id="save",
                                           size="sm")
                 c.revert_button = gr.Button("Revert to draft", elem_id="revert", size="sm")
@@ -295,9 +295,10 @@ def build(viewer: StudyViewer, drafting: DraftingService | None = None,
           review: ReviewService | None = None, metrics: StudyMetrics | None = None,
           login: bool = False) -> gr.Blocks:
     review = review or ReviewService(viewer.db)
-    if not login:
-        review.local_reader()
     desk = Desk(viewer, review, drafting, predrafter, preset, metrics)
+    if not login:
+        # the one local reader's first study is drafted before the first page asks for it
+        desk.predraft_first(review.local_reader())
     with gr.Blocks(title="rrg-review", fill_width=True) as ui:
         c = _layout(viewer, review, login)
         _wire(ui, c, desk, viewer, review, drafting, metrics, preset, login)
@@ -777,7 +778,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     # search, filters and paging: the panel's own read-only events; the row click and
     # Previous/Next above save the reader's pending text before they leave the study
     wl.connect(ui, c.state, lambda request: who(Session(), request)[1], None, [],
-               navigation=False)
+               prepare_reader=desk.prepare, navigation=False)
     c.prior_button.click(on_prior, {c.state}, [c.film, c.prior_button], **PRIVATE)
     saved_by_button = c.save_button.click(on_save, edit_in, save_outs, api_name="save",
                                           queue=False, **with_client)
@@ -820,12 +821,19 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                       **LIGHT, **with_client)
     enlarge_outs = [c.state, c.wl_center, c.wl_width, c.wl_preset, c.wl_invert,
                     c.wl_caption, c.wl_image]
+    # the film's preview is on screen at once (page.js); no spinner over it, and the page is
+    # told when the full-resolution image has arrived
+    full_shown: dict[str, Any] = {"fn": None, "js": "() => { window.rrgFullShown(); }",
+                                  **PRIVATE}
     c.enlarge.click(on_enlarge, {c.state, c.pick}, enlarge_outs, **PRIVATE,
+                    show_progress="hidden",
                     js=f"(...a) => {{ const v = a.slice(0, 2); "
                        f"v[{sorted([c.state, c.pick], key=lambda b: b._id).index(c.pick)}] = "
-                       "window.rrgPick(); return v; }")
-    c.next_image.click(on_step_image(1), {c.state}, enlarge_outs, **PRIVATE)
-    c.prev_image.click(on_step_image(-1), {c.state}, enlarge_outs, **PRIVATE)
+                       "window.rrgPick(); return v; }").then(**full_shown)
+    c.next_image.click(on_step_image(1), {c.state}, enlarge_outs, **PRIVATE,
+                       show_progress="hidden").then(**full_shown)
+    c.prev_image.click(on_step_image(-1), {c.state}, enlarge_outs, **PRIVATE,
+                       show_progress="hidden").then(**full_shown)
     c.close.click(None, None, None, js="() => { window.rrgEnlarged(false); return []; }")
     wl_in = {c.state, c.wl_center, c.wl_width, c.wl_invert}
     c.wl_center.release(on_window, wl_in, [c.wl_image], **PRIVATE)

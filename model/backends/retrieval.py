@@ -7,6 +7,11 @@ candidates, so a reference never leaks into its own draft.
 
 The index is incremental: each draft asks the database only for studies stored since the last
 one (by id), and features are appended to a file, never rewritten.
+
+A copied report may compare with the other patient's prior ("unchanged from the previous
+radiograph"). When the study being drafted has no prior (`StudyInput.prior` is None), those
+sentences are dropped (`model.comparison`), the nearest study with text left in every section
+is used, and the provenance says how many sentences were removed (`comparisons_removed`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import numpy as np
 
 from core.vocabulary import SECTIONS
 from model.base import check_sections, stream_whole
+from model.comparison import without_comparisons
 from model.inputs import DraftResult, InputImage, Provenance, StudyInput
 from model.presets import Preset
 
@@ -255,35 +261,62 @@ class RetrievalDrafter:
             out = []
             for study in batch:
                 start = time.perf_counter()
+                texts: dict[str, str | None] = {}
+                removed: dict[str, int] = {}
                 try:
-                    hit, similarity = self._nearest(study, entries, matrix, sections)
+                    hit, similarity, texts, removed = self._nearest(study, entries, matrix,
+                                                                    sections)
                     error = None
                 except Exception as exc:  # stored as this study's draft error
                     log.warning("retrieval for study %s failed: %s", study.study_id, exc)
                     hit, similarity, error = None, None, f"{type(exc).__name__}: {exc}"
-                prov = Provenance(
-                    self.preset, self.features.model_id, self.features.revision,
-                    {"features": self.features.name,
-                     "neighbour_study_id": hit.study_id if hit else None,
-                     "similarity": round(similarity, 4) if similarity is not None else None},
-                    "cpu", "float32", time.perf_counter() - start)
+                generation: dict[str, object] = {"features": self.features.name,
+                                                 "neighbour_study_id":
+                                                     hit.study_id if hit else None,
+                                                 "similarity": round(similarity, 4)
+                                                 if similarity is not None else None}
+                if study.prior is None and hit is not None:
+                    # this patient has no prior: sentences comparing with one were dropped
+                    generation["comparisons_removed"] = removed
+                prov = Provenance(self.preset, self.features.model_id, self.features.revision,
+                                  generation, "cpu", "float32", time.perf_counter() - start)
                 for section in sections:
-                    text = getattr(hit, section) if hit else None
-                    out.append(DraftResult(study.study_id, section, text, prov, error))
+                    text = texts.get(section)
+                    why = error or (None if text else
+                                    "every sentence of the most similar reports compares with "
+                                    "a prior study, and this patient has none")
+                    out.append(DraftResult(study.study_id, section, text, prov, why))
             self.cache.save()
             return out
 
     def _nearest(self, study: StudyInput, entries: list[Candidate], matrix: np.ndarray,
-                 sections: Sequence[str]) -> tuple[Candidate, float]:
+                 sections: Sequence[str]
+                 ) -> tuple[Candidate, float, dict[str, str | None], dict[str, int]]:
+        """The most similar other patient's study with text in every section, its score, the
+        texts to draft and, per section, how many comparison sentences were dropped (only
+        for a study without a prior: then a neighbour whose sections are all comparisons,
+        "Stable chest.", is passed over for the next one)."""
         query = self._query(study)
         scores = matrix @ query if len(entries) else np.zeros(0)
+        fallback = None
         for i in np.argsort(-scores, kind="stable"):
             c = entries[i]
             if c.study_id == study.study_id or (study.patient_key and
                                                 c.patient_key == study.patient_key):
                 continue
-            if all(getattr(c, s) for s in sections):
-                return c, float(scores[i])
+            if not all(getattr(c, s) for s in sections):
+                continue
+            texts: dict[str, str | None] = {s: getattr(c, s) for s in sections}
+            if study.prior is not None:
+                return c, float(scores[i]), texts, {}
+            kept = {s: without_comparisons(texts[s]) for s in sections}
+            found = (c, float(scores[i]), {s: k.text.strip() or None for s, k in kept.items()},
+                     {s: len(k.removed) for s, k in kept.items() if k.removed})
+            if all(found[2].values()):
+                return found
+            fallback = fallback or found
+        if fallback is not None:  # every neighbour's text compares: what is left, if any
+            return fallback
         if self._skipped:
             first, why = next(iter(self._skipped.items()))
             raise LookupError(

@@ -75,6 +75,11 @@
     noteSent(texts);
     const report = {study: rrg.study, keys: rrg.keys, seq: rrg.seq,
                     visible: !document.hidden, idle_ms: Date.now() - rrg.last};
+    // the texts this tab (this one, across its reloads; entries are per tab) sent for the
+    // open study: a newer revision holding one of them is this tab's own late save, not
+    // another tab's
+    const entry = rrg.study === null ? null : readEntry(rrg.study);
+    if (entry && entry.sent) report.own = entry.sent;
     if (rrg.study === null) report.left = leftBehind();  // on load: where to resume
     return JSON.stringify(report);
   };
@@ -314,6 +319,7 @@
   window.rrgEnlarged = (open) => {
     const el = $('#enlarged'); if (!el) return;
     if (open) el.setAttribute('data-open', ''); else el.removeAttribute('data-open');
+    if (!open) { const p = $('#wl-preview'); if (p) p.style.display = 'none'; }
   };
   document.addEventListener('keydown', (e) => {
     if ((e.ctrlKey || e.metaKey) && e.code === 'KeyS') { e.preventDefault(); click('save'); return; }
@@ -339,14 +345,60 @@
     }
   });
 
-  // the film: a click on an image opens the enlarged view of that image
+  // the film: a click on an image opens the enlarged view of that image. The film's preview
+  // (already loaded) is shown over the enlarged view at once; the full-resolution, window-
+  // levelled image replaces it when the server's answer is on screen (a new-user trial saw a
+  // spinner for about 2 s). The same for ← → to the other images of the study.
+  const preview = {active: false, before: null, answered: false};
+  const filmImages = () => [...document.querySelectorAll('#film .current [data-index] img')];
+  const showPreview = (index) => {
+    const target = $('#wl-image'), source = filmImages()[index];
+    if (!target || !source || !(source.currentSrc || source.src)) return;
+    let el = $('#wl-preview');
+    if (!el) {
+      el = document.createElement('img');
+      el.id = 'wl-preview'; el.alt = 'Preview; the full-resolution image is loading';
+      document.body.appendChild(el);
+    }
+    const r = target.getBoundingClientRect();
+    Object.assign(el.style, {top: `${r.top}px`, left: `${r.left}px`, width: `${r.width}px`,
+                             height: `${r.height}px`, display: 'block'});
+    el.src = source.currentSrc || source.src;
+    const img = $('#wl-image img');
+    preview.before = img ? (img.currentSrc || img.src) : null;
+    preview.active = true; preview.answered = false;
+    requestAnimationFrame(watchPreview);
+  };
+  const hidePreview = () => {
+    preview.active = false;
+    const el = $('#wl-preview'); if (el) { el.style.display = 'none'; el.removeAttribute('src'); }
+  };
+  const watchPreview = () => {
+    if (!preview.active) return;
+    const img = $('#wl-image img');
+    const loaded = !!img && img.complete && img.naturalWidth > 0;
+    // a new image has loaded, or the answer came with the same one (an unchanged render)
+    if (!enlarged() || (loaded && ((img.currentSrc || img.src) !== preview.before ||
+                                   preview.answered))) { hidePreview(); return; }
+    requestAnimationFrame(watchPreview);
+  };
+  window.rrgFullShown = () => { preview.answered = true; };
   document.addEventListener('click', (e) => {
     const fig = e.target.closest && e.target.closest('#film [data-index]');
     if (!fig) return;
     rrg.pick = fig.dataset.index;
     window.rrgEnlarged(true);
+    showPreview(Number(rrg.pick));
     click('enlarge-button');
   });
+  document.addEventListener('click', (e) => {  // ◀ image / image ▶ (and the arrow keys)
+    const step = e.target.closest && (e.target.closest('#next-image') ? 1 :
+                                      e.target.closest('#prev-image') ? -1 : 0);
+    const n = filmImages().length;
+    if (!step || !n || !enlarged()) return;
+    rrg.pick = String(((Number(rrg.pick || 0) + step) % n + n) % n);
+    showPreview(Number(rrg.pick));
+  }, true);
   window.rrgPick = () => String(rrg.pick === undefined ? '' : rrg.pick);
 
   // zoom (wheel) and pan (drag) on the enlarged image; double-click resets

@@ -1,0 +1,192 @@
+"""A retrieval draft for a patient without a prior never cites one: the copied sentences that
+compare with an earlier examination are dropped (model/comparison.py), on hand cases and on the
+real Open-i report sentences, and the draft's provenance and model note say so."""
+
+from __future__ import annotations
+
+import random
+import re
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from model.backends.retrieval import Candidate, RetrievalDrafter, ThumbnailFeatures
+from model.comparison import compares, sentences, without_comparisons
+from model.inputs import InputImage, PriorStudy, StudyInput
+from model.presets import load_presets
+
+COMPARISONS = [
+    "Heart size is unchanged from the prior radiograph.",
+    "Compared with the previous study, the effusion is smaller.",
+    "Comparison: none.",
+    "Interval improvement of the left basilar opacity.",
+    "The right lower lobe opacity is again seen.",
+    "Redemonstration of a calcified granuloma.",
+    "No new consolidation.",  # "new": a statement about what changed
+    "New small left pleural effusion.",
+    "Stable cardiomediastinal silhouette.",
+    "The lungs remain clear.",
+    "Persistent right apical pleural thickening.",
+    "Resolved right middle lobe pneumonia.",
+    "No significant change since 2014.",
+    "The nodule has increased in size.",
+    "Worsening bilateral airspace disease.",
+    "Heart size is now normal.",
+    "Previously seen nodule is not visible.",
+]
+NOT_COMPARISONS = [
+    "The heart is normal in size.",
+    "No focal consolidation, pleural effusion or pneumothorax.",
+    "Degenerative changes of the thoracic spine.",
+    "Emphysematous changes in both upper lobes.",
+    "Increased interstitial markings at both bases.",
+    "Old healed fracture of the right 6th rib.",
+    "Postoperative changes of median sternotomy.",
+    "Consider CT with high resolution technique.",
+    "A follow-up radiograph in 6 weeks is recommended to ensure resolution.",
+    "No acute cardiopulmonary abnormality.",
+    "Known pulmonary metastases in both lungs.",
+    "Renewed clinical concern for pneumonia.",  # "new" only as a whole word
+]
+
+
+@pytest.mark.parametrize("sentence", COMPARISONS)
+def test_sentences_that_compare_with_a_prior_are_recognised(sentence):
+    assert compares(sentence)
+
+
+@pytest.mark.parametrize("sentence", NOT_COMPARISONS)
+def test_sentences_about_this_film_are_kept(sentence):
+    assert not compares(sentence)
+
+
+def test_a_report_keeps_its_other_sentences_in_order():
+    text = ("Heart size is normal. Unchanged right hilar fullness compared to 2.5 cm before. "
+            "No pleural effusion.\nStable granuloma. Lungs are clear.")
+    kept = without_comparisons(text)
+    assert kept.text == "Heart size is normal. No pleural effusion. Lungs are clear."
+    assert kept.removed == ("Unchanged right hilar fullness compared to 2.5 cm before.",
+                            "Stable granuloma.")
+    plain = "Heart size is normal.\nLungs are clear."
+    assert without_comparisons(plain).text == plain  # untouched, line break and all
+    assert without_comparisons(None).text == "" and not without_comparisons("").removed
+
+
+def test_real_open_i_sentences(iu_archive):
+    """Over the 3,955 real Open-i reports: what is left never names a prior examination, every
+    kept sentence is the report's own, and the words that describe this film stay."""
+    from studies.importers.base import get_importer
+
+    refs = [r.reference for r in get_importer("iu-xray").read(iu_archive) if r.reference]
+    texts = [t for r in refs for t in (r.findings, r.impression) if t]
+    assert len(texts) > 5000
+    naming = re.compile(r"\b(prior|previous|comparison|compared|interval|unchanged|again|"
+                        r"stable|redemonstrat\w*|new|since)\b", re.IGNORECASE)
+    changed = 0
+    for text in texts:
+        kept = without_comparisons(text)
+        changed += bool(kept.removed)
+        assert not naming.search(kept.text), (text, kept.text)
+        own = sentences(text)
+        assert all(s in own for s in sentences(kept.text)), text
+        assert len(sentences(kept.text)) + len(kept.removed) == len(own)
+    assert 0.1 < changed / len(texts) < 0.5, changed  # ~1,500 of ~6,700 sections
+    all_sentences = [s for t in texts for s in sentences(t)]
+    # real sentences with words that look like change but describe this film: kept (unless
+    # another word of theirs compares)
+    other = re.compile(naming.pattern + r"|persist|remain|improv|resol|worse|now\b",
+                       re.IGNORECASE)
+    for pattern in (r"degenerative change", r"emphysematous change", r"^The lungs are clear",
+                    r"increased (interstitial|opacity|density|lucency)", r"\bold\b|healed",
+                    r"postoperative|post-operative|postsurgical"):
+        found = [s for s in all_sentences
+                 if re.search(pattern, s, re.IGNORECASE) and not other.search(s)]
+        assert len(found) >= 3, pattern
+        assert not [s for s in found if compares(s)], pattern
+    # real comparison sentences: dropped
+    rng = random.Random(3)
+    for phrase in ("compared to prior", "unchanged", "interval", "stable", "again noted"):
+        found = [s for s in all_sentences if phrase in s.lower()]
+        assert found and all(compares(s) for s in rng.sample(found, min(30, len(found)))), phrase
+
+
+# -- the retrieval drafter -------------------------------------------------------------------
+def _image(seed: int) -> InputImage:
+    pixels = np.random.default_rng(seed).integers(0, 255, (64, 64), dtype=np.uint8)
+    return InputImage(pixels, "PA", "frontal", f"sum-{seed}")
+
+
+def _drafter(*reports: tuple[str, str]) -> RetrievalDrafter:
+    """Candidates 1, 2, ... of other patients, each one's image a little less like image 0."""
+    base = _image(0).pixels.astype(np.int16)
+    candidates = []
+    for i, (findings, impression) in enumerate(reports, start=1):
+        noise = np.random.default_rng(100 + i).integers(-8 * i, 8 * i + 1, base.shape)
+        image = InputImage(np.clip(base + noise, 0, 255).astype(np.uint8), "PA", "frontal",
+                           f"candidate-{i}")
+        candidates.append(Candidate(i, f"other-{i}", (image.checksum,),
+                                    lambda image=image: (image,), findings, impression))
+    return RetrievalDrafter(load_presets()["retrieval"],
+                            lambda after: [c for c in candidates if c.study_id > after],
+                            ThumbnailFeatures())
+
+
+def _study(prior: PriorStudy | None) -> StudyInput:
+    return StudyInput(99, (InputImage(_image(0).pixels, "PA", "frontal", "query"),), "me",
+                      prior=prior)
+
+
+NEAREST = ("Heart size is unchanged. No pleural effusion. Interval resolution of the left "
+           "basilar opacity.", "No acute disease. Stable chest compared with 2019.")
+
+
+def test_no_prior_no_comparison_in_the_draft_and_the_provenance_says_so():
+    drafter = _drafter(NEAREST, ("Heart normal.", "Normal chest."))
+    drafts = {d.section: d for d in drafter.draft([_study(None)])}
+    assert drafts["findings"].text == "No pleural effusion."
+    assert drafts["impression"].text == "No acute disease."
+    generation = drafts["findings"].provenance.generation
+    assert generation["neighbour_study_id"] == 1
+    assert generation["comparisons_removed"] == {"findings": 2, "impression": 1}
+
+
+def test_with_a_prior_the_copied_report_is_left_as_it_is():
+    drafter = _drafter(NEAREST, ("Heart normal.", "Normal chest."))
+    drafts = {d.section: d for d in drafter.draft([_study(PriorStudy(findings="Old."))])}
+    assert (drafts["findings"].text, drafts["impression"].text) == NEAREST
+    assert "comparisons_removed" not in drafts["findings"].provenance.generation
+
+
+def test_a_neighbour_that_is_all_comparison_is_passed_over():
+    drafter = _drafter(("Unchanged chest.", "Stable."), ("Heart normal.", "Normal chest."))
+    drafts = {d.section: d for d in drafter.draft([_study(None)])}
+    assert drafts["impression"].text == "Normal chest." and drafts["impression"].error is None
+    assert drafts["findings"].provenance.generation["neighbour_study_id"] == 2
+
+
+def test_when_every_neighbour_compares_the_section_says_why_instead_of_citing_a_prior():
+    drafter = _drafter(("Heart normal. Unchanged chest.", "Stable."))
+    drafts = {d.section: d for d in drafter.draft([_study(None)])}
+    assert drafts["findings"].text == "Heart normal."
+    assert drafts["impression"].text is None
+    assert "compares with a prior study" in drafts["impression"].error
+
+
+def test_the_model_note_says_comparison_sentences_were_removed():
+    from app.services.drafting import StoredDraft
+    from app.ui.desk import draft_label
+
+    class Service:
+        @staticmethod
+        def preset(name):
+            return load_presets()["retrieval"]
+
+    draft = StoredDraft(1, 99, "findings", "retrieval", "No pleural effusion.", None,
+                        "retrieval/thumbnail-32", None,
+                        {"neighbour_study_id": 1, "similarity": 0.9,
+                         "comparisons_removed": {"findings": 2, "impression": 1}},
+                        "cpu", "float32", 0.01, datetime.now(UTC))
+    note = draft_label("retrieval", {"findings": draft}, Service())  # type: ignore[arg-type]
+    assert "3 sentences comparing with a prior study were removed" in note
+    assert "this patient has no prior" in note

@@ -1,0 +1,199 @@
+"""What a new user meets in the first minute, in headless Chromium against the real app (found
+by a new-user trial): the first load says something true while it runs, the study that opens
+first is already drafted, the enlarged view shows an image at once, and a reload never shows
+the reader's own late autosave as another tab's save."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import App, new_page, wait_value
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytest_plugins = ["tests.browser"]  # the browser and app fixtures
+
+# every text the progress line ever shows, recorded from before the page's first script runs
+RECORD_PROGRESS = """
+window.__progressSeen = [];
+new MutationObserver(() => {
+  const el = document.getElementById('progress');
+  const text = el ? el.innerText.trim() : null;
+  const seen = window.__progressSeen;
+  if (text !== null && seen[seen.length - 1] !== text) seen.push(text);
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
+
+
+def test_the_first_load_never_claims_an_empty_worklist(browser, app):
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    page.add_init_script(RECORD_PROGRESS)
+    page.goto(app.url)
+    page.locator("#film [data-study]").first.wait_for(timeout=60_000)
+    page.wait_for_function("() => /done/.test(document.getElementById('progress').innerText)")
+    seen = page.evaluate("window.__progressSeen")
+    assert not [t for t in seen if "No studies" in t], seen
+    assert any("Loading" in t for t in seen), seen  # something true while it loads
+    (total,) = app.query("SELECT count(*) FROM worklist_item")[0]
+    assert total > 0 and f"0 / {total} done" in seen[-1], seen
+
+
+def test_an_empty_worklist_says_so(browser, tmp_path):
+    running = App(tmp_path / "empty.sqlite", "--no-demo", "--no-predraft")
+    try:
+        page = browser.new_page(viewport={"width": 1366, "height": 768})
+        page.goto(running.url)
+        page.wait_for_function(
+            "() => /No studies on your worklist/.test("
+            "document.getElementById('progress')?.innerText)", timeout=60_000)
+        # (the study column's own load may still be running: waited for, not read at once)
+        page.wait_for_function("() => /empty/.test("
+                               "document.querySelector('#save-status')?.innerText)")
+    finally:
+        running.stop()
+
+
+def test_the_study_that_opens_first_is_drafted_first(browser, app):
+    """The first study on screen shows its draft at once, and it was the first one drafted:
+    the app queued it at start, before the studies after it."""
+    page = new_page(browser, app.url, 1366, 768)
+    opened = int(page.locator("#film .current").get_attribute("data-study") or 0)
+    wait_value(page, "findings", "v.length > 20", timeout=30_000)
+    assert "Showing the draft" in page.locator("#save-status").inner_text()
+    assert page.locator("#draft-button").inner_text() == "Regenerate"
+    first = app.query("SELECT study_id FROM draft WHERE error IS NULL ORDER BY id LIMIT 1")
+    assert first == [(opened,)]
+
+
+def test_the_enlarged_view_shows_the_preview_at_once_then_the_full_image(browser, app):
+    """A click on the film puts the film's own (loaded) preview over the whole enlarged view in
+    the same event, before any answer from the server; the full-resolution, window-levelled
+    image then takes its place, with no spinner in between."""
+    page = new_page(browser, app.url, 1366, 768)
+    page.wait_for_function("() => { const i = document.querySelector('#film .current img');"
+                           " return i && i.complete && i.naturalWidth > 0; }")
+    at_click = page.evaluate("""() => {
+      const film = document.querySelector('#film .current [data-index] img');
+      film.click();  // the handler runs now; nothing from the server can have arrived
+      const p = document.querySelector('#wl-preview');
+      if (!p) return null;
+      const r = p.getBoundingClientRect();
+      return {display: getComputedStyle(p).display, same: p.src === (film.currentSrc || film.src),
+              area: r.width * r.height / (innerWidth * innerHeight),
+              full: !!document.querySelector('#wl-image img')}; }""")
+    assert at_click is not None, "no preview was shown at the click"
+    assert at_click["display"] == "block" and at_click["same"], at_click
+    assert at_click["area"] > 0.7 and not at_click["full"], at_click
+    # the full image replaces it; the preview is gone
+    page.wait_for_function("""() => { const i = document.querySelector('#wl-image img');
+      const p = document.querySelector('#wl-preview');
+      return i && i.complete && i.naturalWidth > 0 && getComputedStyle(p).display === 'none'; }""")
+    sizes = page.evaluate("""() => [document.querySelector('#wl-image img').naturalWidth,
+      document.querySelector('#film .current img').naturalWidth]""")
+    assert sizes[0] >= sizes[1] > 0, sizes
+    # → to the next image (this study has one: the same again) shows and clears it too
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => getComputedStyle(document.querySelector('#wl-preview'))"
+                           ".display === 'none'")
+    page.keyboard.press("Escape")
+    page.locator("#enlarged").wait_for(state="hidden")
+
+
+def test_a_reloaded_page_knows_its_own_late_autosave(browser, app):
+    """The old page saved part of what the reader typed, but that request reaches the server
+    only after the reloaded page has loaded and restored the whole text (a slow request
+    outliving the reload). The reloaded page's save then meets a newer revision holding a text
+    this tab sent itself: no "saved elsewhere" conflict, nothing asked; the whole text is
+    saved on top and the reader goes on."""
+    import json
+    import urllib.request
+
+    from tests.browser import box, click_row, wait_text
+
+    page = new_page(browser, app.url)
+    click_row(page, "DEMO-0003")
+    page.on("dialog", lambda dialog: dialog.accept())
+    part, tail = "The reader's own impression,", " typed on after the autosave."
+    caught: list[tuple[str, bytes, dict]] = []
+
+    def catch(route) -> None:
+        """The old page's save of `part` is kept for later; nothing with the text leaves."""
+        request = route.request
+        body = request.post_data or ""
+        if request.method == "POST" and part in body:
+            if json.dumps(part) in body:  # (its input events too: replayed, harmless)
+                caught.append((request.url, request.post_data_buffer or b"",
+                               {"Content-Type": request.headers.get("content-type", "")}))
+            route.abort()
+        else:
+            route.continue_()
+
+    page.route("**/gradio_api/**", catch)
+    box(page, "impression").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.type(part)
+    page.keyboard.press("Control+s")
+    # (the save carries the page's client report, with its edit counter "seq")
+    pump_until(page, lambda: any(b"seq" in body for _, body, _ in caught), "the old page's save")
+    page.keyboard.type(tail)
+    page.unroute_all(behavior="wait")
+    held: list = []
+    released: list[bool] = []
+
+    def hold(route) -> None:  # the reloaded page's requests with the text wait their turn
+        request = route.request
+        if not released and request.method == "POST" and part in (request.post_data or ""):
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/gradio_api/**", hold)
+    page.reload()
+    page.locator("#film .current").wait_for()
+    wait_text(page, "restore-note", "Restored")
+    pump_until(page, lambda: held, "the restored text's requests")
+    answers = [urllib.request.urlopen(  # now the old page's save arrives and is stored
+        urllib.request.Request(url, data=body, headers=headers), timeout=60).read().decode()
+        for url, body, headers in caught]
+    assert latest_text_of(app, "impression") == part, [a[:200] for a in answers]
+    released.append(True)
+    for route in held:
+        route.continue_()
+    page.unroute_all(behavior="wait")
+    whole = part + tail
+
+    def saved_or_refused() -> bool:
+        status = page.locator("#save-status").inner_text()
+        assert "not saved" not in status and "elsewhere" not in status, status
+        return latest_text_of(app, "impression") == whole
+
+    pump_until(page, saved_or_refused, "the whole text to be saved")
+    page.wait_for_function("() => /saved/.test("
+                           "document.querySelector('#save-status').innerText)")
+    status = page.locator("#save-status").inner_text()
+    assert "not saved" not in status and "elsewhere" not in status, status
+    assert page.locator("#keep-mine").is_disabled()
+    assert [t for (t,) in app.query("SELECT text FROM revision WHERE section = 'impression' "
+                                    "ORDER BY number")] == [part, whole]
+    # the reader goes on: the next save lands on top, without a conflict
+    box(page, "impression").press("End")
+    page.keyboard.type(" More.")
+    page.keyboard.press("Control+s")
+    wait_text(page, "save-status", "revision 3")
+    assert latest_text_of(app, "impression") == whole + " More."
+
+
+def pump_until(page, check, what: str, timeout: float = 60) -> None:
+    """Wait for a condition while Playwright's event loop runs (route handlers included)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        page.wait_for_timeout(100)
+
+
+def latest_text_of(app: App, section: str) -> str | None:
+    rows = app.query("SELECT r.text FROM revision r JOIN study s ON s.id = r.study_id "
+                     "WHERE s.study_key = 'DEMO-0003' AND r.section = ? "
+                     "ORDER BY r.number DESC LIMIT 1", section)
+    return rows[0][0] if rows else None
