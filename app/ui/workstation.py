@@ -545,8 +545,11 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                 if kept is not None and kept.conflicts:
                     return after_save(name, session, kept, typed)
                 texts = desk.draft_texts(session)
+                stored = ", ".join(f"{sec} revision {n}" for sec, n in session.base.items()
+                                   if n is not None and session.shown.get(sec) != texts[sec])
                 note = (f" Your text is kept in the history ({kept.message})."
-                        if kept is not None and kept.wrote else "")
+                        if kept is not None and kept.wrote else
+                        f" Your saved text stays in the history ({stored})." if stored else "")
                 return {**after_save(name, session, Saved(message + note, {}, False), texts),
                         c.findings: texts["findings"], c.impression: texts["impression"]}
         return handler
