@@ -240,9 +240,9 @@
       return;
     }
     // another tab or reader saved in between: never overwritten silently, the reader chooses
-    setNote(`Unsaved ${differs.join(' and ')} from this browser was edited from an older ` +
-      `revision; a newer ${foreign.join(' and ')} was saved elsewhere in between (now in ` +
-      'the boxes). ', [
+    setNote(`Your unsaved ${differs.join(' and ')} from this browser started from an older ` +
+      `revision; a newer version of the ${foreign.join(' and ')} was saved elsewhere in ` +
+      'between (it is in the boxes now). ', [
       ['Restore my unsaved text', 'restore-mine', () => {
         putBack(entry, differs);
         setNote('Your unsaved text is back in the boxes; it is saved on top of the newer ' +
