@@ -292,6 +292,9 @@ class WorklistItem(Base):
     position: Mapped[int] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(16), default="new")
     active_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    # wall-clock end (epoch seconds) of the time already counted: a second tab or process
+    # beating on the same study adds only what lies after it, so time is counted once a reader
+    active_until: Mapped[float | None] = mapped_column(Float, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
     )

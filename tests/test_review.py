@@ -130,9 +130,38 @@ def test_active_time_is_capped_per_heartbeat(review):
     r = review.local_reader()
     review.assign(r)
     study = review.worklist(r)[0].study_id
-    review.heartbeat(r, study, 12.5)
-    total = review.heartbeat(r, study, 8 * 3600)  # the tab stayed open overnight
+    review.heartbeat(r, study, 12.5, at=1_000.0)
+    total = review.heartbeat(r, study, 8 * 3600, at=1_000.0 + 8 * 3600)  # open overnight
     assert total == pytest.approx(12.5 + MAX_ACTIVE_GAP_S)
+
+
+@pytest.mark.both_databases
+def test_three_tabs_on_one_study_count_its_time_once(review):
+    """Each open tab beats every 4 s; their beats overlap in wall-clock time, and a reader
+    can only spend a minute once (seen in a trial: three tabs credited ~3x the time)."""
+    r = review.local_reader()
+    review.assign(r)
+    study = review.worklist(r)[0].study_id
+    beats = sorted((1_000.0 + 4 * i + offset, 4.0) for i in range(1, 16)
+                   for offset in (0.0, 1.3, 2.9))  # three tabs, 60 s
+    for at, gap in beats:
+        total = review.heartbeat(r, study, gap, at=at)
+    assert total == pytest.approx(beats[-1][0] - 1_000.0)  # 62.9 s of wall clock, not ~180
+    # a late beat (a slow request) covering time already counted adds nothing
+    assert review.heartbeat(r, study, 4.0, at=1_030.0) == pytest.approx(total)
+
+
+def test_active_time_is_per_reader_and_study(review):
+    """The dedupe is per (reader, study): another study, or another reader on the same
+    study, counts its own time over the same minutes."""
+    r = review.local_reader()
+    bob = review.add_reader("bob", "a long enough password")
+    review.assign(r)
+    review.assign(bob)
+    first, second = (w.study_id for w in review.worklist(r)[:2])
+    assert review.heartbeat(r, first, 10.0, at=2_000.0) == pytest.approx(10.0)
+    assert review.heartbeat(r, second, 10.0, at=2_000.0) == pytest.approx(10.0)
+    assert review.heartbeat(bob, first, 10.0, at=2_000.0) == pytest.approx(10.0)
 
 
 def test_next_and_previous_unfinished_study(review):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -424,24 +425,32 @@ class ReviewService:
         """
         return self.worklists.resume(reader_id)
 
-    def _item(self, s, reader_id: int, study_id: int) -> WorklistItem:
-        item = s.scalar(select(WorklistItem).where(WorklistItem.reader_id == reader_id,
-                                                   WorklistItem.study_id == study_id))
+    def _item(self, s, reader_id: int, study_id: int, lock: bool = False) -> WorklistItem:
+        query = select(WorklistItem).where(WorklistItem.reader_id == reader_id,
+                                           WorklistItem.study_id == study_id)
+        # FOR UPDATE on PostgreSQL: two tabs' beats must not both read the same counted time
+        # (SQLite serialises writers and ignores it)
+        item = s.scalar(query.with_for_update() if lock else query)
         if item is None:
             raise ReviewError(f"study {study_id} is not on this reader's worklist")
         return item
 
-    def heartbeat(self, reader_id: int, study_id: int, seconds_since_last: float) -> float:
+    def heartbeat(self, reader_id: int, study_id: int, seconds_since_last: float,
+                  at: float | None = None) -> float:
         """Add active time (capped per beat); returns the study's total active seconds.
 
         Time is a measurement, not work: it never changes the study's status (only a save or a
-        rating does), so opening or passing a study leaves it as it was.
+        rating does), so opening or passing a study leaves it as it was. A beat stands for the
+        wall-clock interval [at - seconds, at]; only the part after the time already counted
+        for this reader and study is added, so three tabs (or app processes) open on one study
+        count its time once, not three times.
 
         Args:
             reader_id: the reader.
             study_id: the study on screen.
             seconds_since_last: seconds since the previous beat; capped at MAX_ACTIVE_GAP_S,
                 negative counts as 0 and NaN or infinity as 0 (an idle tab adds nothing).
+            at: the beat's wall-clock time in epoch seconds (default: now).
 
         Returns:
             The study's total active seconds for this reader, after the beat.
@@ -452,10 +461,18 @@ class ReviewService:
         seconds = float(seconds_since_last)
         if not math.isfinite(seconds):
             seconds = 0.0
+        end = time.time() if at is None else float(at)
+        start = end - max(0.0, min(seconds, MAX_ACTIVE_GAP_S))
         # a measurement, not the reader's work: committed without an fsync (Database.write)
         with self.db.write(durable=False) as s:
-            item = self._item(s, reader_id, study_id)
-            item.active_seconds += max(0.0, min(seconds, MAX_ACTIVE_GAP_S))
+            item = self._item(s, reader_id, study_id, lock=True)
+            counted = item.active_until
+            if counted is not None:
+                start = max(start, counted)
+            if end > start:
+                item.active_seconds += end - start
+            if counted is None or end > counted:
+                item.active_until = end
             return item.active_seconds
 
     # -- editing --------------------------------------------------------------------------
