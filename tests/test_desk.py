@@ -398,3 +398,43 @@ def test_client_reports_its_own_texts():
     report = Client.parse('{"study": 3, "own": {"impression": ["a", "b"], "bogus": ["x"], '
                           '"findings": "not a list"}}')
     assert report.own == {"impression": ("a", "b")}
+
+
+def test_a_page_load_opens_at_once_and_its_draft_follows(db, settings):
+    """The page load never waits for the model (it waited up to 8 s): the study opens with
+    "Drafting…", the follow-up event waits for the pre-drafter and fills the boxes, unless the
+    reader typed meanwhile (then the draft goes beside their text)."""
+    from app.services.drafting import PreDrafter
+
+    seed_demo(db, settings)
+    viewer = StudyViewer(db, settings.blobs)
+    review = ReviewService(db)
+    drafting = DraftingService(db, settings, decoded=viewer.decoded)
+    pre = PreDrafter(drafting, "retrieval")
+    d = Desk(viewer, review, drafting, pre, "retrieval")
+    reader = review.local_reader()
+    try:
+        # a reader's Draft request holds the model: pre-drafting waits its turn meanwhile
+        with drafting._gate.reader():
+            study = d.start(reader, LOCAL_READER)
+            assert study is not None and pre.queued(study)
+            session, texts = opened(d, reader, study)
+            assert texts == {"findings": "", "impression": ""}
+            assert d.status_line(session).startswith("Drafting this study")
+            # a second tab on the next study, where the reader types before its draft comes
+            after = d.review.worklists.upcoming(reader, study, 1)[0]
+            other, other_texts = opened(d, reader, after)
+            assert d.await_draft(session, timeout=0.2) == study  # still held: timed out
+            assert not drafting.latest(study, "retrieval")
+        assert d.await_draft(session, timeout=120) == study
+        drafts, fresh = d.refresh_drafts(session, texts)
+        assert fresh is not None and fresh["findings"] == drafts["findings"].text != ""
+        assert d.status_line(session).startswith("Showing the draft")
+        assert d.await_draft(session) is None  # a study with a draft: nothing to wait for
+
+        assert d.await_draft(other, timeout=120) == after
+        typed_texts = {**other_texts, "impression": "Mine, typed while the model ran."}
+        drafts, fresh = d.refresh_drafts(other, typed_texts)
+        assert drafts and fresh is None
+    finally:
+        pre.stop()

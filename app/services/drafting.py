@@ -637,6 +637,12 @@ class PreDrafter:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    def queued(self, study_id: int) -> bool:
+        """Whether a study waits in the queue or is being drafted now."""
+        with self._cond:
+            return not self._stopping and (study_id in self._queue
+                                           or self._current == study_id)
+
     @property
     def problem(self) -> str | None:
         """What the reader should know about pre-drafting: the model is unavailable (drafting

@@ -41,7 +41,9 @@ from studies.records import ReportSections
 log = logging.getLogger(__name__)
 
 PREDRAFT_AHEAD = 3  # studies after the open one that the background worker drafts
-FIRST_DRAFT_WAIT_S = 8.0  # a page load waits this long at most for its study's draft
+# after a page load whose study had no draft yet, a follow-up event waits this long at most
+# for the pre-drafter (the page is usable meanwhile) before it puts the draft in the boxes
+FIRST_DRAFT_WAIT_S = 30.0
 IDLE_AFTER_S = 60.0  # no input for this long: time on task stops counting
 WINDOW_PRESETS = ("file default", "full range", "soft tissue", "bone", "lung")
 LEFT_KEPT = 20  # unsaved studies a page load reports at most
@@ -112,7 +114,7 @@ class Session:
     conflicts: dict[str, RevisionView] = field(default_factory=dict)
     offered: bool = False  # whether "keep mine" / "take theirs" are enabled on the page
     address: str | None = None  # the browser's address in its latest request (for the audit)
-    rescore: bool = False  # an autosave stored new text: the metrics panel is out of date
+    rescores: int = 0  # autosaves that stored new text (each one rescores the metrics panel)
 
     def __post_init__(self) -> None:
         # not a dataclass field: Gradio serialises a State's initial value with asdict()
@@ -245,11 +247,29 @@ class Desk:
             study = self.review.resume(reader)
         if study is not None and self.predrafter is not None:
             # the study the reader sees first is drafted first (it usually is already: the
-            # app queued it at start), so the session does not begin with "No draft yet"
+            # app queued it at start); the page opens at once and `await_draft` fills the
+            # boxes when the draft is ready
             self.predrafter.schedule([study], first=True)
-            if not self.predrafter.wait_for(study, FIRST_DRAFT_WAIT_S):
-                log.info("study %s: no draft within %.0f s of the page load", study,
-                         FIRST_DRAFT_WAIT_S)
+        return study
+
+    def drafting_now(self, session: Session) -> bool:
+        """Whether the open study has no draft yet and the pre-drafter is working on it."""
+        return (self.predrafter is not None and session.study is not None
+                and not session.drafts and self.predrafter.queued(session.study))
+
+    def await_draft(self, session: Session, timeout: float = FIRST_DRAFT_WAIT_S) -> int | None:
+        """Wait (in a follow-up event, never in the page load) until the pre-drafter is done
+        with the open study, if it had no draft when it was opened.
+
+        Returns:
+            The study waited for (the caller fills the boxes if it is still open), or None
+            when there was nothing to wait for.
+        """
+        study = session.study
+        if study is None or self.predrafter is None or session.drafts:
+            return None
+        if not self.predrafter.wait_for(study, timeout):
+            log.info("study %s: no draft within %.0f s of opening it", study, timeout)
         return study
 
     def predraft_first(self, reader: int) -> int | None:
@@ -317,6 +337,8 @@ class Desk:
             return f"Editing your revision {max(numbers)}."
         if session.drafts:
             return "Showing the draft; edit and save."
+        if self.drafting_now(session):
+            return "Drafting this study… the draft appears in the boxes when it is ready."
         return "No draft yet: press Draft (Alt+D)."
 
     def model_note(self, drafts: dict[str, StoredDraft]) -> str:

@@ -148,6 +148,7 @@ class Screen:
 def _layout(viewer: StudyViewer, review: ReviewService, login: bool) -> Screen:
     c = Screen()
     c.state = gr.State(Session())
+    c.awaited = gr.State(None)  # the study a page load's follow-up waits to show a draft for
     with gr.Row(elem_id="topbar"):
         gr.HTML("<h2>rrg-review · chest X-ray report review</h2>")
         c.who = gr.Markdown(elem_id="reader")
@@ -157,6 +158,9 @@ def _layout(viewer: StudyViewer, review: ReviewService, login: bool) -> Screen:
     # page-script plumbing, hidden by CSS (so it is in the page)
     c.sync = gr.Textbox(elem_id="sync", elem_classes="rrg-hidden", container=False)
     c.client = gr.Textbox(elem_id="client", elem_classes="rrg-hidden", container=False)
+    # an autosave that stored text writes a new value here; its change event rescores the
+    # metrics panel (a tick that saved nothing sends no second request)
+    c.rescore = gr.Textbox(elem_id="rescore", elem_classes="rrg-hidden", container=False)
     c.pick = gr.Textbox(elem_id="pick", elem_classes="rrg-hidden", container=False)
     c.enlarge = gr.Button("enlarge", elem_id="enlarge-button", elem_classes="rrg-hidden")
     with gr.Row(elem_id="main-row", equal_height=False):
@@ -500,16 +504,10 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                 return after_save(name, session, saved, texts)
             # an autosave changes the study's status, minutes and scores like Save does: the
             # worklist row here, the metrics panel in the follow-up (found in a new-user trial)
-            session.rescore = True
-            return {**after_save(name, session, saved, texts), **worklist_outputs(reader, d)}
-
-    def on_rescore(d: dict, request: gr.Request) -> dict:
-        """After an autosave tick: the metrics panel, only when that tick saved something."""
-        session = d[c.state]
-        if not session.rescore:
-            return {}
-        session.rescore = False
-        return on_metrics(d, request)
+            # that the new value of c.rescore starts
+            session.rescores += 1
+            return {**after_save(name, session, saved, texts), **worklist_outputs(reader, d),
+                    c.rescore: str(session.rescores)}
 
     def on_input(d: dict, request: gr.Request) -> dict:
         session = d[c.state]
@@ -623,34 +621,59 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
         yield {c.draft_error: ("⚠ Draft failed — " + "; ".join(html.escape(e) for e in errors))
                if errors else "", c.save_status: "Draft finished."}
 
+    def drafts_arrived(name: str, reader: int, session: Session, d: dict) -> dict:
+        """New drafts, with the boxes as they are now (the reader may have typed while the
+        model ran): the draft goes into the boxes only if they hold no text of the reader's
+        own; otherwise it stays beside them."""
+        texts = texts_of(d)
+        drafts, fresh = desk.refresh_drafts(session, texts)
+        shown = desk.draft_texts(session)
+        out = {c.state: session, c.model_line: desk.model_note(drafts),
+               c.new_findings: shown["findings"], c.new_impression: shown["impression"],
+               c.draft_button: gr.update(value="Regenerate" if drafts else "Draft"),
+               c.sync: sync_json(name, session), **worklist_outputs(reader, d)}
+        failed = desk.draft_errors(drafts)
+        if failed:
+            out[c.draft_error] = failed
+        if fresh is not None:
+            out.update({c.findings: fresh["findings"], c.impression: fresh["impression"],
+                        c.diff: diff_of(shown, fresh),
+                        c.save_status: desk.status_line(session)})
+        else:
+            out.update({c.diff: diff_of(shown, texts),
+                        c.save_status: "The new draft is beside your text (Model draft); "
+                                       "your text is kept."})
+        return out
+
     def on_draft_done(d: dict, request: gr.Request) -> dict:
-        """After drafting, with the boxes as they are now (the reader may have typed while
-        the model ran): the new draft goes into the boxes only if they hold no text of the
-        reader's own; otherwise it stays beside them."""
+        """After drafting on request (`drafts_arrived`)."""
         session = d[c.state]
         with session.lock:
             name, reader = who(session, request)
             if session.study is None or drafting is None:
                 return {c.save_status: gr.update()}
-            texts = texts_of(d)
-            drafts, fresh = desk.refresh_drafts(session, texts)
-            shown = desk.draft_texts(session)
-            out = {c.state: session, c.model_line: desk.model_note(drafts),
-                   c.new_findings: shown["findings"], c.new_impression: shown["impression"],
-                   c.draft_button: gr.update(value="Regenerate" if drafts else "Draft"),
-                   c.sync: sync_json(name, session), **worklist_outputs(reader, d)}
-            failed = desk.draft_errors(drafts)
-            if failed:
-                out[c.draft_error] = failed
-            if fresh is not None:
-                out.update({c.findings: fresh["findings"], c.impression: fresh["impression"],
-                            c.diff: diff_of(shown, fresh),
-                            c.save_status: desk.status_line(session)})
-            else:
-                out.update({c.diff: diff_of(shown, texts),
-                            c.save_status: "The new draft is beside your text (Model draft); "
-                                           "your text is kept."})
-            return out
+            return drafts_arrived(name, reader, session, d)
+
+    def on_await_draft(d: dict, request: gr.Request) -> dict:
+        """After a page load whose study had no draft yet: wait for the pre-drafter beside
+        the page (usable meanwhile; no session lock held). The next step reads the boxes."""
+        session = d[c.state]
+        who(session, request)
+        return {c.awaited: desk.await_draft(session)}
+
+    def on_draft_ready(d: dict, request: gr.Request) -> dict:
+        """The awaited draft into the boxes (or beside the reader's text), if its study is
+        still open and still had no draft; else nothing changes."""
+        session = d[c.state]
+        with session.lock:
+            name, reader = who(session, request)
+            study = d[c.awaited]
+            if study is None or session.study != study or session.drafts or drafting is None:
+                return {c.save_status: gr.update()}
+            if not drafting.latest(study, preset):  # timed out, or the model is unavailable
+                return {c.save_status: desk.status_line(session),
+                        c.model_line: desk.model_note({})}
+            return drafts_arrived(name, reader, session, d)
 
     on_use_draft = draft_in_boxes("The draft is in the boxes (autosaved shortly, or Save).")
 
@@ -765,7 +788,16 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     carried = (c.findings, c.impression)
     with_client: dict[str, Any] = {"js": _client_js(edit_in, c.client, carried)}
 
-    ui.load(on_load, edit_in, study_outs, **PRIVATE, **with_client).then(**metrics_step)
+    loaded = ui.load(on_load, edit_in, study_outs, **PRIVATE, **with_client)
+    loaded.then(**metrics_step)
+    # the page opens at once; a study still being drafted gets its draft when it is ready
+    # (waiting beside the page: no limit on how many tabs wait at a time)
+    drafted_outs = [c.state, c.model_line, c.new_findings, c.new_impression, c.draft_button,
+                    c.draft_error, c.sync, c.findings, c.impression, c.diff, c.save_status,
+                    wl.table, wl.progress]
+    loaded.then(on_await_draft, {c.state}, [c.awaited], **PRIVATE, concurrency_limit=None
+                ).then(on_draft_ready, edit_in | {c.awaited}, drafted_outs, **PRIVATE
+                       ).then(**metrics_step)
     # the page script holds keystrokes back from a navigation's click until its answer is on
     # screen; this browser-only step tells it the answer (or an error) has arrived
     arrived: dict[str, Any] = {"fn": None, "js": "() => { window.rrgArrived(); }", **PRIVATE}
@@ -787,8 +819,9 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                                           queue=False, **with_client)
     saved_by_button.then(**metrics_step)
     wl.follow(saved_by_button)
-    c.timer.tick(on_tick, edit_in, [*edit_outs, wl.table, wl.progress], **LIGHT, **with_client
-                 ).then(on_rescore, {c.state}, [c.metrics_table, c.metrics_notes], **LIGHT)
+    c.timer.tick(on_tick, edit_in, [*edit_outs, wl.table, wl.progress, c.rescore], **LIGHT,
+                 **with_client)
+    c.rescore.change(on_metrics, {c.state}, [c.metrics_table, c.metrics_notes], **LIGHT)
     for box in (c.findings, c.impression):
         box.input(on_input, {c.state, c.findings, c.impression}, [c.diff], **LIGHT,
                   trigger_mode="always_last")
@@ -816,10 +849,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     c.draft_button.click(on_draft, edit_in, [
         c.state, c.new_findings, c.new_impression, c.draft_error, c.sync, c.diff,
         c.save_status, c.model_draft, *conflict_btns], **PRIVATE, **with_client).then(
-        on_draft_done, edit_in, [c.state, c.model_line, c.new_findings, c.new_impression,
-                                 c.draft_button, c.draft_error, c.sync, c.findings,
-                                 c.impression, c.diff, c.save_status, wl.table, wl.progress],
-        **PRIVATE, **with_client).then(**metrics_step)
+        on_draft_done, edit_in, drafted_outs, **PRIVATE, **with_client).then(**metrics_step)
     c.use_draft.click(on_use_draft, edit_in, [*edit_outs, c.findings, c.impression],
                       **LIGHT, **with_client)
     enlarge_outs = [c.state, c.wl_center, c.wl_width, c.wl_preset, c.wl_invert,
