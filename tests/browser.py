@@ -54,13 +54,22 @@ class App:
         self.proc.kill()
         pytest.fail(f"app did not start within {start_s} s:\n{self.log.read_text()}")
 
-    def stop(self) -> None:
+    def stop(self, tracebacks: bool = False) -> None:
+        """Stop the app; then fail if its log holds a Python traceback (an event handler
+        that raised: the reader saw "Error"), unless the test provoked one (`tracebacks`).
+        A new-user trial found 251 of them that no browser test had looked for. The log is
+        read before the stop: uvicorn's shutdown cancels the browser's open event stream with
+        a traceback of its own."""
+        log = self.log.read_text(errors="replace")
         self.proc.terminate()
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=10)
+        if not tracebacks and "Traceback (most recent call last)" in log:
+            at = log.index("Traceback (most recent call last)")
+            pytest.fail(f"the app logged a traceback ({self.log}):\n{log[at:at + 3000]}")
 
     def query(self, sql: str, *params: Any) -> list[tuple]:
         with sqlite3.connect(self.db, timeout=30) as con:

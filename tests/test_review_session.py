@@ -463,7 +463,7 @@ def test_a_failed_draft_is_shown_beside_the_boxes_never_in_them(browser, tmp_pat
         assert not [t for (t,) in running.query("SELECT text FROM revision")
                     if "fail" in t.lower()]
     finally:
-        running.stop()
+        running.stop(tracebacks=True)  # the model's failure is logged with its traceback
 
 
 SCREENS = [(1366, 768), (1920, 1080), (2560, 1440)]
