@@ -143,6 +143,22 @@ def wait_text(page, elem_id: str, text: str, timeout: float = 60_000) -> None:
         "return !!el && el.innerText.includes(text); }", arg=[elem_id, text], timeout=timeout)
 
 
+def press_draft(page, timeout: float = 60_000) -> None:
+    """Press Draft and wait until the new draft is on screen (its ids in the page's sync data
+    changed). A pre-drafted study already shows a draft: waiting for text in the box would
+    return at once while the regeneration still runs, and its answer would then land on top
+    of what the test does next (a CI run lost the "saved" status that way)."""
+    before = page.locator("#sync textarea").input_value()
+    page.locator("#draft-button").click()
+    page.wait_for_function(
+        "(before) => { const el = document.querySelector('#sync textarea'); if (!el) return false;"
+        " const was = before ? JSON.parse(before).drafts : null;"
+        " try { const now = JSON.parse(el.value).drafts;"
+        " return !!now && Object.keys(now).length > 0"
+        " && JSON.stringify(now) !== JSON.stringify(was); }"
+        " catch (e) { return false; } }", arg=before, timeout=timeout)
+
+
 def box(page, section: str):
     return page.locator(f"#edit-{section} textarea")
 

@@ -13,7 +13,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from tests.browser import App, click_row, launch_browser, new_page, wait_value
+from tests.browser import App, click_row, launch_browser, new_page, press_draft, wait_value
 
 SCREENS = [(1366, 768), (1920, 1080), (2560, 1440)]
 IMAGES_LOADED = ("() => [...document.querySelectorAll('#film img')]"
@@ -22,7 +22,7 @@ IMAGES_LOADED = ("() => [...document.querySelectorAll('#film img')]"
 
 def _ready(page, key: str) -> None:
     click_row(page, key)
-    page.locator("#draft-button").click()
+    press_draft(page)
     wait_value(page, "findings", "v.length > 20")
     page.wait_for_function(IMAGES_LOADED)
     page.wait_for_function(

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import ROOT, App, click_row, new_page, wait_text, wait_until, wait_value
+from tests.browser import (
+    ROOT,
+    App,
+    click_row,
+    new_page,
+    press_draft,
+    wait_text,
+    wait_until,
+    wait_value,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 pytest_plugins = ["tests.browser"]  # the browser and app fixtures
@@ -62,7 +71,7 @@ def test_draft_on_request_and_predrafted_next_study(browser, app):
     while not (_drafted_keys(app.db) - {"DEMO-0002"}):
         assert time.monotonic() < deadline, "nothing was pre-drafted within 60 s"
         time.sleep(0.5)
-    page.locator("#draft-button").click()
+    press_draft(page)
     findings = page.locator("#edit-findings textarea")
     page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())
     page.locator("#draft-model").get_by_text("copied from study").wait_for()
@@ -108,7 +117,7 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
         wait_text(page, "wl-center", "")
         page.keyboard.press("Escape")
         page.locator("#enlarged").wait_for(state="hidden")
-        page.locator("#draft-button").click()
+        press_draft(page)
         findings = page.locator("#edit-findings textarea")
         page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())
         findings.fill("Edited by the reader: <b>no</b> pleural effusion.")

@@ -15,6 +15,7 @@ from tests.browser import (
     box,
     click_row,
     new_page,
+    press_draft,
     wait_text,
     wait_until,
     wait_value,
@@ -329,7 +330,7 @@ def patient_on_screen(page) -> str:
 def test_status_accept_and_rating_mean_what_they_say(browser, app):
     page = new_page(browser, app.url)
     click_row(page, "DEMO-0004")
-    page.locator("#draft-button").click()
+    press_draft(page)
     wait_value(page, "findings", "v.length > 20")
     draft = box(page, "findings").input_value()
     before = status_of(app, "DEMO-0004")[0]
@@ -393,7 +394,7 @@ def test_an_autosave_updates_the_worklist_row_and_the_metrics_panel(browser, app
     metrics panel still scored the draft against itself, until Ctrl+S or a reload."""
     page = new_page(browser, app.url)
     click_row(page, "DEMO-0004")
-    page.locator("#draft-button").click()
+    press_draft(page)
     wait_value(page, "findings", "v.length > 20")
 
     def status_cell() -> str:
@@ -422,7 +423,7 @@ def test_revert_to_the_draft_keeps_the_readers_words_in_the_history(browser, app
     the reader had typed since the last save was gone. It is stored first now."""
     page = new_page(browser, app.url)
     click_row(page, "DEMO-0004")
-    page.locator("#draft-button").click()
+    press_draft(page)
     wait_value(page, "findings", "v.length > 20")
     draft = box(page, "findings").input_value()
     type_into(page, "findings", "Words the reader typed and did not save.")

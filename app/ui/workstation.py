@@ -129,9 +129,11 @@ def study_details(view: StudyView) -> str:
 
 
 def sync_json(reader: str, session: Session) -> str:
-    """What the page script needs to know to guard unsaved text (see static/page.js)."""
+    """What the page script needs to know to guard unsaved text (see static/page.js), and
+    which drafts are on screen (a new draft id tells the page a Draft click has landed)."""
     return json.dumps({"reader": reader, "study": session.study, "base": session.base,
-                       "shown": session.shown})
+                       "shown": session.shown,
+                       "drafts": {s: d[0] for s, d in session.drafts.items()}})
 
 
 # -- components ---------------------------------------------------------------------------------
