@@ -54,6 +54,10 @@ SHORTCUTS = [
 ]
 PRIVATE: dict[str, Any] = {"api_visibility": "private"}  # the page's own events, not a public API
 LIGHT: dict[str, Any] = {"queue": False, **PRIVATE}  # light, quick events skip the queue
+# what the page does on its own while the reader types (autosave ticks, the diff, a draft
+# arriving after the page opened) shows no progress overlay: on every keystroke it would
+# dim the diff; the metrics panel keeps its overlay (scoring with real weights takes seconds)
+QUIET: dict[str, Any] = {"show_progress": "hidden"}
 
 
 # -- formatting (pure) --------------------------------------------------------------------------
@@ -797,8 +801,9 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     drafted_outs = [c.state, c.model_line, c.new_findings, c.new_impression, c.draft_button,
                     c.draft_error, c.sync, c.findings, c.impression, c.diff, c.save_status,
                     wl.table, wl.progress]
-    loaded.then(on_await_draft, {c.state}, [c.awaited], **PRIVATE, concurrency_limit=None
-                ).then(on_draft_ready, edit_in | {c.awaited}, drafted_outs, **PRIVATE
+    loaded.then(on_await_draft, {c.state}, [c.awaited], **PRIVATE, **QUIET,
+                concurrency_limit=None
+                ).then(on_draft_ready, edit_in | {c.awaited}, drafted_outs, **PRIVATE, **QUIET
                        ).then(**metrics_step)
     # the page script holds keystrokes back from a navigation's click until its answer is on
     # screen; this browser-only step tells it the answer (or an error) has arrived
@@ -822,10 +827,10 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     saved_by_button.then(**metrics_step)
     wl.follow(saved_by_button)
     c.timer.tick(on_tick, edit_in, [*edit_outs, wl.table, wl.progress, c.rescore], **LIGHT,
-                 **with_client)
+                 **QUIET, **with_client)
     c.rescore.change(on_metrics, {c.state}, [c.metrics_table, c.metrics_notes], **LIGHT)
     for box in (c.findings, c.impression):
-        box.input(on_input, {c.state, c.findings, c.impression}, [c.diff], **LIGHT,
+        box.input(on_input, {c.state, c.findings, c.impression}, [c.diff], **LIGHT, **QUIET,
                   trigger_mode="always_last")
     kept_mine = c.keep_mine.click(on_keep_mine, edit_in, save_outs, **LIGHT, **with_client)
     kept_mine.then(**metrics_step)
