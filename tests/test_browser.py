@@ -64,6 +64,10 @@ def _drafted_keys(db: Path) -> set[str]:
 
 def test_draft_on_request_and_predrafted_next_study(browser, app):
     page = new_page(browser, app.url)
+    # the study the page opened gets its draft with no click: at once when it was pre-drafted,
+    # else from the page's follow-up event once the pre-drafter is done with it
+    wait_value(page, "findings", "v.length > 20")
+    wait_text(page, "save-status", "Showing the draft")
     click_row(page, "DEMO-0002")
     assert "Offline default (retrieval)" in page.locator("#draft-model").inner_text()
     # the background worker drafts the studies after this one while the reader works

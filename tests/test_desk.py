@@ -3,6 +3,7 @@ the real demo radiographs and the real retrieval drafter."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import threading
@@ -424,15 +425,29 @@ def test_a_page_load_opens_at_once_and_its_draft_follows(db, settings):
             # a second tab on the next study, where the reader types before its draft comes
             after = d.review.worklists.upcoming(reader, study, 1)[0]
             other, other_texts = opened(d, reader, after)
-            assert d.await_draft(session, timeout=0.2) == study  # still held: timed out
+            # still held: timed out
+            assert asyncio.run(d.await_draft(session, timeout=0.2)) == study
+            # a room of tabs waiting at once takes no worker thread each: 200 waits on one
+            # event loop, and no thread is started for them
+            threads = threading.active_count()
+
+            async def room() -> list[int | None]:
+                waits = asyncio.gather(*[d.await_draft(session, timeout=0.5)
+                                         for _ in range(200)])
+                await asyncio.sleep(0.2)  # all of them are waiting now
+                assert threading.active_count() == threads
+                return await waits
+
+            assert asyncio.run(room()) == [study] * 200
             assert not drafting.latest(study, "retrieval")
-        assert d.await_draft(session, timeout=120) == study
+        assert asyncio.run(d.await_draft(session, timeout=120)) == study
         drafts, fresh = d.refresh_drafts(session, texts)
         assert fresh is not None and fresh["findings"] == drafts["findings"].text != ""
         assert d.status_line(session).startswith("Showing the draft")
-        assert d.await_draft(session) is None  # a study with a draft: nothing to wait for
+        # a study with a draft: nothing to wait for
+        assert asyncio.run(d.await_draft(session)) is None
 
-        assert d.await_draft(other, timeout=120) == after
+        assert asyncio.run(d.await_draft(other, timeout=120)) == after
         typed_texts = {**other_texts, "impression": "Mine, typed while the model ran."}
         drafts, fresh = d.refresh_drafts(other, typed_texts)
         assert drafts and fresh is None

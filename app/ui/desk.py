@@ -12,10 +12,12 @@ Rules kept here:
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -257,9 +259,13 @@ class Desk:
         return (self.predrafter is not None and session.study is not None
                 and not session.drafts and self.predrafter.queued(session.study))
 
-    def await_draft(self, session: Session, timeout: float = FIRST_DRAFT_WAIT_S) -> int | None:
+    async def await_draft(self, session: Session, timeout: float = FIRST_DRAFT_WAIT_S,
+                          poll: float = 0.2) -> int | None:
         """Wait (in a follow-up event, never in the page load) until the pre-drafter is done
-        with the open study, if it had no draft when it was opened.
+        with the open study, if it had no draft when it was opened. A coroutine that polls:
+        every waiting tab would otherwise hold one of the server's worker threads for up to
+        `timeout` seconds, and a room of readers opening the worklist at once would leave
+        none for their saves.
 
         Returns:
             The study waited for (the caller fills the boxes if it is still open), or None
@@ -268,8 +274,12 @@ class Desk:
         study = session.study
         if study is None or self.predrafter is None or session.drafts:
             return None
-        if not self.predrafter.wait_for(study, timeout):
-            log.info("study %s: no draft within %.0f s of opening it", study, timeout)
+        deadline = time.monotonic() + timeout
+        while self.predrafter.queued(study):
+            if time.monotonic() >= deadline:
+                log.info("study %s: no draft within %.0f s of opening it", study, timeout)
+                break
+            await asyncio.sleep(min(poll, max(deadline - time.monotonic(), 0.0)))
         return study
 
     def predraft_first(self, reader: int) -> int | None:

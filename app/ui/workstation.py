@@ -10,6 +10,7 @@ and html.escape'd anywhere it becomes HTML.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import html
 import io
@@ -660,12 +661,13 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                 return {c.save_status: gr.update()}
             return drafts_arrived(name, reader, session, d)
 
-    def on_await_draft(d: dict, request: gr.Request) -> dict:
+    async def on_await_draft(d: dict, request: gr.Request) -> dict:
         """After a page load whose study had no draft yet: wait for the pre-drafter beside
-        the page (usable meanwhile; no session lock held). The next step reads the boxes."""
+        the page (usable meanwhile; no session lock held, no worker thread taken). The next
+        step reads the boxes."""
         session = d[c.state]
-        who(session, request)
-        return {c.awaited: desk.await_draft(session)}
+        await asyncio.to_thread(who, session, request)  # (a database lookup)
+        return {c.awaited: await desk.await_draft(session)}
 
     def on_draft_ready(d: dict, request: gr.Request) -> dict:
         """The awaited draft into the boxes (or beside the reader's text), if its study is
