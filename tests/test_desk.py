@@ -15,7 +15,15 @@ from app.services.evaluation import StudyMetrics
 from app.services.review import LOCAL_READER, ReviewError, ReviewService
 from app.services.setup import seed_demo
 from app.services.viewer import StudyViewer
-from app.ui.desk import IDLE_AFTER_S, WINDOW_PRESETS, Client, Desk, Session, TabRefused
+from app.ui.desk import (
+    IDLE_AFTER_S,
+    ROWS_EVERY_S,
+    WINDOW_PRESETS,
+    Client,
+    Desk,
+    Session,
+    TabRefused,
+)
 from metrics.bleu import Bleu4
 from metrics.rouge import RougeL
 
@@ -229,11 +237,19 @@ def test_time_counts_only_while_open_visible_and_active(desk):
 
     d.tick(session, texts, typed(ids[1]), now=10.0)
     assert minutes() == pytest.approx(10.0)
+    # the heartbeat sends the worklist rows (the minutes column) once time was counted, at
+    # most once a minute
+    assert not d.rows_due(session, 10.0)  # (the first beat starts the clock)
+    assert d.rows_due(session, 10.0 + ROWS_EVERY_S)
+    assert not d.rows_due(session, 11.0 + ROWS_EVERY_S)
     d.tick(session, texts, typed(ids[1], visible=False), now=20.0)  # tab hidden
     d.tick(session, texts, typed(ids[1], idle_s=IDLE_AFTER_S + 1), now=30.0)  # reader away
     d.tick(session, texts, typed(ids[0]), now=40.0)  # page still shows another study
     assert minutes() == pytest.approx(10.0)
     assert d.review.status(reader, ids[1]) != "in_review"
+    assert not d.rows_due(session, 200.0)  # nothing counted since the last rows: no query
+    d.tick(session, texts, typed(ids[1]), now=204.0)
+    assert d.rows_due(session, 204.0)
 
 
 def test_regenerate_keeps_the_readers_text(desk):

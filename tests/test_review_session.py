@@ -337,6 +337,10 @@ def test_status_accept_and_rating_mean_what_they_say(browser, app):
     # open and active for a while, then passed with Alt+N: time counts, the status does not
     page.mouse.move(300, 300)
     wait_until(lambda: status_of(app, "DEMO-0004")[1] > 0, "active time to be counted")
+    # the minutes column follows with no save (it stood still until the next save or study)
+    wait_until(lambda: any(r[1] == "DEMO-0004" and float(r[3] or 0) > 0
+                           for r in table_rows(page, "worklist")),
+               "the row's minutes to show the time")
     page.locator("#film-head").click()
     page.keyboard.press("Alt+n")
     page.locator("#film-head").get_by_text("DEMO-0004").wait_for(state="detached")

@@ -46,6 +46,7 @@ PREDRAFT_AHEAD = 3  # studies after the open one that the background worker draf
 # after a page load whose study had no draft yet, a follow-up event waits this long at most
 # for the pre-drafter (the page is usable meanwhile) before it puts the draft in the boxes
 FIRST_DRAFT_WAIT_S = 30.0
+ROWS_EVERY_S = 30.0  # how often the heartbeat refreshes the worklist's minutes column
 IDLE_AFTER_S = 60.0  # no input for this long: time on task stops counting
 WINDOW_PRESETS = ("file default", "full range", "soft tissue", "bone", "lung")
 LEFT_KEPT = 20  # unsaved studies a page load reports at most
@@ -117,6 +118,8 @@ class Session:
     offered: bool = False  # whether "keep mine" / "take theirs" are enabled on the page
     address: str | None = None  # the browser's address in its latest request (for the audit)
     rescores: int = 0  # autosaves that stored new text (each one rescores the metrics panel)
+    counted: bool = False  # time on task was counted since the worklist rows were last sent
+    rows_at: float | None = None  # when a heartbeat last sent the worklist rows (monotonic)
 
     def __post_init__(self) -> None:
         # not a dataclass field: Gradio serialises a State's initial value with asdict()
@@ -502,10 +505,23 @@ class Desk:
             return None
         if client.visible and client.idle_s < IDLE_AFTER_S and client.study == session.study:
             self.review.heartbeat(session.reader, session.study, now - session.beat_at)
+            session.counted = True
         session.beat_at = now
         if not self.pending(session, texts, client) or session.conflicts:
             return None
         return self.save(session, texts, client, autosave=True)
+
+    @staticmethod
+    def rows_due(session: Session, now: float) -> bool:
+        """Whether a heartbeat should also send the worklist rows: every `ROWS_EVERY_S` while
+        time is counted, so the minutes column follows a reader who reads without saving (it
+        stood still until the next save or study) at one worklist page query per interval."""
+        if session.rows_at is None:  # the first beat starts the clock (nothing to show yet)
+            session.rows_at = now
+        if not session.counted or now - session.rows_at < ROWS_EVERY_S:
+            return False
+        session.counted, session.rows_at = False, now
+        return True
 
     def leave(self, session: Session, texts: dict[str, str], client: Client,
               now: float) -> Saved:

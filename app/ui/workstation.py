@@ -504,9 +504,11 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                 return {c.save_status: gr.update()}
             name, reader = who(session, request)
             texts = texts_of(d)
-            saved = desk.tick(session, texts, Client.parse(d[c.client]), time.monotonic())
+            now = time.monotonic()
+            saved = desk.tick(session, texts, Client.parse(d[c.client]), now)
             if saved is None:
-                return {c.save_status: gr.update()}
+                return ({c.save_status: gr.update(), **worklist_outputs(reader, d)}
+                        if desk.rows_due(session, now) else {c.save_status: gr.update()})
             if not saved.wrote:
                 return after_save(name, session, saved, texts)
             # an autosave changes the study's status, minutes and scores like Save does: the
