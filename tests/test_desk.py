@@ -8,6 +8,7 @@ import copy
 import json
 import threading
 
+import numpy as np
 import pytest
 
 from app.services.drafting import DraftingService
@@ -278,7 +279,8 @@ def test_window_presets_invert_and_image_steps(desk):
     d, reader, ids = desk
     session, _ = opened(d, reader, ids[0])
     image = session.image
-    lo, hi, _ = d.viewer.value_range(image)
+    r = d.viewer.value_range(image)
+    lo, hi = r.lo, r.hi
     for name in WINDOW_PRESETS:
         center, width = d.window_preset(image, name)
         assert width > 0 and lo - (hi - lo) <= center <= hi + (hi - lo)
@@ -293,6 +295,30 @@ def test_window_presets_invert_and_image_steps(desk):
         assert d.step_image(session, 1) == images[1]
         assert d.step_image(session, -1) == images[0]
     assert d.step_image(session, -1) == images[-1]  # wraps
+
+
+def test_window_presets_show_the_same_tissue_on_monochrome1_and_monochrome2(desk):
+    """The demo holds one radiograph as MONOCHROME1 DICOMs (bone has the low raw values) and
+    as a MONOCHROME2 PNG. A new-user trial found "bone" and "lung" swapped on the DICOMs: the
+    presets were placed on the raw range as if bone were always high. Each preset must now
+    render the same picture from both files."""
+    d, reader, ids = desk
+    images = [opened(d, reader, study)[0].image for study in ids]
+    kinds = {d.viewer.value_range(i).inverted: i for i in images}
+    assert set(kinds) == {True, False}, "the demo should hold both polarities"
+    m1, m2 = kinds[True], kinds[False]
+
+    def shown(image: int, preset: str) -> np.ndarray:
+        return d.render(image, *d.window_preset(image, preset), False).astype(float)
+
+    for preset in ("bone", "lung", "soft tissue", "full range"):
+        a, b = shown(m1, preset), shown(m2, preset)
+        assert a.shape == b.shape
+        assert np.corrcoef(a.ravel(), b.ravel())[0, 1] > 0.9, preset
+    # a bone window sits high on the brightness scale: most of the film is darker than with a
+    # lung window, on either file
+    for image in (m1, m2):
+        assert shown(image, "bone").mean() < shown(image, "lung").mean()
 
 
 def test_metrics_view_and_worklist_rows(desk):

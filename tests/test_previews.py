@@ -91,7 +91,8 @@ def test_opening_decodes_nothing_and_previews_skip_the_full_decode(db, settings,
 
     assert Image.open(files[0]).size == (921, 978)
     # the full image is decoded for window/level only
-    lo, hi, _ = viewer.value_range(view.images[0].image_id)
+    r = viewer.value_range(view.images[0].image_id)
+    lo, hi = r.lo, r.hi
     assert viewer.cache.get(view.images[0].image_id) is not None
     assert viewer.window(view.images[0].image_id, (lo + hi) / 2, hi - lo).shape == (1955, 1841)
 

@@ -43,7 +43,8 @@ def viewer_and_image(db, settings, ramp) -> tuple[StudyViewer, int]:
 
 def test_value_range_is_the_full_bit_depth_and_its_default_window(viewer_and_image):
     viewer, image_id = viewer_and_image
-    lo, hi, (center, width) = viewer.value_range(image_id)
+    r = viewer.value_range(image_id)
+    lo, hi, (center, width) = r.lo, r.hi, r.window
     assert (lo, hi) == (LO, HI)  # not the 8-bit display values
     assert (center, width) == ((LO + HI) / 2, HI - LO)  # a PNG has no window: the full range
     with pytest.raises(LookupError, match="image 999 does not exist"):
@@ -72,7 +73,8 @@ def test_a_dicom_window_comes_from_its_header(db, settings):
     with db.read() as s:
         image_id = s.scalar(select(Image.id))
     viewer = StudyViewer(db, BlobStore(settings.blobs.root))
-    lo, hi, window = viewer.value_range(image_id)
+    r = viewer.value_range(image_id)
+    lo, hi, window = r.lo, r.hi, r.window
     assert (lo, hi) == (float(decoded.raw.min()), float(decoded.raw.max()))
     assert window == (decoded.window or ((lo + hi) / 2, max(hi - lo, 1.0)))
 

@@ -74,6 +74,23 @@ NO_IMAGES_NOTICE = ("This study has no images: it was imported as a report-only 
 
 
 @dataclass(frozen=True)
+class ValueRange:
+    """An image's raw values as window/level sees them."""
+
+    lo: float
+    hi: float
+    window: tuple[float, float]  # the default (center, width), in raw units
+    # MONOCHROME1: high raw values are shown dark (bone is low), so a preset placed "towards
+    # bone" lies at the low end of the range, not the high end
+    inverted: bool = False
+
+    def at(self, fraction: float) -> float:
+        """The raw value a fraction of the way from the darkest to the brightest shown value."""
+        span = max(self.hi - self.lo, 1.0)
+        return self.hi - span * fraction if self.inverted else self.lo + span * fraction
+
+
+@dataclass(frozen=True)
 class StudyView:
     study_id: int
     source: str
@@ -385,15 +402,15 @@ class StudyViewer:
             atomic_write(path, lambda tmp: pixels.save(tmp, format="PNG", compress_level=1))
         return str(path)
 
-    def value_range(self, image_id: int) -> tuple[float, float, tuple[float, float]]:
-        """(min, max, default (center, width)) of an image's full-bit-depth values.
+    def value_range(self, image_id: int) -> ValueRange:
+        """The range of an image's full-bit-depth values, its default window and polarity.
 
         Args:
             image_id: the image.
 
         Returns:
-            The minimum and maximum raw values and the image's own window; without one, the
-            middle of the range and its width (at least 1).
+            The minimum and maximum raw values, the image's own window (without one, the
+            middle of the range and its width, at least 1), and whether high values are dark.
 
         Raises:
             LookupError: the image does not exist.
@@ -404,7 +421,8 @@ class StudyViewer:
                 raise LookupError(f"image {image_id} does not exist")
             decoded = self.decoded(image)
         lo, hi = float(decoded.raw.min()), float(decoded.raw.max())
-        return lo, hi, decoded.window or ((lo + hi) / 2, max(hi - lo, 1.0))
+        return ValueRange(lo, hi, decoded.window or ((lo + hi) / 2, max(hi - lo, 1.0)),
+                          decoded.inverted)
 
     def window(self, image_id: int, center: float, width: float) -> np.ndarray:
         """Window/level on the full-bit-depth pixels of one image.

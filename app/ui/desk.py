@@ -614,14 +614,16 @@ class Desk:
 
     # -- window / level -------------------------------------------------------------------
     def window_preset(self, image_id: int, choice: str) -> tuple[float, float]:
-        """(center, width) of a preset on the image's own value range. Fractions of the range,
-        because values depend on the file (12-bit DICOM, 16-bit PNG, 8-bit JPEG)."""
-        lo, hi, (c, w) = self.viewer.value_range(image_id)
-        span = max(hi - lo, 1.0)
-        presets = {"file default": (c, w), "full range": (lo + span / 2, span),
-                   "soft tissue": (lo + span * 0.55, span * 0.45),
-                   "bone": (lo + span * 0.7, span * 0.6),
-                   "lung": (lo + span * 0.35, span * 0.5)}
+        """(center, width) of a preset on the image's own value range. Fractions of the range
+        from dark to bright, because values depend on the file (12-bit DICOM, 16-bit PNG, 8-bit
+        JPEG) and on its polarity: on a MONOCHROME1 image bone has the low values (a new-user
+        trial found "bone" and "lung" swapped on such DICOMs)."""
+        r = self.viewer.value_range(image_id)
+        span = max(r.hi - r.lo, 1.0)
+        presets = {"file default": r.window, "full range": (r.at(0.5), span),
+                   "soft tissue": (r.at(0.55), span * 0.45),
+                   "bone": (r.at(0.7), span * 0.6),
+                   "lung": (r.at(0.35), span * 0.5)}
         if choice not in presets:
             raise ReviewError(f"unknown window preset {choice!r}")
         return presets[choice]

@@ -699,7 +699,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     def show_image(session: Session, image_id: int | None) -> dict:
         if image_id is None or session.study is None:
             return {c.wl_image: None, c.wl_caption: ""}
-        lo, hi, (center, width) = viewer.value_range(image_id)
+        r = viewer.value_range(image_id)
+        lo, hi, (center, width) = r.lo, r.hi, r.window
         n = session.images.index(image_id) + 1
         return {c.state: session,
                 c.wl_center: gr.update(minimum=lo, maximum=hi, value=center),
