@@ -196,11 +196,15 @@ def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     wait_text(second, "save-status", "impression saved as revision 2")
     assert app.query("SELECT text FROM revision WHERE section = 'impression' ORDER BY number"
                      ) == [("Tab one impression.",), ("Tab two impression.",)]
-    # the first tab is now behind: take theirs puts the newer text on its screen
+    # the first tab is now behind: take theirs puts the newer text on its screen, and keeps
+    # the refused words in the history (a new-user trial found them dropped)
     first.locator("#edit-impression textarea").fill("Tab one again.")
     first.locator("#save").click()
     wait_text(first, "save-status", "not saved")
     first.locator("#take-theirs").click()
     first.wait_for_function("el => el.value === 'Tab two impression.'",
                             arg=first.locator("#edit-impression textarea").element_handle())
-    assert len(app.query("SELECT id FROM revision WHERE section = 'impression'")) == 2
+    wait_text(first, "save-status", "kept in the history (impression revision 3)")
+    assert app.query("SELECT text FROM revision WHERE section = 'impression' ORDER BY number"
+                     ) == [("Tab one impression.",), ("Tab two impression.",),
+                           ("Tab one again.",), ("Tab two impression.",)]

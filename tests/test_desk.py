@@ -170,9 +170,35 @@ def test_conflict_keeps_my_words_and_offers_keep_mine_or_take_theirs(desk):
     # the other tab is now behind: it takes theirs
     assert not d.save(one, {**texts, "impression": "tab one again"},
                       typed(ids[2], "impression")).ok
-    shown = d.take_theirs(one, {**texts, "impression": "tab one again"})
-    assert shown["impression"] == "tab two" and one.base["impression"] == 2
-    assert not one.conflicts
+    shown, taken = d.take_theirs(one, {**texts, "impression": "tab one again"})
+    assert shown["impression"] == "tab two" and taken.ok
+    # the refused words are not dropped: kept in the history, the newer text current again
+    history = [r.text for r in d.review.history(reader, ids[2], "impression")]
+    assert history == ["tab one", "tab two", "tab one again", "tab two"]
+    assert "kept in the history (impression revision 3)" in taken.message
+    assert one.base["impression"] == 4 and not one.conflicts
+    assert d.review.current(reader, ids[2])["impression"].text == "tab two"
+    assert d.save(one, {**texts, "impression": "tab two, edited"},
+                  typed(ids[2], "impression", seq=5)).ok  # editing on from there
+
+
+def test_take_theirs_when_yet_another_save_came_in_offers_the_choice_again(desk):
+    d, reader, ids = desk
+    one, texts = opened(d, reader, ids[2])
+    two, _ = opened(d, reader, ids[2])
+    three, _ = opened(d, reader, ids[2])
+    assert d.save(one, {**texts, "findings": "one"}, typed(ids[2], "findings")).ok
+    assert not d.save(two, {**texts, "findings": "two"}, typed(ids[2], "findings")).ok
+    assert not d.save(three, {**texts, "findings": "three"}, typed(ids[2], "findings")).ok
+    assert d.keep_mine(three, {**texts, "findings": "three"}, typed(ids[2], "findings")).ok
+    # tab two saw "one" as the newer text; "three" came in since: nothing is stored, it asks
+    shown, taken = d.take_theirs(two, {**texts, "findings": "two"})
+    assert not taken.ok and "three" in taken.message and shown["findings"] == "two"
+    assert [r.text for r in d.review.history(reader, ids[2], "findings")] == ["one", "three"]
+    # an empty box or the same words as theirs store nothing extra
+    shown, taken = d.take_theirs(two, {**texts, "findings": ""})
+    assert taken.ok and shown["findings"] == "three"
+    assert [r.text for r in d.review.history(reader, ids[2], "findings")] == ["one", "three"]
 
 
 def test_accept_asks_first_when_the_reader_has_edits_and_invents_no_likert(desk):

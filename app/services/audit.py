@@ -21,7 +21,8 @@ from db.models import AuditEvent, utcnow
 log = logging.getLogger(__name__)
 
 ACTIONS = ("login", "login_failed", "login_throttled", "logout", "session_expired", "save",
-           "rate", "accept", "export", "export_refused", "unload_model", "tab_refused")
+           "rate", "accept", "take_theirs", "export", "export_refused", "unload_model",
+           "tab_refused")
 
 
 @dataclass(frozen=True)

@@ -594,6 +594,50 @@ class ReviewService:
                 out[section] = revision
         return out
 
+    def set_aside(self, reader_id: int, study_id: int, mine: dict[str, tuple[str, int]],
+                  address: str | None = None) -> dict[str, RevisionView | EditConflict]:
+        """"Take theirs" without losing the reader's words: in ONE transaction, per section,
+        the reader's text is stored on top of the newer revision and that newer text again on
+        top of it. The newer text stays current; the reader's words are in the history
+        (before, "take theirs" dropped them: found in a new-user trial).
+
+        Args:
+            reader_id: the reader.
+            study_id: the study.
+            mine: section -> (the reader's refused text, the newer revision's number).
+            address: the client's address, for the audit log.
+
+        Returns:
+            section -> the current revision (the newer text, stored again), or an
+            EditConflict when yet another revision came in meanwhile (nothing stored for it).
+        """
+        out: dict[str, RevisionView | EditConflict] = {}
+        with self.db.write() as s:
+            item = self._item(s, reader_id, study_id)
+            reader = s.get(Reader, reader_id)
+            if reader is None:
+                raise ReviewError(f"no reader with id {reader_id}")
+            for section, (text, theirs_number) in mine.items():
+                if section not in SECTIONS:
+                    raise ReviewError(f"unknown section {section!r}")
+                theirs = s.scalar(select(Revision).where(
+                    Revision.reader_id == reader_id, Revision.study_id == study_id,
+                    Revision.section == section, Revision.number == theirs_number))
+                if theirs is None:
+                    raise ReviewError(f"{section}: revision {theirs_number} does not exist")
+                try:
+                    kept = self._save_in(s, item, section, text, theirs_number, None, True)
+                    current = self._save_in(s, item, section, theirs.text, kept.number,
+                                            theirs.draft_id, True)
+                except EditConflict as exc:
+                    out[section] = exc
+                    continue
+                self.audit.record("take_theirs", session=s, actor=reader.name, address=address,
+                                  target=f"study {study_id} {section} revision "
+                                         f"{current.number} (yours kept as {kept.number})")
+                out[section] = current
+        return out
+
     def _save_in(self, s, item: WorklistItem, section: str, text: str,
                  base_number: int | None, draft_id: int | None,
                  autosave: bool) -> RevisionView:

@@ -485,17 +485,41 @@ class Desk:
                                                 client.visible, client.idle_s))
 
     def take_theirs(self, session: Session, texts: dict[str, str],
-                    client: Client | None = None) -> dict[str, str]:
-        """Show the newer saved text instead of the reader's; returns the boxes' texts.
-        Requests already on their way (an autosave of the reader's text) are then stale."""
+                    client: Client | None = None) -> tuple[dict[str, str], Saved]:
+        """Show the newer saved text instead of the reader's; the reader's refused words are
+        kept in the history first (`ReviewService.set_aside`), never dropped. Requests already
+        on their way (an autosave of the reader's text) are then stale.
+
+        Returns:
+            The boxes' texts and what to tell the reader (a conflict again if yet another
+            revision came in meanwhile).
+        """
         if client is not None:
             session.seq = max(session.seq, client.seq + 1)
         out = dict(texts)
-        for section, rev in session.conflicts.items():
-            session.base[section] = rev.number
-            session.shown[section] = out[section] = rev.text
-        session.conflicts = {}
-        return out
+        if session.study is None or session.reader is None or not session.conflicts:
+            return out, Saved("Nothing to take.", {}, False)
+        mine = {sec: (texts.get(sec) or "", rev.number)
+                for sec, rev in session.conflicts.items()
+                if (texts.get(sec) or "").strip() and (texts.get(sec) or "") != rev.text}
+        stored = (self.review.set_aside(session.reader, session.study, mine, session.address)
+                  if mine else {})
+        kept = []
+        for section, rev in list(session.conflicts.items()):
+            result = stored.get(section)
+            if isinstance(result, EditConflict):  # a third save meanwhile: choose again
+                session.conflicts[section] = result.current
+                continue
+            current = rev if result is None else result
+            session.base[section] = current.number
+            session.shown[section] = out[section] = current.text
+            del session.conflicts[section]
+            if result is not None:
+                kept.append(f"{section} revision {current.number - 1}")
+        if session.conflicts:
+            return out, Saved(self.conflict_message(session), dict(session.conflicts), bool(kept))
+        note = f" Your text is kept in the history ({', '.join(kept)})." if kept else ""
+        return out, Saved("Showing the newer saved text." + note, {}, bool(kept))
 
     def tick(self, session: Session, texts: dict[str, str], client: Client,
              now: float) -> Saved | None:

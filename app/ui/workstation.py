@@ -530,8 +530,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
         session = d[c.state]
         with session.lock:
             name, _ = who(session, request)
-            texts = desk.take_theirs(session, texts_of(d), Client.parse(d[c.client]))
-            saved = Saved("Showing the newer saved text.", {}, False)
+            texts, saved = desk.take_theirs(session, texts_of(d), Client.parse(d[c.client]))
             return {**after_save(name, session, saved, texts), c.findings: texts["findings"],
                     c.impression: texts["impression"]}
 
