@@ -684,3 +684,20 @@ def test_a_tab_state_is_refused_to_another_login(browser, tmp_path):
         bob_context.close()
     finally:
         running.stop()
+
+
+def test_the_worklist_shows_every_row_again_after_a_search_with_no_match(browser, app):
+    """Found in a new-user trial: a search with no match, then one with one match, then the
+    whole list again showed one row under "1-4 of 4" until the page was reloaded (the table's
+    virtual window was read only once). The status filter did the same."""
+    page = new_page(browser, app.url)
+    search = page.locator("#worklist-search textarea, #worklist-search input").first
+
+    def keys() -> list[str]:
+        return [r[1] for r in table_rows(page, "worklist")]
+
+    for term, shown in (("zzz", []), ("DEMO-0002", ["DEMO-0002"]),
+                        ("", ["DEMO-0001", "DEMO-0002", "DEMO-0003", "DEMO-0004"])):
+        search.fill(term)
+        search.press("Enter")
+        wait_until(lambda shown=shown: keys() == shown, f"the rows {shown}")

@@ -288,8 +288,24 @@
     }
     settled();
     applyTheme();
+    refitWorklist();
   };
   setInterval(poll, 200);
+
+  // Gradio 6.17's table draws only the rows its virtual window held after its first non-empty
+  // value: a search with no match, then one match, then the whole list again showed one row
+  // under "1-4 of 4" (found in a new-user trial; fixed upstream in gradio-app/gradio#13744).
+  // A scroll event on the table makes it read the window again, so one follows every new page.
+  let worklistLabel = null;
+  const refitWorklist = () => {
+    const label = $('#worklist-page-label'), view = $('#worklist .virtual-table-viewport');
+    const text = label ? label.innerText : null;
+    if (!view || text === worklistLabel) return;
+    worklistLabel = text;
+    for (const ms of [0, 150, 600]) {
+      setTimeout(() => view.dispatchEvent(new Event('scroll')), ms);
+    }
+  };
 
   window.addEventListener('beforeunload', (e) => {
     poll();
