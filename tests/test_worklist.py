@@ -13,6 +13,7 @@ from app.services.worklist import (
     WorklistService,
 )
 from bench.synthetic import SyntheticImage, add_studies
+from db.models import Draft
 from db.sorting import natural_key
 from tests.conftest import rg1
 
@@ -190,6 +191,27 @@ def test_assignment_appends_new_studies_after_the_old_ones(db, service, image):
     page = service.page(alice)
     assert keys(page) == ["CXR1", "CXR2", "CXR3", "CXR4", "CXR5"]
     assert [r.position for r in page.rows] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.both_databases
+def test_a_reader_who_joins_after_drafting_sees_the_drafted_studies_as_drafted(db, service,
+                                                                              image):
+    """Found in a new-user trial: bob, whose worklist was made after pre-drafting, saw every
+    study "new" with the draft in the boxes; a "drafted" filter hid them from him."""
+    ids = add_studies(db, 3, image=image)
+    alice = reader(db)
+    service.assign(alice)
+    with db.write() as s:  # a draft of study 1, a failed one of study 2 (from the pre-drafter)
+        s.add_all([Draft(study_id=ids[0], section="findings", preset="p", text="t",
+                         model_id="m", generation={}),
+                   Draft(study_id=ids[1], section="findings", preset="p", text=None,
+                         error="out of memory", model_id="m", generation={})])
+    bob = reader(db, "bob")
+    service.assign(bob)
+    statuses = {r.study_id: r.status for r in service.page(bob).rows}
+    assert statuses == {ids[0]: "drafted", ids[1]: "new", ids[2]: "new"}
+    assert service.progress(bob) == Progress(new=2, drafted=1)  # (the triggers counted it)
+    assert service.page(bob, WorklistFilter(status="drafted")).total == 1
 
 
 def test_assigning_thousands_is_one_statement_and_keeps_positions_unique(db, service, image):
@@ -431,6 +453,30 @@ def test_the_migration_counts_existing_worklists(tmp_path, image):
     assert _agree(service, alice)[0] == Progress(new=6, done=1)
     ReviewService(db).save(alice, ids[1], "impression", "Normal.", None)  # triggers now on
     assert _agree(service, alice)[0] == Progress(new=5, in_review=1, done=1)
+    db.dispose()
+
+
+def test_the_migration_marks_drafted_studies_of_existing_worklists(tmp_path, image):
+    """0010: a worklist made after pre-drafting (all 'new') is put right, and the progress
+    counts follow (the triggers of 0007)."""
+    from sqlalchemy import text
+
+    from db.engine import open_database, upgrade_schema
+
+    db = open_database(tmp_path / "old.sqlite", upgrade=False)
+    upgrade_schema(db, "0009")
+    ids = add_studies(db, 3, image=image)
+    bob = ReviewService(db).add_reader("bob", None)
+    WorklistService(db).assign(bob)
+    with db.write() as s:  # as 0009 left it: 'new' although study 1 has a draft
+        s.execute(text("UPDATE worklist_item SET status = 'new'"))
+        s.add(Draft(study_id=ids[0], section="findings", preset="p", text="t", model_id="m",
+                    generation={}))
+    upgrade_schema(db, "head")
+    service = WorklistService(db)
+    assert {r.study_id: r.status for r in service.page(bob).rows} == {
+        ids[0]: "drafted", ids[1]: "new", ids[2]: "new"}
+    assert _agree(service, bob)[0] == Progress(new=2, drafted=1)
     db.dispose()
 
 

@@ -20,11 +20,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from sqlalchemy import DateTime, Float, Integer, String, and_, func, literal, or_, select, union
+from sqlalchemy import (
+    DateTime,
+    Float,
+    Integer,
+    String,
+    and_,
+    case,
+    func,
+    literal,
+    or_,
+    select,
+    union,
+)
 from sqlalchemy.sql import CompoundSelect, Select
 
 from db.engine import Database
-from db.models import Patient, Study, WorklistItem, WorklistProgress, table_of, utcnow
+from db.models import Draft, Patient, Study, WorklistItem, WorklistProgress, table_of, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -206,9 +218,15 @@ class WorklistService:
         on_list = select(WorklistItem.id).where(WorklistItem.reader_id == reader_id,
                                                 WorklistItem.study_id == Study.id).exists()
         order = func.row_number().over(order_by=(Study.source, Study.sort_key, Study.id))
+        # drafts belong to the study, not to a reader: a reader who joins after pre-drafting
+        # sees those studies as drafted, like the readers before (a new-user trial found
+        # them "new" with the draft in the boxes, hidden from a "drafted" filter)
+        has_draft = select(Draft.id).where(Draft.study_id == Study.id,
+                                           Draft.error.is_(None)).exists()
+        status = case((has_draft, literal("drafted", String)), else_=literal("new", String))
         chosen = select(
             literal(reader_id, Integer), Study.id, (order + (start - 1)).label("position"),
-            literal("new", String), literal(0.0, Float), literal(utcnow(), DateTime(timezone=True)),
+            status, literal(0.0, Float), literal(utcnow(), DateTime(timezone=True)),
         ).where(~on_list)
         if ids is not None:
             chosen = chosen.where(Study.id.in_(ids))
