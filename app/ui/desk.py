@@ -580,7 +580,7 @@ class Desk:
         if own and not confirmed:
             return Accepted(f"Your {' and '.join(own)} differ from the draft. Accepting replaces "
                             "them with the draft (your text stays in the history). Press "
-                            "**Yes, accept the draft** to go on.", needs_confirm=True)
+                            "**Replace my text with the draft** to go on.", needs_confirm=True)
         try:
             self.review.accept_draft(session.reader, session.study, session.drafts,
                                      dict(session.base), self.preset,

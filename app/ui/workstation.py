@@ -216,9 +216,13 @@ def _layout(viewer: StudyViewer, review: ReviewService, login: bool) -> Screen:
                 c.revert_button = gr.Button("Revert to draft", elem_id="revert", size="sm")
                 c.accept_button = gr.Button("Accept draft (Alt+A)", elem_id="accept", size="sm")
             with gr.Row(elem_id="accept-confirm-row", elem_classes="rrg-offer"):
-                c.accept_confirm = gr.Button("Yes, accept the draft", elem_id="accept-confirm",
-                                             size="sm", variant="stop", interactive=False)
-                c.accept_cancel = gr.Button("Cancel", elem_id="accept-cancel", size="sm",
+                # the buttons say what they do: the status line that explains the question
+                # may be replaced by an autosave's note before the reader reads it (found in a
+                # new-user trial)
+                c.accept_confirm = gr.Button("Replace my text with the draft",
+                                             elem_id="accept-confirm", size="sm",
+                                             variant="stop", interactive=False)
+                c.accept_cancel = gr.Button("Keep my text", elem_id="accept-cancel", size="sm",
                                             interactive=False)
             with gr.Group(elem_id="rating"):
                 with gr.Row(equal_height=True):
