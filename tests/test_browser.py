@@ -49,6 +49,18 @@ def test_open_a_demo_study_see_its_image_and_its_prior_beside_it(browser, app):
                        for sel in ("#film .current", "#prior-panel"))
     assert beside["x"] >= current["x"] + current["width"] - 1  # to the right, same row
     assert abs(beside["y"] - current["y"]) < 5
+    # both films drawn from the same height and at the same size, for comparison (a new-user
+    # trial found the current one centred lower than the prior)
+    page.wait_for_function("() => [...document.querySelectorAll('#film img')]"
+                           ".every(i => i.complete && i.naturalWidth > 0)")
+    (top_now, h_now), (top_prior, h_prior) = page.evaluate(
+        "() => [...document.querySelectorAll('#film .film-study')].map(s => {"
+        " const img = s.querySelector('img'), r = img.getBoundingClientRect();"
+        " const h = img.naturalHeight * Math.min(r.width / img.naturalWidth,"
+        "                                        r.height / img.naturalHeight);"
+        " const y = parseFloat(getComputedStyle(img).objectPosition.split(' ')[1]) / 100;"
+        " return [r.top + (r.height - h) * y, h]; })")
+    assert abs(top_now - top_prior) < 12 and abs(h_now - h_prior) < 2
     assert "DEMO-0002" in page.locator("#film-head").inner_text()
     assert page.locator("#edit-findings textarea").input_value() == findings_before
     page.locator("#toggle-prior").click()
@@ -119,8 +131,11 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
                                arg=wl.element_handle())
         page.locator("#wl-preset").get_by_text("bone").click()
         wait_text(page, "wl-center", "")
+        page.locator("#wl-image").click()
+        page.keyboard.press("Digit2")  # the rating is hidden under the enlarged view: no score
         page.keyboard.press("Escape")
         page.locator("#enlarged").wait_for(state="hidden")
+        assert page.locator("#likert input:checked").count() == 0
         press_draft(page)
         findings = page.locator("#edit-findings textarea")
         page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())

@@ -353,7 +353,8 @@
     }
     if (e.ctrlKey || e.metaKey || e.altKey || typing(e.target)) return;
     const digit = /^(Digit|Numpad)([1-5])$/.exec(e.code);
-    if (digit) {
+    // not while the enlarged view covers the rating: a score set unseen is a score invented
+    if (digit && !enlarged()) {
       const input = [...document.querySelectorAll('#likert input[type=radio]')]
         .find((el) => el.value === digit[2] ||
               (el.closest('label') && el.closest('label').innerText.trim() === digit[2]));
