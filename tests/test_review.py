@@ -164,6 +164,19 @@ def test_active_time_is_per_reader_and_study(review):
     assert review.heartbeat(bob, first, 10.0, at=2_000.0) == pytest.approx(10.0)
 
 
+def test_a_reload_resumes_where_the_reader_worked_not_where_a_tab_beats(review):
+    """Found in a new-user trial: a re-login opened the study another open tab was merely
+    showing (its heartbeats counted as work), not the one just edited."""
+    r = review.local_reader()
+    review.assign(r)
+    a, b = (w.study_id for w in review.worklist(r)[:2])
+    review.save(r, b, "findings", "Worked on first.", None)
+    review.save(r, a, "findings", "Worked on last.", None)
+    assert review.resume(r) == a
+    review.heartbeat(r, b, 4.0)  # a tab shows b meanwhile
+    assert review.resume(r) == a
+
+
 def test_next_and_previous_unfinished_study(review):
     r = review.local_reader()
     review.assign(r)

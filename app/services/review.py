@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import func, select
+from sqlalchemy.orm.attributes import flag_modified
 
 from app.services.accounts import (
     LOCAL_READER,
@@ -473,6 +474,10 @@ class ReviewService:
                 item.active_seconds += end - start
             if counted is None or end > counted:
                 item.active_until = end
+            # kept as it is (written back, so its on-update default stays out): `resume` goes
+            # back to where the reader last worked, not to a study a tab is merely showing
+            # (a new-user trial's re-login opened the study of another open tab)
+            flag_modified(item, "updated_at")
             return item.active_seconds
 
     # -- editing --------------------------------------------------------------------------
