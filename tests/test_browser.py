@@ -205,6 +205,12 @@ def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     assert "Tab one impression." in status
     # the refused words stay on screen, with "keep mine" and "take theirs" offered
     assert second.locator("#edit-impression textarea").input_value() == "Tab two impression."
+    # leaving is held until the reader chooses, and the page says so (it was silent)
+    second.locator("#film-head").click()
+    second.keyboard.press("Alt+n")
+    wait_text(second, "save-status", "Still on this study")
+    assert "DEMO-0004" in second.locator("#film-head").inner_text()
+    assert second.locator("#edit-impression textarea").input_value() == "Tab two impression."
     rows = app.query("SELECT text FROM revision WHERE section = 'impression'")
     assert rows == [("Tab one impression.",)]
     second.locator("#keep-mine").click()

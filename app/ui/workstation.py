@@ -437,8 +437,10 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
             name, reader = who(session, request)
             texts = texts_of(d)
             saved = desk.leave(session, texts, Client.parse(d[c.client]), time.monotonic())
-            if not saved.ok:
-                return after_save(name, session, saved, texts)
+            if not saved.ok:  # said, not silent (a new-user trial pressed Alt+N, and nothing)
+                held = Saved("⚠ **Still on this study: choose Keep mine or Take theirs "
+                             "first.** " + saved.message, saved.conflicts, saved.wrote)
+                return after_save(name, session, held, texts)
             study = target(session, reader)
             if study is None:
                 return {**after_save(name, session, saved, texts),
