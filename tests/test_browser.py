@@ -217,8 +217,11 @@ def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     wait_text(second, "save-status", "impression saved as revision 2")
     assert app.query("SELECT text FROM revision WHERE section = 'impression' ORDER BY number"
                      ) == [("Tab one impression.",), ("Tab two impression.",)]
-    # the first tab is now behind: take theirs puts the newer text on its screen, and keeps
-    # the refused words in the history (a new-user trial found them dropped)
+    # the first tab is now behind, and its heartbeat tells it so (it said "saved" until its
+    # next save was refused); take theirs puts the newer text on its screen, and keeps the
+    # refused words in the history (a new-user trial found them dropped)
+    wait_text(first, "save-status", "A newer impression was saved elsewhere")
+    assert first.locator("#take-theirs").is_enabled()
     first.locator("#edit-impression textarea").fill("Tab one again.")
     first.locator("#save").click()
     wait_text(first, "save-status", "not saved")

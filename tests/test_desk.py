@@ -182,6 +182,33 @@ def test_conflict_keeps_my_words_and_offers_keep_mine_or_take_theirs(desk):
                   typed(ids[2], "impression", seq=5)).ok  # editing on from there
 
 
+def test_a_tab_saved_over_is_told_and_chooses(desk):
+    """Found in a new-user trial: the tab whose revision another tab saved over kept saying
+    "saved as revision 1" until its own next save was refused. Its heartbeat now tells it."""
+    d, reader, ids = desk
+    one, texts = opened(d, reader, ids[2])
+    assert d.save(one, {**texts, "findings": "one"}, typed(ids[2], "findings")).ok
+    two, two_texts = opened(d, reader, ids[2])
+    assert d.check_newer(two, typed(ids[2])) is None  # up to date
+    assert d.check_newer(one, typed(ids[2])) is None
+    assert d.save(two, {**two_texts, "findings": "two"}, typed(ids[2], "findings")).ok
+    mine = {**texts, "findings": "one"}  # tab one shows its own stored text, nothing typed
+    assert d.tick(one, mine, typed(ids[2]), now=1.0) is None
+    told = d.check_newer(one, typed(ids[2]))
+    assert told is not None and not told.ok and "“two”" in told.message
+    assert d.check_newer(one, typed(ids[2])) is None  # told once; the choice is open
+    shown, taken = d.take_theirs(one, mine)
+    assert taken.ok and shown["findings"] == "two" and "kept" not in taken.message
+    # nothing stored for a tab that had typed nothing: its text is revision 1 already
+    assert [r.text for r in d.review.history(reader, ids[2], "findings")] == ["one", "two"]
+    assert one.base["findings"] == 2
+    # a save of this tab's own that outlived a reload is not "elsewhere"
+    assert d.save(two, {**two_texts, "findings": "two, later"},
+                  typed(ids[2], "findings", seq=2)).ok
+    own = typed(ids[2], own={"findings": ("two, later",)})
+    assert d.check_newer(one, own) is None and one.base["findings"] == 3
+
+
 def test_take_theirs_when_yet_another_save_came_in_offers_the_choice_again(desk):
     d, reader, ids = desk
     one, texts = opened(d, reader, ids[2])

@@ -464,6 +464,37 @@ class Desk:
         return Saved("Everything is saved" + (" (" + ", ".join(
             f"{s} revision {n}" for s, n in mine.items()) + ")." if mine else "."), {}, wrote)
 
+    def check_newer(self, session: Session, client: Client) -> Saved | None:
+        """Whether another tab or session saved a newer revision of a section while this tab
+        shows an older one (found in a new-user trial: the tab saved over kept saying "saved
+        as revision 14" until its own next save was refused). Called by the heartbeat when
+        nothing is pending: the reader is told and chooses, exactly as after a refused save;
+        the boxes are never replaced under a reader who may be about to type.
+
+        Returns:
+            The notice to show, or None when this tab is up to date.
+        """
+        if session.study is None or session.reader is None or session.conflicts \
+                or client.study != session.study:
+            return None
+        newer = {}
+        for section, rev in self.review.current(session.reader, session.study).items():
+            if rev.number == session.base.get(section) or rev.text == session.shown.get(section):
+                continue
+            if rev.text in client.own.get(section, ()):  # this tab's own save, after a reload
+                session.base[section], session.shown[section] = rev.number, rev.text
+                continue
+            newer[section] = rev
+        if not newer:
+            return None
+        session.conflicts.update(newer)
+        parts = [f"⚠ **A newer {section} was saved elsewhere (revision {rev.number} at "
+                 f"{rev.created_at:%H:%M:%S}).** It reads: “{html.escape(rev.text)}”"
+                 for section, rev in newer.items()]
+        return Saved("<br>".join(parts) + "<br>Choose **Take theirs** to show it, or **Keep "
+                     "mine** to save this tab's text on top (both kept in the history).",
+                     dict(newer), False)
+
     @staticmethod
     def conflict_message(session: Session) -> str:
         parts = []
@@ -499,9 +530,12 @@ class Desk:
         out = dict(texts)
         if session.study is None or session.reader is None or not session.conflicts:
             return out, Saved("Nothing to take.", {}, False)
+        # the reader's words, where they typed any: not theirs, and not what this tab had
+        # stored already (a tab told of a newer save while showing its own stored text)
         mine = {sec: (texts.get(sec) or "", rev.number)
                 for sec, rev in session.conflicts.items()
-                if (texts.get(sec) or "").strip() and (texts.get(sec) or "") != rev.text}
+                if (texts.get(sec) or "").strip()
+                and (texts.get(sec) or "") not in (rev.text, session.shown.get(sec, ""))}
         stored = (self.review.set_aside(session.reader, session.study, mine, session.address)
                   if mine else {})
         kept = []

@@ -511,8 +511,12 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
             name, reader = who(session, request)
             texts = texts_of(d)
             now = time.monotonic()
-            saved = desk.tick(session, texts, Client.parse(d[c.client]), now)
+            client = Client.parse(d[c.client])
+            saved = desk.tick(session, texts, client, now)
             if saved is None:
+                newer = desk.check_newer(session, client) if client.visible else None
+                if newer is not None:
+                    return after_save(name, session, newer, texts)
                 return ({c.save_status: gr.update(), **worklist_outputs(reader, d)}
                         if desk.rows_due(session, now) else {c.save_status: gr.update()})
             if not saved.wrote:
