@@ -175,6 +175,9 @@ def test_a_reload_resumes_where_the_reader_worked_not_where_a_tab_beats(review):
     assert review.resume(r) == a
     review.heartbeat(r, b, 4.0)  # a tab shows b meanwhile
     assert review.resume(r) == a
+    # a later save of a study already in review counts too (not only a status change)
+    review.save(r, b, "findings", "Worked on again.", 1)
+    assert review.resume(r) == b
 
 
 def test_next_and_previous_unfinished_study(review):

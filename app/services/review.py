@@ -666,6 +666,10 @@ class ReviewService:
         s.add(revision)
         if item.status in ("new", "drafted"):
             item.status = "in_review"
+        # every save is work on the study: `resume` reopens the one saved last (the on-update
+        # default fired only when the status changed, so a re-login opened an older study;
+        # found in a new-user trial)
+        item.updated_at = utcnow()
         s.flush()
         return _revision(revision)
 
