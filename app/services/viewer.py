@@ -83,11 +83,26 @@ class ValueRange:
     # MONOCHROME1: high raw values are shown dark (bone is low), so a preset placed "towards
     # bone" lies at the low end of the range, not the high end
     inverted: bool = False
+    # (q, raw value) pairs: q percent of the image's pixels are shown darker than the value
+    brightness: tuple[tuple[float, float], ...] = ()
 
     def at(self, fraction: float) -> float:
         """The raw value a fraction of the way from the darkest to the brightest shown value."""
         span = max(self.hi - self.lo, 1.0)
         return self.hi - span * fraction if self.inverted else self.lo + span * fraction
+
+    def between(self, darker: float, brighter: float) -> tuple[float, float]:
+        """The (center, width) of a window from one brightness percentile to another (both
+        in BRIGHTNESS_PERCENTILES): it follows the film's own histogram, so "lung" grades the
+        lungs whatever the exposure and bit depth (fractions of the raw range washed them
+        out; found in a new-user trial)."""
+        at = dict(self.brightness)
+        a, b = at[darker], at[brighter]
+        return (a + b) / 2, max(abs(b - a), 1.0)
+
+
+# the brightness percentiles a ValueRange carries (the window presets are built from them)
+BRIGHTNESS_PERCENTILES = (2.0, 30.0, 40.0, 60.0, 92.0, 99.5)
 
 
 @dataclass(frozen=True)
@@ -421,8 +436,13 @@ class StudyViewer:
                 raise LookupError(f"image {image_id} does not exist")
             decoded = self.decoded(image)
         lo, hi = float(decoded.raw.min()), float(decoded.raw.max())
+        # percentiles of every 4th pixel each way: a few ms for a 3,000 x 3,000 film
+        qs = [100.0 - q if decoded.inverted else q for q in BRIGHTNESS_PERCENTILES]
+        values = np.percentile(decoded.raw[::4, ::4], qs)
         return ValueRange(lo, hi, decoded.window or ((lo + hi) / 2, max(hi - lo, 1.0)),
-                          decoded.inverted)
+                          decoded.inverted,
+                          tuple(zip(BRIGHTNESS_PERCENTILES, (float(v) for v in values),
+                                    strict=True)))
 
     def window(self, image_id: int, center: float, width: float) -> np.ndarray:
         """Window/level on the full-bit-depth pixels of one image.

@@ -672,16 +672,18 @@ class Desk:
 
     # -- window / level -------------------------------------------------------------------
     def window_preset(self, image_id: int, choice: str) -> tuple[float, float]:
-        """(center, width) of a preset on the image's own value range. Fractions of the range
-        from dark to bright, because values depend on the file (12-bit DICOM, 16-bit PNG, 8-bit
-        JPEG) and on its polarity: on a MONOCHROME1 image bone has the low values (a new-user
-        trial found "bone" and "lung" swapped on such DICOMs)."""
+        """(center, width) of a preset on the image's own brightness histogram: values depend
+        on the file (12-bit DICOM, 16-bit PNG, 8-bit JPEG), on its polarity (on a MONOCHROME1
+        image bone has the low values: "bone" and "lung" were swapped on such DICOMs) and on
+        the exposure (fixed fractions of the raw range washed the lungs out). Both found in
+        new-user trials. Lung: the darker part of the film, where the lungs are; soft tissue:
+        the mid to bright part (mediastinum, heart); bone: the brighter part, up to the top."""
         r = self.viewer.value_range(image_id)
         span = max(r.hi - r.lo, 1.0)
         presets = {"file default": r.window, "full range": (r.at(0.5), span),
-                   "soft tissue": (r.at(0.55), span * 0.45),
-                   "bone": (r.at(0.7), span * 0.6),
-                   "lung": (r.at(0.35), span * 0.5)}
+                   "soft tissue": r.between(30.0, 92.0),
+                   "bone": r.between(40.0, 99.5),
+                   "lung": r.between(2.0, 60.0)}
         if choice not in presets:
             raise ReviewError(f"unknown window preset {choice!r}")
         return presets[choice]
