@@ -614,7 +614,8 @@ class Desk:
         if own and not confirmed:
             return Accepted(f"Your {' and '.join(own)} differ from the draft. Accepting replaces "
                             "them with the draft (your text stays in the history). Press "
-                            "**Replace my text with the draft** to go on.", needs_confirm=True)
+                            "**Accept the draft, replacing my edits** to go on.",
+                            needs_confirm=True)
         try:
             self.review.accept_draft(session.reader, session.study, session.drafts,
                                      dict(session.base), self.preset,

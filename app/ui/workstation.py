@@ -219,11 +219,11 @@ def _layout(viewer: StudyViewer, review: ReviewService, login: bool) -> Screen:
                 # the buttons say what they do: the status line that explains the question
                 # may be replaced by an autosave's note before the reader reads it (found in a
                 # new-user trial)
-                c.accept_confirm = gr.Button("Replace my text with the draft",
+                c.accept_confirm = gr.Button("Accept the draft, replacing my edits",
                                              elem_id="accept-confirm", size="sm",
                                              variant="stop", interactive=False)
-                c.accept_cancel = gr.Button("Keep my text", elem_id="accept-cancel", size="sm",
-                                            interactive=False)
+                c.accept_cancel = gr.Button("Cancel: keep my edits", elem_id="accept-cancel",
+                                            size="sm", interactive=False)
             with gr.Group(elem_id="rating"):
                 with gr.Row(equal_height=True):
                     c.likert = gr.Radio([1, 2, 3, 4, 5], label="Overall quality (keys 1-5)",
