@@ -119,6 +119,31 @@ def test_keys_pressed_while_the_next_study_opens_reach_neither_patient(browser, 
                for t in revisions(app, "DEMO-0003", "findings"))
 
 
+def test_keys_typed_on_through_alt_n_land_in_no_patients_report(browser, app):
+    """Found in a new-user trial (3 of 3): a reader finishing a sentence after Alt+N had its
+    last words appended to the next patient's findings (and autosaved there) once that study
+    was on screen. The cursor now leaves the box with the study; keys typed on go nowhere,
+    set no score, and the page says so."""
+    page = new_page(browser, app.url)
+    click_row(page, "DEMO-0001")
+    type_into(page, "findings", "Typed for the first patient.")
+    page.keyboard.press("Alt+n")
+    page.keyboard.type("and more words 12345 for the first patient", delay=40)
+    wait_until(lambda: key_on_screen(page) != "DEMO-0001", "the next study")
+    time.sleep(1.5)  # an autosave tick or two
+    assert "first patient" not in box(page, "findings").input_value()
+    assert page.locator("#likert input:checked").count() == 0
+    wait_text(page, "restore-note", "not typed into this one")
+    assert latest_text(app, "DEMO-0001", "findings") == "Typed for the first patient."
+    stray = app.query("SELECT COUNT(*) FROM revision WHERE text LIKE '%more words%'")
+    assert stray == [(0,)]
+    # after a pause, a click in the box types in this study as usual
+    page.wait_for_timeout(1100)
+    type_into(page, "findings", "Now for this patient.")
+    wait_until(lambda: latest_text(app, key_on_screen(page), "findings")
+               == "Now for this patient.", "the new study's text to be saved")
+
+
 def test_typed_text_survives_a_reload_with_no_wait(browser, app):
     page = new_page(browser, app.url)
     click_row(page, "DEMO-0003")

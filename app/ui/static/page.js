@@ -150,8 +150,19 @@
   // no answer ever comes, after LEAVING_MAX_MS.
   const LEAVING_MAX_MS = 30000;
   let leaving = null;
+  const STRAY_MS = 1000;
+  const STRAY_NOTE = 'Keys typed after leaving the last study were not typed into this one: ' +
+                     'click in a box (or Alt+F) to type here.';
   const startLeaving = () => {
     if (rrg.study === null) return;
+    // the cursor leaves the box with the study: keys typed on (a sentence finished after
+    // Alt+N) must not land in the next patient's report once it is on screen (a new-user
+    // trial saw them there, 3 of 3); they go nowhere while they keep coming, see keydown
+    const active = document.activeElement;
+    if (active && active.closest && active.closest('#edit-findings, #edit-impression')) {
+      active.blur();
+      rrg.strayUntil = Date.now() + STRAY_MS;
+    }
     leaving = {from: rrg.study, until: Date.now() + LEAVING_MAX_MS};
     document.body.classList.add('rrg-leaving');
     const watch = () => { if (!leaving) return; poll(); requestAnimationFrame(watch); };
@@ -268,7 +279,8 @@
         if (changed) {
           rrg.study = sync.study; rrg.keys = {};
           window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
-          setNote('');
+          setNote(rrg.strayed ? STRAY_NOTE : '');
+          rrg.strayed = false;
           // read now: typing into the new study must not replace it before it is restored
           rrg.pending = sync.study === null ? null : {study: sync.study,
                                                      entry: claimEntry(sync.study)};
@@ -339,6 +351,18 @@
   };
   document.addEventListener('keydown', (e) => {
     if ((e.ctrlKey || e.metaKey) && e.code === 'KeyS') { e.preventDefault(); click('save'); return; }
+    // typing on after leaving a study from a box: swallowed (no score keys, no shortcuts)
+    // while the keys keep coming; a pause of STRAY_MS ends it
+    if (rrg.strayUntil && Date.now() < rrg.strayUntil && !typing(e.target) &&
+        !e.ctrlKey && !e.metaKey && !e.altKey) {
+      rrg.strayUntil = Date.now() + STRAY_MS;
+      if (e.key && e.key.length === 1) {
+        e.preventDefault();
+        rrg.strayed = true;
+        setNote(STRAY_NOTE);
+      }
+      return;
+    }
     if (enlarged() && (e.code === 'Escape' || !typing(e.target))) {
       const keys = {Escape: 'close-enlarged', ArrowRight: 'next-image', ArrowLeft: 'prev-image'};
       if (keys[e.code]) { e.preventDefault(); click(keys[e.code]); return; }
