@@ -492,6 +492,13 @@ def test_a_failed_draft_is_shown_beside_the_boxes_never_in_them(browser, tmp_pat
         wait_text(page, "save-status", "Everything is saved (findings revision")
         assert not [t for (t,) in running.query("SELECT text FROM revision")
                     if "fail" in t.lower()]
+        # with no draft there is nothing for the score to rate: refused, and said why (a
+        # rating the evaluation then left out unseen: second new-user trial)
+        page.locator("#film-head").click()
+        page.keyboard.press("Digit3")
+        page.locator("#rate").click()
+        wait_text(page, "rate-status", "no draft")
+        assert running.query("SELECT COUNT(*) FROM rating") == [(0,)]
     finally:
         running.stop(tracebacks=True)  # the model's failure is logged with its traceback
 

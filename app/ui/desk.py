@@ -639,6 +639,13 @@ class Desk:
         rating that contradicts their own report)."""
         if session.study is None or session.reader is None:
             return False, "Open a study first."
+        if not session.drafts:
+            # the score is the model draft's: with none there is nothing it could mean, and
+            # the evaluation (which pairs ratings with drafts) would leave it out unseen
+            # (found in a new-user trial: "No ratings" in the report of a rated study)
+            return False, ("⚠ Not rated: this study has no draft, and the score rates the "
+                           "model's draft. Your own text is saved; press Draft (Alt+D) to get "
+                           "one.")
         if acceptable and texts is not None and session.drafts:
             drafts = self.draft_texts(session)
             changed = [s for s in SECTIONS if (texts.get(s) or "").strip() != drafts[s].strip()]
