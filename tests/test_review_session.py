@@ -733,3 +733,32 @@ def test_the_worklist_shows_every_row_again_after_a_search_with_no_match(browser
         search.fill(term)
         search.press("Enter")
         wait_until(lambda shown=shown: keys() == shown, f"the rows {shown}")
+
+
+def test_the_worklist_follows_next_and_previous_to_the_study_s_page(browser, tmp_path):
+    """Found in a new-user trial on the 3,955 Open-i studies: Next went on through the list
+    while the table stayed on page 1."""
+    from bench.synthetic import SyntheticImage, add_studies
+    from db.engine import open_database
+    from tests.conftest import rg1
+
+    db_path = tmp_path / "many.sqlite"
+    db = open_database(db_path)
+    add_studies(db, 55, image=SyntheticImage(rg1(), 1955, 1841))  # page 1: 1-50, page 2: 51-55
+    db.dispose()
+    running = App(db_path, "--no-demo", "--no-predraft")
+    try:
+        page = new_page(browser, running.url)
+        assert key_on_screen(page) == "CXR1"
+        wait_text(page, "worklist-page-label", "page 1 / 2")
+        page.locator("#film-head").click()
+        page.keyboard.press("Alt+p")  # round the start of the list to the last study
+        wait_until(lambda: key_on_screen(page) == "CXR55", "the last study")
+        wait_text(page, "worklist-page-label", "page 2 / 2")
+        assert "CXR55" in [r[1] for r in table_rows(page, "worklist")]
+        page.locator("#film-head").click()
+        page.keyboard.press("Alt+n")  # round the end back to the first
+        wait_until(lambda: key_on_screen(page) == "CXR1", "the first study")
+        wait_text(page, "worklist-page-label", "page 1 / 2")
+    finally:
+        running.stop()

@@ -452,10 +452,17 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
 
     def on_step(step: int):
         """Next/previous unfinished study within the worklist's filters and search, round the
-        end of the list when there is none that way."""
+        end of the list when there is none that way. The worklist follows to the page that
+        shows it (it stayed on page 1 while Next went on: found in a new-user trial)."""
         def handler(d: dict, request: gr.Request) -> dict:
-            return navigate(d, request, lambda session, reader: wl.logic.target(
+            out = navigate(d, request, lambda session, reader: wl.logic.target(
                 reader, session.study, step, *filters_of(d)))
+            session = d[c.state]
+            if c.film in out and session.study is not None and session.reader is not None:
+                v = wl.logic.page_showing(session.reader, session.study, *filters_of(d))
+                if v is not None and v.page != (d.get(wl.page) or 1):
+                    out.update({wl.table: v.rows, wl.page: v.page, wl.page_text: v.label})
+            return out
         return handler
 
     def on_select(d: dict, evt: gr.SelectData, request: gr.Request) -> dict:
@@ -796,7 +803,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                   c.model_line, c.draft_error, c.draft_button, c.save_status, c.diff, c.sync,
                   c.wl_image, c.wl_caption, *conflict_btns, *accept_btns, c.restore_note,
                   c.metrics_table, c.metrics_notes,
-                  wl.table, wl.progress, *rating_fields, c.rate_status]
+                  wl.table, wl.progress, wl.page, wl.page_text, *rating_fields, c.rate_status]
     edit_in = {c.state, c.findings, c.impression, c.client, wl.search, wl.status, wl.source,
                wl.split, wl.images, wl.page}
     edit_outs = [c.state, c.save_status, c.sync, *conflict_btns, c.diff]
