@@ -181,7 +181,9 @@ def cmd_draft(args: argparse.Namespace) -> int:
         service.unload()
     progress(-1, None)
     print(f"{preset}: {run.drafted} sections drafted, {run.failed} failed, "
-          f"{run.skipped} of {run.studies} studies already drafted")
+          f"{run.skipped} of {run.studies} studies already drafted"
+          + (f", {run.no_images} report-only (no images: nothing to draft from)"
+             if run.no_images else ""))
     for study_id, section, error in run.errors[:20]:
         print(f"  study {study_id} {section}: {error}", file=sys.stderr)
     return 1 if run.failed else 0

@@ -555,3 +555,12 @@ def test_a_page_load_opens_at_once_and_its_draft_follows(db, settings):
         assert drafts and fresh is None
     finally:
         pre.stop()
+
+
+def test_a_report_only_study_says_there_is_nothing_to_draft(desk):
+    d, reader, ids = desk
+    session, _ = opened(d, reader, ids[0])
+    session.images, session.drafts = (), {}  # as a study imported without images opens
+    assert "report-only" in d.status_line(session) and "nothing to draft" in d.status_line(session)
+    ok, message = d.rate(session, 3, False, {}, None)
+    assert not ok and "no draft" in message

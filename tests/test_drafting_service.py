@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.cli import main as cli
 from app.services.drafting import DraftingService, PreDrafter, RuntimeConfig
 from app.services.ingest import import_records
-from db.models import Draft, Image, Reader, WorklistItem
+from db.models import Draft, Image, Reader, Study, WorklistItem
 from model.backends.retrieval import FeatureCache, RetrievalDrafter, ThumbnailFeatures
 from model.presets import load_presets
 from studies.records import ImageSource, ReportSections, StudyRecord
@@ -310,3 +310,24 @@ def test_predrafter_puts_the_study_about_to_open_first_and_says_when_it_is_done(
     assert worker.wait_idle(60)
     worker.stop()
     assert order == [ids[4], ids[2], ids[1], ids[3]]
+
+
+def test_report_only_studies_are_left_out_of_drafting(filled, settings):
+    """A study imported without images (a reference) has nothing to draft from: it is left
+    out and counted, with no error draft stored (the pre-drafter stored one per report-only
+    study of Open-i, and the page showed it as "ValueError: ... no image to compare")."""
+    db, ids = filled
+    report_only = StudyRecord(source="test", study_key="R1", patient_key="E", origin="R1",
+                              study_date=date(2025, 1, 2), indication="Cough.", images=(),
+                              reference=ReportSections("ref findings", "ref impression"))
+    assert import_records(db, [report_only], blobs=settings.blobs, fmt="test").added == 1
+    with db.read() as session:
+        ro = session.scalar(select(Study.id).where(Study.study_key == "R1"))
+    service = DraftingService(db, settings)
+    run = service.draft([ro, ids[0]], "retrieval")
+    assert (run.studies, run.no_images, run.skipped, run.drafted, run.failed) == (2, 1, 0, 2, 0)
+    with db.read() as session:
+        assert session.scalar(select(func.count()).select_from(Draft)
+                              .where(Draft.study_id == ro)) == 0
+    todo, planned = service.plan([ro, ids[0]], "retrieval")
+    assert todo == [] and (planned.no_images, planned.skipped) == (1, 1)

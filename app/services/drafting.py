@@ -62,6 +62,7 @@ class DraftRun:
     drafted: int = 0  # sections stored with text
     failed: int = 0  # sections stored with an error
     skipped: int = 0  # studies that already had drafts
+    no_images: int = 0  # report-only studies (no image to draft from): left out, nothing stored
     errors: list[tuple[int, str, str]] = field(default_factory=list)  # (study, section, error)
 
 
@@ -329,6 +330,32 @@ class DraftingService:
                     Draft.study_id.in_(list(study_ids)))).all())
         return [s for s in study_ids if any((s, sec) not in done for sec in sections)]
 
+    def plan(self, study_ids: Sequence[int], preset: str, sections: Sequence[str] = SECTIONS,
+             redo: bool = False) -> tuple[list[int], DraftRun]:
+        """The studies a drafting run has to draft, in the given order, and the run's counts:
+        report-only studies (no image: nothing to draft from; an error draft for each would
+        only repeat that in a Python error's words, found in a new-user trial on Open-i) and,
+        unless `redo`, those already drafted are left out.
+
+        Args:
+            study_ids: the studies asked for.
+            preset: the preset name.
+            sections: the sections each study needs.
+            redo: draft studies that already have drafts again.
+
+        Returns:
+            The studies to draft and a DraftRun with `studies`, `no_images` and `skipped`.
+        """
+        ids = list(study_ids)
+        with self.db.read() as session:
+            with_images = set(session.scalars(select(Study.id).where(
+                Study.id.in_(ids), Study.image_count > 0)))
+        drawable = [sid for sid in ids if sid in with_images]
+        todo = drawable if redo else self.pending(drawable, preset, sections)
+        return todo, DraftRun(preset=preset, studies=len(ids),
+                              no_images=len(ids) - len(drawable),
+                              skipped=len(drawable) - len(todo))
+
     def draft(self, study_ids: Sequence[int], preset: str, sections: Sequence[str] = SECTIONS,
               *, redo: bool = False, batch_size: int | None = None,
               progress: Progress | None = None, background: bool = False) -> DraftRun:
@@ -356,8 +383,7 @@ class DraftingService:
             ModelUnavailable: the model cannot be loaded here.
         """
         chosen = self.preset(preset)
-        todo = list(study_ids) if redo else self.pending(study_ids, preset, sections)
-        run = DraftRun(preset=preset, studies=len(study_ids), skipped=len(study_ids) - len(todo))
+        todo, run = self.plan(study_ids, preset, sections, redo)
         size = batch_size or self.runtime.batch_size or 8
         done = 0
         if progress:

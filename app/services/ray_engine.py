@@ -126,8 +126,7 @@ def draft_on_ray(service: DraftingService, study_ids: Sequence[int], preset: str
     """
     ray = _ray()
     service.preset(preset)  # an unknown preset fails here, before any cluster starts
-    todo = list(study_ids) if redo else service.pending(study_ids, preset, sections)
-    run = DraftRun(preset=preset, studies=len(study_ids), skipped=len(study_ids) - len(todo))
+    todo, run = service.plan(study_ids, preset, sections, redo)
     if not todo:
         return run
     todo = length_sorted(service, todo)

@@ -348,6 +348,9 @@ class Desk:
         numbers = [n for n in session.base.values() if n is not None]
         if numbers:
             return f"Editing your revision {max(numbers)}."
+        if not session.images and not session.drafts:
+            return ("A report-only study (no images; imported as a reference): there is "
+                    "nothing to draft or rate.")
         if session.drafts:
             return "Showing the draft; edit and save."
         if self.drafting_now(session):

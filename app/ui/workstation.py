@@ -405,8 +405,10 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                 c.ref_findings: (ref.findings or "") if ref else "",
                 c.ref_impression: (ref.impression or "") if ref else "",
                 c.model_line: opened.model_note, c.draft_error: desk.draft_errors(opened.drafts),
-                c.draft_button: gr.update(interactive=drafting is not None,
-                                          value="Regenerate" if opened.drafts else "Draft"),
+                # a report-only study has no image to draft from (trying said so in a Python
+                # error's words: found in a new-user trial on Open-i)
+                c.draft_button: gr.update(interactive=drafting is not None and bool(view.images),
+                                          value="Regenerate" if session.drafts else "Draft"),
                 c.save_status: opened.status, c.diff: diff_of(drafts, opened.texts),
                 c.sync: sync_json(name, session), **rating_values(opened.rating)}
 
