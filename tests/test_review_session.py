@@ -762,3 +762,23 @@ def test_the_worklist_follows_next_and_previous_to_the_study_s_page(browser, tmp
         wait_text(page, "worklist-page-label", "page 1 / 2")
     finally:
         running.stop()
+
+
+def test_an_empty_worklist_says_report_only_studies_are_left_off(browser, tmp_path):
+    """Found in a new-user trial: after importing Open-i's 3,955 reports (no images) the
+    worklist was empty with no word why; the reader took it for a failed import."""
+    from bench.synthetic import add_studies
+    from db.engine import open_database
+
+    db_path = tmp_path / "refs.sqlite"
+    db = open_database(db_path)
+    add_studies(db, 3, report_only_every=1)  # references only
+    db.dispose()
+    running = App(db_path, "--no-demo", "--no-predraft")
+    try:
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        page.goto(running.url)
+        wait_text(page, "save-status", "3 stored studies have no images")
+        assert "--include-report-only" in page.locator("#save-status").inner_text()
+    finally:
+        running.stop()

@@ -238,6 +238,13 @@ class WorklistService:
         # SQLAlchemy keeps an INSERT's rowcount only when asked (else -1 on PostgreSQL)
         return int(s.execute(stmt.execution_options(preserve_rowcount=True)).rowcount or 0)
 
+    def report_only_count(self) -> int:
+        """How many stored studies have no images (references, left off reading worklists
+        unless asked): an empty worklist says so, or a new user thinks the import failed."""
+        with self.db.read() as s:
+            return int(s.scalar(select(func.count()).select_from(Study)
+                                .where(Study.image_count == 0)) or 0)
+
     def has_worklist(self, reader_id: int) -> bool:
         """Args:
             reader_id: the reader.

@@ -391,7 +391,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                     c.prior_button: gr.update(interactive=False),
                     c.findings: "", c.impression: "", c.new_findings: "",
                     c.new_impression: "", c.ref_findings: "", c.ref_impression: "",
-                    c.model_line: "", c.save_status: "Your worklist is empty.",
+                    c.model_line: "", c.save_status: empty_worklist_note(),
                     c.draft_button: gr.update(interactive=False), c.diff: [],
                     c.sync: sync_json(name, session), **rating_values(None)}
         opened = desk.open(session, reader, int(study_id), time.monotonic())
@@ -411,6 +411,16 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
                                           value="Regenerate" if session.drafts else "Draft"),
                 c.save_status: opened.status, c.diff: diff_of(drafts, opened.texts),
                 c.sync: sync_json(name, session), **rating_values(opened.rating)}
+
+    def empty_worklist_note() -> str:
+        """Why the worklist is empty, when report-only studies are the reason (a new-user trial
+        imported Open-i's 3,955 reports and took the empty list for a failed import)."""
+        hidden = review.worklists.report_only_count()
+        if not hidden or review.include_report_only:
+            return "Your worklist is empty."
+        return (f"Your worklist is empty. {hidden:,} stored studies have no images (imported "
+                "as references); they are not put on reading worklists unless the app is "
+                "started with `--include-report-only`.")
 
     def filters_of(d: dict) -> tuple:
         return tuple(d.get(f, "all") for f in (wl.search, wl.status, wl.source, wl.split,
