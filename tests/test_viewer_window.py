@@ -90,7 +90,7 @@ def test_presets_follow_the_brightness_histogram_and_invert_flips(db, viewer_and
         return LO + span * (a + b) / 200, span * (b - a) / 100
 
     expected = {"file default": ((LO + HI) / 2, span), "full range": (LO + span / 2, span),
-                "soft tissue": percent(30, 92), "bone": percent(40, 99.5),
+                "soft tissue": percent(30, 92), "bone": percent(10, 99.5),
                 "lung": percent(2, 60)}
     assert set(expected) == set(WINDOW_PRESETS)
     for name, (center, width) in expected.items():

@@ -102,7 +102,7 @@ class ValueRange:
 
 
 # the brightness percentiles a ValueRange carries (the window presets are built from them)
-BRIGHTNESS_PERCENTILES = (2.0, 30.0, 40.0, 60.0, 92.0, 99.5)
+BRIGHTNESS_PERCENTILES = (2.0, 10.0, 30.0, 60.0, 92.0, 99.5)
 
 
 @dataclass(frozen=True)
