@@ -182,6 +182,25 @@ def test_conflict_keeps_my_words_and_offers_keep_mine_or_take_theirs(desk):
                   typed(ids[2], "impression", seq=5)).ok  # editing on from there
 
 
+def test_after_the_other_tab_takes_theirs_this_tab_saves_on(desk):
+    """Found in a third new-user trial: tab two took tab one's text ("take theirs" stores it
+    again on top of tab two's words), and tab one's next save was refused as a conflict with
+    its own words. Newer revisions that end on the text an edit started from are no conflict."""
+    d, reader, ids = desk
+    one, texts = opened(d, reader, ids[2])
+    two, _ = opened(d, reader, ids[2])
+    assert d.save(one, {**texts, "findings": "R1"}, typed(ids[2], "findings")).ok
+    assert not d.save(two, {**texts, "findings": "R2"}, typed(ids[2], "findings")).ok
+    _, taken = d.take_theirs(two, {**texts, "findings": "R2"})
+    assert taken.ok
+    saved = d.save(one, {**texts, "findings": "R3"}, typed(ids[2], "findings", seq=2))
+    assert saved.ok and "revision 4" in saved.message, saved.message
+    assert [r.text for r in d.review.history(reader, ids[2], "findings")] == [
+        "R1", "R2", "R1", "R3"]
+    # a real change in between still stops it
+    assert not d.save(two, {**texts, "findings": "R4"}, typed(ids[2], "findings", seq=3)).ok
+
+
 def test_a_tab_saved_over_is_told_and_chooses(desk):
     """Found in a new-user trial: the tab whose revision another tab saved over kept saying
     "saved as revision 1" until its own next save was refused. Its heartbeat now tells it."""

@@ -655,7 +655,15 @@ class ReviewService:
                 return _revision(latest)  # the other save wrote the same words
             if latest is None:
                 raise ReviewError(f"{section}: revision {base_number} does not exist")
-            raise EditConflict(section, _revision(latest))
+            base = (s.scalar(select(Revision.text).where(
+                Revision.reader_id == item.reader_id, Revision.study_id == item.study_id,
+                Revision.section == section, Revision.number == base_number))
+                if base_number is not None else None)
+            if base is None or base != latest.text:
+                raise EditConflict(section, _revision(latest))
+            # the newer revisions end on the very words this edit started from (another
+            # tab's "take theirs" stores them again): nothing to choose between, so the
+            # edit goes on top (a third new-user trial was asked to choose its own words)
         if latest is not None and latest.text == text:
             return _revision(latest)
         if draft_id is not None and s.get(Draft, draft_id) is None:
