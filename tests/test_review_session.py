@@ -782,3 +782,40 @@ def test_an_empty_worklist_says_report_only_studies_are_left_off(browser, tmp_pa
         assert "--include-report-only" in page.locator("#save-status").inner_text()
     finally:
         running.stop()
+
+
+def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path):
+    """Found in a third new-user trial: after Log out in one tab, Save in another tab of the
+    same browser did nothing visible (every request refused with 401, nothing shown)."""
+    import subprocess
+    import sys
+
+    from tests.browser import ROOT
+
+    db = tmp_path / "out.sqlite"
+    add = subprocess.run(
+        [sys.executable, "-m", "app.cli", "readers", "add", "alice", "--password-stdin",
+         "--db", str(db)], input="correct horse battery\n", capture_output=True, text=True,
+        cwd=ROOT)
+    assert add.returncode == 0, add.stderr
+    running = App(db, "--login", "--no-predraft")
+    try:
+        context, first = _login(browser, running.url, "alice")
+        second = context.new_page()
+        second.goto(running.url)
+        second.locator("#film [data-study]").first.wait_for(timeout=60_000)
+        first.locator("#logout").click()
+        first.get_by_label("username").wait_for()
+        type_into(second, "findings", "Typed after the other tab logged out.")
+        second.keyboard.press("Control+s")
+        wait_text(second, "restore-note", "You are signed out")
+        assert running.query("SELECT COUNT(*) FROM revision") == [(0,)]
+        # the words wait in this browser: signing in again offers them back
+        second.reload()
+        second.get_by_label("username").fill("alice")
+        second.get_by_label("password").fill("correct horse battery")
+        second.get_by_role("button", name="Login").click()
+        wait_value(second, "findings", "v === 'Typed after the other tab logged out.'")
+        context.close()
+    finally:
+        running.stop()

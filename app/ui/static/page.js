@@ -212,6 +212,22 @@
   // the server's view of the open study arrives in the (hidden) #sync box. The restore of
   // unsaved text waits until the boxes show the server's values for that study (Gradio may
   // fill #sync before the boxes, and would then overwrite a restore made too early).
+  // Signed out under the page (Log out in another tab, an ended session): every request is
+  // then refused with 401 and Gradio shows nothing, so a Save looked like it did nothing (a
+  // third new-user trial). Say so; the unsaved text stays in this browser for the next sign-in.
+  const SIGNED_OUT = 'You are signed out (Log out in another tab, or the session ended): ' +
+    'nothing can be saved now. Your unsaved text is kept in this browser; reload the page and ' +
+    'sign in again to save it.';
+  const plainFetch = window.fetch.bind(window);
+  window.fetch = async (...args) => {
+    const response = await plainFetch(...args);
+    const url = String(args[0] && args[0].url ? args[0].url : args[0]);
+    if (response.status === 401 && url.includes('/gradio_api/')) {
+      remember();
+      setNote(SIGNED_OUT);
+    }
+    return response;
+  };
   const setNote = (text, choices) => {
     const note = $('#restore-note'); if (!note) return;
     let own = note.querySelector('.rrg-restore');
