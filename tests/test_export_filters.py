@@ -99,3 +99,19 @@ def test_unreviewed_drafts_appear_only_without_reader_and_since(db, reviewed):
     assert [(r.draft, r.final, r.likert) for r in unreviewed] == [("unreviewed.", None, None)]
     for narrowed in (ExportFilters(reader="a"), ExportFilters(since=date(2000, 1, 1))):
         assert all(r.reader for r in collect_rows(db, narrowed))
+
+
+def test_a_section_left_as_drafted_is_final_as_drafted_before_the_rating(db, reviewed):
+    """Found in a third new-user trial: a reader who saved the findings and had not rated
+    yet exported an empty final impression, though the draft's impression was in the box."""
+    review = ReviewService(db)
+    c = review.add_reader("c", "pw-c-123456")
+    study = reviewed["new"][1]
+    review.assign(c, [study], include_report_only=True)
+    with db.read() as s:
+        draft = s.query(Draft).filter_by(study_id=study, section="findings").one().id
+    review.save(c, study, "findings", "c's findings.", None, draft_id=draft)
+    rows = {r.section: r for r in collect_rows(db, ExportFilters(reader="c"))}
+    assert rows["findings"].final == "c's findings."
+    assert rows["impression"].final == rows["impression"].draft != ""
+    assert rows["impression"].likert is None

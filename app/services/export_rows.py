@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
 from app.services.evaluation_results import ExportFilters, ReviewRow
+from core.vocabulary import SECTIONS
 from db.engine import Database
 from db.models import Draft, Rating, Reader, Revision, Study, WorklistItem
 from db.store import opaque_study_id, pseudonym_key
@@ -127,7 +128,11 @@ def _rows_of_draft(data: _Session, filters: ExportFilters, study: Study, section
         stamps = [x.created_at for x in (rating, revision) if x is not None]
         if filters.since and (not stamps or max(stamps).date() < filters.since):
             continue
-        final = revision.text if revision else (d.text if rating else None)
+        # a section the reader left as drafted while saving another is final as drafted (it
+        # is the text in their box; it read as empty: found in a new-user trial)
+        worked = rating is not None or any(
+            (rid, study.id, other) in data.revisions for other in SECTIONS)
+        final = revision.text if revision else (d.text if worked else None)
         rows.append(ReviewRow(
             **base, reader=data.readers.get(rid), final=final,
             likert=rating.likert if rating else None,
