@@ -445,6 +445,7 @@ def test_film_puts_frontal_before_lateral_side_by_side_and_escapes_everything(de
     assert "No images: this study is a report only" in empty
     beside = film_html(d.viewer, view, d.viewer.open(ids[0]))
     assert 'id="prior-panel"' in beside and "PRIOR (read-only)" in beside
+    assert "Reference report of the prior (as imported)" in beside  # not the reader's own
     assert beside.count("data-index") == len(view.images)  # only the current study enlarges
 
 

@@ -116,8 +116,11 @@ def film_html(viewer: StudyViewer, view: StudyView | None,
              f"{images(view, True)}</div>"]
     if prior is not None:
         ref = prior.reference
-        report = (f"FINDINGS: {ref.findings or '—'}\nIMPRESSION: {ref.impression or '—'}"
-                  if ref else "No report stored for the prior study.")
+        # the dataset's report of the prior, said so: a reader who just signed that study
+        # took it for their own (a new-user trial)
+        report = ("Reference report of the prior (as imported):\n"
+                  f"FINDINGS: {ref.findings or '—'}\nIMPRESSION: {ref.impression or '—'}"
+                  if ref else "No reference report stored for the prior study.")
         parts.append(f'<div class="film-study prior" id="prior-panel" '
                      f'data-study="{prior.study_id}"><div class="film-head">'
                      f"{study_line(prior, prior=True)}</div>{images(prior, False)}"
