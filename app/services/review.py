@@ -579,11 +579,7 @@ class ReviewService:
                 raise ReviewError(f"unknown section {section!r}")
         out: dict[str, RevisionView | EditConflict] = {}
         with self.db.write() as s:
-            item = self._item(s, reader_id, study_id)
-            reader = s.get(Reader, reader_id)
-            if reader is None:
-                raise ReviewError(f"no reader with id {reader_id}")
-            actor = reader.name
+            item, actor = self._editor(s, reader_id, study_id)
             for section, edit in edits.items():
                 try:
                     revision = self._save_in(s, item, section, edit.text, edit.base,
@@ -618,10 +614,7 @@ class ReviewService:
         """
         out: dict[str, RevisionView | EditConflict] = {}
         with self.db.write() as s:
-            item = self._item(s, reader_id, study_id)
-            reader = s.get(Reader, reader_id)
-            if reader is None:
-                raise ReviewError(f"no reader with id {reader_id}")
+            item, actor = self._editor(s, reader_id, study_id)
             for section, (text, theirs_number) in mine.items():
                 if section not in SECTIONS:
                     raise ReviewError(f"unknown section {section!r}")
@@ -637,11 +630,19 @@ class ReviewService:
                 except EditConflict as exc:
                     out[section] = exc
                     continue
-                self.audit.record("take_theirs", session=s, actor=reader.name, address=address,
+                self.audit.record("take_theirs", session=s, actor=actor, address=address,
                                   target=f"study {study_id} {section} revision "
                                          f"{current.number} (yours kept as {kept.number})")
                 out[section] = current
         return out
+
+    def _editor(self, s, reader_id: int, study_id: int) -> tuple[WorklistItem, str]:
+        """The worklist entry an edit goes to and the reader's name (for the audit log)."""
+        item = self._item(s, reader_id, study_id)
+        reader = s.get(Reader, reader_id)
+        if reader is None:
+            raise ReviewError(f"no reader with id {reader_id}")
+        return item, reader.name
 
     def _save_in(self, s, item: WorklistItem, section: str, text: str,
                  base_number: int | None, draft_id: int | None,
