@@ -24,10 +24,10 @@ lint: $(VENV)/.installed-test
 	$(PY) -m mypy
 
 bench: $(VENV)/.installed-test
-	$(PY) bench/ingest.py
-	$(PY) bench/drafting.py
-	$(PY) bench/scoring.py
-	$(PY) bench/ui.py
+	$(PY) -m bench.ingest
+	$(PY) -m bench.drafting
+	$(PY) -m bench.scoring
+	$(PY) -m bench.ui
 
 $(PY):
 	python3 -m venv $(VENV)

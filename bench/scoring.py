@@ -5,7 +5,7 @@ equal. Then the metric worker's round trip (a stand-in metric in its own virtual
 a pipe) against the same metric in process: cost per pair and per request.
 
 Targets: >= 1x cold, >= 50x warm.
-Run: `.venv/bin/python bench/scoring.py [--n 10000] [--skip-bertscore]`.
+Run: `.venv/bin/python -m bench.scoring [--n 10000] [--skip-bertscore]`.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 IU = ROOT.parent / "shared" / "data" / "NLMCXR_reports.tgz"
 
 
 def pairs(n: int) -> tuple[list[str], list[str]]:
-    from studies.importers.base import get_importer
+    from rrg_review.studies.importers.base import get_importer
 
     texts = [t for r in get_importer("iu-xray").read(IU) if r.reference
              for t in (r.reference.findings, r.reference.impression) if t]
@@ -49,11 +48,11 @@ def main() -> int:
         print(f"needs {IU}")
         return 1
 
-    from metrics.bertscore import BertScore
-    from metrics.bleu import Bleu2, Bleu4, bleu2_tokens
-    from metrics.cache import FileCache
-    from metrics.rouge import RougeL
-    from metrics.scoring import metric_rows
+    from rrg_review.metrics.bertscore import BertScore
+    from rrg_review.metrics.bleu import Bleu2, Bleu4, bleu2_tokens
+    from rrg_review.metrics.cache import FileCache
+    from rrg_review.metrics.rouge import RougeL
+    from rrg_review.metrics.scoring import metric_rows
 
     hyps, refs = pairs(args.n)
     print(f"{args.n} IU report pairs (seed 2024)")
@@ -118,8 +117,8 @@ def main() -> int:
 def worker_round_trip(hyps: list[str], refs: list[str], tmp: Path) -> None:
     """The stand-in metric through the worker (setup-worker's virtualenv, chunks of the spec's
     size, as score() sends them) vs the same function in this process."""
-    from metrics.worker import SelfTestAdapter
-    from metrics.worker_client import SPECS, WorkerMetric, setup_worker
+    from rrg_review.metrics.worker import SelfTestAdapter
+    from rrg_review.metrics.worker_client import SPECS, WorkerMetric, setup_worker
 
     folder = setup_worker("selftest", tmp / "worker")
     local = SelfTestAdapter("cpu", 1)

@@ -14,10 +14,10 @@ from datetime import date, timedelta
 
 from sqlalchemy import insert, select
 
-from db.engine import Database
-from db.models import Image, Patient, ReferenceReport, Study, utcnow
-from db.sorting import natural_key
-from db.store import pseudonym_key
+from rrg_review.db.engine import Database
+from rrg_review.db.models import Image, Patient, ReferenceReport, Study, utcnow
+from rrg_review.db.sorting import natural_key
+from rrg_review.db.store import pseudonym_key
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,6 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 READER, PASSWORD = "bench-reader", "bench password, long enough"
 TARGETS = {  # (figure, percentile, limit in ms) at the largest size
@@ -152,15 +151,15 @@ class SizeBench:
         from gradio.state_holder import SessionState
         from pydicom.data import get_testdata_file
 
-        from app.services.drafting import DraftingService
-        from app.services.evaluation import StudyMetrics
-        from app.services.review import ReviewService
-        from app.services.viewer import StudyViewer
-        from app.settings import Settings
-        from app.ui.workstation import build
         from bench.synthetic import SyntheticImage, add_studies
-        from db.engine import open_database
-        from metrics.registry import MetricConfig
+        from rrg_review.app.services.drafting import DraftingService
+        from rrg_review.app.services.evaluation import StudyMetrics
+        from rrg_review.app.services.review import ReviewService
+        from rrg_review.app.services.viewer import StudyViewer
+        from rrg_review.app.settings import Settings
+        from rrg_review.app.ui.workstation import build
+        from rrg_review.db.engine import open_database
+        from rrg_review.metrics.registry import MetricConfig
 
         self.n = n
         self.path = folder / f"bench-{n}.sqlite"
@@ -184,8 +183,8 @@ class SizeBench:
         blocks = build(viewer, drafting, None, "retrieval", review, self.metrics, login=False)
         self.page = Page(blocks, _handler_index(blocks), SessionState(blocks), loop)
         self.page.state.hash = uuid.uuid4().hex
-        from app.services.worklist import WorklistService
-        from app.ui.worklist_panel import WorklistPanelLogic
+        from rrg_review.app.services.worklist import WorklistService
+        from rrg_review.app.ui.worklist_panel import WorklistPanelLogic
 
         self.logic = WorklistPanelLogic(WorklistService(self.db))
         self.rng = random.Random(seed)
@@ -249,14 +248,14 @@ def bench_first_open(folder: Path, repeats: int = 5) -> dict[str, list[float]]:
     cases take turns."""
     from pydicom.data import get_testdata_file
 
-    from app.services.ingest import import_records
-    from app.services.review import ReviewService
-    from app.services.viewer import StudyViewer
-    from app.settings import Settings
-    from app.ui.desk import Desk, Session
-    from db.engine import open_database
-    from studies.pixels import OPENJPEG_THREADS
-    from studies.records import ImageSource, ReportSections, StudyRecord
+    from rrg_review.app.services.ingest import import_records
+    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.services.viewer import StudyViewer
+    from rrg_review.app.settings import Settings
+    from rrg_review.app.ui.desk import Desk, Session
+    from rrg_review.db.engine import open_database
+    from rrg_review.studies.pixels import OPENJPEG_THREADS
+    from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
 
     settings = Settings.from_args(str(folder / "j2k.sqlite"))
     db = open_database(settings.db_url)
@@ -322,9 +321,9 @@ def _wait(url: str, proc: subprocess.Popen, what: str) -> None:
 NOOP_APP = """
 import sys
 import gradio as gr
-from app.server import ServerOptions, build_app, serve
-from app.services.accounts import AccountService, SessionStore
-from db.engine import open_database
+from rrg_review.app.server import ServerOptions, build_app, serve
+from rrg_review.app.services.accounts import AccountService, SessionStore
+from rrg_review.db.engine import open_database
 
 db = open_database(sys.argv[2])
 with gr.Blocks() as ui:
@@ -393,8 +392,8 @@ class HttpPage:
 
 def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[float]]:
     """launch.py --login on the database, and the no-op page; `calls` rounds of each."""
-    from app.services.review import ReviewService
-    from db.engine import open_database
+    from rrg_review.app.services.review import ReviewService
+    from rrg_review.db.engine import open_database
 
     db = open_database(db_path)
     review = ReviewService(db)
@@ -402,7 +401,7 @@ def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[floa
         review.assign(review.add_reader(READER, PASSWORD))
     db.dispose()
     port, noop_port = _free_port(), _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     # the servers' logs go to files: a pipe nobody reads fills up and blocks the server
     logs = [db_path.with_suffix(".app.log"), db_path.with_suffix(".noop.log")]
     app = subprocess.Popen([sys.executable, "launch.py", "--db", str(db_path), "--data-dir",

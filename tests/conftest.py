@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.settings import Settings
-from db.engine import Database, open_database
+from rrg_review.app.settings import Settings
+from rrg_review.db.engine import Database, open_database
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 IU_ARCHIVE = SHARED_DATA / "NLMCXR_reports.tgz"
@@ -84,8 +84,8 @@ def iu_archive() -> Path:
 @pytest.fixture(scope="session")
 def rg1_small() -> np.ndarray:
     """The real RG1 radiograph as a 16-bit display image (bone white), shrunk to 245x230."""
-    from studies.pixels import decode
-    from studies.records import ImageSource
+    from rrg_review.studies.pixels import decode
+    from rrg_review.studies.records import ImageSource
 
     image = decode(ImageSource(name="RG1", path=rg1()))
     return image.display[::8, ::8].copy()
@@ -96,7 +96,7 @@ def _logging_put_back() -> Iterator[None]:
     """The CLI's in-process runs set up logging (a stderr handler on the root logger): put the
     root logger and our packages' levels back after each test, or a later test's log record
     goes to a stderr capture that pytest has already closed ("I/O operation on closed file")."""
-    from app.logs import OUR_PACKAGES
+    from rrg_review.app.logs import OUR_PACKAGES
 
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level

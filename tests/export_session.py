@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.services.drafting import DraftingService, RuntimeConfig
-from app.services.review import ReviewService
-from app.services.setup import seed_demo
-from app.settings import Settings
-from db.engine import Database
+from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
+from rrg_review.app.services.review import ReviewService
+from rrg_review.app.services.setup import seed_demo
+from rrg_review.app.settings import Settings
+from rrg_review.db.engine import Database
 from tests.tiny_models import tiny_encoder_decoder
 
 

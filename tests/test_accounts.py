@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from app.services.accounts import (
+from rrg_review.app.services.accounts import (
     AccountError,
     AccountService,
     LoginThrottle,
@@ -14,10 +14,10 @@ from app.services.accounts import (
     needs_rehash,
     verify_password,
 )
-from app.services.audit import AuditLog
-from app.services.review import ReviewError, ReviewService
-from app.services.setup import seed_demo
-from db.models import AuditEvent, Reader
+from rrg_review.app.services.audit import AuditLog
+from rrg_review.app.services.review import ReviewError, ReviewService
+from rrg_review.app.services.setup import seed_demo
+from rrg_review.db.models import AuditEvent, Reader
 
 
 class Clock:
@@ -99,7 +99,7 @@ def test_logins_are_throttled_per_account_and_per_address_and_audited(db, accoun
     assert {"login", "login_failed", "login_throttled"} <= kinds
     failed = [e for e in events if e.action == "login_failed" and e.actor == "dr.a"]
     assert len(failed) == 4 and all(e.address == "10.0.0.9" and not e.ok for e in failed)
-    from app.cli import main as cli
+    from rrg_review.app.cli import main as cli
 
     capsys.readouterr()
     assert cli(["audit", "--actor", "dr.a", "--db", db.url]) == 0
@@ -144,7 +144,7 @@ def test_saves_and_ratings_are_audited_in_the_same_transaction(db, settings):
 
 
 def test_accepting_a_draft_is_audited_with_the_client_address(db, settings):
-    from app.services.drafting import DraftingService
+    from rrg_review.app.services.drafting import DraftingService
 
     seed_demo(db, settings)
     review = ReviewService(db)
@@ -177,7 +177,7 @@ def test_roles_and_the_local_reader(db):
 def test_migration_0004_gives_roles_and_keeps_the_local_reader_an_admin(tmp_path):
     from sqlalchemy import text
 
-    from db.engine import open_database, upgrade_schema
+    from rrg_review.db.engine import open_database, upgrade_schema
 
     old = open_database(tmp_path / "old.sqlite", upgrade=False)
     upgrade_schema(old, "0002")
@@ -212,7 +212,7 @@ def test_the_throttle_kept_in_the_database_survives_a_new_process(db):
     clock.now += first.forget_s + 1  # a day later: forgotten, and pruned on the next failure
     assert first.failure("address:10.1.1.2") == 0
     assert first.failure("address:10.1.1.1") == 0
-    from db.models import LoginThrottleState
+    from rrg_review.db.models import LoginThrottleState
 
     with db.read() as s:
         assert s.get(LoginThrottleState, "address:10.1.1.1").failures == 1
@@ -220,7 +220,7 @@ def test_the_throttle_kept_in_the_database_survives_a_new_process(db):
 
 @pytest.mark.both_databases
 def test_sessions_kept_in_the_database_store_only_a_hash_and_survive_a_new_process(db):
-    from db.models import WebSession
+    from rrg_review.db.models import WebSession
 
     accounts = AccountService(db)
     accounts.add("dr.a", "a-fine-password")
@@ -256,7 +256,7 @@ def test_sessions_kept_in_the_database_store_only_a_hash_and_survive_a_new_proce
 def test_a_read_only_database_keeps_sessions_and_throttling_in_memory(tmp_path):
     """`--read-only` with logins: nothing can be written, so sessions and counters live in the
     process (and a restart forgets them), but signing in, back-off and logout still work."""
-    from db.engine import open_database
+    from rrg_review.db.engine import open_database
 
     path = tmp_path / "ro.sqlite"
     writable = open_database(path)

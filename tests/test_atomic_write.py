@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.files import atomic_write
+from rrg_review.core.files import atomic_write
 
 
 def test_bytes_text_and_a_writer_each_land_whole(tmp_path: Path):

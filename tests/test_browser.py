@@ -106,7 +106,7 @@ def test_draft_on_request_and_predrafted_next_study(browser, app):
 def test_review_a_study_end_to_end_with_login(browser, tmp_path):
     db = tmp_path / "review.sqlite"
     add = subprocess.run(
-        [sys.executable, "-m", "app.cli", "readers", "add", "dr.ana", "--password-stdin",
+        [sys.executable, "-m", "rrg_review.app.cli", "readers", "add", "dr.ana", "--password-stdin",
          "--db", str(db)], input="correct horse\n", capture_output=True, text=True, cwd=ROOT)
     assert add.returncode == 0, add.stderr
     running = App(db, "--login")

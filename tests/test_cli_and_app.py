@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from app.cli import main
-from app.services.setup import prepare, seed_demo
-from app.services.viewer import StudyViewer
-from app.settings import Settings
-from db.models import Study
-from launch import is_loopback
-from launch import main as launch_main
+from rrg_review.app.cli import main
+from rrg_review.app.serve import is_loopback
+from rrg_review.app.serve import main as launch_main
+from rrg_review.app.services.setup import prepare, seed_demo
+from rrg_review.app.services.viewer import StudyViewer
+from rrg_review.app.settings import Settings
+from rrg_review.db.models import Study
 from tests import layouts
 
 pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_help_is_fast_and_loads_no_heavy_library():
-    code = ("import sys, app.cli\n"
-            "try:\n    app.cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+    code = ("import sys, rrg_review.app.cli\n"
+            "try:\n    rrg_review.app.cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
             "heavy = [m for m in ('torch', 'transformers', 'gradio', 'pydicom', 'sqlalchemy')"
             " if m in sys.modules]\nprint('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,

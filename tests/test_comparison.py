@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from model.backends.retrieval import Candidate, RetrievalDrafter, ThumbnailFeatures
-from model.comparison import compares, sentences, without_comparisons
-from model.inputs import InputImage, PriorStudy, StudyInput
-from model.presets import load_presets
+from rrg_review.model.backends.retrieval import Candidate, RetrievalDrafter, ThumbnailFeatures
+from rrg_review.model.comparison import compares, sentences, without_comparisons
+from rrg_review.model.inputs import InputImage, PriorStudy, StudyInput
+from rrg_review.model.presets import load_presets
 
 COMPARISONS = [
     "Heart size is unchanged from the prior radiograph.",
@@ -76,7 +76,7 @@ def test_a_report_keeps_its_other_sentences_in_order():
 def test_real_open_i_sentences(iu_archive):
     """Over the 3,955 real Open-i reports: what is left never names a prior examination, every
     kept sentence is the report's own, and the words that describe this film stay."""
-    from studies.importers.base import get_importer
+    from rrg_review.studies.importers.base import get_importer
 
     refs = [r.reference for r in get_importer("iu-xray").read(iu_archive) if r.reference]
     texts = [t for r in refs for t in (r.findings, r.impression) if t]
@@ -174,8 +174,8 @@ def test_when_every_neighbour_compares_the_section_says_why_instead_of_citing_a_
 
 
 def test_the_model_note_says_comparison_sentences_were_removed():
-    from app.services.drafting import StoredDraft
-    from app.ui.desk import draft_label
+    from rrg_review.app.services.drafting import StoredDraft
+    from rrg_review.app.ui.desk import draft_label
 
     class Service:
         @staticmethod

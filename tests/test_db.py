@@ -10,10 +10,10 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from db.engine import open_database
-from db.models import Base, Reader, Revision, Study
-from db.store import add_study, counts, priors, pseudonym
-from studies.records import ReportSections, StudyRecord
+from rrg_review.db.engine import open_database
+from rrg_review.db.models import Base, Reader, Revision, Study
+from rrg_review.db.store import add_study, counts, priors, pseudonym
+from rrg_review.studies.records import ReportSections, StudyRecord
 
 pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
 
@@ -42,13 +42,13 @@ def test_migrations_produce_exactly_the_orm_schema(db):
 def _head(db) -> str:
     from alembic.script import ScriptDirectory
 
-    from db.engine import alembic_config
+    from rrg_review.db.engine import alembic_config
 
     return ScriptDirectory.from_config(alembic_config(db)).get_current_head()
 
 
 def test_a_database_at_the_first_revision_upgrades_to_head(tmp_path):
-    from db.engine import open_database, upgrade_schema
+    from rrg_review.db.engine import open_database, upgrade_schema
 
     old = open_database(tmp_path / "old.sqlite", upgrade=False)
     upgrade_schema(old, "0001")

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text
 
-from app.services.review import ReviewService
-from app.services.setup import seed_demo
-from app.settings import Settings
-from db.engine import DatabaseProblem, backup, open_database
-from db.models import Meta, Patient
-from db.store import ENV_KEY, PseudonymKeyError, add_study, pseudonym
-from studies.records import ReportSections, StudyRecord
+from rrg_review.app.services.review import ReviewService
+from rrg_review.app.services.setup import seed_demo
+from rrg_review.app.settings import Settings
+from rrg_review.db.engine import DatabaseProblem, backup, open_database
+from rrg_review.db.models import Meta, Patient
+from rrg_review.db.store import ENV_KEY, PseudonymKeyError, add_study, pseudonym
+from rrg_review.studies.records import ReportSections, StudyRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,7 +34,7 @@ def run(*args: str, env: dict | None = None, user: int | None = None,
         timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, user=user,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src"),
                                **(env or {})})
 
 
@@ -51,7 +51,8 @@ def one_sentence(result: subprocess.CompletedProcess, *phrases: str) -> str:
 
 
 def both_fail(db: Path, *phrases: str, env: dict | None = None, user: int | None = None) -> None:
-    one_sentence(run("-m", "app.cli", "studies", "--db", str(db), env=env, user=user), *phrases)
+    one_sentence(run("-m", "rrg_review.app.cli",
+                     "studies", "--db", str(db), env=env, user=user), *phrases)
     one_sentence(run("launch.py", "--db", str(db), "--no-predraft", "--port", "1", env=env,
                      user=user), *phrases)
 
@@ -77,7 +78,8 @@ def test_new_files_are_private(tmp_path):
         if f.is_file():
             assert stat.S_IMODE(f.stat().st_mode) & 0o077 == 0, f
     out = tmp_path / "copy.sqlite"
-    assert run("-m", "app.cli", "backup", "--out", str(out), "--db", str(path)).returncode == 0
+    assert run("-m", "rrg_review.app.cli",
+               "backup", "--out", str(out), "--db", str(path)).returncode == 0
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
 
 
@@ -133,7 +135,7 @@ def test_a_corrupted_file_fails_the_start_up_check(tmp_path):
     path.write_bytes(bytes(data))
     line = one_sentence(run("launch.py", "--db", str(path), "--no-predraft", "--port", "1"))
     assert "quick_check" in line or "damaged" in line or "not a SQLite" in line
-    check = run("-m", "app.cli", "check", "--db", str(path))
+    check = run("-m", "rrg_review.app.cli", "check", "--db", str(path))
     assert check.returncode in (1, 2) and "Traceback" not in check.stderr
     assert "problem" in check.stderr or "error:" in check.stderr
 
@@ -148,7 +150,7 @@ def test_a_lock_held_longer_than_the_wait_is_a_retryable_message(tmp_path):
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert run("-m", "app.cli", "studies", "--db", str(path)).returncode == 0
+    assert run("-m", "rrg_review.app.cli", "studies", "--db", str(path)).returncode == 0
 
 
 def test_a_writer_waits_for_the_lock_instead_of_failing(tmp_path):
@@ -158,7 +160,7 @@ def test_a_writer_waits_for_the_lock_instead_of_failing(tmp_path):
     release = threading.Timer(1.0, lambda: holder.execute("ROLLBACK"))
     release.start()
     try:
-        assert run("-m", "app.cli", "studies", "--db", str(path)).returncode == 0
+        assert run("-m", "rrg_review.app.cli", "studies", "--db", str(path)).returncode == 0
     finally:
         release.join()
         holder.close()
@@ -182,7 +184,7 @@ def test_a_read_only_file_is_refused_unless_read_only_mode(tmp_path):
         path.chmod(0o444)
     try:
         both_fail(path, "not writable", "--read-only")
-        check = run("-m", "app.cli", "check", "--db", str(path))
+        check = run("-m", "rrg_review.app.cli", "check", "--db", str(path))
         assert check.returncode == 0, check.stderr
         _serves_read_only(path, tmp_path)
     finally:
@@ -231,11 +233,11 @@ def test_a_read_only_file_system_is_refused_unless_read_only_mode(tmp_path):
                               text=True, timeout=120,
                               env={**os.environ, "HF_HUB_OFFLINE": "1"})
 
-    one_sentence(inside("-m", "app.cli", "studies", "--db", str(path)),
+    one_sentence(inside("-m", "rrg_review.app.cli", "studies", "--db", str(path)),
                  "read-only file system", "--read-only")
     one_sentence(inside("launch.py", "--db", str(path), "--no-predraft", "--port", "1"),
                  "read-only file system")
-    check = inside("-m", "app.cli", "check", "--db", str(path))
+    check = inside("-m", "rrg_review.app.cli", "check", "--db", str(path))
     assert check.returncode == 0 and "ok" in check.stdout, check.stderr
 
 
@@ -269,9 +271,10 @@ def test_backup_is_online_consistent_and_checked(tmp_path):
     with pytest.raises(DatabaseProblem, match="does not exist"):
         backup(db, tmp_path / "no" / "such" / "dir.sqlite")
     db.dispose()
-    cli = run("-m", "app.cli", "backup", "--out", str(tmp_path / "b2.sqlite"), "--db", str(path))
+    cli = run("-m", "rrg_review.app.cli",
+              "backup", "--out", str(tmp_path / "b2.sqlite"), "--db", str(path))
     assert cli.returncode == 0 and "r.sqlite.key" in cli.stdout  # reminds of the key
-    assert run("-m", "app.cli", "check", "--db", str(tmp_path / "b2.sqlite"),
+    assert run("-m", "rrg_review.app.cli", "check", "--db", str(tmp_path / "b2.sqlite"),
                env={ENV_KEY: (path.with_name("r.sqlite.key")).read_text().strip()}
                ).returncode == 0
 
@@ -342,7 +345,7 @@ def test_a_key_kept_in_the_database_by_an_older_version_is_moved_out(tmp_path, m
 
 
 def test_patient_keys_stored_raw_by_an_older_version_are_pseudonymised_at_start(tmp_path):
-    from app.services.setup import prepare
+    from rrg_review.app.services.setup import prepare
 
     path = made_db(tmp_path)
     key = bytes.fromhex(path.with_name(path.name + ".key").read_text().strip())
@@ -377,7 +380,8 @@ def test_importing_into_a_copy_without_its_key_is_one_sentence(tmp_path):
     case = tmp_path / "cases" / "case-1"
     case.mkdir(parents=True)
     shutil.copy(rg1(), case / "image.dcm")
-    result = run("-m", "app.cli", "import", str(tmp_path / "cases"), "--format", "folder",
+    result = run("-m", "rrg_review.app.cli",
+                 "import", str(tmp_path / "cases"), "--format", "folder",
                  "--db", str(copy), env={ENV_KEY: ""})
     one_sentence(result, "pseudonym key", "missing", "copy.sqlite.key")
     assert not copy.with_name("copy.sqlite.key").exists()  # no new key was made up

@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.backends.chat import ChatDrafter, parse_report
-from model.backends.encoder_decoder import EncoderDecoderDrafter
-from model.backends.worker_client import WorkerDrafter, WorkerError
-from model.base import Drafter, length_buckets, run_adaptive
-from model.device import select
-from model.hub import ModelUnavailable, cached, resolve
-from model.inputs import InputImage, StudyInput
-from model.presets import ModelRef, Preset, UnknownPreset, get_preset, load_presets
+from rrg_review.model.backends.chat import ChatDrafter, parse_report
+from rrg_review.model.backends.encoder_decoder import EncoderDecoderDrafter
+from rrg_review.model.backends.worker_client import WorkerDrafter, WorkerError
+from rrg_review.model.base import Drafter, length_buckets, run_adaptive
+from rrg_review.model.device import select
+from rrg_review.model.hub import ModelUnavailable, cached, resolve
+from rrg_review.model.inputs import InputImage, StudyInput
+from rrg_review.model.presets import ModelRef, Preset, UnknownPreset, get_preset, load_presets
 from tests.tiny_models import tiny_encoder_decoder, tiny_llava
 
 CPU = select("cpu")
@@ -250,9 +250,9 @@ def test_worker_needs_its_python_and_reports_start_failures(tmp_path, monkeypatc
 def test_early_grayscale_resize_gives_the_processor_identical_pixels(tiny_ed):
     from transformers import AutoImageProcessor
 
-    from model.backends.encoder_decoder import _frontal_pil
-    from studies.pixels import decode
-    from studies.records import ImageSource
+    from rrg_review.model.backends.encoder_decoder import _frontal_pil
+    from rrg_review.studies.pixels import decode
+    from rrg_review.studies.records import ImageSource
     from tests.conftest import rg1
 
     processor = AutoImageProcessor.from_pretrained(tiny_ed)

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from app.cli import main as cli
-from app.services.drafting import DraftingService, PreDrafter, RuntimeConfig
-from app.services.ingest import import_records
-from db.models import Draft, Image, Reader, Study, WorklistItem
-from model.backends.retrieval import FeatureCache, RetrievalDrafter, ThumbnailFeatures
-from model.presets import load_presets
-from studies.records import ImageSource, ReportSections, StudyRecord
+from rrg_review.app.cli import main as cli
+from rrg_review.app.services.drafting import DraftingService, PreDrafter, RuntimeConfig
+from rrg_review.app.services.ingest import import_records
+from rrg_review.db.models import Draft, Image, Reader, Study, WorklistItem
+from rrg_review.model.backends.retrieval import FeatureCache, RetrievalDrafter, ThumbnailFeatures
+from rrg_review.model.presets import load_presets
+from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
 from tests.layouts import png_bytes
 from tests.tiny_models import tiny_encoder_decoder
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from app.services.evaluation_results import ReviewRow
-from app.services.evaluation_steps import paired_comparisons
-from db.engine import Database
-from db.metric_cache import DatabaseScoreCache
-from metrics.base import Payload
-from metrics.bleu import Bleu4
-from metrics.rouge import RougeL
+from rrg_review.app.services.evaluation_results import ReviewRow
+from rrg_review.app.services.evaluation_steps import paired_comparisons
+from rrg_review.db.engine import Database
+from rrg_review.db.metric_cache import DatabaseScoreCache
+from rrg_review.metrics.base import Payload
+from rrg_review.metrics.bleu import Bleu4
+from rrg_review.metrics.rouge import RougeL
 
 
 class _CrashingRouge(RougeL):
@@ -59,10 +59,10 @@ def test_not_computable_values_are_written_as_null_empty_and_a_dash(db: Database
     import json
     from dataclasses import replace
 
-    from app.services.evaluation_results import AutomaticResult, MetricAgreement
-    from app.services.evaluation_steps import evaluate
-    from app.services.export_writers import csv_text, json_text
-    from app.services.report_html import render
+    from rrg_review.app.services.evaluation_results import AutomaticResult, MetricAgreement
+    from rrg_review.app.services.evaluation_steps import evaluate
+    from rrg_review.app.services.export_writers import csv_text, json_text
+    from rrg_review.app.services.report_html import render
 
     nan = float("nan")
     ev = evaluate(db, metrics=[Bleu4()], n_resamples=0)  # an empty real database
@@ -100,8 +100,8 @@ def test_the_cli_paired_test_reports_a_metric_crashing_on_the_compare_side(db: D
     metric crashing there is reported with its reason and the other metrics' tests still run."""
     from argparse import Namespace
 
-    from app.cli import _paired
-    from metrics.scoring import score
+    from rrg_review.app.cli import _paired
+    from rrg_review.metrics.scoring import score
 
     refs = ["no acute disease", "small left effusion", "heart size is normal"]
     hyps = ["no acute disease seen", "left effusion", "normal heart"]

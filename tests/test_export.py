@@ -9,13 +9,18 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from app.cli import main as cli
-from app.services.export import ExportFilters, evaluate, export
-from app.services.review import word_error_rate
-from metrics.agreement import cohen_kappa, fleiss_kappa, kendall_tau_b, krippendorff_alpha
-from metrics.bertscore import BertScore
-from metrics.bleu import Bleu4
-from metrics.rouge import RougeL
+from rrg_review.app.cli import main as cli
+from rrg_review.app.services.export import ExportFilters, evaluate, export
+from rrg_review.app.services.review import word_error_rate
+from rrg_review.metrics.agreement import (
+    cohen_kappa,
+    fleiss_kappa,
+    kendall_tau_b,
+    krippendorff_alpha,
+)
+from rrg_review.metrics.bertscore import BertScore
+from rrg_review.metrics.bleu import Bleu4
+from rrg_review.metrics.rouge import RougeL
 from tests.export_session import build_review_session
 
 SECTIONS_IDS = ("evaluated", "automatic", "review", "edits", "metric-agreement",

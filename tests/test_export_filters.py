@@ -9,13 +9,13 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from sqlalchemy import update
 
-from app.services.evaluation_results import ExportFilters
-from app.services.evaluation_steps import evaluate
-from app.services.export_rows import collect_rows
-from app.services.review import ReviewService
 from bench.synthetic import add_studies
-from db.models import Draft, Rating, WorklistItem
-from metrics.bleu import Bleu4
+from rrg_review.app.services.evaluation_results import ExportFilters
+from rrg_review.app.services.evaluation_steps import evaluate
+from rrg_review.app.services.export_rows import collect_rows
+from rrg_review.app.services.review import ReviewService
+from rrg_review.db.models import Draft, Rating, WorklistItem
+from rrg_review.metrics.bleu import Bleu4
 
 LONG_AGO = datetime(2020, 3, 1, 12, 0, tzinfo=UTC)
 

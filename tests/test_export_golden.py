@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from app.services.export import export
-from metrics.bertscore import BertScore
-from metrics.bleu import Bleu4
-from metrics.rouge import RougeL
+from rrg_review.app.services.export import export
+from rrg_review.metrics.bertscore import BertScore
+from rrg_review.metrics.bleu import Bleu4
+from rrg_review.metrics.rouge import RougeL
 from tests.export_session import build_review_session
 
 GOLDEN = Path(__file__).parent / "golden" / "export"
@@ -67,8 +67,8 @@ def _rewrite() -> None:
     """Rebuild the session in a scratch folder and keep its export as the expectation."""
     import os
 
-    from app.settings import Settings
-    from db.engine import open_database
+    from rrg_review.app.settings import Settings
+    from rrg_review.db.engine import open_database
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["RRG_REVIEW_KEY"] = "cd" * 32

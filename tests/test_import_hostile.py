@@ -20,10 +20,10 @@ import pytest
 from PIL import Image as PILImage
 from sqlalchemy import func, select
 
-from app.services.ingest import import_path
-from db.models import Image, Study
-from studies.errors import DatasetLayoutError
-from studies.records import ImageSource
+from rrg_review.app.services.ingest import import_path
+from rrg_review.db.models import Image, Study
+from rrg_review.studies.errors import DatasetLayoutError
+from rrg_review.studies.records import ImageSource
 from tests import layouts
 from tests.conftest import rg1
 
@@ -39,8 +39,8 @@ def run_import(db, settings, path, **kw):
 
 
 def cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True,
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, "-m", "rrg_review.app.cli", *args], capture_output=True,
                           text=True, timeout=timeout, env=env, cwd=ROOT)
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
     return proc
@@ -162,7 +162,7 @@ def test_hostile_dataset_through_the_cli(tmp_path, rg1_small):
                or (key == "DOTDOT" and "../../outside" in ln)]
         assert hit and reason in hit[0], (key, reason, hit)
     # nothing outside the root was stored or read into the database; no half study
-    from db.engine import open_database
+    from rrg_review.db.engine import open_database
 
     database = open_database(str(db))
     try:
@@ -275,7 +275,7 @@ def test_plain_folder_report_files(db, settings, tmp_path, rg1_small):
     with db.read() as s:
         study = s.scalar(select(Study))
         assert study.demographics == {}
-        from db.store import get_study
+        from rrg_review.db.store import get_study
 
         assert get_study(s, study.id).reference.findings is None
 
@@ -299,7 +299,7 @@ def test_dicom_followed_by_gigabytes_of_zeros_is_refused_fast(db, settings, tmp_
 
 
 def test_trailing_zeros_after_pixel_data_are_cut_not_parsed(tmp_path):
-    from studies.pixels import inspect
+    from rrg_review.studies.pixels import inspect
 
     data = Path(rg1("RG1_UNCR.dcm")).read_bytes() + bytes(32 << 20)
     t0 = time.monotonic()
@@ -354,8 +354,8 @@ def test_fifo_as_dataset_and_as_metadata_never_blocks(tmp_path):
 
 
 def test_pixels_limit_for_dicom_header(tmp_path):
-    from studies.errors import StudyLoadError
-    from studies.pixels import ImageCheck, inspect
+    from rrg_review.studies.errors import StudyLoadError
+    from rrg_review.studies.pixels import ImageCheck, inspect
 
     def huge(ds):
         ds.Rows, ds.Columns = 65535, 65535
@@ -439,14 +439,15 @@ def test_a_killed_import_leaves_only_whole_studies_and_a_rerun_finishes(tmp_path
                                    "StudyDate": 20200101, "ImagePath": rels}
     layouts.write(root / "metadata" / "train_metadata_view_position.json", json.dumps(rows))
     db = tmp_path / "k.sqlite"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "import", str(root), "--db",
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "rrg_review.app.cli",
+                             "import", str(root), "--db",
                              str(db), "--workers", "1"], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(2.5)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    from db.engine import open_database
+    from rrg_review.db.engine import open_database
 
     database = open_database(str(db))
     try:

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from app.cli import main as cli
-from app.services.ingest import import_path
-from db.models import Image, ReferenceReport, ReferenceReportVersion, Study
-from db.store import get_study, priors, pseudonym
-from studies.importers import detect_format
+from rrg_review.app.cli import main as cli
+from rrg_review.app.services.ingest import import_path
+from rrg_review.db.models import Image, ReferenceReport, ReferenceReportVersion, Study
+from rrg_review.db.store import get_study, priors, pseudonym
+from rrg_review.studies.importers import detect_format
 from tests import layouts
 
 
@@ -227,8 +227,8 @@ def test_pacs_headers_read_in_worker_processes_group_as_in_one(db, settings, tmp
                                                                monkeypatch):
     """The header scan in a process pool (chunks of 2 files here) groups, skips and reports
     exactly as the in-process scan; the import on it stores the same studies."""
-    import studies.importers.folder as folder
-    from studies.safety import Guard
+    import rrg_review.studies.importers.folder as folder
+    from rrg_review.studies.safety import Guard
 
     root = layouts.pacs_export(tmp_path / "cd")
     monkeypatch.setattr(folder, "_POOL_MIN_FILES", 1)
@@ -327,7 +327,7 @@ def test_a_failing_write_in_a_batch_fails_only_its_study(db, settings, tmp_path,
                                                          monkeypatch):
     from sqlalchemy.exc import IntegrityError
 
-    import app.services.ingest as ingest
+    import rrg_review.app.services.ingest as ingest
 
     real = ingest.insert_studies
 
@@ -349,7 +349,7 @@ def test_a_failing_write_in_a_batch_fails_only_its_study(db, settings, tmp_path,
 
 def _records_with_images(root: Path, pixels, n: int, broken: int | None = None):
     """n studies of two 16-bit PNGs each (study `broken` with an undecodable second image)."""
-    from studies.records import ImageSource, StudyRecord
+    from rrg_review.studies.records import ImageSource, StudyRecord
 
     records = []
     for i in range(n):
@@ -371,9 +371,9 @@ def test_image_rounds_overlap_writes_and_keep_each_study_whole(db, settings, tmp
     and merges (its new image added, nothing twice)."""
     from dataclasses import replace
 
-    import app.services.ingest as ingest
-    from app.services.ingest import import_records
-    from studies.records import ImageSource
+    import rrg_review.app.services.ingest as ingest
+    from rrg_review.app.services.ingest import import_records
+    from rrg_review.studies.records import ImageSource
 
     monkeypatch.setattr(ingest, "BATCH_IMAGES", 4)
     monkeypatch.setattr(ingest, "CHUNK_IMAGES", 1)
@@ -399,7 +399,7 @@ def _crashing_chunk(check, sources):
     """A worker that dies (as a segfaulting decoder would) on a file named crash."""
     import os
 
-    from app.services.ingest import _check_one
+    from rrg_review.app.services.ingest import _check_one
 
     if any(s.name.endswith("crash.png") for s in sources):
         os._exit(1)
@@ -408,8 +408,8 @@ def _crashing_chunk(check, sources):
 
 def test_a_crashing_worker_fails_its_images_and_the_import_goes_on(db, settings, tmp_path,
                                                                    rg1_small, monkeypatch):
-    import app.services.ingest as ingest
-    from app.services.ingest import import_records
+    import rrg_review.app.services.ingest as ingest
+    from rrg_review.app.services.ingest import import_records
 
     monkeypatch.setattr(ingest, "BATCH_IMAGES", 2)
     monkeypatch.setattr(ingest, "CHUNK_IMAGES", 1)
@@ -431,6 +431,6 @@ def test_a_crashing_worker_fails_its_images_and_the_import_goes_on(db, settings,
 def replace_images(record, path: Path):
     from dataclasses import replace
 
-    from studies.records import ImageSource
+    from rrg_review.studies.records import ImageSource
 
     return replace(record, images=(ImageSource(name=str(path), path=str(path)),))

@@ -9,11 +9,11 @@ import pydicom
 import pytest
 from sqlalchemy import select, text
 
-from app.services.ingest import import_path
-from db.models import Image, Patient, Study
-from db.store import counts, get_study, priors, pseudonym
-from studies.errors import DatasetLayoutError
-from studies.importers import detect_format
+from rrg_review.app.services.ingest import import_path
+from rrg_review.db.models import Image, Patient, Study
+from rrg_review.db.store import counts, get_study, priors, pseudonym
+from rrg_review.studies.errors import DatasetLayoutError
+from rrg_review.studies.importers import detect_format
 from tests import layouts
 from tests.conftest import rg1
 

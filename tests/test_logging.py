@@ -11,15 +11,15 @@ from collections.abc import Sequence
 
 import pytest
 
-from app.cli import main as cli
-from app.logs import configure_logging
-from app.services.drafting import DraftingService, PreDrafter
-from app.settings import Settings
-from metrics.base import Payload
-from metrics.bleu import Bleu4
-from metrics.scoring import score
-from model.backends.retrieval import RetrievalDrafter, ThumbnailFeatures
-from model.presets import load_presets
+from rrg_review.app.cli import main as cli
+from rrg_review.app.logs import configure_logging
+from rrg_review.app.services.drafting import DraftingService, PreDrafter
+from rrg_review.app.settings import Settings
+from rrg_review.metrics.base import Payload
+from rrg_review.metrics.bleu import Bleu4
+from rrg_review.metrics.scoring import score
+from rrg_review.model.backends.retrieval import RetrievalDrafter, ThumbnailFeatures
+from rrg_review.model.presets import load_presets
 from tests.test_drafting_service import filled  # noqa: F401 - the shared fixture
 
 HYPS = ["no acute cardiopulmonary process", "small left pleural effusion"]
@@ -47,14 +47,14 @@ def test_configure_logging_writes_our_records_to_a_private_file_once(tmp_path, r
     log_file = tmp_path / "reviews.log"
     configure_logging("debug", log_file)
     configure_logging("INFO", log_file)  # a second set-up replaces the first, never doubles
-    logging.getLogger("app.services.example").info("a study was drafted")
-    logging.getLogger("app.services.example").debug("below the level")
+    logging.getLogger("rrg_review.app.services.example").info("a study was drafted")
+    logging.getLogger("rrg_review.app.services.example").debug("below the level")
     logging.getLogger("some.library").info("library chatter")
     for h in logging.getLogger().handlers:
         h.flush()
     text = log_file.read_text()
     assert text.count("a study was drafted") == 1
-    assert "INFO app.services.example: a study was drafted" in text
+    assert "INFO rrg_review.app.services.example: a study was drafted" in text
     assert "below the level" not in text and "library chatter" not in text
     assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
     with pytest.raises(ValueError, match="unknown log level 'loud'"):
@@ -73,7 +73,7 @@ def test_the_log_file_sits_beside_the_database(tmp_path):
 
 
 def test_the_workstation_logs_beside_its_database(tmp_path, restore_logging, capsys):
-    from launch import main as launch_main
+    from rrg_review.app.serve import main as launch_main
 
     db = tmp_path / "reviews.sqlite"
     # refused for want of reader accounts, after the logging set-up and the database check
@@ -81,9 +81,9 @@ def test_the_workstation_logs_beside_its_database(tmp_path, restore_logging, cap
     for h in logging.getLogger().handlers:
         h.flush()
     log_file = tmp_path / "reviews.log"
-    assert "INFO launch: rrg-review starting" in log_file.read_text()
+    assert "INFO rrg_review.app.serve: rrg-review starting" in log_file.read_text()
     assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
-    assert logging.getLogger("app").level == logging.INFO  # the workstation's default
+    assert logging.getLogger("rrg_review").level == logging.INFO  # the workstation's default
 
 
 def test_cli_log_level_flag_beats_the_environment(tmp_path, monkeypatch, restore_logging,
@@ -91,9 +91,9 @@ def test_cli_log_level_flag_beats_the_environment(tmp_path, monkeypatch, restore
     monkeypatch.setenv("RRG_REVIEW_LOG_LEVEL", "ERROR")
     db = str(tmp_path / "x.sqlite")
     assert cli(["studies", "--db", db]) == 0
-    assert logging.getLogger("app").level == logging.ERROR
+    assert logging.getLogger("rrg_review").level == logging.ERROR
     assert cli(["--log-level", "debug", "studies", "--db", db]) == 0
-    assert logging.getLogger("metrics").level == logging.DEBUG
+    assert logging.getLogger("rrg_review.metrics").getEffectiveLevel() == logging.DEBUG
 
 
 def test_retrieval_says_why_when_every_candidate_image_is_unreadable(filled, settings,  # noqa: F811
@@ -145,7 +145,7 @@ def test_a_failed_predraft_batch_is_logged_and_shown_until_a_batch_succeeds(
 def test_a_failed_download_keeps_its_reason_and_logs_it(monkeypatch, tmp_path, caplog):
     import huggingface_hub.constants as constants
 
-    from model.hub import ModelUnavailable, fetch
+    from rrg_review.model.hub import ModelUnavailable, fetch
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)

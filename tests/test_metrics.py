@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.cli import main as cli
-from metrics.base import Metric
-from metrics.bleu import Bleu4
-from metrics.cache import FileCache
-from metrics.chexbert import CONDITIONS, TOP5_INDEX, f1_scores
-from metrics.pairs import PairsError, read_pairs
-from metrics.registry import MetricConfig, build, resolve_names
-from metrics.rouge import RougeL
-from metrics.scoring import metric_rows, score
-from metrics.stats import bootstrap_ci, paired_test
+from rrg_review.app.cli import main as cli
+from rrg_review.metrics.base import Metric
+from rrg_review.metrics.bleu import Bleu4
+from rrg_review.metrics.cache import FileCache
+from rrg_review.metrics.chexbert import CONDITIONS, TOP5_INDEX, f1_scores
+from rrg_review.metrics.pairs import PairsError, read_pairs
+from rrg_review.metrics.registry import MetricConfig, build, resolve_names
+from rrg_review.metrics.rouge import RougeL
+from rrg_review.metrics.scoring import metric_rows, score
+from rrg_review.metrics.stats import bootstrap_ci, paired_test
 
 HAND_CASES = [
     ("The lungs are clear.", "The lungs are clear."),
@@ -44,7 +44,7 @@ def iu_pairs() -> list[tuple[str, str]]:
 
     if not IU_ARCHIVE.is_file():
         pytest.skip(f"shared IU X-ray archive not found at {IU_ARCHIVE} (../shared is absent)")
-    from studies.importers.base import get_importer
+    from rrg_review.studies.importers.base import get_importer
 
     reports = [r.reference for r in get_importer("iu-xray").read(IU_ARCHIVE)
                if r.reference and r.reference.findings and r.reference.impression]
@@ -134,7 +134,7 @@ class Counting(RougeL):
 
 
 def test_cache_makes_rescoring_free_in_a_file_and_in_the_database(tmp_path, db):
-    from db.metric_cache import DatabaseScoreCache
+    from rrg_review.db.metric_cache import DatabaseScoreCache
 
     hyps = ["lungs clear", "small effusion", "lungs clear"]
     refs = ["lungs are clear", "no effusion", "lungs are clear"]
@@ -156,7 +156,7 @@ def test_file_cache_lookups_equal_the_database_cache_and_follow_the_keys_asked(t
     """The file cache's get_many returns exactly what the database cache returns, and its work
     (SQLite virtual-machine steps, deterministic) grows with the keys asked for, not with how
     many pairs of the metric the file holds."""
-    from db.metric_cache import DatabaseScoreCache
+    from rrg_review.db.metric_cache import DatabaseScoreCache
 
     def fill(cache, n):
         cache.put_many("bleu4", "1", "", {(f"h{i}", f"r{i}"): {"score": i} for i in range(n)})
@@ -239,7 +239,8 @@ def test_chexbert_f1_arithmetic_equals_scikit_learn():
 
 
 def test_registry_is_lazy_and_names_resolve():
-    code = ("import sys, metrics, metrics.registry, metrics.scoring; "
+    code = ("import sys, rrg_review.metrics, rrg_review.metrics.registry, "
+            "rrg_review.metrics.scoring; "
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
@@ -357,7 +358,7 @@ def tiny_chexbert(tmp_path_factory):
     import torch
     from transformers import BertConfig, BertTokenizer
 
-    from metrics.chexbert import build_labeler
+    from rrg_review.metrics.chexbert import build_labeler
     from tests.tiny_models import SPECIAL, WORDS
 
     root = tmp_path_factory.mktemp("chexbert")
@@ -378,7 +379,7 @@ def tiny_chexbert(tmp_path_factory):
 
 
 def test_chexbert_labeler_runs_on_tiny_weights_of_the_original_layout(tiny_chexbert):
-    from metrics.chexbert import CheXbertF1
+    from rrg_review.metrics.chexbert import CheXbertF1
 
     weights, backbone = tiny_chexbert
     texts = ["mild cardiomegaly .", "", "the lungs are clear . " * 200, "pulmonary edema"]
@@ -395,7 +396,7 @@ def test_chexbert_labeler_runs_on_tiny_weights_of_the_original_layout(tiny_chexb
 
 
 def test_chexbert_on_no_pairs_is_not_computable_like_the_other_metrics(tiny_chexbert):
-    from metrics.chexbert import CheXbertF1
+    from rrg_review.metrics.chexbert import CheXbertF1
 
     weights, backbone = tiny_chexbert
     metric = CheXbertF1(str(weights), str(backbone), device="cpu")
@@ -438,7 +439,7 @@ def test_chexbert_maps_positive_and_uncertain_to_1_with_planted_weights(tiny_che
     import torch
     from transformers import BertConfig
 
-    from metrics.chexbert import CheXbertF1, build_labeler
+    from rrg_review.metrics.chexbert import CheXbertF1, build_labeler
 
     _, backbone = tiny_chexbert
     labeler = build_labeler(BertConfig.from_pretrained(backbone))
@@ -475,7 +476,7 @@ def test_chexbert_maps_positive_and_uncertain_to_1_with_planted_weights(tiny_che
 
 
 def test_chexbert_with_missing_weights_is_unavailable(tmp_path):
-    from metrics.chexbert import CheXbertF1
+    from rrg_review.metrics.chexbert import CheXbertF1
 
     report = score(["a"], ["b"], [CheXbertF1(str(tmp_path / "none.pth"))], n_resamples=0)
     assert "none.pth" in report.unavailable["chexbert_all_micro_f1"]
@@ -505,7 +506,7 @@ def test_radgraph_reward_levels_on_hand_built_graphs():
 def test_radgraph_metric_runs_the_package_on_a_tiny_local_archive(tmp_path):
     from radgraph import F1RadGraph
 
-    from metrics.radgraph import RadGraphF1
+    from rrg_review.metrics.radgraph import RadGraphF1
     from tests.tiny_radgraph import tiny_radgraph
 
     tiny_radgraph(tmp_path)
@@ -526,7 +527,7 @@ def test_radgraph_metric_runs_the_package_on_a_tiny_local_archive(tmp_path):
 
 
 def test_radgraph_without_weights_offline_is_unavailable(tmp_path, monkeypatch):
-    from metrics.radgraph import RadGraphF1
+    from rrg_review.metrics.radgraph import RadGraphF1
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     report = score(["a"], ["b"], [RadGraphF1(model_cache_dir=str(tmp_path))], n_resamples=0)

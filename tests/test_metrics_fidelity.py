@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.cli import main as cli
-from metrics.pairs import read_pairs
-from metrics.scoring import score
+from rrg_review.app.cli import main as cli
+from rrg_review.metrics.pairs import read_pairs
+from rrg_review.metrics.scoring import score
 from tests.test_metrics import tiny_chexbert, write_jsonl  # noqa: F401
 
 
@@ -70,8 +70,8 @@ def test_chexbert_cache_follows_the_weights_file_in_the_database(tiny_chexbert, 
 
     import torch
 
-    from db.metric_cache import DatabaseScoreCache
-    from metrics.chexbert import CheXbertF1, SembScore
+    from rrg_review.db.metric_cache import DatabaseScoreCache
+    from rrg_review.metrics.chexbert import CheXbertF1, SembScore
 
     weights, backbone = tiny_chexbert
     mine = tmp_path / "chexbert.pth"
@@ -93,7 +93,7 @@ def test_chexbert_cache_follows_the_weights_file_in_the_database(tiny_chexbert, 
 
 
 def test_radgraph_cache_id_follows_the_model_folder(tmp_path):
-    from metrics.radgraph import RadGraphCombined, RadGraphF1
+    from rrg_review.metrics.radgraph import RadGraphCombined, RadGraphF1
     from tests.tiny_radgraph import tiny_radgraph
 
     tiny_radgraph(tmp_path, seed=0)
@@ -182,7 +182,7 @@ F1CHEXBERT_REFS = [
 def test_chexbert_reproduces_f1chexbert_own_test_values(monkeypatch):
     """f1chexbert's `test_f1chexbert` (as carried in RadEval's tests): micro/macro F1 over the
     14 and the 5 labels of its five pairs."""
-    from metrics.chexbert import CheXbertF1
+    from rrg_review.metrics.chexbert import CheXbertF1
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     metric = CheXbertF1(download=False)
@@ -197,7 +197,7 @@ def test_chexbert_reproduces_f1chexbert_own_test_values(monkeypatch):
 
 def test_radgraph_reproduces_the_package_readme_example(monkeypatch):
     """radgraph 0.1.18's README example: (RG_E, RG_ER, RG_bar_ER) = (0.75, 0.6667, 0.6538)."""
-    from metrics.radgraph import RadGraphF1
+    from rrg_review.metrics.radgraph import RadGraphF1
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     metric = RadGraphF1(download=False)

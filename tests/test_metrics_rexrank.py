@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.cli import main as cli
-from metrics.bleu import Bleu2, bleu2_tokens
-from metrics.radcliq import COEFS, INPUTS, MEAN, SCALE, RadCliQ, decode_reference_pickle
-from metrics.registry import HEADLINE, REXRANK, SETS, build, resolve_names
-from metrics.scoring import score
-from metrics.stats import bootstrap_ci
+from rrg_review.app.cli import main as cli
+from rrg_review.metrics.bleu import Bleu2, bleu2_tokens
+from rrg_review.metrics.radcliq import COEFS, INPUTS, MEAN, SCALE, RadCliQ, decode_reference_pickle
+from rrg_review.metrics.registry import HEADLINE, REXRANK, SETS, build, resolve_names
+from rrg_review.metrics.scoring import score
+from rrg_review.metrics.stats import bootstrap_ci
 from tests.test_metrics import HAND_CASES, iu_pairs, tiny_chexbert, write_jsonl  # noqa: F401
 
 BLEU2_HAND = HAND_CASES + [
@@ -86,7 +86,7 @@ class Given:
     """A component 'metric' that returns given per-pair values (the arithmetic test's input)."""
 
     def __init__(self, key: str, values: list[float]) -> None:
-        from metrics.base import Metric
+        from rrg_review.metrics.base import Metric
 
         class _Given(Metric):
             name = key
@@ -157,7 +157,7 @@ def test_the_real_reference_pickle_decodes_to_the_constants_in_code():
                     "rajpurkarlab/CXR-Report-Metric to check the constants against it")
     import hashlib
 
-    from metrics.radcliq import REFERENCE_SHA256
+    from rrg_review.metrics.radcliq import REFERENCE_SHA256
 
     data = Path(path).read_bytes()
     assert hashlib.sha256(data).hexdigest() == REFERENCE_SHA256
@@ -172,7 +172,7 @@ def _entity(tokens: str, label: str, *relations: tuple[str, str]) -> dict:
 def test_radgraph_combined_on_hand_built_graphs():
     """Entities match as (tokens, label) sets, relations as (source, target, type) sets of
     those; per report the mean of the two F1s (reference first, hypothesis second)."""
-    from metrics.radgraph import combined_f1, entity_relation_sets, set_f1
+    from rrg_review.metrics.radgraph import combined_f1, entity_relation_sets, set_f1
 
     ref = {"entities": {"1": _entity("effusion", "OBS-DP", ("located_at", "2")),
                         "2": _entity("pleural", "ANAT-DP"),
@@ -195,7 +195,7 @@ def test_radgraph_combined_on_hand_built_graphs():
 def test_radgraph_combined_runs_the_original_radgraph_model_of_the_package(tmp_path):
     from radgraph import RadGraph
 
-    from metrics.radgraph import RadGraphCombined, combined_f1
+    from rrg_review.metrics.radgraph import RadGraphCombined, combined_f1
     from tests.tiny_radgraph import tiny_radgraph
 
     tiny_radgraph(tmp_path, model_type="radgraph")
@@ -219,7 +219,7 @@ def test_semb_score_is_the_cosine_of_chexbert_cls_vectors(tiny_chexbert):  # noq
     import torch
     from transformers import BertConfig, BertTokenizer
 
-    from metrics.chexbert import SembScore, build_labeler, load_state
+    from rrg_review.metrics.chexbert import SembScore, build_labeler, load_state
 
     weights, backbone = tiny_chexbert
     hyps = ["mild cardiomegaly .", "", "the lungs are clear . " * 200, "pulmonary  edema"]
@@ -265,7 +265,7 @@ def test_rexrank_bertscore_equals_the_reference_call_on_a_tiny_roberta(tiny_robe
 
     from bert_score import BERTScorer
 
-    from metrics.bertscore import rexrank_bertscore
+    from rrg_review.metrics.bertscore import rexrank_bertscore
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     model, baseline = tiny_roberta_dir
@@ -291,9 +291,9 @@ def test_rexrank_bertscore_equals_the_reference_call_on_a_tiny_roberta(tiny_robe
 
 def test_radcliq_from_tiny_component_models_equals_the_formula(tiny_roberta_dir, tiny_chexbert,  # noqa: F811
                                                                tmp_path, monkeypatch):
-    from metrics.bertscore import rexrank_bertscore
-    from metrics.chexbert import SembScore
-    from metrics.radgraph import RadGraphCombined
+    from rrg_review.metrics.bertscore import rexrank_bertscore
+    from rrg_review.metrics.chexbert import SembScore
+    from rrg_review.metrics.radgraph import RadGraphCombined
     from tests.tiny_radgraph import tiny_radgraph
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -305,7 +305,7 @@ def test_radcliq_from_tiny_component_models_equals_the_formula(tiny_roberta_dir,
              SembScore(str(weights), str(backbone), "cpu"), Bleu2()]
     hyps = ["mild cardiomegaly .", "no pleural effusion", "lungs clear", ""]
     refs = ["mild cardiomegaly", "small left pleural effusion", "the lungs are clear .", "x"]
-    from metrics.cache import FileCache
+    from rrg_review.metrics.cache import FileCache
 
     report = score(hyps, refs, [*parts, RadCliQ(parts)], FileCache(tmp_path / "c.sqlite"),
                    n_resamples=0)
@@ -360,13 +360,13 @@ def test_score_rexrank_reports_every_metric_or_why_not(tmp_path, capsys, monkeyp
 
 
 def test_the_html_report_marks_each_sets_headline_and_direction():
-    from app.services.evaluation_results import (
+    from rrg_review.app.services.evaluation_results import (
         AutomaticResult,
         Evaluation,
         ReviewSummary,
         TimeOnTask,
     )
-    from app.services.report_html import render
+    from rrg_review.app.services.report_html import render
 
     automatic = tuple(AutomaticResult("m", "findings", "all", k, v, (None, None), 3)
                       for k, v in (("inv_radcliq_v1", 0.8), ("radcliq_v1", 1.25),
@@ -404,8 +404,8 @@ def test_metrics_list_names_direction_version_and_headline(capsys):
 def test_fetch_listing_gives_each_files_size_and_sha256(tmp_path):
     import hashlib
 
-    from metrics.fetch import _describe
-    from metrics.fingerprint import FileHasher
+    from rrg_review.metrics.fetch import _describe
+    from rrg_review.metrics.fingerprint import FileHasher
 
     data = b"weights" * 1000
     (tmp_path / "model.safetensors").write_bytes(data)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main as cli
-from metrics.cache import FileCache
-from metrics.scoring import score
-from metrics.worker_client import SPECS, STAMP, WorkerMetric, venv_python
+from rrg_review.app.cli import main as cli
+from rrg_review.metrics.cache import FileCache
+from rrg_review.metrics.scoring import score
+from rrg_review.metrics.worker_client import SPECS, STAMP, WorkerMetric, venv_python
 
 
 def jaccard(a: str, b: str) -> float:
@@ -81,7 +81,7 @@ def test_a_worker_whose_package_is_missing_or_needs_a_gpu_is_unavailable(worker_
 
 
 def test_the_worker_answers_bad_requests_without_dying(worker_env):
-    worker = Path(__file__).resolve().parents[1] / "metrics" / "worker.py"
+    worker = Path(__file__).resolve().parents[1] / "src" / "rrg_review" / "metrics" / "worker.py"
     requests = "\n".join([
         "not json",
         json.dumps({"id": 1, "hyps": ["a"], "refs": []}),
@@ -98,7 +98,7 @@ def test_the_worker_answers_bad_requests_without_dying(worker_env):
 
 
 def test_the_worker_answers_json_that_is_not_an_object_and_keeps_serving(worker_env):
-    worker = Path(__file__).resolve().parents[1] / "metrics" / "worker.py"
+    worker = Path(__file__).resolve().parents[1] / "src" / "rrg_review" / "metrics" / "worker.py"
     requests = "\n".join(["[1]", '"x"', "3", "null", json.dumps({"id": 1, "hyps": "ab",
                                                                    "refs": "cd"}),
                           json.dumps({"id": 2, "hyps": ["a b"], "refs": ["a"]}),
@@ -146,7 +146,7 @@ def test_setup_worker_installs_its_requirements_from_the_registry(tmp_path, monk
     package): installed into the worker's environment only, its versions in the stamp."""
     from dataclasses import replace
 
-    import metrics.worker_client as client
+    import rrg_review.metrics.worker_client as client
 
     spec = replace(SPECS["selftest"], requirements=("six==1.17.0",))
     monkeypatch.setitem(client.SPECS, "selftest", spec)
@@ -171,7 +171,7 @@ def test_setup_worker_installs_its_requirements_from_the_registry(tmp_path, monk
 
 
 def test_selfcheck_runs_the_packages_weight_free_code_in_its_environment(worker_env):
-    from metrics.worker_client import selfcheck
+    from rrg_review.metrics.worker_client import selfcheck
 
     assert selfcheck("selftest", worker_env) == {"ok": True}
     missing = selfcheck("ratescore", worker_env)  # the stand-in env lacks RaTEScore
@@ -179,7 +179,7 @@ def test_selfcheck_runs_the_packages_weight_free_code_in_its_environment(worker_
 
 
 def test_selfcheck_reports_a_missing_or_hanging_interpreter_without_a_traceback(tmp_path):
-    from metrics.worker_client import selfcheck
+    from rrg_review.metrics.worker_client import selfcheck
 
     missing = selfcheck("selftest", tmp_path / "never-set-up")
     assert missing["ok"] is False
@@ -201,7 +201,7 @@ def test_ratescore_package_code_runs_in_a_real_ratescore_worker(monkeypatch):
     there without its weights."""
     import os
 
-    from metrics.worker_client import selfcheck, workers_root
+    from rrg_review.metrics.worker_client import selfcheck, workers_root
 
     folder = Path(os.environ.get("RRG_REVIEW_RATESCORE_WORKER") or workers_root() / "ratescore")
     if not venv_python(folder).is_file():
@@ -227,7 +227,7 @@ def test_ratescore_runs_its_whole_path_in_the_worker_on_tiny_models(tmp_path):
     values through the worker equal a direct RaTEScore call in that environment."""
     import os
 
-    from metrics.worker_client import workers_root
+    from rrg_review.metrics.worker_client import workers_root
     from tests.tiny_metric_models import tiny_rate_models
 
     folder = Path(os.environ.get("RRG_REVIEW_RATESCORE_WORKER") or workers_root() / "ratescore")

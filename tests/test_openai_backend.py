@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.backends.chat import ChatDrafter
-from model.backends.openai_server import OpenAIServerDrafter
-from model.device import select
-from model.inputs import InputImage, PriorStudy, StudyInput
-from model.presets import ModelRef, Preset
+from rrg_review.model.backends.chat import ChatDrafter
+from rrg_review.model.backends.openai_server import OpenAIServerDrafter
+from rrg_review.model.device import select
+from rrg_review.model.inputs import InputImage, PriorStudy, StudyInput
+from rrg_review.model.presets import ModelRef, Preset
 from tests.tiny_models import tiny_llava
 
 CPU = select("cpu")

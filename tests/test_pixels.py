@@ -9,9 +9,9 @@ import pydicom
 import pytest
 from pydicom.pixels import apply_voi_lut
 
-from studies.errors import StudyLoadError
-from studies.pixels import decode, inspect, window_level
-from studies.records import ImageSource
+from rrg_review.studies.errors import StudyLoadError
+from rrg_review.studies.pixels import decode, inspect, window_level
+from rrg_review.studies.records import ImageSource
 from tests.conftest import rg1
 from tests.layouts import jpeg_bytes, png_bytes
 

@@ -10,10 +10,10 @@ from datetime import date
 import numpy as np
 import pytest
 
-from app.services.ingest import import_records
-from app.services.viewer import NO_IMAGES_NOTICE, StudyViewer
-from studies.pixels import decode, decode_reduced, reduction_for
-from studies.records import ImageSource, ReportSections, StudyRecord
+from rrg_review.app.services.ingest import import_records
+from rrg_review.app.services.viewer import NO_IMAGES_NOTICE, StudyViewer
+from rrg_review.studies.pixels import decode, decode_reduced, reduction_for
+from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
 from tests.conftest import rg1
 
 
@@ -108,7 +108,7 @@ def test_previews_on_disk_are_served_without_reading_the_image(db, settings, tmp
     fresh = StudyViewer(db, settings.blobs, preview_dir=tmp_path / "previews")
     view = fresh.open(1)
     assert fresh.preview_file(view.images[0]) == written  # served from disk, nothing decoded
-    from studies.errors import StudyLoadError
+    from rrg_review.studies.errors import StudyLoadError
 
     with pytest.raises(StudyLoadError, match="a.dcm"):  # window/level needs the real file
         fresh.value_range(view.images[0].image_id)

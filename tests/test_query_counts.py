@@ -13,14 +13,14 @@ import pytest
 from PIL import Image as PILImage
 from sqlalchemy import event
 
-from app.services.drafting import DraftingService, RuntimeConfig
-from app.services.evaluation_results import ExportFilters
-from app.services.export_rows import collect_rows
-from app.services.review import ReviewService
 from bench.synthetic import SyntheticImage, add_studies
-from db.models import Draft
-from db.store import priors
-from model.presets import Preset
+from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
+from rrg_review.app.services.evaluation_results import ExportFilters
+from rrg_review.app.services.export_rows import collect_rows
+from rrg_review.app.services.review import ReviewService
+from rrg_review.db.models import Draft
+from rrg_review.db.store import priors
+from rrg_review.model.presets import Preset
 
 
 @contextmanager
@@ -104,7 +104,7 @@ def test_drafting_inputs_read_a_batch_in_a_fixed_number_of_statements(db, settin
 
 def test_priors_never_load_images(db, studies):
     with db.read() as s:
-        from db.models import Study
+        from rrg_review.db.models import Study
 
         later = s.get(Study, studies[1])
         with counted(db) as statements:

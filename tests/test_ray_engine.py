@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from app.cli import main as cli
-from app.services.ingest import import_records
-from app.settings import Settings
-from db.engine import open_database
-from db.models import Draft, Image, Study
+from rrg_review.app.cli import main as cli
+from rrg_review.app.services.ingest import import_records
+from rrg_review.app.settings import Settings
+from rrg_review.db.engine import open_database
+from rrg_review.db.models import Draft, Image, Study
 from tests.test_drafting_service import _images, record
 from tests.tiny_models import tiny_encoder_decoder
 
@@ -72,8 +72,8 @@ def cli_args(settings: Settings, presets: Path) -> list[str]:
 
 
 def run_cli(args: list[str], timeout: float = 400) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True,
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "rrg_review.app.cli", *args], capture_output=True,
                           text=True, timeout=timeout, env=env, cwd=ROOT, check=False)
 
 
@@ -101,10 +101,10 @@ def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_sma
     # 10 studies within one 0.5 s poll once the actor was up, so the kill came too late).
     n = 80
     settings = filled_db(tmp_path, rg1_small, n=n)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
     args = [*cli_args(settings, presets), "--engine", "ray", "--workers", "1",
             "--batch-size", "1"]
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", *args], env=env, cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "rrg_review.app.cli", *args], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # its own group: Ray's daemons too
     db = open_database(settings.db_url)

@@ -8,11 +8,11 @@ from datetime import date
 import numpy as np
 import pytest
 
-from app.services.drafting import DraftingService
-from app.services.ingest import import_records
-from model.backends.retrieval import FeatureCache, RetrievalDrafter, ThumbnailFeatures
-from model.presets import load_presets
-from studies.records import ImageSource, ReportSections, StudyRecord
+from rrg_review.app.services.drafting import DraftingService
+from rrg_review.app.services.ingest import import_records
+from rrg_review.model.backends.retrieval import FeatureCache, RetrievalDrafter, ThumbnailFeatures
+from rrg_review.model.presets import load_presets
+from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
 from tests.layouts import png_bytes
 
 

@@ -7,7 +7,7 @@ import threading
 import pytest
 from sqlalchemy import select
 
-from app.services.review import (
+from rrg_review.app.services.review import (
     MAX_ACTIVE_GAP_S,
     EditConflict,
     ReviewError,
@@ -17,9 +17,9 @@ from app.services.review import (
     word_diff,
     word_error_rate,
 )
-from app.services.setup import seed_demo
-from core.vocabulary import REXVAL_CATEGORIES
-from db.models import Rating, Revision
+from rrg_review.app.services.setup import seed_demo
+from rrg_review.core.vocabulary import REXVAL_CATEGORIES
+from rrg_review.db.models import Rating, Revision
 
 pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
 
@@ -208,7 +208,7 @@ def test_word_diff_and_word_error_rate():
 
 
 def _drafted(review, db, settings):
-    from app.services.drafting import DraftingService
+    from rrg_review.app.services.drafting import DraftingService
 
     r = review.local_reader()
     review.assign(r)
@@ -299,7 +299,7 @@ def test_status_changes_only_on_save_or_rate(review):
 def test_keystroke_timing_and_draft_on_screen(review):
     from datetime import UTC, datetime, timedelta
 
-    from app.services.review import Keystrokes
+    from rrg_review.app.services.review import Keystrokes
 
     r = review.local_reader()
     review.assign(r)
@@ -324,7 +324,7 @@ def test_keystroke_timing_and_draft_on_screen(review):
 def test_readers_command(settings, db, capsys, monkeypatch):
     import io
 
-    from app.cli import main as cli
+    from rrg_review.app.cli import main as cli
 
     seed_demo(db, settings)
     monkeypatch.setattr("sys.stdin", io.StringIO("long-enough-pw\n"))
@@ -340,7 +340,7 @@ def test_readers_command(settings, db, capsys, monkeypatch):
 def test_metrics_panel_for_an_open_study(db, monkeypatch, tmp_path):
     import huggingface_hub.constants as constants
 
-    from app.services.evaluation import StudyMetrics
+    from rrg_review.app.services.evaluation import StudyMetrics
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

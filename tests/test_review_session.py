@@ -595,7 +595,7 @@ def test_frontal_and_lateral_are_side_by_side_and_whole(browser, tmp_path):
     data, db = tmp_path / "rexgradient", tmp_path / "two-views.sqlite"
     _frontal_and_lateral_dataset(data)
     imported = subprocess.run(
-        [sys.executable, "-m", "app.cli", "import", str(data), "--format", "rexgradient",
+        [sys.executable, "-m", "rrg_review.app.cli", "import", str(data), "--format", "rexgradient",
          "--db", str(db)], capture_output=True, text=True, cwd=ROOT)
     assert imported.returncode == 0, imported.stdout + imported.stderr
     running = App(db, "--no-demo", "--no-predraft")
@@ -663,7 +663,7 @@ def test_a_tab_state_is_refused_to_another_login(browser, tmp_path):
     db = tmp_path / "two.sqlite"
     for name in ("alice", "bob"):
         add = subprocess.run(
-            [sys.executable, "-m", "app.cli", "readers", "add", name, "--password-stdin",
+            [sys.executable, "-m", "rrg_review.app.cli", "readers", "add", name, "--password-stdin",
              "--db", str(db)], input="correct horse battery\n", capture_output=True, text=True,
             cwd=ROOT)
         assert add.returncode == 0, add.stderr
@@ -739,7 +739,7 @@ def test_the_worklist_follows_next_and_previous_to_the_study_s_page(browser, tmp
     """Found in a new-user trial on the 3,955 Open-i studies: Next went on through the list
     while the table stayed on page 1."""
     from bench.synthetic import SyntheticImage, add_studies
-    from db.engine import open_database
+    from rrg_review.db.engine import open_database
     from tests.conftest import rg1
 
     db_path = tmp_path / "many.sqlite"
@@ -768,7 +768,7 @@ def test_an_empty_worklist_says_report_only_studies_are_left_off(browser, tmp_pa
     """Found in a new-user trial: after importing Open-i's 3,955 reports (no images) the
     worklist was empty with no word why; the reader took it for a failed import."""
     from bench.synthetic import add_studies
-    from db.engine import open_database
+    from rrg_review.db.engine import open_database
 
     db_path = tmp_path / "refs.sqlite"
     db = open_database(db_path)
@@ -794,7 +794,7 @@ def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path):
 
     db = tmp_path / "out.sqlite"
     add = subprocess.run(
-        [sys.executable, "-m", "app.cli", "readers", "add", "alice", "--password-stdin",
+        [sys.executable, "-m", "rrg_review.app.cli", "readers", "add", "alice", "--password-stdin",
          "--db", str(db)], input="correct horse battery\n", capture_output=True, text=True,
         cwd=ROOT)
     assert add.returncode == 0, add.stderr

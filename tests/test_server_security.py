@@ -44,7 +44,8 @@ def free_port() -> int:
 
 
 def cli(*args: str, stdin: str | None = None, env: dict | None = None):
-    result = subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, input=stdin,
+    result = subprocess.run([sys.executable, "-m", "rrg_review.app.cli",
+                            *args], cwd=ROOT, input=stdin,
                             capture_output=True, text=True, timeout=300,
                             env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
     assert result.returncode == 0, result.stderr[-3000:]
@@ -162,9 +163,9 @@ def team(tmp_path_factory, rg1_small):
     (cases / "plain-case" / "report.json").write_text(json.dumps({
         "patient_id": "MRN-7770002", "findings": "-2+3 Lungs clear.",
         "impression": "No acute disease."}))
-    from app.services.setup import seed_demo
-    from app.settings import Settings
-    from db.engine import open_database
+    from rrg_review.app.services.setup import seed_demo
+    from rrg_review.app.settings import Settings
+    from rrg_review.db.engine import open_database
 
     database = open_database(db)
     seed_demo(database, Settings.from_args(str(db)))
@@ -177,8 +178,8 @@ def team(tmp_path_factory, rg1_small):
     cli("readers", "add", "root", "--admin", "--password-stdin", "--db", str(db),
         stdin=PASSWORDS["root"] + "\n")
     # each reader edits and rates every study through the review service
-    from app.services.drafting import DraftingService, RuntimeConfig
-    from app.services.review import ReviewService
+    from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
+    from rrg_review.app.services.review import ReviewService
 
     database = open_database(db)
     review = ReviewService(database)
@@ -228,7 +229,7 @@ def _every_route() -> list[tuple[str, str]]:
     Gradio's mounted in it), path parameters filled in: a route Gradio adds is covered too."""
     import gradio as gr
 
-    from app.server import ServerOptions, build_app
+    from rrg_review.app.server import ServerOptions, build_app
 
     with gr.Blocks() as blocks:
         gr.Textbox()
@@ -252,7 +253,7 @@ def _every_route() -> list[tuple[str, str]]:
 
 def test_every_route_but_the_login_form_and_static_files_needs_a_session(team):
     app, _, _ = team
-    from app.server import is_public
+    from rrg_review.app.server import is_public
 
     routes = _every_route()
     paths = {p for _, p in routes}

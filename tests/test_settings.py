@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main as cli
-from app.settings import Settings
-from metrics.chexbert import CheXbertF1
-from metrics.registry import build
-from metrics.worker_client import SPECS, workers_root
-from model.presets import load_presets
+from rrg_review.app.cli import main as cli
+from rrg_review.app.settings import Settings
+from rrg_review.metrics.chexbert import CheXbertF1
+from rrg_review.metrics.registry import build
+from rrg_review.metrics.worker_client import SPECS, workers_root
+from rrg_review.model.presets import load_presets
 
 
 def _presets(path: Path, name: str) -> str:

@@ -11,14 +11,14 @@ import pytest
 from PIL import Image as PILImage
 from sqlalchemy import select
 
-from app.services.review import ReviewError, ReviewService
-from app.services.viewer import DecodedCache, StudyViewer
-from app.ui.desk import WINDOW_PRESETS, Desk
 from bench.synthetic import SyntheticImage, add_studies
-from db.blobs import BlobStore
-from db.models import Image
-from studies.pixels import decode
-from studies.records import ImageSource
+from rrg_review.app.services.review import ReviewError, ReviewService
+from rrg_review.app.services.viewer import DecodedCache, StudyViewer
+from rrg_review.app.ui.desk import WINDOW_PRESETS, Desk
+from rrg_review.db.blobs import BlobStore
+from rrg_review.db.models import Image
+from rrg_review.studies.pixels import decode
+from rrg_review.studies.records import ImageSource
 from tests.conftest import rg1
 
 LO, HI = 1000, 5095  # the 16-bit PNG's values: a ramp of 4096 levels

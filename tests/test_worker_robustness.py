@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.backends.worker_client import WorkerDrafter, WorkerError
-from model.device import select
-from model.inputs import InputImage, StudyInput
-from model.presets import ModelRef, Preset
+from rrg_review.model.backends.worker_client import WorkerDrafter, WorkerError
+from rrg_review.model.device import select
+from rrg_review.model.inputs import InputImage, StudyInput
+from rrg_review.model.presets import ModelRef, Preset
 
 CPU = select("cpu")
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from app.services.review import ReviewService
-from app.services.worklist import (
+from bench.synthetic import SyntheticImage, add_studies
+from rrg_review.app.services.review import ReviewService
+from rrg_review.app.services.worklist import (
     Progress,
     WorklistError,
     WorklistFilter,
     WorklistService,
 )
-from bench.synthetic import SyntheticImage, add_studies
-from db.models import Draft
-from db.sorting import natural_key
+from rrg_review.db.models import Draft
+from rrg_review.db.sorting import natural_key
 from tests.conftest import rg1
 
 
@@ -227,7 +227,7 @@ def test_assigning_thousands_is_one_statement_and_keeps_positions_unique(db, ser
 def test_the_migration_backfills_sort_keys_and_image_counts(tmp_path, image):
     from sqlalchemy import text
 
-    from db.engine import open_database, upgrade_schema
+    from rrg_review.db.engine import open_database, upgrade_schema
 
     old = open_database(tmp_path / "old.sqlite", upgrade=False)
     upgrade_schema(old, "0002")
@@ -258,7 +258,7 @@ def test_readers_add_leaves_report_only_studies_off_unless_asked(db, settings, i
 
     def add(name: str, *flags: str) -> str:
         done = subprocess.run(
-            [sys.executable, "-m", "app.cli", "readers", "add", name, "--password-stdin",
+            [sys.executable, "-m", "rrg_review.app.cli", "readers", "add", name, "--password-stdin",
              "--db", settings.db_url, *flags], input="long enough password\n", cwd=root,
             capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
@@ -273,7 +273,7 @@ def test_readers_add_leaves_report_only_studies_off_unless_asked(db, settings, i
 
 
 def test_launch_takes_include_report_only(db, image):
-    from launch import parse_args
+    from rrg_review.app.serve import parse_args
 
     assert parse_args([]).include_report_only is False
     assert parse_args(["--include-report-only"]).include_report_only is True
@@ -299,7 +299,7 @@ def test_a_page_may_take_its_total_from_the_progress_counts(db, service, image):
 @pytest.mark.parametrize("threshold", [0, 10_000])
 def test_search_pages_are_in_list_order_whether_matches_are_walked_or_sorted(
         db, service, image, monkeypatch, threshold):
-    import app.services.worklist as worklist_module
+    import rrg_review.app.services.worklist as worklist_module
 
     monkeypatch.setattr(worklist_module, "_DRIVE_FROM_MATCHES", threshold)
     add_studies(db, 130, image=image)
@@ -314,7 +314,7 @@ def test_search_pages_are_in_list_order_whether_matches_are_walked_or_sorted(
 def test_pages_stay_right_when_a_study_leaves_the_list(db, service, image):
     from sqlalchemy import delete
 
-    from db.models import Study
+    from rrg_review.db.models import Study
 
     ids = add_studies(db, 12, image=image)
     alice = reader(db)
@@ -343,7 +343,7 @@ def _agree(service: WorklistService, *readers: int) -> list[Progress]:
 def test_progress_counts_follow_every_status_change_and_path(db, service, image):
     from sqlalchemy import delete, update
 
-    from db.models import Reader, Study, WorklistItem
+    from rrg_review.db.models import Reader, Study, WorklistItem
 
     ids = add_studies(db, 10, image=image, report_only_every=5)  # 8 with images
     alice, bob = reader(db, "alice"), reader(db, "bob")
@@ -382,7 +382,7 @@ def test_progress_counts_follow_every_status_change_and_path(db, service, image)
 def select_item(reader_id: int, study_id: int):
     from sqlalchemy import select
 
-    from db.models import WorklistItem
+    from rrg_review.db.models import WorklistItem
 
     return select(WorklistItem).where(WorklistItem.reader_id == reader_id,
                                       WorklistItem.study_id == study_id)
@@ -436,7 +436,7 @@ def test_two_readers_changing_statuses_at_once_keep_exact_counts(db, service, im
 def test_the_migration_counts_existing_worklists(tmp_path, image):
     from sqlalchemy import text
 
-    from db.engine import open_database, upgrade_schema
+    from rrg_review.db.engine import open_database, upgrade_schema
 
     db = open_database(tmp_path / "old.sqlite", upgrade=False)
     upgrade_schema(db, "0006")
@@ -461,7 +461,7 @@ def test_the_migration_marks_drafted_studies_of_existing_worklists(tmp_path, ima
     counts follow (the triggers of 0007)."""
     from sqlalchemy import text
 
-    from db.engine import open_database, upgrade_schema
+    from rrg_review.db.engine import open_database, upgrade_schema
 
     db = open_database(tmp_path / "old.sqlite", upgrade=False)
     upgrade_schema(db, "0009")
@@ -488,7 +488,7 @@ def test_next_unfinished_agrees_with_walking_the_list(db, service, image):
 
     from sqlalchemy import update
 
-    from db.models import WorklistItem
+    from rrg_review.db.models import WorklistItem
 
     ids = add_studies(db, 120, image=image)
     alice = reader(db)

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from app.services.review import ReviewService
-from app.services.worklist import WorklistService
-from app.ui.worklist_panel import WorklistPanelLogic
 from bench.synthetic import SyntheticImage, add_studies
+from rrg_review.app.services.review import ReviewService
+from rrg_review.app.services.worklist import WorklistService
+from rrg_review.app.ui.worklist_panel import WorklistPanelLogic
 from tests.conftest import rg1
 from tests.worklist_app import panel_app
 

@@ -1,0 +1,194 @@
+"""Start the rrg-review workstation: `rrg-review serve [--db] [--host] [--port] [--no-demo]`
+(`python launch.py ...` and `make run` call the same `main`).
+
+Beyond 127.0.0.1 the app requires logins and TLS (`--ssl-certfile/--ssl-keyfile`); plain HTTP
+on the network is refused unless `--insecure-http` says a TLS proxy sits in front.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from rrg_review.app.logs import LEVELS
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Start the rrg-review workstation.")
+    parser.add_argument("--db", help="SQLite file or SQLAlchemy URL (default ./rrg-review.sqlite)")
+    parser.add_argument("--data-dir", help="where embedded images are stored")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--model", default=None,
+                        help="drafting preset (default: rrg24-baseline when cached, else the "
+                             "offline retrieval preset); see `rrg-review models`")
+    parser.add_argument("--device", default="auto", help="auto, cuda, cuda:N, mps or cpu")
+    parser.add_argument("--presets", help="extra model presets (JSON)")
+    parser.add_argument("--no-predraft", action="store_true",
+                        help="do not draft upcoming studies in the background")
+    parser.add_argument("--no-demo", action="store_true", help="do not add the demo studies")
+    parser.add_argument("--include-report-only", action="store_true",
+                        help="also put studies without images (imported as references for "
+                             "scoring) on reading worklists")
+    parser.add_argument("--login", action="store_true",
+                        help="require reader login (always on beyond 127.0.0.1; add readers "
+                             "with `rrg-review readers add NAME`)")
+    parser.add_argument("--ssl-certfile", metavar="PEM", help="TLS certificate (chain) file")
+    parser.add_argument("--ssl-keyfile", metavar="PEM", help="TLS private key file")
+    parser.add_argument("--insecure-http", action="store_true",
+                        help="allow plain HTTP beyond 127.0.0.1 (only behind a TLS proxy)")
+    parser.add_argument("--read-only", action="store_true",
+                        help="browse a database without writing it (no saves, no drafts)")
+    parser.add_argument("--session-idle-minutes", type=float, default=30.0,
+                        help="sign a reader out after this long without a request (30)")
+    parser.add_argument("--session-max-hours", type=float, default=12.0,
+                        help="sign a reader out this long after the login, active or not (12)")
+    parser.add_argument("--login-backoff-seconds", type=float, default=1.0,
+                        help="after 3 failed logins of an account (10 of an address), wait this "
+                             "long before the next is checked, doubling with each further "
+                             "failure up to 15 minutes (1)")
+    parser.add_argument("--log-level", type=str.upper, choices=LEVELS, default=None,
+                        help="our packages' log level (default $RRG_REVIEW_LOG_LEVEL or INFO); "
+                             "the log also goes to <db name>.log beside the database")
+    return parser.parse_args(argv)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _refuse(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # SIGTERM stops like Ctrl+C (uvicorn shuts down gracefully, then re-raises the signal):
+    # as KeyboardInterrupt, so every clean-up below (workers, exports, private folders) runs
+    signal.signal(signal.SIGTERM, _interrupt)
+    os.umask(0o077)  # everything this process creates (database, exports, caches) is private
+    login = args.login or not is_loopback(args.host)
+    tls = bool(args.ssl_certfile or args.ssl_keyfile)
+    if tls and not (args.ssl_certfile and args.ssl_keyfile):
+        return _refuse("TLS needs both --ssl-certfile and --ssl-keyfile")
+    if not is_loopback(args.host) and not tls and not args.insecure_http:
+        return _refuse(f"refusing to serve {args.host} over plain HTTP: passwords and reports "
+                       "would cross the network unencrypted; give --ssl-certfile and "
+                       "--ssl-keyfile (or --insecure-http when a TLS proxy sits in front)")
+    from rrg_review.app.server import TLSFilesError, check_tls_files
+
+    if tls:
+        try:
+            check_tls_files(args.ssl_certfile, args.ssl_keyfile)
+        except TLSFilesError as exc:
+            return _refuse(str(exc))
+
+    from rrg_review.app.logs import configure_logging
+    from rrg_review.app.services.accounts import LOCAL_READER, AccountService, LoginThrottle
+    from rrg_review.app.services.setup import prepare
+    from rrg_review.app.settings import Settings
+    from rrg_review.db.engine import DatabaseProblem
+    from rrg_review.studies.pixels import decode_jpeg2000_on_all_cores
+
+    settings = Settings.from_args(args.db, args.data_dir, log_level=args.log_level,
+                                  default_log_level="INFO", presets=args.presets)
+    # logins, throttling, audit, drafting and metric failures: on stderr and in the log file
+    log_file = configure_logging(settings.log_level, settings.log_file())
+    logging.getLogger(__name__).info("rrg-review starting on %s (log: %s)", args.host, log_file)
+    try:
+        db = prepare(settings, demo=not args.no_demo, read_only=args.read_only)
+    except DatabaseProblem as exc:
+        return _refuse(str(exc))
+    # counters in the database (in memory when it is open read-only)
+    accounts = AccountService(db, throttle=LoginThrottle(
+        db, base_delay_s=max(0.1, args.login_backoff_seconds)))
+    if login and not accounts.has_logins():
+        where = "beyond this machine" if not is_loopback(args.host) else "with --login"
+        return _refuse(f"refusing to serve {where} ({args.host}) without reader accounts: add "
+                       "one with `rrg-review readers add NAME`, or bind the default 127.0.0.1")
+    if args.read_only and not login and accounts.account(LOCAL_READER) is None:
+        return _refuse(f"{db.name} has no local reader yet and is open read-only: open it once "
+                       "without --read-only, or use --login with reader accounts")
+    runtime = Path(tempfile.mkdtemp(prefix="rrg-review-run-"))  # 0700, removed at exit
+    os.environ["GRADIO_TEMP_DIR"] = str(runtime / "gradio")  # before Gradio is imported
+    decode_jpeg2000_on_all_cores()
+    try:
+        return _serve(args, settings, db, accounts, runtime, login, tls)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) -> int:
+    from rrg_review.app.server import ServerOptions, build_app, serve
+    from rrg_review.app.services.accounts import SessionStore
+    from rrg_review.app.services.drafting import (
+        DraftingService,
+        PreDrafter,
+        RuntimeConfig,
+        default_preset,
+    )
+    from rrg_review.app.services.evaluation import StudyMetrics
+    from rrg_review.app.services.export import ExportService, ExportSpool
+    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.services.viewer import StudyViewer
+    from rrg_review.app.ui.workstation import build, launch_options
+    from rrg_review.model.presets import UnknownPreset
+
+    exports = ExportService(db, accounts.audit, ExportSpool(runtime / "exports"))
+    review = ReviewService(db, accounts, exports,
+                           include_report_only=args.include_report_only)
+    viewer = StudyViewer(db, settings.blobs, preview_dir=settings.data_dir / "previews")
+    drafting = DraftingService(db, settings, RuntimeConfig(device=args.device),
+                               decoded=viewer.decoded)
+    preset = args.model or default_preset(drafting.presets)
+    try:
+        drafting.preset(preset)
+    except UnknownPreset as exc:
+        return _refuse(str(exc))
+    predrafter = (None if args.no_predraft or args.read_only
+                  else PreDrafter(drafting, preset))
+    # the panel never downloads: metrics whose weights are not here say so at once
+    panel = StudyMetrics(db, config=settings.metric_config(download=False))
+    ui = build(viewer, drafting, predrafter, preset, review, panel, login=login)
+    sessions = SessionStore(db, idle_s=args.session_idle_minutes * 60,
+                            absolute_s=args.session_max_hours * 3600)
+    options = ServerOptions(host=args.host, port=args.port, login=login,
+                            ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
+                            gradio_cache=runtime / "gradio")
+    app = build_app(ui, accounts, sessions, options, launch_kwargs={
+        "allowed_paths": [str(viewer.preview_dir)], "show_error": True, **launch_options()},
+        on_export_download=lambda: exports.spool.purge(older_than_s=0))
+    mode = " (read-only)" if args.read_only else ""
+    print(f"rrg-review: database {settings.db_url}{mode}; drafting with preset {preset}",
+          flush=True)
+    try:
+        serve(app, options)
+    finally:
+        if predrafter is not None:
+            predrafter.stop()
+        drafting.unload()
+        exports.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
