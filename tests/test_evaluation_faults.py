@@ -98,9 +98,7 @@ def test_not_computable_values_are_written_as_null_empty_and_a_dash(db: Database
 def test_the_cli_paired_test_reports_a_metric_crashing_on_the_compare_side(db: Database):
     """`rrg-review score --compare`: the --compare predictions are scored after the main ones; a
     metric crashing there is reported with its reason and the other metrics' tests still run."""
-    from argparse import Namespace
-
-    from rrg_review.app.cli import _paired
+    from rrg_review.app.services.scoring_report import paired_tests
     from rrg_review.metrics.scoring import score
 
     refs = ["no acute disease", "small left effusion", "heart size is normal"]
@@ -114,8 +112,8 @@ def test_the_cli_paired_test_reports_a_metric_crashing_on_the_compare_side(db: D
         raise RuntimeError("CUDA out of memory")
 
     rouge.compute = crash  # type: ignore[method-assign]  # the compare side's run dies
-    paired, failed = _paired(report, ["no disease", "effusion", "heart normal"], refs,
-                             Namespace(bootstrap=0), DatabaseScoreCache(db))
-    assert set(paired) == {"bleu4"} and paired["bleu4"]["n"] == 3
-    assert "CUDA out of memory" in failed["rougeL"]
+    paired = paired_tests(report, ["no disease", "effusion", "heart normal"], refs,
+                          DatabaseScoreCache(db), n_resamples=0)
+    assert set(paired.tests) == {"bleu4"} and paired.tests["bleu4"].n == 3
+    assert "CUDA out of memory" in paired.failures["rougeL"]
     assert len(attempts) == 2  # retried once, then reported

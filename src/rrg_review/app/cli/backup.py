@@ -1,0 +1,35 @@
+"""`rrg-review backup --out FILE`: an online, consistent copy of the database."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from rrg_review.app.cli.options import add_db
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("backup", help="online, consistent copy of the database (SQLite "
+                              "backup API)")
+    p.add_argument("--out", required=True, type=Path, metavar="FILE")
+    add_db(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rrg_review.app.settings import Settings
+    from rrg_review.db.engine import backup, open_database
+    from rrg_review.db.store import ENV_KEY
+
+    db = open_database(Settings.from_args(args.db).db_url, upgrade=False)
+    out = backup(db, args.out)
+    print(f"backup of {db.name} written to {out} ({out.stat().st_size:,} bytes)")
+    key = db.key_file
+    if os.environ.get(ENV_KEY):
+        print(f"the pseudonym key is not in the backup: keep ${ENV_KEY} with it")
+    elif key is not None and key.is_file():
+        print(f"the pseudonym key is not in the backup: keep a copy of {key} with it "
+              "(apart from the database, e.g. in a password manager)")
+    return 0

@@ -1,0 +1,87 @@
+"""`rrg-review import`: studies from a dataset folder, archive or metadata file.
+
+Exit 0: everything imported; 1: some records failed (listed); 2: layout error, nothing stored;
+130: interrupted. Never a traceback: an unexpected error is printed as one line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from rrg_review.app.cli.options import add_db, tqdm_progress
+from rrg_review.studies.importers.base import IMPORTER_NAMES
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("import", help="import studies from a dataset folder or file")
+    p.add_argument("source", type=Path, help="dataset folder, archive or metadata file")
+    p.add_argument("--format", default="auto", choices=("auto", *IMPORTER_NAMES))
+    p.add_argument("--images", type=Path, metavar="DIR",
+                   help="image root when images live apart from the reports (e.g. NLMCXR_png)")
+    p.add_argument("--show-errors", type=int, default=20, metavar="N",
+                   help="print at most N failed studies (default 20)")
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="follow symbolic links inside the dataset (refused by default)")
+    p.add_argument("--allow-modality", action="append", default=[], metavar="M[,M]",
+                   help="accept DICOM modalities besides CR/DX (e.g. DX,OT; ANY: no modality or "
+                        "body-part check)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="processes that check images (default: one per CPU core)")
+    add_db(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rrg_review.app.services.ingest import import_path
+    from rrg_review.app.settings import Settings
+    from rrg_review.db.engine import DatabaseProblem, open_database
+    from rrg_review.studies.errors import StudyLoadError
+
+    settings = Settings.from_args(args.db, args.data_dir)
+    progress = tqdm_progress(f"import {args.source.name}", "study")
+    allow = [m for part in args.allow_modality for m in part.split(",")]
+    db = None
+    try:
+        db = open_database(settings.db_url)
+        report = import_path(
+            db, args.source, blobs=settings.blobs, fmt=args.format, images=args.images,
+            follow_symlinks=args.follow_symlinks, allow_modality=allow, workers=args.workers,
+            progress=progress,
+        )
+    except (StudyLoadError, DatabaseProblem) as exc:  # nothing stored: one sentence, exit 2
+        progress(-1, None)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        progress(-1, None)
+        print("interrupted: studies written so far are complete; run the import again to "
+              "finish", file=sys.stderr)
+        return 130
+    except Exception as exc:  # never a traceback for a user (it is in the log at DEBUG)
+        log.debug("import of %s failed", args.source, exc_info=True)
+        progress(-1, None)
+        print(f"error: import failed ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 1
+    finally:
+        if db is not None:
+            db.dispose()
+    progress(-1, None)
+    _print_report(report, args.show_errors)
+    return 1 if report.failed else 0
+
+
+def _print_report(report: Any, show: int) -> None:
+    print(report.summary())
+    for note in report.notes[:show]:
+        print(f"  skipped: {note}", file=sys.stderr)
+    if len(report.notes) > show:
+        print(f"  ... and {len(report.notes) - show} more skipped", file=sys.stderr)
+    for problem in report.problems[:show]:
+        print(f"  failed: {problem}", file=sys.stderr)
+    if report.failed > show:
+        print(f"  ... and {report.failed - show} more", file=sys.stderr)
