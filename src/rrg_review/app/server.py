@@ -41,9 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
-from starlette.background import BackgroundTask
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rrg_review.app.services.accounts import AccountService, SessionStore
 
@@ -128,22 +129,22 @@ def is_public(path: str) -> bool:
     return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
 
 
-async def session_hashes(request: Request) -> set[str]:
-    """Every Gradio session hash a request names: in its path, its query or its JSON body."""
+def session_hashes(request: Request, body: bytes | None) -> set[str]:
+    """Every Gradio session hash a request names: in its path, its query or its JSON body
+    (`body`, read by the caller; None when it did not read it)."""
     found = set(request.query_params.getlist("session_hash"))
     for pattern in _HASH_IN_PATH:
         match = pattern.match(request.url.path)
         if match and request.method in ("GET", "HEAD"):
             found.add(match.group(1))  # (Starlette has decoded the path, as for routing)
-    if request.method == "POST" and request.url.path.startswith("/gradio_api/"):
-        body = await request.body()  # cached by Starlette: the route reads it again
-        if body and not request.headers.get("content-type", "").startswith("multipart/"):
-            try:
-                data = json.loads(body)
-            except ValueError:  # Gradio answers malformed JSON itself (422)
-                data = None
-            if isinstance(data, dict) and data.get("session_hash") is not None:
-                found.add(str(data["session_hash"]))
+    if body and request.method == "POST" and request.url.path.startswith("/gradio_api/") \
+            and not request.headers.get("content-type", "").startswith("multipart/"):
+        try:
+            data = json.loads(body)
+        except ValueError:  # Gradio answers malformed JSON itself (422)
+            data = None
+        if isinstance(data, dict) and data.get("session_hash") is not None:
+            found.add(str(data["session_hash"]))
     return found
 
 
@@ -181,7 +182,7 @@ def login_page(message: str = "", *, tls: bool, error: bool = True) -> str:
 
 def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
               options: ServerOptions, *, launch_kwargs: dict[str, Any] | None = None,
-              on_export_download: Callable[[], Any] | None = None):
+              on_export_download: Callable[[], Any] | None = None) -> FastAPI:
     """The FastAPI app: login/logout routes and headers, with the Gradio page mounted at /.
 
     `on_export_download` runs after an export was sent (launch.py empties the export spool of
@@ -189,116 +190,248 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
     import gradio as gr
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
-    launch_kwargs = dict(launch_kwargs or {})
-    tabs = TabOwners()
+    readers = Readers(sessions)
+    if options.login:
+        _add_login_routes(app, accounts, sessions, readers, options)
+    check = RequestCheck(accounts, readers, options, TabOwners(), blocks)
+    app.add_middleware(Guard, check=check, options=options,
+                       on_export_download=on_export_download)
+    gr.mount_gradio_app(app, blocks, path="/",
+                        auth_dependency=readers.current if options.login else None,
+                        server_name=options.host, server_port=options.port,
+                        **dict(launch_kwargs or {}))
+    return app
 
-    def current_user(request: Request) -> str | None:
-        """The signed-in account, looked up once per request (Gradio asks several times)."""
+
+class Readers:
+    """Who is calling: the signed-in account of a request, looked up once per request (Gradio
+    asks several times; the answer is kept in the request's scope state, which every Request
+    object built on that scope shares)."""
+
+    def __init__(self, sessions: SessionStore) -> None:
+        self.sessions = sessions
+
+    def current(self, request: Request) -> str | None:
         known: str | None | bool = getattr(request.state, "rrg_user", False)
         if known is not False:
             return known if isinstance(known, str) else None
-        user = sessions.user(request.cookies.get(COOKIE))
+        user = self.sessions.user(request.cookies.get(COOKIE))
         request.state.rrg_user = user
         return user
 
-    def wants_html(request: Request) -> bool:
-        return "text/html" in request.headers.get("accept", "")
 
-    if options.login:
-        @app.get("/login", response_class=HTMLResponse)
-        def login_form(request: Request, msg: str = ""):
-            if current_user(request):
-                return RedirectResponse("./", status_code=303)
-            notes = {"out": "You are signed out.", "expired": "Your session ended; sign in."}
-            return HTMLResponse(login_page(notes.get(msg, ""), tls=options.tls, error=False))
+def _wants_html(request: Request) -> bool:
+    return "text/html" in request.headers.get("accept", "")
 
-        @app.post("/login")
-        async def login(request: Request):
-            form = await request.form()
-            name = str(form.get("username", "")).strip()[:64]
-            password = str(form.get("password", ""))[:4096]
-            address = client_address(request)
-            # scrypt takes a fraction of a second: off the event loop, so other readers' requests
-            # are not held up by someone's login
-            result = await run_in_threadpool(accounts.authenticate, name, password, address)
-            if result.account is None:
-                if result.outcome == "throttled":
-                    message = (f"Too many failed attempts: try again in "
-                               f"{max(1, round(result.retry_after_s))} s.")
-                    status, headers = 429, {"Retry-After": str(max(1, round(
-                        result.retry_after_s)))}
-                else:
-                    message, status, headers = "Incorrect username or password.", 401, {}
-                if wants_html(request):
-                    return HTMLResponse(login_page(message, tls=options.tls), status_code=status,
-                                        headers=headers)
-                return JSONResponse({"detail": message}, status_code=status, headers=headers)
-            token = sessions.create(result.account.name)
-            response = (RedirectResponse("./", status_code=303) if wants_html(request)
-                        else JSONResponse({"success": True}))
-            response.set_cookie(COOKIE, token, httponly=True, samesite="strict",
-                                secure=options.tls, path="/")
-            return response
 
-        @app.api_route("/logout", methods=["GET", "POST"])
-        def logout(request: Request):
-            token = request.cookies.get(COOKIE)
-            name = sessions.revoke(token)
-            if name:
-                accounts.audit.record("logout", actor=name, address=client_address(request))
-            response = RedirectResponse("login?msg=out", status_code=303)
-            response.delete_cookie(COOKIE, path="/")
-            return response
+def _add_login_routes(app: FastAPI, accounts: AccountService, sessions: SessionStore,
+                      readers: Readers, options: ServerOptions) -> None:
+    """GET/POST /login and /logout (see the module's docstring)."""
 
-    cache = options.gradio_cache.resolve() if options.gradio_cache else None
+    @app.get("/login", response_class=HTMLResponse)
+    def login_form(request: Request, msg: str = ""):
+        if readers.current(request):
+            return RedirectResponse("./", status_code=303)
+        notes = {"out": "You are signed out.", "expired": "Your session ended; sign in."}
+        return HTMLResponse(login_page(notes.get(msg, ""), tls=options.tls, error=False))
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        path = request.url.path
-        if options.login and not is_public(path):
-            user = await run_in_threadpool(current_user, request)  # a database read
-            if user is None:
-                if request.method in ("GET", "HEAD") and path in ("/", ""):
-                    expired = COOKIE in request.cookies
-                    return RedirectResponse("login" + ("?msg=expired" if expired else ""),
-                                            status_code=303)
-                return JSONResponse({"detail": "Not authenticated: sign in at /login."},
-                                    status_code=401)
-            if path.startswith("/gradio_api/stream/"):
-                return JSONResponse({"detail": "Not found"}, status_code=404)
-            if request.method == "POST" and len(await request.body()) > _BODY_LIMIT:
-                return JSONResponse({"detail": "Request too large"}, status_code=413)
-            if (request.headers.get("content-type", "").startswith("multipart/")
-                    and path.startswith("/gradio_api/") and path != "/gradio_api/upload"):
-                # a form body could name a session hash where `session_hashes` does not look
-                # (component_server accepts one); the page sends forms only to /upload
-                return JSONResponse({"detail": "Unsupported media type"}, status_code=415)
-            for session_hash in await session_hashes(request):
-                owner = tabs.claim(session_hash, user)
-                if owner is not None:
-                    log.warning("refused: %s used a tab of %s (%s)", user, owner, path)
-                    await run_in_threadpool(
-                        accounts.audit.record, "tab_refused", actor=user, ok=False,
-                        address=client_address(request), target=path[:255],
-                        detail=f"tab of {owner}")
-                    return JSONResponse({"detail": "This tab belongs to another reader; "
-                                                   "reload the page."}, status_code=403)
-        response = await call_next(request)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("X-Frame-Options", "SAMEORIGIN")
-        response.headers.setdefault("Referrer-Policy", "same-origin")
-        if options.tls:
-            response.headers.setdefault("Strict-Transport-Security", "max-age=31536000")
-        served = _export_file(path, cache)
-        if served is not None and response.status_code == 200:
-            response.background = BackgroundTask(_delete, served, on_export_download)
+    @app.post("/login")
+    async def login(request: Request):
+        form = await request.form()
+        name = str(form.get("username", "")).strip()[:64]
+        password = str(form.get("password", ""))[:4096]
+        # scrypt takes a fraction of a second: off the event loop, so other readers' requests
+        # are not held up by someone's login
+        result = await run_in_threadpool(accounts.authenticate, name, password,
+                                         client_address(request))
+        if result.account is None:
+            return _login_refused(request, result, options)
+        token = sessions.create(result.account.name)
+        response = (RedirectResponse("./", status_code=303) if _wants_html(request)
+                    else JSONResponse({"success": True}))
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict",
+                            secure=options.tls, path="/")
         return response
 
-    gr.mount_gradio_app(app, blocks, path="/",
-                        auth_dependency=current_user if options.login else None,
-                        server_name=options.host, server_port=options.port,
-                        **launch_kwargs)
-    return app
+    @app.api_route("/logout", methods=["GET", "POST"])
+    def logout(request: Request):
+        name = sessions.revoke(request.cookies.get(COOKIE))
+        if name:
+            accounts.audit.record("logout", actor=name, address=client_address(request))
+        response = RedirectResponse("login?msg=out", status_code=303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+
+def _login_refused(request: Request, result: Any, options: ServerOptions) -> Response:
+    if result.outcome == "throttled":
+        wait = str(max(1, round(result.retry_after_s)))
+        message = f"Too many failed attempts: try again in {wait} s."
+        status, headers = 429, {"Retry-After": wait}
+    else:
+        message, status, headers = "Incorrect username or password.", 401, {}
+    if _wants_html(request):
+        return HTMLResponse(login_page(message, tls=options.tls), status_code=status,
+                            headers=headers)
+    return JSONResponse({"detail": message}, status_code=status, headers=headers)
+
+
+class RequestCheck:
+    """What a request must pass before it reaches a route: a session (under --login), no
+    media-stream route, a body within the limit, no form body outside /upload, and only its
+    own account's tabs. `refusal` answers the response that refuses it, or None."""
+
+    def __init__(self, accounts: AccountService, readers: Readers, options: ServerOptions,
+                 tabs: TabOwners, blocks: Any) -> None:
+        self.accounts, self.readers, self.options = accounts, readers, options
+        self.tabs, self.blocks = tabs, blocks
+
+    def reads_body(self, request: Request) -> bool:
+        """Whether `refusal` needs the request's body (it is read once, then replayed)."""
+        return (self.options.login and request.method == "POST"
+                and not is_public(request.url.path))
+
+    async def refusal(self, request: Request, body: bytes | None, *,
+                      too_large: bool = False) -> Response | None:
+        path = request.url.path
+        if self.options.login and not is_public(path):
+            refused = await self._signed_in_refusal(request, body, too_large)
+            if refused is not None:
+                return refused
+        if (request.method == "GET" and path == "/gradio_api/queue/data"
+                and not self._tab_known(request.query_params.get("session_hash"))):
+            # Gradio's own event stream answers an unknown tab (one whose state it dropped when
+            # the tab closed, or a reload racing it) with a 404 raised after the stream has
+            # started: a traceback in the log and nothing useful for the page. The same 404,
+            # before the stream starts.
+            return JSONResponse({"detail": "Not found"}, status_code=404)
+        return None
+
+    def _tab_known(self, session_hash: str | None) -> bool:
+        queue = getattr(self.blocks, "_queue", None)
+        pending = getattr(queue, "pending_messages_per_session", None)
+        return pending is None or session_hash in pending  # (unknown Gradio: its own answer)
+
+    async def _signed_in_refusal(self, request: Request, body: bytes | None,
+                                 too_large: bool) -> Response | None:
+        path = request.url.path
+        user = await run_in_threadpool(self.readers.current, request)  # a database read
+        if user is None:
+            if request.method in ("GET", "HEAD") and path in ("/", ""):
+                expired = COOKIE in request.cookies
+                return RedirectResponse("login" + ("?msg=expired" if expired else ""),
+                                        status_code=303)
+            return JSONResponse({"detail": "Not authenticated: sign in at /login."},
+                                status_code=401)
+        if path.startswith("/gradio_api/stream/"):
+            return JSONResponse({"detail": "Not found"}, status_code=404)
+        if too_large:  # (read up to the limit and no further)
+            return JSONResponse({"detail": "Request too large"}, status_code=413)
+        if (request.headers.get("content-type", "").startswith("multipart/")
+                and path.startswith("/gradio_api/") and path != "/gradio_api/upload"):
+            # a form body could name a session hash where `session_hashes` does not look
+            # (component_server accepts one); the page sends forms only to /upload
+            return JSONResponse({"detail": "Unsupported media type"}, status_code=415)
+        for session_hash in session_hashes(request, body):
+            owner = self.tabs.claim(session_hash, user)
+            if owner is not None:
+                log.warning("refused: %s used a tab of %s (%s)", user, owner, path)
+                await run_in_threadpool(
+                    self.accounts.audit.record, "tab_refused", actor=user, ok=False,
+                    address=client_address(request), target=path[:255],
+                    detail=f"tab of {owner}")
+                return JSONResponse({"detail": "This tab belongs to another reader; "
+                                               "reload the page."}, status_code=403)
+        return None
+
+
+class _ClientGone(Exception):
+    """The client closed the connection while its request body was being read."""
+
+
+class Guard:
+    """The app's outermost middleware of ours, a plain ASGI one: `RequestCheck` before a
+    request reaches a route, then the security headers and the clean-up of a downloaded export
+    on its response.
+
+    Why not `@app.middleware("http")` (Starlette's BaseHTTPMiddleware), as before: its
+    `call_next` runs the route in a separate task and raises `RuntimeError: No response
+    returned.` whenever the route ends without starting a response. Starlette's
+    StreamingResponse does exactly that when the client has gone before the first byte (a tab
+    closed while its heartbeat or event stream was being opened), and uvicorn logged "Exception
+    in ASGI application" with that traceback. Here the route's messages pass straight through:
+    a route that sends nothing to a gone client sends nothing, which uvicorn accepts quietly."""
+
+    def __init__(self, app: ASGIApp, *, check: RequestCheck, options: ServerOptions,
+                 on_export_download: Callable[[], Any] | None = None) -> None:
+        self.app, self.check, self.options = app, check, options
+        self.cache = options.gradio_cache.resolve() if options.gradio_cache else None
+        self.on_export_download = on_export_download
+        self.headers = {"X-Content-Type-Options": "nosniff", "X-Frame-Options": "SAMEORIGIN",
+                        "Referrer-Policy": "same-origin"}
+        if options.tls:
+            self.headers["Strict-Transport-Security"] = "max-age=31536000"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        body, too_large = None, False
+        if self.check.reads_body(request):
+            try:
+                body = await _read_body(receive, _BODY_LIMIT)
+            except _ClientGone:
+                return  # nobody to answer
+            too_large = body is None
+            if body is not None:
+                receive = _replay(body, receive)
+        refused = await self.check.refusal(request, body, too_large=too_large)
+        sent: dict[str, int] = {}
+        if refused is not None:
+            await refused(scope, receive, self._with_headers(send, sent))
+            return
+        await self.app(scope, receive, self._with_headers(send, sent))
+        served = _export_file(request.url.path, self.cache)
+        if served is not None and sent.get("status") == 200:
+            await run_in_threadpool(_delete, served, self.on_export_download)
+
+    def _with_headers(self, send: Send, sent: dict[str, int]) -> Send:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                sent["status"] = message["status"]
+                message["headers"] = list(message.get("headers", []))
+                headers = MutableHeaders(scope=message)
+                for name, value in self.headers.items():
+                    headers.setdefault(name, value)
+            await send(message)
+        return send_with_headers
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole request body, or None once it is over `limit` bytes (read no further)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives the route the body already read, then the connection's own."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        return pending.pop() if pending else await receive()
+    return replayed
 
 
 def _export_file(url_path: str, cache: Path | None) -> Path | None:
