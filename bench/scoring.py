@@ -5,7 +5,9 @@ equal. Then the metric worker's round trip (a stand-in metric in its own virtual
 a pipe) against the same metric in process: cost per pair and per request.
 
 Targets: >= 1x cold, >= 50x warm.
-Run: `.venv/bin/python -m bench.scoring [--n 10000] [--skip-bertscore]`.
+Run: `.venv/bin/python -m bench.scoring [--n 10000] [--skip-bertscore]` (the IU reports are
+read from ../shared/data/NLMCXR_reports.tgz; `--synthetic` draws the pairs from built-in report
+sentences instead, e.g. for a quick check: `--synthetic --n 200 --skip-bertscore`).
 """
 
 from __future__ import annotations
@@ -23,11 +25,24 @@ ROOT = Path(__file__).resolve().parents[1]
 IU = ROOT.parent / "shared" / "data" / "NLMCXR_reports.tgz"
 
 
-def pairs(n: int) -> tuple[list[str], list[str]]:
+SENTENCES = ("The lungs are clear.", "No pleural effusion or pneumothorax.",
+             "Heart size is normal.", "Mild cardiomegaly.", "Small left pleural effusion.",
+             "Bibasilar atelectasis.", "No focal consolidation.", "Stable mediastinal contours.",
+             "Degenerative changes of the thoracic spine.", "No acute cardiopulmonary process.")
+
+
+def synthetic_texts(count: int = 500) -> list[str]:
+    """Report-like texts of 1-4 sentences from SENTENCES (fixed seed)."""
+    rng = random.Random(7)
+    return [" ".join(rng.sample(SENTENCES, rng.randint(1, 4))) for _ in range(count)]
+
+
+def pairs(n: int, synthetic: bool = False) -> tuple[list[str], list[str]]:
     from rrg_review.studies.importers.base import get_importer
 
-    texts = [t for r in get_importer("iu-xray").read(IU) if r.reference
-             for t in (r.reference.findings, r.reference.impression) if t]
+    texts = synthetic_texts() if synthetic else [
+        t for r in get_importer("iu-xray").read(IU) if r.reference
+        for t in (r.reference.findings, r.reference.impression) if t]
     rng = random.Random(2024)
     return [rng.choice(texts) for _ in range(n)], [rng.choice(texts) for _ in range(n)]
 
@@ -43,9 +58,12 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--skip-bertscore", action="store_true")
     parser.add_argument("--only", choices=("bleu4", "rougeL", "bleu2", "bertscore", "worker"))
+    parser.add_argument("--synthetic", action="store_true",
+                        help="pairs from built-in report sentences instead of the IU reports")
     args = parser.parse_args()
-    if not IU.is_file():
-        print(f"needs {IU}")
+    if not args.synthetic and not IU.is_file():
+        print(f"error: the IU X-ray reports are not at {IU} (or use --synthetic)",
+              file=sys.stderr)
         return 1
 
     from rrg_review.metrics.bertscore import BertScore
@@ -54,8 +72,8 @@ def main() -> int:
     from rrg_review.metrics.rouge import RougeL
     from rrg_review.metrics.scoring import metric_rows
 
-    hyps, refs = pairs(args.n)
-    print(f"{args.n} IU report pairs (seed 2024)")
+    hyps, refs = pairs(args.n, args.synthetic)
+    print(f"{args.n} {'synthetic' if args.synthetic else 'IU'} report pairs (seed 2024)")
 
     def direct_bleu():
         from pycocoevalcap.bleu.bleu import Bleu
@@ -130,14 +148,15 @@ def worker_round_trip(hyps: list[str], refs: list[str], tmp: Path) -> None:
         t_worker, got = timed(lambda: [p["selftest"] for i in range(0, len(hyps), chunk)
                                        for p in metric.compute(hyps[i:i + chunk],
                                                                refs[i:i + chunk])])
-        t_one, _ = timed(lambda: [metric.compute([hyps[i]], [refs[i]]) for i in range(200)])
+        singles = min(200, len(hyps))
+        t_one, _ = timed(lambda: [metric.compute([hyps[i]], [refs[i]]) for i in range(singles)])
     finally:
         metric.close()
     n = len(hyps)
     print(f"worker round trip  start {t_start:5.2f} s | {n} pairs in chunks of {chunk}: "
           f"{t_worker:6.3f} s vs {t_local:6.3f} s in process = "
           f"{(t_worker - t_local) / n * 1e6:6.1f} us/pair extra | one pair per request: "
-          f"{t_one / 200 * 1e3:5.2f} ms | values equal: {np.allclose(got, expected)}")
+          f"{t_one / singles * 1e3:5.2f} ms | values equal: {np.allclose(got, expected)}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from datetime import date, timedelta
 from sqlalchemy import insert, select
 
 from rrg_review.db.engine import Database
-from rrg_review.db.models import Image, Patient, ReferenceReport, Study, utcnow
+from rrg_review.db.models import Draft, Image, Patient, ReferenceReport, Study, utcnow
 from rrg_review.db.sorting import natural_key
 from rrg_review.db.store import pseudonym_key
 
@@ -40,11 +40,14 @@ class SyntheticImage:
 def add_studies(db: Database, count: int, *, source: str = "bench", prefix: str = "CXR",
                 image: SyntheticImage | None = None, report_only_every: int = 0,
                 studies_per_patient: int = 2, splits: tuple[str, ...] = ("train",),
-                start: int = 1, chunk: int = 20_000, pseudonymised: bool = False) -> list[int]:
+                start: int = 1, chunk: int = 20_000, pseudonymised: bool = False,
+                draft_preset: str | None = None) -> list[int]:
     """Add `count` studies keyed prefix1..prefixN (natural order != text order on purpose);
     every `report_only_every`-th study has no image. Patients are `<source>-P<n>`, stored as
     their pseudonyms with `pseudonymised` (as the importer stores them, so the app does not
-    rewrite them at start). Returns the new study ids."""
+    rewrite them at start). With `draft_preset`, every study with an image also gets a draft
+    of both sections by that preset (a study must have a draft before a reader can rate it).
+    Returns the new study ids."""
     checksum = image.checksum if image else ""
     now = utcnow()
     ids: list[int] = []
@@ -100,4 +103,12 @@ def add_studies(db: Database, count: int, *, source: str = "bench", prefix: str 
                      "photometric": image.photometric, "bits_stored": image.bits_stored,
                      "checksum": checksum}
                     for sid, row in zip(new, studies, strict=True) if row["image_count"]])
+            if draft_preset is not None:
+                conn.execute(insert(Draft), [
+                    {"study_id": sid, "section": section, "preset": draft_preset,
+                     "text": text, "model_id": "bench/synthetic", "generation": {},
+                     "created_at": now}
+                    for sid, row in zip(new, studies, strict=True) if row["image_count"]
+                    for section, text in (("findings", f"Drafted finding {sid}: no effusion."),
+                                          ("impression", "No acute cardiopulmonary process."))])
     return ids

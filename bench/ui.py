@@ -33,7 +33,9 @@ preview is on disk after the first open). Targets on a 2-core machine: server si
 save p99 < 100 ms; HTTP next study p95 < 300 ms; a 2-image JPEG 2000 study opened for the first
 time < 300 ms.
 
-Run: `.venv/bin/python -m bench.ui [--sizes 1000,160000] [--rounds 200] [--http 100]`.
+Run: `.venv/bin/python -m bench.ui [--sizes 1000,160000] [--rounds 200] [--http 100]`
+(a quick check: `--sizes 100,200 --rounds 3 --http 2 --http-sizes 100 --durability 10
+--no-first-open`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 READER, PASSWORD = "bench-reader", "bench password, long enough"
+PRESET = "retrieval"  # the page's drafting preset (offline, no weights)
 TARGETS = {  # (figure, percentile, limit in ms) at the largest size
     "open next study": (95, 50.0), "save": (99, 20.0)}
 HTTP_TARGETS = {"HTTP save": (99, 100.0), "HTTP next study": (95, 300.0)}
@@ -166,8 +169,11 @@ class SizeBench:
         settings = Settings.from_args(str(self.path), str(folder / f"data-{n}"))
         self.db = open_database(settings.db_url)
         t0 = time.perf_counter()
+        # drafted by the page's preset, as pre-drafting leaves a worklist: a study without a
+        # draft cannot be rated ("Not rated: this study has no draft")
         add_studies(self.db, n, studies_per_patient=2, pseudonymised=True,
-                    image=SyntheticImage(get_testdata_file("RG1_UNCI.dcm"), 1955, 1841))
+                    image=SyntheticImage(get_testdata_file("RG1_UNCI.dcm"), 1955, 1841),
+                    draft_preset=PRESET)
         built = time.perf_counter() - t0
         review = ReviewService(self.db)
         self.reader = review.local_reader()
@@ -180,7 +186,7 @@ class SizeBench:
         drafting = DraftingService(self.db, settings, decoded=viewer.decoded)
         self.metrics = CountingMetrics(StudyMetrics(self.db, config=MetricConfig(
             download=False)))
-        blocks = build(viewer, drafting, None, "retrieval", review, self.metrics, login=False)
+        blocks = build(viewer, drafting, None, PRESET, review, self.metrics, login=False)
         self.page = Page(blocks, _handler_index(blocks), SessionState(blocks), loop)
         self.page.state.hash = uuid.uuid4().hex
         from rrg_review.app.services.worklist import WorklistService
@@ -223,7 +229,7 @@ class SizeBench:
             raise RuntimeError(f"rate did not rate: {out.get('rate-status')!r}")
         pages = max(1, self.n // 50)
         t = time.perf_counter()
-        page.call("worklist_page", {"worklist-page": self.rng.randint(1, pages - 1)})
+        page.call("worklist_page", {"worklist-page": self.rng.randint(1, max(1, pages - 1))})
         times["worklist page"].append(time.perf_counter() - t)
         t = time.perf_counter()
         page.call("worklist_search", {"worklist-search": f"CXR{self.rng.randint(1, self.n)}"})
@@ -406,7 +412,7 @@ def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[floa
     logs = [db_path.with_suffix(".app.log"), db_path.with_suffix(".noop.log")]
     app = subprocess.Popen([sys.executable, "launch.py", "--db", str(db_path), "--data-dir",
                             str(data_dir), "--port", str(port), "--login", "--no-demo",
-                            "--no-predraft", "--model", "retrieval"], cwd=ROOT, env=env,
+                            "--no-predraft", "--model", PRESET], cwd=ROOT, env=env,
                            stdout=subprocess.DEVNULL, stderr=logs[0].open("w"))
     accounts_db = db_path.with_suffix(".accounts.sqlite")  # the no-op page's own logins
     if not accounts_db.exists():
@@ -539,6 +545,8 @@ def main() -> int:
                         help="rounds of the server-side events per size")
     parser.add_argument("--http", type=int, default=100, metavar="N",
                         help="HTTP rounds per size against the running app (0: none)")
+    parser.add_argument("--http-sizes", metavar="LIST",
+                        help="the sizes timed through HTTP (default: every size)")
     parser.add_argument("--no-first-open", action="store_true",
                         help="skip the JPEG 2000 first-open timing")
     parser.add_argument("--durability", type=int, default=200, metavar="N",
@@ -567,8 +575,10 @@ def main() -> int:
         loop.close()
         report_server(results, metrics_calls)
         first = None if args.no_first_open else bench_first_open(folder)
+        over_http = ({int(s) for s in args.http_sizes.split(",") if s} if args.http_sizes
+                     else set(sizes))
         if args.http:
-            for bench in benches:
+            for bench in (b for b in benches if b.n in over_http):
                 http[bench.n] = bench_http(bench.path, folder / f"data-{bench.n}", args.http)
         saves = (durability.measure(args.durability, folder / "durability")
                  if args.durability else None)

@@ -12,7 +12,7 @@ retries never store a study twice. Ray is an optional extra: `pip install rrg-re
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -163,6 +163,14 @@ def draft_on_ray(service: DraftingService, study_ids: Sequence[int], preset: str
 
 
 # -- scoring ---------------------------------------------------------------------------------
+def _registry_names(metrics: Iterable[Metric]) -> list[str]:
+    """The names the actors build `metrics` from: the registry's (the class's), which differ
+    from a metric's own name when the configuration names it, e.g. a BERTScore of another
+    model, `bertscore_raw[MODEL]`, is built from `bertscore`; the actor, built with the same
+    configuration, gets the same metric under the same name."""
+    return list(dict.fromkeys(str(getattr(type(m), "name", m.name)) for m in metrics))
+
+
 class ScoreActor:
     """The metrics, built once per actor (model-based ones load their model here): per-pair
     payloads for a batch of (metric, hypothesis, reference) rows."""
@@ -242,7 +250,8 @@ def fill_score_cache_on_ray(metrics: Sequence[Metric], config: MetricConfig,
         ScoreActor, batch_size=size, batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=ray_config.workers),
         num_gpus=ray_config.gpus_per_worker or None, num_cpus=1,
-        fn_constructor_kwargs=dict(names=list(by_name), config=asdict(config)))
+        fn_constructor_kwargs=dict(names=_registry_names(by_name.values()),
+                                   config=asdict(config)))
     done = 0
     for batch in scored.iter_batches(batch_size=None, batch_format="numpy"):
         fresh: dict[str, dict] = {}

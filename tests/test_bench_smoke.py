@@ -1,0 +1,68 @@
+"""Every benchmark script runs as README documents it (`python -m bench.X`) and prints its
+figures: each one as a subprocess with small sizes, exit 0, its figure lines on stdout.
+
+The sizes are the "quick check" each script's docstring names; the figures themselves are not
+judged here (the machine running the tests is not the benchmark's), only that they come out.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+# script: (arguments, lines its output must have)
+SCRIPTS = {
+    "durability": (["--saves", "10", "--dir", "{tmp}"],
+                   ["save with synchronous=NORMAL: p50", "save with synchronous=FULL  : p50",
+                    "FULL / NORMAL (p50):"]),
+    "ingest": (["--studies", "300", "--images", "6", "--dicom-files", "30", "--repeat", "2",
+                "--workers", "2"],
+               ["metadata-only import: 300 studies", "unchanged re-import: 300 studies",
+                "6 images, 2 processes", "DICOM header scan, 30 files", "(8 studies)",
+                "ratio"]),
+    "drafting": (["--n", "4", "--batch-size", "2", "--max-length", "8", "--repeat", "1"],
+                 ["studies/s", "pipeline / raw batched throughput:",
+                  "batched / one-by-one throughput:"]),
+    "scoring": (["--synthetic", "--n", "100", "--skip-bertscore"],
+                ["100 synthetic report pairs", "bleu4 ", "rougeL ", "bleu2 ",
+                 "values equal: True", "worker round trip"]),
+    "ui": (["--sizes", "100,200", "--rounds", "3", "--http", "2", "--http-sizes", "100",
+            "--durability", "10", "--no-first-open", "--dir", "{tmp}"],
+           ["100 studies, server side", "200 studies, server side", "rate ",
+            "100 studies, through HTTP", "HTTP rate", "durability save, sync=FULL",
+            "targets:", "HTTP save p99"]),
+    "scale": (["--studies", "20", "--draft-studies", "4", "--pairs", "64", "--synthetic"],
+              ["drafting, tiny encoder-decoder, 4 studies", "ray 1 worker / local throughput:",
+               "ray 2 workers / 1 worker:", "BERTScore (local MiniLM, 4 layers), 64 synthetic",
+               "values equal: True", "database, 20 studies",
+               "open (database part)   PostgreSQL / SQLite (p50):",
+               "save an edit           PostgreSQL / SQLite (p50):"]),
+}
+# printed instead of the PostgreSQL figures where no PostgreSQL server can be started
+NO_POSTGRES = "PostgreSQL: skipped"
+
+
+@pytest.mark.parametrize("script", list(SCRIPTS))
+def test_bench_script_runs_and_prints_its_figures(script, tmp_path):
+    arguments, expected = SCRIPTS[script]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT))
+                                         if p)}
+    run = subprocess.run([sys.executable, "-m", f"bench.{script}",
+                          *(a.replace("{tmp}", str(tmp_path)) for a in arguments)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, (f"exit {run.returncode}:\n{run.stdout[-2000:]}\n"
+                                 f"{run.stderr[-3000:]}")
+    if NO_POSTGRES in run.stdout:
+        expected = [line for line in expected if "PostgreSQL" not in line
+                    and not line.startswith("database,")]
+    missing = [line for line in expected if line not in run.stdout]
+    assert missing == [], f"missing {missing} in:\n{run.stdout[-3000:]}"
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]
