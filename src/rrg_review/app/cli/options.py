@@ -4,11 +4,10 @@ CheXbert weights, a progress bar and the metric score cache."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-Progress = Callable[[int, int | None], None]
+from rrg_review.core.progress import Progress
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:

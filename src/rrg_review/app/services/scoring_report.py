@@ -10,11 +10,12 @@ against expected per-pair values (`--expect`). The result is a frozen `ScoreSumm
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rrg_review.core.progress import Progress
 from rrg_review.metrics.base import Metric, MetricUnavailable
 from rrg_review.metrics.expect import KeyParity, compare
 from rrg_review.metrics.pairs import Pairs
@@ -147,7 +148,7 @@ def paired_tests(report: ScoreReport, other_hyps: Sequence[str], refs: Sequence[
 
 def score_pairs(pairs: Pairs, names: Sequence[str] | None, metrics: Sequence[Metric],
                 cache: Any, *, section: str, empty_policy: str, n_resamples: int,
-                progress: Callable[[int, int | None], None] | None = None,
+                progress: Progress | None = None,
                 compare_hyps: Sequence[str] | None = None,
                 expected: Mapping[str, Mapping[str, float]] | None = None,
                 expect_file: Path | None = None,
