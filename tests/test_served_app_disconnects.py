@@ -136,6 +136,7 @@ def test_browser_tabs_opened_and_closed_leave_no_traceback(served):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=[
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
         context = browser.new_context()
+        context.set_default_timeout(120_000)  # every wait bounded, also under a loaded machine
         context.add_cookies([{"name": "rrg-session", "value": cookie, "url": url}])
         for i in range(6):
             page = context.new_page()
