@@ -113,7 +113,7 @@ def go_offline() -> None:
         constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
     hub_utils = sys.modules.get("transformers.utils.hub")
     if hub_utils is not None and hasattr(hub_utils, "_is_offline_mode"):
-        hub_utils._is_offline_mode = True
+        hub_utils._is_offline_mode = True  # type: ignore[attr-defined]
 
 
 def _local_revision(path: Path) -> str:
