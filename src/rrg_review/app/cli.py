@@ -193,13 +193,16 @@ def cmd_draft(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from rrg_review.app.settings import Settings
+    from rrg_review.app.settings import Settings, offline_by_choice
     from rrg_review.model.hub import ModelUnavailable, fetch
     from rrg_review.model.presets import UnknownPreset, get_preset, load_presets
     from rrg_review.model.registry import availability
 
     settings = Settings.from_args(presets=args.presets)
-    if (args.fetch_metrics or args.fetch) and settings.no_network:
+    # asked first, so a machine without network is told at once instead of after the hub's
+    # retries (HF_HUB_OFFLINE set: the hub library refuses at once, naming the model)
+    if (args.fetch_metrics or args.fetch) and settings.no_network \
+            and not offline_by_choice(settings.environ):
         print(f"error: nothing can be fetched: {settings.no_network}", file=sys.stderr)
         return 2
     if args.fetch_metrics:

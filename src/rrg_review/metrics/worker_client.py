@@ -19,14 +19,16 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rrg_review.core.worker_client import WorkerClient, WorkerError, WorkerStartFailed
 from rrg_review.metrics.base import Metric, MetricUnavailable, Payload
+from rrg_review.metrics.store import METRICS, MetricDef
 
-if TYPE_CHECKING:  # the registry imports this module
-    from rrg_review.metrics.registry import MetricConfig
+if TYPE_CHECKING:
+    from rrg_review.metrics.config import MetricConfig
 
 log = logging.getLogger(__name__)
 
@@ -321,3 +323,7 @@ def worker_metric(name: str, config: MetricConfig) -> WorkerMetric:
     """
     return WorkerMetric(SPECS[name], workers_root(config.workers_dir) / name,
                         device=config.device)
+
+
+for _name in ("ratescore", "green"):  # selftest is a stand-in, never asked for by name
+    METRICS.add_def(MetricDef(_name, (SPECS[_name].key,), (), partial(worker_metric, _name)))

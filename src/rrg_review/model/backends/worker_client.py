@@ -32,6 +32,7 @@ from rrg_review.model.base import check_sections, stream_whole
 from rrg_review.model.device import Placement
 from rrg_review.model.hub import ModelUnavailable, resolve
 from rrg_review.model.inputs import DraftResult, InputImage, Provenance, StudyInput
+from rrg_review.model.options import DrafterOptions
 from rrg_review.model.presets import Preset
 
 logger = logging.getLogger(__name__)
@@ -195,3 +196,11 @@ class WorkerDrafter:
         with contextlib.suppress(Exception):
             self.close()
             self._tmp.cleanup()
+
+
+def from_options(preset: Preset, options: DrafterOptions) -> WorkerDrafter:
+    """The registry's builder: the worker runs under `options.worker_python`."""
+    from rrg_review.model.device import select
+
+    return WorkerDrafter(preset, select(options.device, options.dtype), options.worker_python,
+                         options.download)
