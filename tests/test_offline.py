@@ -136,3 +136,31 @@ def test_the_hub_is_asked_once_and_hf_hub_offline_is_taken_at_its_word(tmp_path,
     assert time.monotonic() - start < 5
     assert hub_unreachable({"HF_HUB_OFFLINE": "1", "HF_ENDPOINT": silent_hub}) == \
         "downloads are off (HF_HUB_OFFLINE is set)"
+
+
+def test_settings_decide_once_and_tell_the_libraries(tmp_path, silent_hub, monkeypatch, caplog):
+    import logging
+
+    import huggingface_hub.constants as constants
+
+    from rrg_review.app.settings import Settings
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # restored after the test, as is ...
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # ... the library's own switch
+    settings = Settings.from_args(str(tmp_path / "x.sqlite"),
+                                  environ={"HF_ENDPOINT": silent_hub})
+    with caplog.at_level(logging.WARNING, logger="rrg_review.app.settings"):
+        start = time.monotonic()
+        config = settings.metric_config(device="cpu")
+        assert settings.metric_config().download is False  # asked once: no second wait
+        assert time.monotonic() - start < 10
+    assert config.download is False and config.device == "cpu"
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["no network"]  # once
+    assert os.environ["HF_HUB_OFFLINE"] == "1" and constants.HF_HUB_OFFLINE is True
+    # the user's own HF_HUB_OFFLINE: no probe, nothing to warn about
+    caplog.clear()
+    chosen = Settings.from_args(str(tmp_path / "x.sqlite"), environ={"HF_HUB_OFFLINE": "1"})
+    assert chosen.downloads() is False and caplog.records == []
+    # a command's own --offline is kept as it is, without asking the hub
+    assert Settings.from_args(str(tmp_path / "x.sqlite"), environ={
+        "HF_ENDPOINT": silent_hub}).metric_config(download=False).download is False

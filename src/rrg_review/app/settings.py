@@ -141,16 +141,13 @@ class Settings:
 
         return hub_unreachable(self.environ)
 
-    def downloads(self) -> bool:
+    @cached_property
+    def may_download(self) -> bool:
         """Whether weights missing from the cache may be downloaded now: only when the hub
         answers. Otherwise the libraries are told never to try (HF_HUB_OFFLINE for this
         process), so nothing waits on a network it cannot reach, and a machine without network
-        is said once, with the commands that fetch the weights. Commands that must not
-        download (`--offline`) do not ask.
-
-        Returns:
-            True when downloads may go ahead.
-        """
+        is said once, with the commands that fetch the weights. Decided once per settings
+        object; commands that must not download (`--offline`) do not ask."""
         from rrg_review.model.hub import FETCH_METRICS, go_offline
 
         if self.no_network is None:
@@ -161,6 +158,10 @@ class Settings:
                         "--fetch PRESET`)", self.no_network, FETCH_METRICS)
         go_offline()
         return False
+
+    def downloads(self) -> bool:
+        """`may_download` (the hub asked once; without network the libraries are told)."""
+        return self.may_download
 
     def metric_config(self, **options: Any) -> MetricConfig:
         """A MetricConfig carrying what these settings decide (CheXbert weights, the metric
