@@ -325,5 +325,8 @@ def worker_metric(name: str, config: MetricConfig) -> WorkerMetric:
                         device=config.device)
 
 
-for _name in ("ratescore", "green"):  # selftest is a stand-in, never asked for by name
-    METRICS.add_def(MetricDef(_name, (SPECS[_name].key,), (), partial(worker_metric, _name)))
+# registered where they are defined, as the in-process metrics are (selftest is a stand-in,
+# never asked for by name)
+METRICS.add_def(MetricDef("ratescore", (SPECS["ratescore"].key,), (),
+                          partial(worker_metric, "ratescore")))
+METRICS.add_def(MetricDef("green", (SPECS["green"].key,), (), partial(worker_metric, "green")))
