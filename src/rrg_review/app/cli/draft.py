@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_args(args.db, args.data_dir, presets=args.presets)
     db = open_database(settings.db_url)
     try:
-        service = DraftingService(db, settings, runtime(args))
+        service = DraftingService(db, settings, runtime(args, settings))
         preset = args.model or default_preset(service.presets)
         service.preset(preset)
     except (UnknownPreset, ValueError) as exc:

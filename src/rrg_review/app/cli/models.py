@@ -21,14 +21,21 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rrg_review.app.settings import Settings
+    from rrg_review.app.settings import Settings, offline_by_choice
     from rrg_review.model.hub import ModelUnavailable
     from rrg_review.model.presets import UnknownPreset, load_presets
 
+    settings = Settings.from_args(presets=args.presets)
+    # asked first, so a machine without network is told at once instead of after the hub's
+    # retries (HF_HUB_OFFLINE set: the hub library refuses at once, naming the model)
+    if (args.fetch_metrics or args.fetch) and settings.no_network \
+            and not offline_by_choice(settings.environ):
+        print(f"error: nothing can be fetched: {settings.no_network}", file=sys.stderr)
+        return 2
     if args.fetch_metrics:
         return _fetch_metrics()
     try:
-        presets = load_presets(Settings.from_args(presets=args.presets).presets_file)
+        presets = load_presets(settings.presets_file)
         if args.fetch:
             _fetch_preset(presets, args.fetch)
             return 0

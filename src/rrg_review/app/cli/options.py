@@ -47,13 +47,16 @@ def add_runtime(parser: argparse.ArgumentParser) -> None:
                         help="never download weights (as with HF_HUB_OFFLINE=1)")
 
 
-def runtime(args: argparse.Namespace) -> Any:
-    """The drafting RuntimeConfig the --device/--dtype/... options describe."""
+def runtime(args: argparse.Namespace, settings: Any) -> Any:
+    """The drafting RuntimeConfig the --device/--dtype/... options describe; weights are
+    downloaded only when neither --offline nor a missing network (`Settings.downloads`)
+    forbids it."""
     from rrg_review.app.services.drafting import RuntimeConfig
 
     return RuntimeConfig(device=args.device, dtype=args.dtype,
                          batch_size=getattr(args, "batch_size", None),
-                         download=not args.offline, worker_python=args.worker_python,
+                         download=not args.offline and settings.downloads(),
+                         worker_python=args.worker_python,
                          presets_file=args.presets)
 
 
