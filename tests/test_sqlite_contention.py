@@ -110,3 +110,30 @@ def test_a_database_busy_longer_than_the_timeout_is_refused_with_one_sentence(re
     with db.read() as s:
         assert s.scalar(select(func.count()).select_from(Revision)) == 0
     db.dispose()
+
+
+def test_the_desk_says_not_saved_in_one_sentence_and_keeps_the_text(readers):
+    from rrg_review.app.services.viewer import StudyViewer
+    from rrg_review.app.ui.desk import Client, Desk, Session
+
+    path, pairs = readers
+    reader, study = pairs[0]
+    settings = Settings.from_args(str(path), busy_timeout="0.2")
+    db = settings.open_database(upgrade=False)
+    desk = Desk(StudyViewer(db, settings.blobs), ReviewService(db))
+    session = Session(reader=reader, study=study)
+    texts = {"findings": "A nodule in the right upper lobe.", "impression": ""}
+    client = Client(study=study, typed={"findings": (1.0, 2.0)}, seq=1)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        saved = desk.save(session, texts, client)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert not saved.wrote and saved.message.startswith("⚠ Not saved: ")
+    assert "is busy" in saved.message and "\n" not in saved.message
+    assert desk.pending(session, texts, client) == {"findings": texts["findings"]}  # kept
+    again = desk.save(session, texts, Client(study=study, typed=client.typed, seq=2))
+    assert again.wrote and "findings saved as revision 1" in again.message
+    db.dispose()
