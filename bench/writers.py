@@ -15,9 +15,12 @@ revision numbers. PostgreSQL is the server given by `--db URL`, else a throw-awa
 started like the tests' (Debian's binaries; `fsync` off, as in the tests); SQLite is a file in a
 temporary folder (synchronous=FULL, as the app runs it).
 
+`--threads` runs the writers as threads of one process sharing one Database instead (the
+workstation's request handlers; on SQLite they queue on the Database's own writer lock).
+
 Run: `python -m bench.writers [--writers 1,5,20] [--seconds 10] [--only sqlite|postgresql]
-[--db URL]`; `--small` is the CI smoke run (1 and 2 writers, 2 s each). The machine's load is
-printed with the figures: compare ratios within one run.
+[--threads] [--db URL]`; `--small` is the CI smoke run (1 and 2 writers, 2 s each). The
+machine's load is printed with the figures: compare ratios within one run.
 """
 
 from __future__ import annotations
@@ -101,12 +104,21 @@ def prepare(url: str, data_dir: Path, writers: int) -> list[tuple[int, int]]:
 
 def _writer(url: str, data_dir: str, reader: int, study: int, seconds: float,
             ready, start, results) -> None:
-    """One writer process: open the database, save a few times untimed, wait for the start,
-    then save continuously for `seconds`."""
-    from rrg_review.app.services.review import DatabaseBusy, ReviewService
+    """One writer process: open the database, then `_save_loop`."""
+    from rrg_review.app.services.review import ReviewService
 
     db = _settings(url, Path(data_dir)).open_database(upgrade=False, check=False)
-    review = ReviewService(db)
+    try:
+        _save_loop(ReviewService(db), reader, study, seconds, ready, start, results)
+    finally:
+        db.dispose()
+
+
+def _save_loop(review, reader: int, study: int, seconds: float, ready, start,
+               results) -> None:
+    """Save a few times untimed, wait for the start, then save continuously for `seconds`."""
+    from rrg_review.app.services.review import DatabaseBusy
+
     current = review.current(reader, study).get(SECTION)
     base = current.number if current else None
     first = None
@@ -138,7 +150,6 @@ def _writer(url: str, data_dir: str, reader: int, study: int, seconds: float,
         latencies.append(time.perf_counter() - t)
         acknowledged += ok
         refused += not ok
-    db.dispose()
     results.put((reader, WriterResult(latencies, acknowledged, refused, last_text, first,
                                       base)))
 
@@ -177,9 +188,39 @@ def check(url: str, data_dir: Path, done: dict[int, WriterResult],
     return lost, duplicates
 
 
+def run_threads(backend: str, url: str, data_dir: Path, pairs: Sequence[tuple[int, int]],
+                seconds: float) -> Level:
+    """All writers of `pairs` at once as threads of this process sharing one Database, as the
+    workstation's handlers do; their latencies pooled."""
+    import threading
+
+    from rrg_review.app.services.review import ReviewService
+
+    db = _settings(url, data_dir).open_database(upgrade=False, check=False)
+    review = ReviewService(db)
+    ready: queue.Queue = queue.Queue()
+    results: queue.Queue = queue.Queue()
+    start = threading.Event()
+    threads = [threading.Thread(target=_save_loop, args=(review, reader, study, seconds, ready,
+                                                         start, results), daemon=True)
+               for reader, study in pairs]
+    try:
+        for t in threads:
+            t.start()
+        for _ in threads:
+            ready.get(timeout=300)
+        start.set()
+        done = dict(results.get(timeout=seconds + 300) for _ in threads)
+    finally:
+        db.dispose()
+    lost, duplicates = check(url, data_dir, done, pairs)
+    return Level(backend, len(pairs), [x for r in done.values() for x in r.latencies],
+                 sum(r.refused for r in done.values()), lost, duplicates)
+
+
 def run_level(backend: str, url: str, data_dir: Path, pairs: Sequence[tuple[int, int]],
               seconds: float) -> Level:
-    """All writers of `pairs` at once; their latencies pooled."""
+    """All writers of `pairs` at once, each a process; their latencies pooled."""
     ctx = mp.get_context("spawn")  # no engine or connection crosses into a writer
     ready, results, start = ctx.Queue(), ctx.Queue(), ctx.Event()
     procs = [ctx.Process(target=_writer, args=(url, str(data_dir), reader, study, seconds,
@@ -229,11 +270,12 @@ def report(levels: Sequence[Level]) -> None:
 
 
 def bench_backend(backend: str, url: str, data_dir: Path, counts: Sequence[int],
-                  seconds: float) -> list[Level]:
+                  seconds: float, threads: bool = False) -> list[Level]:
     pairs = prepare(url, data_dir, max(counts))
     levels = []
+    run = run_threads if threads else run_level
     for n in counts:
-        level = run_level(backend, url, data_dir, pairs[:n], seconds)
+        level = run(backend, url, data_dir, pairs[:n], seconds)
         print(f"  {backend} {n} writer(s): {len(level.latencies)} saves, p99 "
               f"{ms(level.latencies, 99):.1f} ms", flush=True)
         levels.append(level)
@@ -249,6 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="how long each count of writers saves (default 10)")
     parser.add_argument("--only", choices=("sqlite", "postgresql"))
     parser.add_argument("--db", help="a PostgreSQL URL (default: a throw-away local server)")
+    parser.add_argument("--threads", action="store_true",
+                        help="writers as threads of one process sharing one database (the "
+                             "workstation's handlers), not processes")
     parser.add_argument("--small", action="store_true",
                         help="CI smoke run: 1 and 2 writers, 2 s each")
     args = parser.parse_args(argv)
@@ -261,9 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         root = Path(tmp)
         if args.only in (None, "sqlite"):
             levels += bench_backend("SQLite", str(root / "writers.sqlite"), root / "data-sq",
-                                    counts, seconds)
+                                    counts, seconds, args.threads)
         if args.only in (None, "postgresql"):
-            levels += _postgresql(args.db, root / "data-pg", counts, seconds)
+            levels += _postgresql(args.db, root / "data-pg", counts, seconds, args.threads)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     report(levels)
     bad = sum(lv.lost + lv.duplicates for lv in levels)
@@ -273,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _postgresql(url: str | None, data_dir: Path, counts: Sequence[int],
-                seconds: float) -> list[Level]:
+                seconds: float, threads: bool) -> list[Level]:
     server = None
     if url is None:
         from tests.postgres_server import NoPostgres, start_server
@@ -285,7 +330,7 @@ def _postgresql(url: str | None, data_dir: Path, counts: Sequence[int],
             return []
         url = server.create_database("rrg_writers")
     try:
-        return bench_backend("PostgreSQL", url, data_dir, counts, seconds)
+        return bench_backend("PostgreSQL", url, data_dir, counts, seconds, threads)
     finally:
         if server is not None:
             server.drop_database(url)

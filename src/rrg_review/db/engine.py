@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from rrg_review.core.files import atomic_write
+from rrg_review.db.writer_queue import WriterQueue
 
 log = logging.getLogger(__name__)
 
@@ -166,10 +166,9 @@ class Database:
     configured_key: str | None = field(default=None, repr=False)
     busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
     _key: bytes | None = field(default=None, repr=False)
-    # SQLite has one writer at a time: this process's writers queue here (woken at once when
-    # the writer before them commits) instead of polling SQLite's lock with sleeps of up to
-    # 100 ms, which let one thread starve for seconds behind later ones
-    _local_writer: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # SQLite has one writer at a time: this process's writers queue here in arrival order
+    # (see db/writer_queue.py) instead of polling SQLite's lock in no order
+    _local_writer: WriterQueue = field(default_factory=WriterQueue, repr=False)
 
     @contextmanager
     def read(self) -> Iterator[Session]:
