@@ -34,6 +34,8 @@ DEFAULT_DB = "rrg-review.sqlite"
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 _BEGIN_OPTION = "rrg_begin"
 _RELAXED_OPTION = "rrg_relaxed_commit"  # Database.write(durable=False)
+_TURN_OPTION = "rrg_sqlite_turn"  # Database.write on SQLite: short asks for the write lock
+_TURN_WAIT_MS = 20
 # tables every rrg-review schema has; a file with other tables is someone else's database
 _OUR_TABLES = {"alembic_version", "study", "patient", "reader"}
 
@@ -98,7 +100,18 @@ def _configure_sqlite(engine: Engine, *, read_only: bool, timeout_s: float) -> N
         if relaxed != info.get(_RELAXED_OPTION, False):
             conn.exec_driver_sql(f"PRAGMA synchronous={'NORMAL' if relaxed else 'FULL'}")
             info[_RELAXED_OPTION] = relaxed
-        conn.exec_driver_sql(options.get(_BEGIN_OPTION, "BEGIN"))
+        begin = options.get(_BEGIN_OPTION, "BEGIN")
+        if not options.get(_TURN_OPTION):
+            conn.exec_driver_sql(begin)
+            return
+        # a writer of Database.write asks for the lock for a moment only and asks again in
+        # Database._begin: SQLite's own wait sleeps up to 100 ms between looks, in no order,
+        # so under load one process could miss turn after turn for seconds
+        conn.exec_driver_sql(f"PRAGMA busy_timeout={_TURN_WAIT_MS}")
+        try:
+            conn.exec_driver_sql(begin)
+        finally:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
 
 
 # -- PostgreSQL (a reading team's shared server) ------------------------------------------------
@@ -224,9 +237,10 @@ class Database:
     def _begin(self, factory: sessionmaker[Session], deadline: float) -> Iterator[Session]:
         """A write transaction begun at once (BEGIN IMMEDIATE on SQLite takes the write lock
         here, before the caller's first statement), so a busy database is retried within the
-        busy timeout: SQLite waits that long itself, and answers some kinds of busy (another
-        connection recovering the log, checkpointing) at once."""
-        pause = 0.005
+        busy timeout. SQLite is asked for its write lock for 20 ms at a time (`_TURN_OPTION`),
+        with pauses of 1 to 10 ms between asks, so a writer of another process that frees the
+        lock is followed within milliseconds, not after SQLite's sleeps of up to 100 ms."""
+        pause = 0.001
         while True:
             session = factory()
             try:
@@ -237,9 +251,8 @@ class Database:
                 session.close()
                 if not _is_busy(exc) or time.monotonic() + pause >= deadline:
                     raise
-                log.debug("%s busy at the start of a write; trying again", self.name)
                 time.sleep(pause)
-                pause = min(pause * 2, 0.1)
+                pause = min(pause * 2, 0.01)
         with session:
             session.info["database"] = self
             try:
@@ -378,6 +391,7 @@ def _write_factories(engine: Engine) -> dict[tuple[bool, str], sessionmaker[Sess
             options: dict[str, object] = {}
             if dialect == "sqlite":
                 options[_BEGIN_OPTION] = "BEGIN IMMEDIATE"
+                options[_TURN_OPTION] = True
             elif dialect == "postgresql":
                 options[_PG_WRITER_OPTION] = scope
             if not durable:
