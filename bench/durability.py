@@ -35,9 +35,9 @@ def measure(saves: int, folder: Path) -> dict[str, list[float]]:
     database made in `folder` (bench/ui.py calls this too)."""
     from sqlalchemy import event, text
 
-    from rrg_review.app.services.review import ReviewService
-    from rrg_review.app.services.setup import seed_demo
+    from rrg_review.app.review.service import ReviewService
     from rrg_review.app.settings import Settings
+    from rrg_review.app.setup import seed_demo
     from rrg_review.db.engine import open_database
 
     folder.mkdir(parents=True, exist_ok=True)

@@ -37,9 +37,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def time_database(url: str, data_dir: Path, n: int) -> dict[str, list[float]]:
-    from rrg_review.app.services.drafting import DraftingService
-    from rrg_review.app.services.ingest import import_records
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.drafting.service import DraftingService
+    from rrg_review.app.ingest.service import import_records
+    from rrg_review.app.review.service import ReviewService
     from rrg_review.app.settings import Settings
     from rrg_review.db.engine import open_database
     from rrg_review.db.store import get_study
@@ -113,9 +113,9 @@ def draft_section(args: argparse.Namespace) -> None:
 
     import ray
 
-    from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
-    from rrg_review.app.services.ingest import import_records
-    from rrg_review.app.services.ray_engine import RayConfig, draft_on_ray
+    from rrg_review.app.drafting.ray_engine import RayConfig, draft_on_ray
+    from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
+    from rrg_review.app.ingest.service import import_records
     from rrg_review.app.settings import Settings
     from rrg_review.db.engine import open_database
     from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
@@ -190,7 +190,7 @@ def score_section(args: argparse.Namespace) -> None:
     import ray
 
     from bench.scoring import pairs
-    from rrg_review.app.services.ray_engine import RayConfig, fill_score_cache_on_ray
+    from rrg_review.app.drafting.ray_engine import RayConfig, fill_score_cache_on_ray
     from rrg_review.metrics.bertscore import BertScore
     from rrg_review.metrics.cache import FileCache
     from rrg_review.metrics.scoring import score

@@ -2,7 +2,7 @@
 through HTTP against the running app, with p50/p95/p99 and ratios against the 1,000-study run.
 
 Server side, what is timed is Gradio's own `Blocks.process_api` on the real workstation page
-(`app.ui.workstation.build`, as launch.py builds it): preprocessing of the inputs, the handler
+(`app.page.build`, as launch.py builds it): preprocessing of the inputs, the handler
 (which calls the Gradio-free `Desk` and the worklist panel), postprocessing of every output; a
 `SessionState` plays one browser tab. Only the HTTP round trip and Gradio's queue are missing,
 and those are what the HTTP half measures:
@@ -152,12 +152,12 @@ class SizeBench:
         from pydicom.data import get_testdata_file
 
         from bench.synthetic import SyntheticImage, add_studies
-        from rrg_review.app.services.drafting import DraftingService
-        from rrg_review.app.services.evaluation import StudyMetrics
-        from rrg_review.app.services.review import ReviewService
-        from rrg_review.app.services.viewer import StudyViewer
+        from rrg_review.app.drafting.service import DraftingService
+        from rrg_review.app.evaluation.study_metrics import StudyMetrics
+        from rrg_review.app.page import build
+        from rrg_review.app.review.service import ReviewService
         from rrg_review.app.settings import Settings
-        from rrg_review.app.ui.workstation import build
+        from rrg_review.app.viewer.service import StudyViewer
         from rrg_review.db.engine import open_database
         from rrg_review.metrics.registry import MetricConfig
 
@@ -183,8 +183,8 @@ class SizeBench:
         blocks = build(viewer, drafting, None, "retrieval", review, self.metrics, login=False)
         self.page = Page(blocks, _handler_index(blocks), SessionState(blocks), loop)
         self.page.state.hash = uuid.uuid4().hex
-        from rrg_review.app.services.worklist import WorklistService
-        from rrg_review.app.ui.worklist_panel import WorklistPanelLogic
+        from rrg_review.app.worklist.panel import WorklistPanelLogic
+        from rrg_review.app.worklist.service import WorklistService
 
         self.logic = WorklistPanelLogic(WorklistService(self.db))
         self.rng = random.Random(seed)
@@ -248,11 +248,11 @@ def bench_first_open(folder: Path, repeats: int = 5) -> dict[str, list[float]]:
     cases take turns."""
     from pydicom.data import get_testdata_file
 
-    from rrg_review.app.services.ingest import import_records
-    from rrg_review.app.services.review import ReviewService
-    from rrg_review.app.services.viewer import StudyViewer
+    from rrg_review.app.ingest.service import import_records
+    from rrg_review.app.review.desk import Desk, Session
+    from rrg_review.app.review.service import ReviewService
     from rrg_review.app.settings import Settings
-    from rrg_review.app.ui.desk import Desk, Session
+    from rrg_review.app.viewer.service import StudyViewer
     from rrg_review.db.engine import open_database
     from rrg_review.studies.pixels import OPENJPEG_THREADS
     from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
@@ -322,7 +322,7 @@ NOOP_APP = """
 import sys
 import gradio as gr
 from rrg_review.app.server import ServerOptions, build_app, serve
-from rrg_review.app.services.accounts import AccountService, SessionStore
+from rrg_review.app.accounts.service import AccountService, SessionStore
 from rrg_review.db.engine import open_database
 
 db = open_database(sys.argv[2])
@@ -392,7 +392,7 @@ class HttpPage:
 
 def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[float]]:
     """launch.py --login on the database, and the no-op page; `calls` rounds of each."""
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.review.service import ReviewService
     from rrg_review.db.engine import open_database
 
     db = open_database(db_path)

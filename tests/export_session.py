@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.setup import seed_demo
+from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
+from rrg_review.app.review.service import ReviewService
 from rrg_review.app.settings import Settings
+from rrg_review.app.setup import seed_demo
 from rrg_review.db.engine import Database
 from tests.tiny_models import tiny_encoder_decoder
 

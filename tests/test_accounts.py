@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from rrg_review.app.services.accounts import (
+from rrg_review.app.accounts.audit import AuditLog
+from rrg_review.app.accounts.service import (
     AccountError,
     AccountService,
     LoginThrottle,
@@ -14,9 +15,8 @@ from rrg_review.app.services.accounts import (
     needs_rehash,
     verify_password,
 )
-from rrg_review.app.services.audit import AuditLog
-from rrg_review.app.services.review import ReviewError, ReviewService
-from rrg_review.app.services.setup import seed_demo
+from rrg_review.app.review.service import ReviewError, ReviewService
+from rrg_review.app.setup import seed_demo
 from rrg_review.db.models import AuditEvent, Reader
 
 
@@ -144,7 +144,7 @@ def test_saves_and_ratings_are_audited_in_the_same_transaction(db, settings):
 
 
 def test_accepting_a_draft_is_audited_with_the_client_address(db, settings):
-    from rrg_review.app.services.drafting import DraftingService
+    from rrg_review.app.drafting.service import DraftingService
 
     seed_demo(db, settings)
     review = ReviewService(db)

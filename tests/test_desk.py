@@ -1,4 +1,4 @@
-"""The workstation's handler logic without a browser (app/ui/desk.py), on a real SQLite file,
+"""The workstation's handler logic without a browser (app/review/desk.py), on a real SQLite file,
 the real demo radiographs and the real retrieval drafter."""
 
 from __future__ import annotations
@@ -11,12 +11,9 @@ import threading
 import numpy as np
 import pytest
 
-from rrg_review.app.services.drafting import DraftingService
-from rrg_review.app.services.evaluation import StudyMetrics
-from rrg_review.app.services.review import LOCAL_READER, ReviewError, ReviewService
-from rrg_review.app.services.setup import seed_demo
-from rrg_review.app.services.viewer import StudyViewer
-from rrg_review.app.ui.desk import (
+from rrg_review.app.drafting.service import DraftingService
+from rrg_review.app.evaluation.study_metrics import StudyMetrics
+from rrg_review.app.review.desk import (
     IDLE_AFTER_S,
     ROWS_EVERY_S,
     WINDOW_PRESETS,
@@ -25,6 +22,9 @@ from rrg_review.app.ui.desk import (
     Session,
     TabRefused,
 )
+from rrg_review.app.review.service import LOCAL_READER, ReviewError, ReviewService
+from rrg_review.app.setup import seed_demo
+from rrg_review.app.viewer.service import StudyViewer
 from rrg_review.metrics.bleu import Bleu4
 from rrg_review.metrics.rouge import RougeL
 
@@ -428,7 +428,7 @@ def test_a_load_resumes_where_this_browser_keeps_unsaved_text_of_its_own_reader(
 def test_film_puts_frontal_before_lateral_side_by_side_and_escapes_everything(desk):
     import dataclasses
 
-    from rrg_review.app.ui.workstation import film_html
+    from rrg_review.app.page import film_html
 
     d, reader, ids = desk
     view = d.viewer.open(ids[0])
@@ -528,7 +528,7 @@ def test_a_page_load_opens_at_once_and_its_draft_follows(db, settings):
     """The page load never waits for the model (it waited up to 8 s): the study opens with
     "Drafting…", the follow-up event waits for the pre-drafter and fills the boxes, unless the
     reader typed meanwhile (then the draft goes beside their text)."""
-    from rrg_review.app.services.drafting import PreDrafter
+    from rrg_review.app.drafting.service import PreDrafter
 
     seed_demo(db, settings)
     viewer = StudyViewer(db, settings.blobs)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from rrg_review.app.cli import main as cli
-from rrg_review.app.services.export import ExportFilters, evaluate, export
-from rrg_review.app.services.review import word_error_rate
+from rrg_review.app.evaluation.export import ExportFilters, evaluate, export
+from rrg_review.app.review.service import word_error_rate
 from rrg_review.metrics.agreement import (
     cohen_kappa,
     fleiss_kappa,

@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import update
 
 from bench.synthetic import add_studies
-from rrg_review.app.services.evaluation_results import ExportFilters
-from rrg_review.app.services.evaluation_steps import evaluate
-from rrg_review.app.services.export_rows import collect_rows
-from rrg_review.app.services.review import ReviewService
+from rrg_review.app.evaluation.results import ExportFilters
+from rrg_review.app.evaluation.rows import collect_rows
+from rrg_review.app.evaluation.steps import evaluate
+from rrg_review.app.review.service import ReviewService
 from rrg_review.db.models import Draft, Rating, WorklistItem
 from rrg_review.metrics.bleu import Bleu4
 

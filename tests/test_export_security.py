@@ -8,14 +8,14 @@ import stat
 
 import pytest
 
-from rrg_review.app.services.export import (
+from rrg_review.app.evaluation.export import (
     ExportService,
     ExportSpool,
     neutralise_cell,
     safe_name,
 )
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.setup import seed_demo
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.setup import seed_demo
 
 
 def test_cells_that_a_spreadsheet_would_run_are_neutralised():
@@ -78,7 +78,7 @@ def two_readers(db, settings, tmp_path):
         ids[name] = review.add_reader(name, f"passphrase-{len(name)}-xyz", role=role)
         review.assign(ids[name])
     study = review.worklist(ids["dr.one"])[0].study_id
-    from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
+    from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
 
     DraftingService(db, settings, RuntimeConfig()).draft([study], "retrieval")
     for name in ("dr.one", "dr.two"):

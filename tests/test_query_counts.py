@@ -14,10 +14,10 @@ from PIL import Image as PILImage
 from sqlalchemy import event
 
 from bench.synthetic import SyntheticImage, add_studies
-from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
-from rrg_review.app.services.evaluation_results import ExportFilters
-from rrg_review.app.services.export_rows import collect_rows
-from rrg_review.app.services.review import ReviewService
+from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
+from rrg_review.app.evaluation.results import ExportFilters
+from rrg_review.app.evaluation.rows import collect_rows
+from rrg_review.app.review.service import ReviewService
 from rrg_review.db.models import Draft
 from rrg_review.db.store import priors
 from rrg_review.model.presets import Preset

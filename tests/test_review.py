@@ -7,7 +7,7 @@ import threading
 import pytest
 from sqlalchemy import select
 
-from rrg_review.app.services.review import (
+from rrg_review.app.review.service import (
     MAX_ACTIVE_GAP_S,
     EditConflict,
     ReviewError,
@@ -17,7 +17,7 @@ from rrg_review.app.services.review import (
     word_diff,
     word_error_rate,
 )
-from rrg_review.app.services.setup import seed_demo
+from rrg_review.app.setup import seed_demo
 from rrg_review.core.vocabulary import REXVAL_CATEGORIES
 from rrg_review.db.models import Rating, Revision
 
@@ -208,7 +208,7 @@ def test_word_diff_and_word_error_rate():
 
 
 def _drafted(review, db, settings):
-    from rrg_review.app.services.drafting import DraftingService
+    from rrg_review.app.drafting.service import DraftingService
 
     r = review.local_reader()
     review.assign(r)
@@ -299,7 +299,7 @@ def test_status_changes_only_on_save_or_rate(review):
 def test_keystroke_timing_and_draft_on_screen(review):
     from datetime import UTC, datetime, timedelta
 
-    from rrg_review.app.services.review import Keystrokes
+    from rrg_review.app.review.service import Keystrokes
 
     r = review.local_reader()
     review.assign(r)
@@ -340,7 +340,7 @@ def test_readers_command(settings, db, capsys, monkeypatch):
 def test_metrics_panel_for_an_open_study(db, monkeypatch, tmp_path):
     import huggingface_hub.constants as constants
 
-    from rrg_review.app.services.evaluation import StudyMetrics
+    from rrg_review.app.evaluation.study_metrics import StudyMetrics
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -163,8 +163,8 @@ def team(tmp_path_factory, rg1_small):
     (cases / "plain-case" / "report.json").write_text(json.dumps({
         "patient_id": "MRN-7770002", "findings": "-2+3 Lungs clear.",
         "impression": "No acute disease."}))
-    from rrg_review.app.services.setup import seed_demo
     from rrg_review.app.settings import Settings
+    from rrg_review.app.setup import seed_demo
     from rrg_review.db.engine import open_database
 
     database = open_database(db)
@@ -178,8 +178,8 @@ def team(tmp_path_factory, rg1_small):
     cli("readers", "add", "root", "--admin", "--password-stdin", "--db", str(db),
         stdin=PASSWORDS["root"] + "\n")
     # each reader edits and rates every study through the review service
-    from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
+    from rrg_review.app.review.service import ReviewService
 
     database = open_database(db)
     review = ReviewService(database)

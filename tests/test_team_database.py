@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import func, select
 
 from rrg_review.app.cli import main as cli
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.setup import seed_demo
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.setup import seed_demo
 from rrg_review.db.engine import open_database
 from rrg_review.db.metric_cache import DatabaseScoreCache
 from rrg_review.db.models import Base, MetricResult, Rating
@@ -133,7 +133,7 @@ def test_migrate_db_copies_a_single_user_database_into_postgresql(
     DatabaseScoreCache(source).put_many("bleu4", "1", "", {("h", "r"): {"score": 0.5}})
     # a signed-in browser and a login back-off on the workstation: neither travels to the team
     # server (its readers sign in again there)
-    from rrg_review.app.services.accounts import LOCAL_READER, LoginThrottle, SessionStore
+    from rrg_review.app.accounts.service import LOCAL_READER, LoginThrottle, SessionStore
     SessionStore(source).create(LOCAL_READER)
     LoginThrottle(source).failure("account:alice")
     source.dispose()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bench.synthetic import SyntheticImage, add_studies
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.worklist import (
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.worklist.service import (
     Progress,
     WorklistError,
     WorklistFilter,
@@ -299,7 +299,7 @@ def test_a_page_may_take_its_total_from_the_progress_counts(db, service, image):
 @pytest.mark.parametrize("threshold", [0, 10_000])
 def test_search_pages_are_in_list_order_whether_matches_are_walked_or_sorted(
         db, service, image, monkeypatch, threshold):
-    import rrg_review.app.services.worklist as worklist_module
+    import rrg_review.app.worklist.service as worklist_module
 
     monkeypatch.setattr(worklist_module, "_DRIVE_FROM_MATCHES", threshold)
     add_studies(db, 130, image=image)

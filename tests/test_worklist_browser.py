@@ -8,8 +8,8 @@ import re
 import pytest
 
 from bench.synthetic import SyntheticImage, add_studies
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.worklist import WorklistService
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.worklist.service import WorklistService
 from tests.browser import CHROMIUM, launch_browser
 from tests.conftest import rg1
 from tests.worklist_app import panel_app as launch_panel

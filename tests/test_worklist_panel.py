@@ -8,9 +8,9 @@ import math
 import pytest
 
 from bench.synthetic import SyntheticImage, add_studies
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.worklist import WorklistService
-from rrg_review.app.ui.worklist_panel import WorklistPanelLogic
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.worklist.panel import WorklistPanelLogic
+from rrg_review.app.worklist.service import WorklistService
 from tests.conftest import rg1
 from tests.worklist_app import panel_app
 

@@ -100,10 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         except TLSFilesError as exc:
             return _refuse(str(exc))
 
+    from rrg_review.app.accounts.service import LOCAL_READER, AccountService, LoginThrottle
     from rrg_review.app.logs import configure_logging
-    from rrg_review.app.services.accounts import LOCAL_READER, AccountService, LoginThrottle
-    from rrg_review.app.services.setup import prepare
     from rrg_review.app.settings import Settings
+    from rrg_review.app.setup import prepare
     from rrg_review.db.engine import DatabaseProblem
     from rrg_review.studies.pixels import decode_jpeg2000_on_all_cores
 
@@ -138,19 +138,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) -> int:
-    from rrg_review.app.server import ServerOptions, build_app, serve
-    from rrg_review.app.services.accounts import SessionStore
-    from rrg_review.app.services.drafting import (
+    from rrg_review.app.accounts.service import SessionStore
+    from rrg_review.app.drafting.service import (
         DraftingService,
         PreDrafter,
         RuntimeConfig,
         default_preset,
     )
-    from rrg_review.app.services.evaluation import StudyMetrics
-    from rrg_review.app.services.export import ExportService, ExportSpool
-    from rrg_review.app.services.review import ReviewService
-    from rrg_review.app.services.viewer import StudyViewer
-    from rrg_review.app.ui.workstation import build, launch_options
+    from rrg_review.app.evaluation.export import ExportService, ExportSpool
+    from rrg_review.app.evaluation.study_metrics import StudyMetrics
+    from rrg_review.app.page import build, launch_options
+    from rrg_review.app.review.service import ReviewService
+    from rrg_review.app.server import ServerOptions, build_app, serve
+    from rrg_review.app.viewer.service import StudyViewer
     from rrg_review.model.presets import UnknownPreset
 
     exports = ExportService(db, accounts.audit, ExportSpool(runtime / "exports"))

@@ -45,7 +45,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from rrg_review.app.services.accounts import AccountService, SessionStore
+from rrg_review.app.accounts.service import AccountService, SessionStore
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What the workstation's handlers do, without Gradio: a tab's session state and the steps of a
 review (open, type, leave, autosave, save, conflicts, accept, draft, rate, window/level), so
-they can be unit-tested directly. workstation.py only turns these results into components.
+they can be unit-tested directly. page.py only turns these results into components.
 
 Rules kept here:
 - a tab's state belongs to the reader who created it; another login using it is refused;
@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from rrg_review.app.services.drafting import DraftingService, PreDrafter, StoredDraft
-from rrg_review.app.services.evaluation import StudyMetrics
-from rrg_review.app.services.review import (
+from rrg_review.app.drafting.service import DraftingService, PreDrafter, StoredDraft
+from rrg_review.app.evaluation.study_metrics import StudyMetrics
+from rrg_review.app.review.service import (
     EditConflict,
     Keystrokes,
     RatingView,
@@ -35,7 +35,7 @@ from rrg_review.app.services.review import (
     RevisionView,
     SectionEdit,
 )
-from rrg_review.app.services.viewer import ImageView, StudyView, StudyViewer
+from rrg_review.app.viewer.service import ImageView, StudyView, StudyViewer
 from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.metrics.base import by_reason
 from rrg_review.studies.records import ReportSections
@@ -301,8 +301,8 @@ class Desk:
     def worklist_rows(self, reader: int, status: str | None = "all",
                       source: str | None = "all") -> tuple[list[list[Any]], str]:
         """The first page of the filtered worklist and the progress line (two indexed
-        queries; app/ui/worklist_panel.py pages, searches and filters in full)."""
-        from rrg_review.app.services.worklist import WorklistFilter
+        queries; app/worklist/panel.py pages, searches and filters in full)."""
+        from rrg_review.app.worklist.service import WorklistFilter
 
         worklists = self.review.worklists
         page = worklists.page(reader, WorklistFilter.from_ui(status, source), page_size=200)

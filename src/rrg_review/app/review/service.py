@@ -18,7 +18,8 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm.attributes import flag_modified
 
-from rrg_review.app.services.accounts import (
+from rrg_review.app.accounts.audit import AuditLog
+from rrg_review.app.accounts.service import (
     LOCAL_READER,
     Account,
     AccountError,
@@ -26,8 +27,7 @@ from rrg_review.app.services.accounts import (
     hash_password,
     verify_password,
 )
-from rrg_review.app.services.audit import AuditLog
-from rrg_review.app.services.worklist import WorklistService
+from rrg_review.app.worklist.service import WorklistService
 from rrg_review.core.vocabulary import ERROR_KINDS, REXVAL_CATEGORIES, SECTIONS, rexval_label
 from rrg_review.db.engine import Database
 from rrg_review.db.models import (
@@ -341,7 +341,7 @@ class ReviewService:
             ReviewError: no reader has this id.
             ValueError: an unknown format.
         """
-        from rrg_review.app.services.export import ExportService
+        from rrg_review.app.evaluation.export import ExportService
 
         if self.exports is None:
             self.exports = ExportService(self.db, audit=self.audit)

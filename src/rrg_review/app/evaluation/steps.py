@@ -15,7 +15,7 @@ from typing import TypeVar
 import numpy as np
 from sqlalchemy import select
 
-from rrg_review.app.services.evaluation_results import (
+from rrg_review.app.evaluation.results import (
     COMPARISONS,
     AutomaticResult,
     CaseList,
@@ -31,8 +31,8 @@ from rrg_review.app.services.evaluation_results import (
     ReviewSummary,
     TimeOnTask,
 )
-from rrg_review.app.services.export_rows import collect_rows
-from rrg_review.app.services.review import word_error_rate
+from rrg_review.app.evaluation.rows import collect_rows
+from rrg_review.app.review.service import word_error_rate
 from rrg_review.core.vocabulary import ERROR_KINDS, REXVAL_CATEGORIES, SECTIONS
 from rrg_review.db.engine import Database
 from rrg_review.db.metric_cache import DatabaseScoreCache

@@ -22,17 +22,9 @@ from typing import Any
 
 import gradio as gr
 
-from rrg_review.app.services.drafting import DraftingService, PreDrafter
-from rrg_review.app.services.evaluation import StudyMetrics
-from rrg_review.app.services.review import (
-    LOCAL_READER,
-    RatingView,
-    ReviewError,
-    ReviewService,
-    word_diff,
-)
-from rrg_review.app.services.viewer import ImageView, StudyView, StudyViewer
-from rrg_review.app.ui.desk import (
+from rrg_review.app.drafting.service import DraftingService, PreDrafter
+from rrg_review.app.evaluation.study_metrics import StudyMetrics
+from rrg_review.app.review.desk import (
     WINDOW_PRESETS,
     Client,
     Desk,
@@ -41,7 +33,15 @@ from rrg_review.app.ui.desk import (
     TabRefused,
     film_order,
 )
-from rrg_review.app.ui.worklist_panel import build_worklist_panel, progress_line
+from rrg_review.app.review.service import (
+    LOCAL_READER,
+    RatingView,
+    ReviewError,
+    ReviewService,
+    word_diff,
+)
+from rrg_review.app.viewer.service import ImageView, StudyView, StudyViewer
+from rrg_review.app.worklist.panel import build_worklist_panel, progress_line
 from rrg_review.core.vocabulary import REXVAL_CATEGORIES, REXVAL_LABELS, SECTIONS
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ import io
 import math
 from typing import Any
 
-from rrg_review.app.services.evaluation_results import Evaluation, ReviewRow, ReviewSummary
+from rrg_review.app.evaluation.results import Evaluation, ReviewRow, ReviewSummary
 from rrg_review.core.vocabulary import REXVAL_CATEGORIES, rexval_label
 from rrg_review.metrics.base import by_reason
 from rrg_review.metrics.registry import key_label

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 
-from rrg_review.app.services.drafting import DraftingService, DraftRun, RuntimeConfig
+from rrg_review.app.drafting.service import DraftingService, DraftRun, RuntimeConfig
 from rrg_review.app.settings import Settings
 from rrg_review.core.progress import Progress
 

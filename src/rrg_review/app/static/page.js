@@ -68,7 +68,7 @@
     return best;
   };
 
-  // what every text-carrying event sends along (see Client in app/ui/desk.py)
+  // what every text-carrying event sends along (see Client in app/review/desk.py)
   // (texts: the box values this request carries, noted before it leaves the page)
   window.rrgClient = (texts) => {
     poll();  // the study in the boxes now, not as of the last 200 ms tick

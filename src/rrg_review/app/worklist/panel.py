@@ -26,7 +26,7 @@ from typing import Any
 
 import gradio as gr
 
-from rrg_review.app.services.worklist import (
+from rrg_review.app.worklist.service import (
     IMAGE_FILTERS,
     STATUSES,
     Progress,
