@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text
 
-from rrg_review.app.review.service import ReviewService
+from rrg_review.app.accounts.service import AccountService
 from rrg_review.app.settings import Settings
 from rrg_review.app.setup import seed_demo
 from rrg_review.db.engine import DatabaseProblem, backup, open_database
@@ -173,7 +173,7 @@ def _can(*command: str) -> bool:
 def test_a_read_only_file_is_refused_unless_read_only_mode(tmp_path):
     path = made_db(tmp_path)
     db = open_database(path)
-    ReviewService(db).local_reader()
+    AccountService(db).local_reader()
     db.dispose()
     for extra in path.parent.glob("r.sqlite-*"):
         extra.unlink()

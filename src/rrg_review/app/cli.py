@@ -486,8 +486,8 @@ def cmd_readers(args: argparse.Namespace) -> int:
     import getpass
 
     from rrg_review.app.accounts.service import AccountError, AccountService
-    from rrg_review.app.review.service import ReviewService
     from rrg_review.app.settings import Settings
+    from rrg_review.app.worklist.service import WorklistService
     from rrg_review.db.engine import open_database
 
     db = open_database(Settings.from_args(args.db).db_url)
@@ -524,7 +524,7 @@ def cmd_readers(args: argparse.Namespace) -> int:
     except AccountError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    added = ReviewService(db, accounts).assign(
+    added = WorklistService(db).assign(
         reader_id, include_report_only=args.include_report_only) if not args.empty else 0
     role = "admin" if args.admin else "reader"
     print(f"{role} {args.name} added ({added} studies on the worklist)")

@@ -22,8 +22,8 @@ from typing import Any
 
 import gradio as gr
 
-from rrg_review.app.drafting.service import DraftingService, PreDrafter
-from rrg_review.app.evaluation.study_metrics import StudyMetrics
+from rrg_review.app.accounts.service import LOCAL_READER
+from rrg_review.app.deps import Services
 from rrg_review.app.review.desk import (
     WINDOW_PRESETS,
     Client,
@@ -33,16 +33,11 @@ from rrg_review.app.review.desk import (
     TabRefused,
     film_order,
 )
-from rrg_review.app.review.service import (
-    LOCAL_READER,
-    RatingView,
-    ReviewError,
-    ReviewService,
-    word_diff,
-)
+from rrg_review.app.review.service import RatingView, ReviewError
 from rrg_review.app.viewer.service import ImageView, StudyView, StudyViewer
 from rrg_review.app.worklist.panel import build_worklist_panel, progress_line
 from rrg_review.core.vocabulary import REXVAL_CATEGORIES, REXVAL_LABELS, SECTIONS
+from rrg_review.metrics.edits import word_diff
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
@@ -163,7 +158,8 @@ class Screen:
         object.__setattr__(self, name, value)
 
 
-def _layout(viewer: StudyViewer, review: ReviewService, login: bool) -> Screen:
+def _layout(services: Services) -> Screen:
+    login = services.login
     c = Screen()
     c.state = gr.State(Session())
     c.awaited = gr.State(None)  # the study a page load's follow-up waits to show a draft for
@@ -183,7 +179,7 @@ def _layout(viewer: StudyViewer, review: ReviewService, login: bool) -> Screen:
     c.enlarge = gr.Button("enlarge", elem_id="enlarge-button", elem_classes="rrg-hidden")
     with gr.Row(elem_id="main-row", equal_height=False):
         with gr.Column(scale=2, min_width=250, elem_id="worklist-col"):
-            c.worklist = build_worklist_panel(review.worklists)
+            c.worklist = build_worklist_panel(services.worklists)
             with gr.Accordion("Keyboard shortcuts", open=False, elem_id="help"):
                 gr.Markdown("\n".join(f"- **{k}**: {v}" for k, v in SHORTCUTS))
             with gr.Accordion("Export evaluation report", open=False, elem_id="export"):
@@ -200,7 +196,7 @@ def _layout(viewer: StudyViewer, review: ReviewService, login: bool) -> Screen:
                                            elem_id="toggle-prior", size="sm", scale=0,
                                            min_width=190)
                 c.details = gr.Markdown(elem_id="study-header")
-            c.film = gr.HTML(film_html(viewer, None), elem_id="film", padding=False)
+            c.film = gr.HTML(film_html(services.viewer, None), elem_id="film", padding=False)
         with gr.Column(scale=3, min_width=380, elem_id="editor-col"):
             c.save_status = gr.Markdown(elem_id="save-status")
             c.restore_note = gr.HTML("", elem_id="restore-note")
@@ -316,24 +312,24 @@ def _client_js(inputs: set, client: gr.Textbox, texts: tuple = ()) -> str:
             "return v; }")
 
 
-def build(viewer: StudyViewer, drafting: DraftingService | None = None,
-          predrafter: PreDrafter | None = None, preset: str = "retrieval",
-          review: ReviewService | None = None, metrics: StudyMetrics | None = None,
-          login: bool = False) -> gr.Blocks:
-    review = review or ReviewService(viewer.db)
-    desk = Desk(viewer, review, drafting, predrafter, preset, metrics)
-    if not login:
+def build(services: Services) -> gr.Blocks:
+    """The whole page on these services."""
+    s = services
+    desk = Desk(s.viewer, s.review, s.drafting, s.predrafter, s.preset, s.metrics,
+                worklists=s.worklists, accounts=s.accounts)
+    if not s.login:
         # the one local reader's first study is drafted before the first page asks for it
-        desk.predraft_first(review.local_reader())
+        desk.predraft_first(s.accounts.local_reader())
     with gr.Blocks(title="rrg-review", fill_width=True) as ui:
-        c = _layout(viewer, review, login)
-        _wire(ui, c, desk, viewer, review, drafting, metrics, preset, login)
+        c = _layout(s)
+        _wire(ui, c, desk, s)
     return ui
 
 
-def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: ReviewService,
-          drafting: DraftingService | None, metrics: StudyMetrics | None, preset: str,
-          login: bool) -> None:
+def _wire(ui: gr.Blocks, c: Screen, desk: Desk, services: Services) -> None:
+    viewer, drafting = services.viewer, services.drafting
+    metrics, preset, login = services.metrics, services.preset, services.login
+    worklists, accounts, exports = services.worklists, services.accounts, services.exports
     wl = c.worklist
     rating_fields = [c.likert, c.acceptable, *c.rexval.values(), c.comment]
 
@@ -426,8 +422,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     def empty_worklist_note() -> str:
         """Why the worklist is empty, when report-only studies are the reason (a new-user trial
         imported Open-i's 3,955 reports and took the empty list for a failed import)."""
-        hidden = review.worklists.report_only_count()
-        if not hidden or review.include_report_only:
+        hidden = worklists.report_only_count()
+        if not hidden or worklists.include_report_only:
             return "Your worklist is empty."
         return (f"Your worklist is empty. {hidden:,} stored studies have no images (imported "
                 "as references); they are not put on reading worklists unless the app is "
@@ -440,7 +436,7 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     def worklist_outputs(reader: int, d: dict) -> dict:
         """The page on screen, refreshed (statuses change on save, rate and accept)."""
         v = wl.logic.view(reader, *filters_of(d), d.get(wl.page) or 1)
-        progress = v.progress or progress_line(review.worklists.progress(reader))
+        progress = v.progress or progress_line(worklists.progress(reader))
         return {wl.table: v.rows, wl.progress: progress}
 
     # -- page load and navigation ----------------------------------------------------------
@@ -799,8 +795,12 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
         session = d[c.state]
         _, reader = who(session, request)
         progress(0.1, desc="scoring and building the report")
-        result = review.export_report(
-            reader, d[c.export_format], everyone=not d[c.export_mine],
+        account = accounts.by_id(reader)
+        if exports is None or account is None:
+            raise gr.Error("Export is not set up." if exports is None
+                           else f"reader {reader} does not exist")
+        result = exports.export_as(
+            account, d[c.export_format], everyone=not d[c.export_mine],
             metrics=metrics.metrics if metrics else None,
             address=getattr(getattr(request, "client", None), "host", None))
         if result.note:
@@ -810,7 +810,8 @@ def _wire(ui: gr.Blocks, c: Screen, desk: Desk, viewer: StudyViewer, review: Rev
     def on_unload(d: dict, request: gr.Request) -> dict:
         """Free the model's memory (GPU included) for everyone: admins only."""
         _, reader = who(d[c.state], request)
-        if not review.is_admin(reader):
+        account = accounts.by_id(reader)
+        if account is None or not account.is_admin:
             raise gr.Error("only an admin can unload the model")
         if drafting is not None:
             drafting.unload()

@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) -> int:
     from rrg_review.app.accounts.service import SessionStore
+    from rrg_review.app.deps import Services
     from rrg_review.app.drafting.service import (
         DraftingService,
         PreDrafter,
@@ -151,11 +152,10 @@ def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) 
     from rrg_review.app.review.service import ReviewService
     from rrg_review.app.server import ServerOptions, build_app, serve
     from rrg_review.app.viewer.service import StudyViewer
+    from rrg_review.app.worklist.service import WorklistService
     from rrg_review.model.presets import UnknownPreset
 
     exports = ExportService(db, accounts.audit, ExportSpool(runtime / "exports"))
-    review = ReviewService(db, accounts, exports,
-                           include_report_only=args.include_report_only)
     viewer = StudyViewer(db, settings.blobs, preview_dir=settings.data_dir / "previews")
     drafting = DraftingService(db, settings, RuntimeConfig(device=args.device),
                                decoded=viewer.decoded)
@@ -168,7 +168,9 @@ def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) 
                   else PreDrafter(drafting, preset))
     # the panel never downloads: metrics whose weights are not here say so at once
     panel = StudyMetrics(db, config=settings.metric_config(download=False))
-    ui = build(viewer, drafting, predrafter, preset, review, panel, login=login)
+    ui = build(Services(viewer, ReviewService(db, accounts.audit),
+                        WorklistService(db, include_report_only=args.include_report_only),
+                        accounts, exports, drafting, predrafter, preset, panel, login))
     sessions = SessionStore(db, idle_s=args.session_idle_minutes * 60,
                             absolute_s=args.session_max_hours * 3600)
     options = ServerOptions(host=args.host, port=args.port, login=login,
