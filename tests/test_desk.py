@@ -430,7 +430,7 @@ def test_a_load_resumes_where_this_browser_keeps_unsaved_text_of_its_own_reader(
 def test_film_puts_frontal_before_lateral_side_by_side_and_escapes_everything(desk):
     import dataclasses
 
-    from rrg_review.app.page import film_html
+    from rrg_review.app.viewer.panel import film_html
 
     d, reader, ids = desk
     view = d.viewer.open(ids[0])
