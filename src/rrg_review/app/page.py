@@ -126,7 +126,7 @@ def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
     wire_film(page.film, services.viewer, guard)
     wire_review(wiring)
     wire_enlarged(page.enlarged, services.viewer, desk, guard)
-    wire_top_bar(page.top, services.login, nav.on_logout, page.edit_in, nav.study_outs,
+    wire_top_bar(page.top, services.login, guard(nav.on_logout), page.edit_in, nav.study_outs,
                  **nav.with_client)
     wire_export(page.export, services, guard)
 
@@ -258,8 +258,9 @@ class Navigation:
                                     time.monotonic())
             return self.editor.after_save(r, saved, texts)
 
-    def on_logout(self, d: Inputs, request: gr.Request) -> Outputs:
-        return self._logout(d, request)
+    def on_logout(self, r: Reader, d: Inputs) -> Outputs:
+        """Before leaving for /logout: what is typed is saved (the study stays open)."""
+        return self.navigate(r, d, lambda r: r.session.study)
 
     # -- events ------------------------------------------------------------------------------
     def wire_load(self, ui: gr.Blocks) -> Any:
@@ -274,7 +275,6 @@ class Navigation:
         """The row click and Previous/Next. The page script holds keystrokes back from a
         navigation's click until its answer is on screen (`ARRIVED` tells it)."""
         wl, edit_in = self.page.worklist, self.page.edit_in
-        self._logout = self.guard(lambda r, d: self.navigate(r, d, lambda r: r.session.study))
         for navigation in (
                 wl.table.select(self.on_select, edit_in | {wl.table}, self.study_outs,
                                 **PRIVATE, js=self._select_js),

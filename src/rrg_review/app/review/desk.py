@@ -1,6 +1,7 @@
 """What the workstation's handlers do, without Gradio: a tab's session state and the steps of a
 review (open, type, leave, autosave, save, conflicts, accept, draft, rate, window/level), so
-they can be unit-tested directly. page.py only turns these results into components.
+they can be unit-tested directly. The panels (review/panel.py, viewer/panel.py...) only
+turn these results into components.
 
 Rules kept here:
 - a tab's state belongs to the reader who created it; another login using it is refused;
