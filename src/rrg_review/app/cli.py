@@ -129,12 +129,15 @@ def _add_runtime(parser: argparse.ArgumentParser) -> None:
                         help="never download weights (as with HF_HUB_OFFLINE=1)")
 
 
-def _runtime(args: argparse.Namespace):
+def _runtime(args: argparse.Namespace, settings):
+    """The drafting run's configuration; weights are downloaded only when neither --offline
+    nor a missing network (`Settings.downloads`) forbids it."""
     from rrg_review.app.drafting.service import RuntimeConfig
 
     return RuntimeConfig(device=args.device, dtype=args.dtype,
                          batch_size=getattr(args, "batch_size", None),
-                         download=not args.offline, worker_python=args.worker_python,
+                         download=not args.offline and settings.downloads(),
+                         worker_python=args.worker_python,
                          presets_file=args.presets)
 
 
@@ -149,7 +152,7 @@ def cmd_draft(args: argparse.Namespace) -> int:
     settings = Settings.from_args(args.db, args.data_dir, presets=args.presets)
     db = open_database(settings.db_url)
     try:
-        service = DraftingService(db, settings, _runtime(args))
+        service = DraftingService(db, settings, _runtime(args, settings))
         preset = args.model or default_preset(service.presets)
         service.preset(preset)
     except (UnknownPreset, ValueError) as exc:
@@ -190,10 +193,18 @@ def cmd_draft(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    from rrg_review.app.settings import Settings, offline_by_choice
     from rrg_review.model.hub import ModelUnavailable, fetch
     from rrg_review.model.presets import UnknownPreset, get_preset, load_presets
     from rrg_review.model.registry import availability
 
+    settings = Settings.from_args(presets=args.presets)
+    # asked first, so a machine without network is told at once instead of after the hub's
+    # retries (HF_HUB_OFFLINE set: the hub library refuses at once, naming the model)
+    if (args.fetch_metrics or args.fetch) and settings.no_network \
+            and not offline_by_choice(settings.environ):
+        print(f"error: nothing can be fetched: {settings.no_network}", file=sys.stderr)
+        return 2
     if args.fetch_metrics:
         from rrg_review.metrics.fetch import fetch_metric_models
 
@@ -205,9 +216,7 @@ def cmd_models(args: argparse.Namespace) -> int:
             return 2
         return 0
     try:
-        from rrg_review.app.settings import Settings
-
-        presets = load_presets(Settings.from_args(presets=args.presets).presets_file)
+        presets = load_presets(settings.presets_file)
         if args.fetch:
             preset = get_preset(presets, args.fetch)
             ids = list(preset.model_ids) + (

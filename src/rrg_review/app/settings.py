@@ -5,13 +5,19 @@ Every value is chosen here, once, as flag > environment variable > default; the 
 arguments (`load_presets(file)`, `MetricConfig(chexbert_weights=..., workers_dir=...)`,
 `DrafterOptions(worker_python=...)`). Library variables (`HF_HUB_OFFLINE`, `TMPDIR`) stay with
 the libraries that define them.
+
+Whether weights may be downloaded is decided here too, once and only by the commands that
+could download (`downloads`): HF_HUB_OFFLINE, else one short request to the hub. Without
+network every command then goes on at once with what is cached, and says what is not.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +27,8 @@ from rrg_review.db.engine import database_url, sqlite_path
 if TYPE_CHECKING:  # the metric registry is imported only by the commands that score
     from rrg_review.metrics.registry import MetricConfig
     from rrg_review.model.presets import Preset
+
+log = logging.getLogger(__name__)
 
 ENV_DB = "RRG_REVIEW_DB"
 ENV_DATA = "RRG_REVIEW_DATA"
@@ -38,6 +46,13 @@ def choose(flag: str | None, env_name: str, default: str | None = None,
         return flag
     value = (os.environ if environ is None else environ).get(env_name, "").strip()
     return value or default
+
+
+def offline_by_choice(environ: Mapping[str, str]) -> bool:
+    """Whether the user set HF_HUB_OFFLINE (nothing to warn about then)."""
+    from rrg_review.model.hub import offline
+
+    return offline(environ)
 
 
 def resolve_log_level(flag: str | None, default: str = "WARNING") -> str:
@@ -117,10 +132,44 @@ class Settings:
         env_name = preset.options.get("python_env")
         return choose(flag, env_name, environ=self.environ) if env_name else flag
 
+    @cached_property
+    def no_network(self) -> str | None:
+        """Why the Hugging Face hub cannot be reached (HF_HUB_OFFLINE, or one short request
+        that got no answer), or None; asked once per settings object, by the first command
+        step that could download."""
+        from rrg_review.model.hub import hub_unreachable
+
+        return hub_unreachable(self.environ)
+
+    @cached_property
+    def may_download(self) -> bool:
+        """Whether weights missing from the cache may be downloaded now: only when the hub
+        answers. Otherwise the libraries are told never to try (HF_HUB_OFFLINE for this
+        process), so nothing waits on a network it cannot reach, and a machine without network
+        is said once, with the commands that fetch the weights. Decided once per settings
+        object; commands that must not download (`--offline`) do not ask."""
+        from rrg_review.model.hub import FETCH_METRICS, go_offline
+
+        if self.no_network is None:
+            return True
+        if not offline_by_choice(self.environ):
+            log.warning("%s: weights that are not cached are unavailable, not downloaded "
+                        "(fetch them on a machine with network: `%s`, `rrg-review models "
+                        "--fetch PRESET`)", self.no_network, FETCH_METRICS)
+        go_offline()
+        return False
+
+    def downloads(self) -> bool:
+        """`may_download` (the hub asked once; without network the libraries are told)."""
+        return self.may_download
+
     def metric_config(self, **options: Any) -> MetricConfig:
         """A MetricConfig carrying what these settings decide (CheXbert weights, the metric
-        workers' folder); `options` are the command's own (device, download, BERTScore)."""
+        workers' folder, whether weights may be downloaded: `downloads`); `options` are the
+        command's own (device, download, BERTScore)."""
         from rrg_review.metrics.registry import MetricConfig
 
+        if options.get("download", True):
+            options["download"] = self.downloads()
         return MetricConfig(chexbert_weights=self.chexbert_weights,
                             workers_dir=self.metric_workers_dir, **options)
