@@ -40,16 +40,17 @@ def pct(values: list[float], q: float) -> float:
 
 
 def time_database(url: str, data_dir: Path, n: int) -> dict[str, list[float]]:
-    from rrg_review.app.services.drafting import DraftingService
-    from rrg_review.app.services.ingest import import_records
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.drafting.service import DraftingService
+    from rrg_review.app.ingest.service import import_records
+    from rrg_review.app.review.service import ReviewService
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
+    from rrg_review.app.worklist.service import WorklistService
     from rrg_review.db.store import get_study
     from rrg_review.studies.records import ReportSections, StudyRecord
 
     settings = Settings.from_args(url, str(data_dir))
-    db = open_database(settings.db_url)
+    db = settings.open_database()
     records = (StudyRecord(
         source="bench", study_key=f"S{i:05d}", patient_key=f"P{i // 2:05d}", origin="bench",
         study_date=date(2024, 1, 1) + timedelta(days=i), indication="Cough.",
@@ -58,11 +59,11 @@ def time_database(url: str, data_dir: Path, n: int) -> dict[str, list[float]]:
     import_records(db, records, blobs=settings.blobs, fmt="bench")
     drafting = DraftingService(db, settings)
     review = ReviewService(db)
-    reader = review.local_reader()
+    reader = AccountService(review.db).local_reader()
     # the studies have no images (the database side only): report-only studies join a
     # worklist only when asked
-    review.assign(reader, include_report_only=True)
-    ids = [w.study_id for w in review.worklist(reader)]
+    WorklistService(review.db).assign(reader, include_report_only=True)
+    ids = [w.study_id for w in WorklistService(review.db).items(reader)]
     if not ids:
         raise RuntimeError(f"no study on the bench reader's worklist in {url}")
     opens, saves = [], []
@@ -74,7 +75,7 @@ def time_database(url: str, data_dir: Path, n: int) -> dict[str, list[float]]:
         drafting.latest(study_id, "retrieval")
         review.current(reader, study_id)
         review.latest_rating(reader, study_id)
-        review.worklist(reader)
+        WorklistService(review.db).items(reader)
         opens.append(time.perf_counter() - t)
         t = time.perf_counter()
         review.save(reader, study_id, "findings", f"Edited {study_id}.", None)
@@ -128,11 +129,10 @@ def draft_section(args: argparse.Namespace) -> None:
 
     import ray
 
-    from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
-    from rrg_review.app.services.ingest import import_records
-    from rrg_review.app.services.ray_engine import RayConfig, draft_on_ray
+    from rrg_review.app.drafting.ray_engine import RayConfig, draft_on_ray
+    from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
+    from rrg_review.app.ingest.service import import_records
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
     from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
     from tests.layouts import png_bytes
     from tests.tiny_models import tiny_encoder_decoder
@@ -149,7 +149,7 @@ def draft_section(args: argparse.Namespace) -> None:
         template = root / "template"
         template.mkdir()
         settings = Settings.from_args(str(template / "db.sqlite"))
-        db = open_database(settings.db_url)
+        db = settings.open_database()
         import_records(db, (StudyRecord(
             source="bench", study_key=f"S{i}", patient_key=f"P{i}", origin="bench",
             study_date=date(2024, 1, 1) + timedelta(days=i), indication="Cough.",
@@ -165,7 +165,7 @@ def draft_section(args: argparse.Namespace) -> None:
             folder = root / f"{engine}-{workers}"
             shutil.copytree(template, folder)
             copy = Settings.from_args(str(folder / "db.sqlite"))
-            service = DraftingService(open_database(copy.db_url), copy, runtime)
+            service = DraftingService(copy.open_database(), copy, runtime)
             with service.db.read() as session:
                 from sqlalchemy import select
 
@@ -205,7 +205,7 @@ def score_section(args: argparse.Namespace) -> None:
     import ray
 
     from bench.scoring import pairs
-    from rrg_review.app.services.ray_engine import RayConfig, fill_score_cache_on_ray
+    from rrg_review.app.drafting.ray_engine import RayConfig, fill_score_cache_on_ray
     from rrg_review.metrics.bertscore import BertScore
     from rrg_review.metrics.cache import FileCache
     from rrg_review.metrics.scoring import score

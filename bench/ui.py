@@ -2,7 +2,7 @@
 through HTTP against the running app, with p50/p95/p99 and ratios against the 1,000-study run.
 
 Server side, what is timed is Gradio's own `Blocks.process_api` on the real workstation page
-(`app.ui.workstation.build`, as launch.py builds it): preprocessing of the inputs, the handler
+(`app.page.build`, as launch.py builds it): preprocessing of the inputs, the handler
 (which calls the Gradio-free `Desk` and the worklist panel), postprocessing of every output; a
 `SessionState` plays one browser tab. Only the HTTP round trip and Gradio's queue are missing,
 and those are what the HTTP half measures:
@@ -155,19 +155,19 @@ class SizeBench:
         from pydicom.data import get_testdata_file
 
         from bench.synthetic import SyntheticImage, add_studies
-        from rrg_review.app.services.drafting import DraftingService
-        from rrg_review.app.services.evaluation import StudyMetrics
-        from rrg_review.app.services.review import ReviewService
-        from rrg_review.app.services.viewer import StudyViewer
+        from rrg_review.app.deps import Services
+        from rrg_review.app.drafting.service import DraftingService
+        from rrg_review.app.evaluation.study_metrics import StudyMetrics
+        from rrg_review.app.page import build
         from rrg_review.app.settings import Settings
-        from rrg_review.app.ui.workstation import build
-        from rrg_review.db.engine import open_database
+        from rrg_review.app.viewer.service import StudyViewer
+        from rrg_review.app.worklist.panel import WorklistPanelLogic
         from rrg_review.metrics.registry import MetricConfig
 
         self.n = n
         self.path = folder / f"bench-{n}.sqlite"
         settings = Settings.from_args(str(self.path), str(folder / f"data-{n}"))
-        self.db = open_database(settings.db_url)
+        self.db = settings.open_database()
         t0 = time.perf_counter()
         # drafted by the page's preset, as pre-drafting leaves a worklist: a study without a
         # draft cannot be rated ("Not rated: this study has no draft")
@@ -175,24 +175,24 @@ class SizeBench:
                     image=SyntheticImage(get_testdata_file("RG1_UNCI.dcm"), 1955, 1841),
                     draft_preset=PRESET)
         built = time.perf_counter() - t0
-        review = ReviewService(self.db)
-        self.reader = review.local_reader()
+        self.viewer = StudyViewer(self.db, settings.blobs,
+                                  preview_dir=settings.data_dir / "previews")
+        services = Services.plain(self.viewer)
+        self.reader = services.accounts.local_reader()
         t0 = time.perf_counter()
-        review.assign(self.reader)
+        services.worklists.assign(self.reader)
         assigned = time.perf_counter() - t0
         print(f"{n:,} studies: built in {built:.1f} s (bulk INSERT), assigned to a reader in "
               f"{assigned:.2f} s (INSERT ... SELECT)", flush=True)
-        viewer = StudyViewer(self.db, settings.blobs, preview_dir=settings.data_dir / "previews")
-        drafting = DraftingService(self.db, settings, decoded=viewer.decoded)
+        drafting = DraftingService(self.db, settings, decoded=self.viewer.decoded)
         self.metrics = CountingMetrics(StudyMetrics(self.db, config=MetricConfig(
             download=False)))
-        blocks = build(viewer, drafting, None, PRESET, review, self.metrics, login=False)
+        blocks = build(Services(self.viewer, services.review, services.worklists,
+                                services.accounts, services.exports, drafting, None, PRESET,
+                                self.metrics, login=False))
         self.page = Page(blocks, _handler_index(blocks), SessionState(blocks), loop)
         self.page.state.hash = uuid.uuid4().hex
-        from rrg_review.app.services.worklist import WorklistService
-        from rrg_review.app.ui.worklist_panel import WorklistPanelLogic
-
-        self.logic = WorklistPanelLogic(WorklistService(self.db))
+        self.logic = WorklistPanelLogic(services.worklists)
         self.rng = random.Random(seed)
         self.times: dict[str, list[float]] = {k: [] for k in (
             "open next study", "save", "rate", "worklist page", "search", "next unfinished")}
@@ -254,17 +254,18 @@ def bench_first_open(folder: Path, repeats: int = 5) -> dict[str, list[float]]:
     cases take turns."""
     from pydicom.data import get_testdata_file
 
-    from rrg_review.app.services.ingest import import_records
-    from rrg_review.app.services.review import ReviewService
-    from rrg_review.app.services.viewer import StudyViewer
+    from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.ingest.service import import_records
+    from rrg_review.app.review.desk import Desk, Session
+    from rrg_review.app.review.service import ReviewService
     from rrg_review.app.settings import Settings
-    from rrg_review.app.ui.desk import Desk, Session
-    from rrg_review.db.engine import open_database
+    from rrg_review.app.viewer.service import StudyViewer
+    from rrg_review.app.worklist.service import WorklistService
     from rrg_review.studies.pixels import OPENJPEG_THREADS
     from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
 
     settings = Settings.from_args(str(folder / "j2k.sqlite"))
-    db = open_database(settings.db_url)
+    db = settings.open_database()
     images = folder / "j2k"
     images.mkdir()
     paths = [str(shutil.copy(get_testdata_file(name), images / name))
@@ -275,8 +276,8 @@ def bench_first_open(folder: Path, repeats: int = 5) -> dict[str, list[float]]:
                          reference=ReportSections("Clear.", "Normal."))
     import_records(db, [record], blobs=settings.blobs, fmt="bench")
     review = ReviewService(db)
-    reader = review.local_reader()
-    review.assign(reader)
+    reader = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(reader)
     out: dict[str, list[float]] = {label: [] for label in FIRST_OPEN_CASES}
     before = os.environ.get(OPENJPEG_THREADS)
     try:
@@ -328,7 +329,7 @@ NOOP_APP = """
 import sys
 import gradio as gr
 from rrg_review.app.server import ServerOptions, build_app, serve
-from rrg_review.app.services.accounts import AccountService, SessionStore
+from rrg_review.app.accounts.service import AccountService, SessionStore
 from rrg_review.db.engine import open_database
 
 db = open_database(sys.argv[2])
@@ -398,13 +399,13 @@ class HttpPage:
 
 def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[float]]:
     """launch.py --login on the database, and the no-op page; `calls` rounds of each."""
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.worklist.service import WorklistService
     from rrg_review.db.engine import open_database
 
     db = open_database(db_path)
-    review = ReviewService(db)
-    if review.reader_id(READER) is None:
-        review.assign(review.add_reader(READER, PASSWORD))
+    if AccountService(db).account(READER) is None:
+        WorklistService(db).assign(AccountService(db).add(READER, PASSWORD))
     db.dispose()
     port, noop_port = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
@@ -417,7 +418,7 @@ def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[floa
     accounts_db = db_path.with_suffix(".accounts.sqlite")  # the no-op page's own logins
     if not accounts_db.exists():
         small = open_database(accounts_db)
-        ReviewService(small).add_reader(READER, PASSWORD)
+        AccountService(small).add(READER, PASSWORD)
         small.dispose()
     noop = subprocess.Popen([sys.executable, "-c", NOOP_APP, str(noop_port), str(accounts_db)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL,

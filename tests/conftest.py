@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rrg_review.app.settings import Settings
-from rrg_review.db.engine import Database, open_database
+from rrg_review.db.engine import Database
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 IU_ARCHIVE = SHARED_DATA / "NLMCXR_reports.tgz"
@@ -69,7 +69,7 @@ def settings(tmp_path: Path, db_backend: str, request: pytest.FixtureRequest):
 
 @pytest.fixture
 def db(settings: Settings) -> Database:
-    database = open_database(settings.db_url)
+    database = settings.open_database()
     yield database
     database.dispose()
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text
 
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.setup import seed_demo
+from rrg_review.app.accounts.service import AccountService
 from rrg_review.app.settings import Settings
+from rrg_review.app.setup import seed_demo
 from rrg_review.db.engine import DatabaseProblem, backup, open_database
 from rrg_review.db.models import Meta, Patient
 from rrg_review.db.store import ENV_KEY, PseudonymKeyError, add_study, pseudonym
@@ -173,7 +173,7 @@ def _can(*command: str) -> bool:
 def test_a_read_only_file_is_refused_unless_read_only_mode(tmp_path):
     path = made_db(tmp_path)
     db = open_database(path)
-    ReviewService(db).local_reader()
+    AccountService(db).local_reader()
     db.dispose()
     for extra in path.parent.glob("r.sqlite-*"):
         extra.unlink()
@@ -314,14 +314,12 @@ def test_the_pseudonym_key_lives_outside_the_database(tmp_path, monkeypatch):
     with pytest.raises(PseudonymKeyError, match="missing"), other.write() as s:
         add_study(s, _record("s2", "5550001"), [])
     other.dispose()
-    # ... and works again with the key given by environment variable
-    monkeypatch.setenv(ENV_KEY, key_file.read_text().strip())
-    again = open_database(copy)
+    # ... and works again with the key given by the settings ($RRG_REVIEW_KEY)
+    again = open_database(copy, key=key_file.read_text().strip())
     with again.write() as s:
         assert pseudonym(s, "5550001") == stored
     again.dispose()
-    monkeypatch.setenv(ENV_KEY, "ab" * 32)
-    wrong = open_database(copy)
+    wrong = open_database(copy, key="ab" * 32)
     with pytest.raises(PseudonymKeyError, match="does not belong"), wrong.write() as s:
         pseudonym(s, "5550001")
     wrong.dispose()
@@ -345,7 +343,7 @@ def test_a_key_kept_in_the_database_by_an_older_version_is_moved_out(tmp_path, m
 
 
 def test_patient_keys_stored_raw_by_an_older_version_are_pseudonymised_at_start(tmp_path):
-    from rrg_review.app.services.setup import prepare
+    from rrg_review.app.setup import prepare
 
     path = made_db(tmp_path)
     key = bytes.fromhex(path.with_name(path.name + ".key").read_text().strip())

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from rrg_review.app.services.scoring_report import requested_keys, score_pairs
+from rrg_review.app.evaluation.scoring_report import requested_keys, score_pairs
 from rrg_review.metrics.bleu import Bleu4
 from rrg_review.metrics.cache import FileCache
 from rrg_review.metrics.pairs import Pairs

@@ -46,7 +46,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rrg_review.app.services.accounts import AccountService, SessionStore
+from rrg_review.app.accounts.service import AccountService, SessionStore
 
 log = logging.getLogger(__name__)
 

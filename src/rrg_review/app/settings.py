@@ -3,7 +3,8 @@
 Every value is chosen here, once, as flag > environment variable > default; the packages below
 (`db`, `model`, `metrics`) never read the environment for these: they get what they need as
 arguments (`load_presets(file)`, `MetricConfig(chexbert_weights=..., workers_dir=...)`,
-`DrafterOptions(worker_python=...)`). Library variables (`HF_HUB_OFFLINE`, `TMPDIR`) stay with
+`DrafterOptions(worker_python=...)`, `open_database(url, key=..., busy_timeout_s=...)`).
+Library variables (`HF_HUB_OFFLINE`, `TMPDIR`) stay with
 the libraries that define them.
 
 Whether weights may be downloaded is decided here too, once and only by the commands that
@@ -14,6 +15,7 @@ network every command then goes on at once with what is cached, and says what is
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,7 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rrg_review.db.blobs import BlobStore
-from rrg_review.db.engine import database_url, sqlite_path
+from rrg_review.db.engine import (
+    DEFAULT_BUSY_TIMEOUT_S,
+    Database,
+    database_url,
+    open_database,
+    sqlite_path,
+)
 
 if TYPE_CHECKING:  # the metric registry is imported only by the commands that score
     from rrg_review.metrics.registry import MetricConfig
@@ -36,6 +44,8 @@ ENV_LOG_LEVEL = "RRG_REVIEW_LOG_LEVEL"
 ENV_PRESETS = "RRG_REVIEW_PRESETS"  # a JSON file of extra model presets
 ENV_CHEXBERT = "RRG_REVIEW_CHEXBERT"  # a chexbert.pth instead of the hub's copy
 ENV_METRIC_WORKERS = "RRG_REVIEW_METRIC_WORKERS"  # where metric workers' virtualenvs live
+ENV_KEY = "RRG_REVIEW_KEY"  # the pseudonym key, 64 hex digits (a team's server: no key file)
+ENV_BUSY_TIMEOUT = "RRG_REVIEW_BUSY_TIMEOUT"  # seconds a writer waits for another (default 10)
 
 
 def choose(flag: str | None, env_name: str, default: str | None = None,
@@ -46,6 +56,19 @@ def choose(flag: str | None, env_name: str, default: str | None = None,
         return flag
     value = (os.environ if environ is None else environ).get(env_name, "").strip()
     return value or default
+
+
+def _seconds(value: str | None, name: str, default: float) -> float:
+    """A non-negative number of seconds; a value that is not one is logged and the default
+    used (a typo in a variable must not stop the workstation)."""
+    if value is None:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        log.warning("%s=%r is not a number of seconds; using %g", name, value, default)
+        return default
+    return max(0.0, seconds) if math.isfinite(seconds) else default
 
 
 def offline_by_choice(environ: Mapping[str, str]) -> bool:
@@ -68,6 +91,9 @@ class Settings:
     presets_file: str | None = None
     chexbert_weights: str | None = None
     metric_workers_dir: Path | None = None
+    # the pseudonym key (hex) for a database with no key file beside it (a team's server)
+    pseudonym_key: str | None = field(default=None, repr=False)
+    busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
     # the environment as it was when the settings were built: a worker preset names the
     # variable that holds its interpreter (`python_env`), known only once a preset is chosen
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -76,7 +102,8 @@ class Settings:
     def from_args(cls, db: str | None = None, data_dir: str | None = None, *,
                   log_level: str | None = None, default_log_level: str = "WARNING",
                   presets: str | None = None, chexbert_weights: str | None = None,
-                  metric_workers: str | None = None,
+                  metric_workers: str | None = None, key: str | None = None,
+                  busy_timeout: str | None = None,
                   environ: Mapping[str, str] | None = None) -> Settings:
         """Each value from its flag, else its environment variable, else the default.
 
@@ -89,6 +116,9 @@ class Settings:
             presets: `--presets` (extra model presets, JSON).
             chexbert_weights: `--chexbert-weights` (a chexbert.pth).
             metric_workers: where `metrics setup-worker` puts the metric workers.
+            key: the pseudonym key, 64 hex digits (else $RRG_REVIEW_KEY, else the key file).
+            busy_timeout: seconds a writer waits for another (else $RRG_REVIEW_BUSY_TIMEOUT,
+                else 10).
             environ: the environment to read (default: this process's).
 
         Returns:
@@ -109,8 +139,17 @@ class Settings:
             presets_file=choose(presets, ENV_PRESETS, environ=env),
             chexbert_weights=choose(chexbert_weights, ENV_CHEXBERT, environ=env),
             metric_workers_dir=Path(workers).expanduser() if workers else None,
+            pseudonym_key=choose(key, ENV_KEY, environ=env),
+            busy_timeout_s=_seconds(choose(busy_timeout, ENV_BUSY_TIMEOUT, environ=env),
+                                    ENV_BUSY_TIMEOUT, DEFAULT_BUSY_TIMEOUT_S),
             environ=env,
         )
+
+    def open_database(self, url: str | None = None, **options: Any) -> Database:
+        """`db.engine.open_database` of these settings' database (or `url`), with the
+        pseudonym key and busy timeout they chose; `options` as open_database takes them."""
+        return open_database(self.db_url if url is None else url, key=self.pseudonym_key,
+                             busy_timeout_s=self.busy_timeout_s, **options)
 
     @property
     def blobs(self) -> BlobStore:

@@ -19,11 +19,10 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rrg_review.app.services.audit import AuditLog
+    from rrg_review.app.accounts.audit import AuditLog
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
 
-    db = open_database(Settings.from_args(args.db).db_url, read_only=True, upgrade=False)
+    db = Settings.from_args(args.db).open_database(read_only=True, upgrade=False)
     for e in reversed(AuditLog(db).recent(args.limit, actor=args.actor, action=args.action)):
         print(f"{e.at:%Y-%m-%d %H:%M:%S}\t{e.actor or '-'}\t{e.action}\t"
               f"{'ok' if e.ok else 'REFUSED'}\t{e.address or '-'}\t{e.target or ''}"

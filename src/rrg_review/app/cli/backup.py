@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +18,14 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import backup, open_database
-    from rrg_review.db.store import ENV_KEY
+    from rrg_review.app.settings import ENV_KEY, Settings
+    from rrg_review.db.engine import backup
 
-    db = open_database(Settings.from_args(args.db).db_url, upgrade=False)
+    db = Settings.from_args(args.db).open_database(upgrade=False)
     out = backup(db, args.out)
     print(f"backup of {db.name} written to {out} ({out.stat().st_size:,} bytes)")
     key = db.key_file
-    if os.environ.get(ENV_KEY):
+    if db.configured_key:
         print(f"the pseudonym key is not in the backup: keep ${ENV_KEY} with it")
     elif key is not None and key.is_file():
         print(f"the pseudonym key is not in the backup: keep a copy of {key} with it "

@@ -19,11 +19,10 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rrg_review.app.services.catalog import health_problems
+    from rrg_review.app.ingest.catalog import health_problems
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
 
-    db = open_database(Settings.from_args(args.db).db_url, read_only=True, upgrade=False)
+    db = Settings.from_args(args.db).open_database(read_only=True, upgrade=False)
     problems = health_problems(db, full=args.full)
     kind = "integrity_check" if args.full else "quick_check"
     if problems:

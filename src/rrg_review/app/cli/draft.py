@@ -40,15 +40,14 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rrg_review.app.services.catalog import study_ids
-    from rrg_review.app.services.drafting import DraftingService, default_preset
+    from rrg_review.app.drafting.service import DraftingService, default_preset
+    from rrg_review.app.ingest.catalog import study_ids
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
     from rrg_review.model.hub import ModelUnavailable
     from rrg_review.model.presets import UnknownPreset
 
     settings = Settings.from_args(args.db, args.data_dir, presets=args.presets)
-    db = open_database(settings.db_url)
+    db = settings.open_database()
     try:
         service = DraftingService(db, settings, runtime(args, settings))
         preset = args.model or default_preset(service.presets)
@@ -77,7 +76,7 @@ def _draft(args: argparse.Namespace, service: Any, ids: list[int], preset: str,
     if args.engine != "ray":
         return service.draft(ids, preset, sections, redo=args.redo,
                              batch_size=args.batch_size, progress=progress)
-    from rrg_review.app.services.ray_engine import RayConfig, RayUnavailable, draft_on_ray
+    from rrg_review.app.drafting.ray_engine import RayConfig, RayUnavailable, draft_on_ray
 
     config = RayConfig(address=args.address, workers=args.workers,
                        gpus_per_worker=args.gpus_per_worker, batch_size=args.batch_size or 8)

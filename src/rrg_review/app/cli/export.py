@@ -36,10 +36,9 @@ def run(args: argparse.Namespace) -> int:
     import getpass
     from datetime import date
 
-    from rrg_review.app.services.audit import AuditLog
-    from rrg_review.app.services.export import ExportFilters, export
+    from rrg_review.app.accounts.audit import AuditLog
+    from rrg_review.app.evaluation.export import ExportFilters, export
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
     from rrg_review.metrics.registry import build
 
     settings = Settings.from_args(args.db, chexbert_weights=args.chexbert_weights)
@@ -54,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    db = open_database(settings.db_url)
+    db = settings.open_database()
     files = export(db, args.format, args.out,
                    ExportFilters(args.model, args.reader, args.source, since,
                                  dataset_keys=args.dataset_keys), metrics,

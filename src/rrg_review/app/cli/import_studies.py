@@ -37,9 +37,9 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rrg_review.app.services.ingest import import_path
+    from rrg_review.app.ingest.service import import_path
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import DatabaseProblem, open_database
+    from rrg_review.db.engine import DatabaseProblem
     from rrg_review.studies.errors import StudyLoadError
 
     settings = Settings.from_args(args.db, args.data_dir)
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     allow = [m for part in args.allow_modality for m in part.split(",")]
     db = None
     try:
-        db = open_database(settings.db_url)
+        db = settings.open_database()
         report = import_path(
             db, args.source, blobs=settings.blobs, fmt=args.format, images=args.images,
             follow_symlinks=args.follow_symlinks, allow_modality=allow, workers=args.workers,

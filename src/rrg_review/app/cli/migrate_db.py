@@ -22,10 +22,11 @@ def run(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database, sqlite_path
+    from rrg_review.db.engine import sqlite_path
     from rrg_review.db.transfer import TransferError, copy_database
 
-    source_url = Settings.from_args(args.source).db_url
+    settings = Settings.from_args(args.source)
+    source_url = settings.db_url
     path = sqlite_path(source_url)
     if path is not None and not path.is_file():
         print(f"error: {path}: no such database file", file=sys.stderr)
@@ -35,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
               "(e.g. postgresql+psycopg://user@host/rrg)", file=sys.stderr)
         return 2
     try:
-        source = open_database(source_url)
-        target = open_database(args.target)
+        source = settings.open_database()
+        target = settings.open_database(args.target)
         report = copy_database(source, target)
     except TransferError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -51,7 +51,7 @@ def runtime(args: argparse.Namespace, settings: Any) -> Any:
     """The drafting RuntimeConfig the --device/--dtype/... options describe; weights are
     downloaded only when neither --offline nor a missing network (`Settings.downloads`)
     forbids it."""
-    from rrg_review.app.services.drafting import RuntimeConfig
+    from rrg_review.app.drafting.service import RuntimeConfig
 
     return RuntimeConfig(device=args.device, dtype=args.dtype,
                          batch_size=getattr(args, "batch_size", None),
@@ -86,10 +86,9 @@ def metric_cache(args: argparse.Namespace) -> Any:
     """The database when --db is given, else a local cache file."""
     if args.db:
         from rrg_review.app.settings import Settings
-        from rrg_review.db.engine import open_database
         from rrg_review.db.metric_cache import DatabaseScoreCache
 
-        return DatabaseScoreCache(open_database(Settings.from_args(args.db).db_url))
+        return DatabaseScoreCache(Settings.from_args(args.db).open_database())
     from rrg_review.metrics.cache import FileCache
 
     path = args.cache or Path.home() / ".cache" / "rrg-review" / "scores.sqlite"

@@ -28,11 +28,10 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rrg_review.app.services.accounts import AccountError, AccountService
+    from rrg_review.app.accounts.service import AccountError, AccountService
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
 
-    db = open_database(Settings.from_args(args.db).db_url)
+    db = Settings.from_args(args.db).open_database()
     accounts = AccountService(db)
     if args.action == "list":
         for account, can_login in accounts.accounts():
@@ -74,9 +73,9 @@ def _password(args: argparse.Namespace) -> str | None:
 
 
 def _fill_worklist(args: argparse.Namespace, db: Any, accounts: Any, reader_id: int) -> None:
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.worklist.service import WorklistService
 
-    added = ReviewService(db, accounts).assign(
+    added = WorklistService(db).assign(
         reader_id, include_report_only=args.include_report_only) if not args.empty else 0
     role = "admin" if args.admin else "reader"
     print(f"{role} {args.name} added ({added} studies on the worklist)")

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _score(args: argparse.Namespace, names: list[str] | None, metrics: list[Any], config: Any,
            pairs: Any, expected: Any) -> int:
-    from rrg_review.app.services.scoring_report import score_pairs
+    from rrg_review.app.evaluation.scoring_report import score_pairs
     from rrg_review.metrics.pairs import PairsError, read_pairs
 
     try:
@@ -133,7 +133,7 @@ def _score(args: argparse.Namespace, names: list[str] | None, metrics: list[Any]
 def _fill_cache_on_ray(args: argparse.Namespace, metrics: list[Any], config: Any, pairs: Any,
                        cache: Any) -> bool:
     """Ray computes what the cache lacks; scoring then aggregates. False: Ray unavailable."""
-    from rrg_review.app.services.ray_engine import (
+    from rrg_review.app.drafting.ray_engine import (
         RayConfig,
         RayUnavailable,
         fill_score_cache_on_ray,
@@ -157,7 +157,7 @@ def _fill_cache_on_ray(args: argparse.Namespace, metrics: list[Any], config: Any
 def _write_json(summary: Any, out: Path) -> None:
     import json
 
-    from rrg_review.app.services.export_writers import json_ready
+    from rrg_review.app.evaluation.writers import json_ready
     from rrg_review.core.files import atomic_write
 
     text = json.dumps(json_ready(summary.to_json()), indent=2, allow_nan=False)  # NaN: null

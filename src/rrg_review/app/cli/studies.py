@@ -16,11 +16,10 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rrg_review.app.services.catalog import inventory
+    from rrg_review.app.ingest.catalog import inventory
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
 
-    db = open_database(Settings.from_args(args.db).db_url)
+    db = Settings.from_args(args.db).open_database()
     stored = inventory(db)
     c, per_source = stored.totals, stored.per_source
     print(f"{c.studies} studies, {c.patients} patients, {c.images} images, "

@@ -1,0 +1,725 @@
+"""What the workstation's handlers do, without Gradio: a tab's session state and the steps of a
+review (open, type, leave, autosave, save, conflicts, accept, draft, rate, window/level), so
+they can be unit-tested directly. The panels (review/panel.py, viewer/panel.py...) only
+turn these results into components.
+
+Rules kept here:
+- a tab's state belongs to the reader who created it; another login using it is refused;
+- one tab's handlers run one at a time (`Session.lock`), so a Save and an autosave tick never
+  race into a false conflict, and an older edit never lands after a newer one (`Client.seq`);
+- text is saved only into the study it was typed for (`Client.study`), and empty text only when
+  the reader typed in that section (cleared it on purpose), never because a page was loading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.drafting.service import DraftingService, PreDrafter, StoredDraft
+from rrg_review.app.evaluation.study_metrics import StudyMetrics
+from rrg_review.app.review.service import (
+    DatabaseBusy,
+    EditConflict,
+    Keystrokes,
+    RatingView,
+    ReviewError,
+    ReviewService,
+    RevisionView,
+    SectionEdit,
+)
+from rrg_review.app.viewer.service import ImageView, StudyView, StudyViewer
+from rrg_review.app.worklist.service import WorklistFilter, WorklistService
+from rrg_review.core.vocabulary import SECTIONS
+from rrg_review.metrics.base import by_reason
+from rrg_review.studies.records import ReportSections
+
+log = logging.getLogger(__name__)
+
+PREDRAFT_AHEAD = 3  # studies after the open one that the background worker drafts
+# after a page load whose study had no draft yet, a follow-up event waits this long at most
+# for the pre-drafter (the page is usable meanwhile) before it puts the draft in the boxes
+FIRST_DRAFT_WAIT_S = 30.0
+ROWS_EVERY_S = 30.0  # how often the heartbeat refreshes the worklist's minutes column
+IDLE_AFTER_S = 60.0  # no input for this long: time on task stops counting
+WINDOW_PRESETS = ("file default", "full range", "soft tissue", "bone", "lung")
+LEFT_KEPT = 20  # unsaved studies a page load reports at most
+OWN_KEPT = 50  # texts per section a tab reports as its own (page.js keeps as many)
+
+
+class TabRefused(ReviewError):
+    """The request's login is not the reader this tab's state belongs to."""
+
+
+@dataclass(frozen=True)
+class Client:
+    """What the page reports with every event that carries report text (see page.js).
+
+    study: the study whose text is in the boxes; typed: sections the reader typed in since that
+    study was shown, with (first, last) keystroke times; seq: the page's edit counter (a later
+    edit has a larger number); visible/idle_s: whether the tab is seen and how long since the
+    reader last touched keyboard or mouse."""
+
+    study: int | None = None
+    typed: dict[str, tuple[float, float]] = field(default_factory=dict)
+    seq: int = 0
+    visible: bool = True
+    idle_s: float = 0.0
+    # on page load: (login, study) of the unsaved text this browser still keeps, newest first
+    left: tuple[tuple[str, int], ...] = ()
+    # section -> texts this tab sent for the open study (across its reloads): a newer revision
+    # holding one of them is this tab's own late save, not another tab's
+    own: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: str | None) -> Client:
+        """Never raises: a missing or malformed report means "nothing known" (nothing saved)."""
+        try:
+            data = json.loads(raw or "{}")
+            typed = {s: (float(v[0]), float(v[1])) for s, v in (data.get("keys") or {}).items()
+                     if s in SECTIONS}
+            study = data.get("study")
+            left = tuple((str(e["reader"]), int(e["study"]))
+                         for e in (data.get("left") or [])[:LEFT_KEPT])
+            own = {s: tuple(str(t) for t in texts[-OWN_KEPT:])
+                   for s, texts in (data.get("own") or {}).items()
+                   if s in SECTIONS and isinstance(texts, list)}
+            return cls(int(study) if study not in (None, "") else None, typed,
+                       int(data.get("seq") or 0), bool(data.get("visible", True)),
+                       float(data.get("idle_ms") or 0) / 1000, left, own)
+        except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+            log.warning("malformed client report ignored: %.200r", raw)
+            return cls()
+
+
+@dataclass
+class Session:
+    """What one browser tab holds: whose it is, what is open, which revisions it edits from."""
+
+    owner: str | None = None  # the login (or the local reader) that created this state
+    reader: int | None = None
+    study: int | None = None
+    base: dict[str, int | None] = field(default_factory=dict)
+    drafts: dict[str, tuple[int, str]] = field(default_factory=dict)  # section -> (id, text)
+    shown: dict[str, str] = field(default_factory=dict)  # what is stored for each box
+    reference: ReportSections | None = None
+    beat_at: float = 0.0
+    image: int | None = None
+    images: tuple[int, ...] = ()  # the open study's images in film order
+    prior: int | None = None  # the prior study shown beside the open one
+    seq: int = 0  # the newest client edit applied
+    conflicts: dict[str, RevisionView] = field(default_factory=dict)
+    offered: bool = False  # whether "keep mine" / "take theirs" are enabled on the page
+    address: str | None = None  # the browser's address in its latest request (for the audit)
+    rescores: int = 0  # autosaves that stored new text (each one rescores the metrics panel)
+    counted: bool = False  # time on task was counted since the worklist rows were last sent
+    rows_at: float | None = None  # when a heartbeat last sent the worklist rows (monotonic)
+
+    def __post_init__(self) -> None:
+        # not a dataclass field: Gradio serialises a State's initial value with asdict()
+        self.lock = threading.RLock()  # one handler of this tab at a time
+
+    def __deepcopy__(self, memo: dict) -> Session:
+        # Gradio deep-copies a State's initial value for each new tab: a fresh, unbound state.
+        return Session()
+
+
+@dataclass(frozen=True)
+class Opened:
+    view: StudyView
+    drafts: dict[str, StoredDraft]
+    texts: dict[str, str]
+    status: str
+    model_note: str
+    rating: RatingView | None
+
+
+@dataclass(frozen=True)
+class Saved:
+    """The outcome of a save: what to tell the reader, and what was refused."""
+
+    message: str
+    conflicts: dict[str, RevisionView]
+    wrote: bool
+
+    @property
+    def ok(self) -> bool:
+        return not self.conflicts
+
+
+@dataclass(frozen=True)
+class Accepted:
+    message: str
+    needs_confirm: bool = False
+    texts: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class MetricsView:
+    headers: list[str]
+    rows: list[list[Any]]
+    notes: list[str]
+
+
+def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingService) -> str:
+    """Which model wrote the drafts on screen (or will), as one line of Markdown."""
+    esc = html.escape
+    chosen = service.preset(preset)
+    if chosen.backend == "retrieval":
+        line = ("**Offline default (retrieval)**: not a generative model; the reference report "
+                "of the most similar other patient's study is shown as the draft.")
+    else:
+        line = f"**Model preset `{esc(preset)}`** ({esc(chosen.backend)})"
+    if drafts:
+        d = next(iter(drafts.values()))
+        extra = ""
+        if d.generation.get("neighbour_study_id") is not None:
+            extra = (f" · copied from study {d.generation['neighbour_study_id']} "
+                     f"(similarity {d.generation.get('similarity')})")
+        removed = d.generation.get("comparisons_removed")
+        if isinstance(removed, dict) and removed:
+            n = sum(int(v) for v in removed.values())
+            extra += (f" · {n} sentence{'s' if n != 1 else ''} comparing with a prior study "
+                      f"{'were' if n != 1 else 'was'} removed (this patient has no prior)")
+        seconds = f"{d.seconds:.2f} s" if d.seconds is not None else "—"
+        line += (f"<br>`{esc(d.model_id)}` · revision `{esc(str(d.revision or '—'))}` · "
+                 f"{esc(str(d.device or '?'))}/{esc(str(d.dtype or '?'))} · {seconds}{extra}")
+    return line
+
+
+def film_order(view: StudyView) -> list[ImageView]:
+    """Frontal first, then lateral, then the rest, each in stored order (side by side)."""
+    rank = {"frontal": 0, "lateral": 1}
+    return sorted(view.images, key=lambda i: rank.get(i.view_group or "", 2))
+
+
+def _utc(ms: float) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+class Desk:
+    def __init__(self, viewer: StudyViewer, review: ReviewService,
+                 drafting: DraftingService | None = None, predrafter: PreDrafter | None = None,
+                 preset: str = "retrieval", metrics: StudyMetrics | None = None, *,
+                 worklists: WorklistService | None = None,
+                 accounts: AccountService | None = None) -> None:
+        """`worklists` and `accounts`: the page's own (serve's settings); None: plain ones on
+        the review's database (tests and benches)."""
+        self.viewer = viewer
+        self.review = review
+        self.worklists = worklists or WorklistService(review.db)
+        self.accounts = accounts or AccountService(review.db, review.audit)
+        self.drafting = drafting
+        self.predrafter = predrafter
+        self.preset = preset
+        self.metrics = metrics
+        # the page load's two requests (the worklist panel's and the study's) may both find
+        # a new reader without a worklist: one of them assigns it, the other waits for it
+        self._preparing = threading.Lock()
+
+    # -- who ------------------------------------------------------------------------------
+    def bind(self, session: Session, login: str) -> int:
+        """The reader for this request: `login` must be a reader in the database and the one
+        this tab's state was created for (a tab is never used by another account)."""
+        account = self.accounts.account(login)
+        reader = account.id if account is not None else None
+        if reader is None:
+            raise TabRefused(f"unknown reader {login!r}")
+        if session.owner is None:
+            session.owner, session.reader = login, reader
+        elif session.owner != login or session.reader != reader:
+            log.warning("refused: %r used a tab of %r", login, session.owner)
+            raise TabRefused("this tab belongs to another reader; reload the page")
+        return reader
+
+    def prepare(self, reader: int) -> None:
+        """A new reader gets every study on the worklist (once, whichever load asks first),
+        so that no count is read before the list exists ("No studies" on a first load)."""
+        with self._preparing:
+            if not self.worklists.has_worklist(reader):  # one indexed row
+                self.worklists.assign(reader)
+
+    def start(self, reader: int, login: str | None = None,
+              left: tuple[tuple[str, int], ...] = ()) -> int | None:
+        """On page load: a new reader gets every study on the worklist; then the study to
+        resume: the newest one whose unsaved text this browser still keeps (`left`, so that
+        text can be restored; only the login's own and only studies on their worklist),
+        else the last one worked on, else the first unfinished."""
+        worklists = self.worklists
+        self.prepare(reader)
+        study = next((s for owner, s in left
+                      if owner == login and worklists.status_of(reader, s) is not None), None)
+        if study is None:
+            study = self.worklists.resume(reader)
+        if study is not None and self.predrafter is not None:
+            # the study the reader sees first is drafted first (it usually is already: the
+            # app queued it at start); the page opens at once and `await_draft` fills the
+            # boxes when the draft is ready
+            self.predrafter.schedule([study], first=True)
+        return study
+
+    def drafting_now(self, session: Session) -> bool:
+        """Whether the open study has no draft yet and the pre-drafter is working on it."""
+        return (self.predrafter is not None and session.study is not None
+                and not session.drafts and self.predrafter.queued(session.study))
+
+    async def await_draft(self, session: Session, timeout: float = FIRST_DRAFT_WAIT_S,
+                          poll: float = 0.2) -> int | None:
+        """Wait (in a follow-up event, never in the page load) until the pre-drafter is done
+        with the open study, if it had no draft when it was opened. A coroutine that polls:
+        every waiting tab would otherwise hold one of the server's worker threads for up to
+        `timeout` seconds, and a room of readers opening the worklist at once would leave
+        none for their saves.
+
+        Returns:
+            The study waited for (the caller fills the boxes if it is still open), or None
+            when there was nothing to wait for.
+        """
+        study = session.study
+        if study is None or self.predrafter is None or session.drafts:
+            return None
+        deadline = time.monotonic() + timeout
+        while self.predrafter.queued(study):
+            if time.monotonic() >= deadline:
+                log.info("study %s: no draft within %.0f s of opening it", study, timeout)
+                break
+            await asyncio.sleep(min(poll, max(deadline - time.monotonic(), 0.0)))
+        return study
+
+    def predraft_first(self, reader: int) -> int | None:
+        """At app start: queue the study this reader will open first (what `start` gives on
+        a page load without unsaved text), then the ones after it. Returns that study."""
+        if self.predrafter is None:
+            return None
+        self.prepare(reader)
+        first = self.worklists.resume(reader)
+        if first is not None:
+            self.predrafter.schedule(
+                [first, *self.worklists.upcoming(reader, first, PREDRAFT_AHEAD)])
+        return first
+
+    # -- worklist (the panel the worklist helper replaces) ---------------------------------
+    def worklist_rows(self, reader: int, status: str | None = "all",
+                      source: str | None = "all") -> tuple[list[list[Any]], str]:
+        """The first page of the filtered worklist and the progress line (two indexed
+        queries; app/worklist/panel.py pages, searches and filters in full)."""
+        worklists = self.worklists
+        page = worklists.page(reader, WorklistFilter.from_ui(status, source), page_size=200)
+        progress = worklists.progress(reader)
+        rows = [[i.study_id, i.source, i.study_key, i.status.replace("_", " "),
+                 round(i.active_seconds / 60, 1)] for i in page.rows]
+        return rows, f"**{progress.done} / {progress.total} done**"
+
+    def step(self, session: Session, step: int) -> int | None:
+        if session.reader is None:  # a state no reader opened has no worklist
+            return None
+        return self.worklists.next_unfinished(session.reader, session.study, step)
+
+    # -- opening --------------------------------------------------------------------------
+    def open(self, session: Session, reader: int, study_id: int, now: float) -> Opened:
+        """Open a study for a reader: their own latest text, else the draft; schedule the
+        next studies for pre-drafting. Opening changes nothing in the database."""
+        view = self.viewer.open(int(study_id))
+        drafts = self.drafting.latest(view.study_id, self.preset) if self.drafting else {}
+        if self.predrafter is not None:
+            self.predrafter.schedule(
+                self.worklists.upcoming(reader, view.study_id, PREDRAFT_AHEAD))
+        good = {s: (d.id, d.text) for s, d in drafts.items() if d.error is None and d.text}
+        current = self.review.current(reader, view.study_id)
+        texts = {s: current[s].text if s in current else (good[s][1] if s in good else "")
+                 for s in SECTIONS}
+        session.reader, session.study = reader, view.study_id
+        session.base = {s: current[s].number if s in current else None for s in SECTIONS}
+        session.drafts = good
+        session.shown = dict(texts)
+        session.reference = view.reference
+        session.beat_at = now
+        session.images = tuple(i.image_id for i in film_order(view))
+        session.image = session.images[0] if session.images else None
+        session.prior = None
+        session.conflicts = {}
+        return Opened(view, drafts, texts, self.status_line(session), self.model_note(drafts),
+                      self.review.latest_rating(reader, view.study_id))
+
+    def status_line(self, session: Session) -> str:
+        if session.study is None:
+            return "Select a study in the worklist."
+        numbers = [n for n in session.base.values() if n is not None]
+        if numbers:
+            return f"Editing your revision {max(numbers)}."
+        if not session.images and not session.drafts:
+            return ("A report-only study (no images; imported as a reference): there is "
+                    "nothing to draft or rate.")
+        if session.drafts:
+            return "Showing the draft; edit and save."
+        if self.drafting_now(session):
+            return "Drafting this study… the draft appears in the boxes when it is ready."
+        return "No draft yet: press Draft (Alt+D)."
+
+    def model_note(self, drafts: dict[str, StoredDraft]) -> str:
+        if self.drafting is None:
+            return "No drafting set up."
+        note = draft_label(self.preset, drafts, self.drafting)
+        if self.predrafter is not None and self.predrafter.problem:
+            note += f"<br>⚠ {html.escape(self.predrafter.problem)}"
+        return note
+
+    @staticmethod
+    def draft_errors(drafts: dict[str, StoredDraft]) -> str:
+        """Failed drafts as one line for the error box beside the editor ('' when none)."""
+        failed = [f"{s}: {d.error}" for s, d in drafts.items() if d.error]
+        return ("⚠ Draft failed — " + "; ".join(html.escape(f) for f in failed)) if failed else ""
+
+    # -- metrics --------------------------------------------------------------------------
+    def metrics_view(self, session: Session) -> MetricsView:
+        if self.metrics is None or session.study is None or session.reader is None:
+            return MetricsView([], [], ["Metrics are not configured."])
+        current = self.review.current(session.reader, session.study)
+        texts = {}
+        for section in SECTIONS:
+            draft = session.drafts.get(section)
+            final = current.get(section)
+            texts[section] = {
+                "draft": draft[1] if draft else None,
+                "final": final.text if final else (draft[1] if draft else None),
+                "reference": getattr(session.reference, section, None),
+            }
+        panel = self.metrics.panel(texts)
+        keys = panel.keys
+        rows = [[r.section, r.comparison, *[round(r.values.get(k, float("nan")), 4)
+                                            for k in keys]] for r in panel.rows]
+        notes = [*panel.notes, *[f"unavailable: {', '.join(k)} — {w}"
+                                 for w, k in by_reason(panel.unavailable).items()]]
+        return MetricsView(["section", "comparison", *keys], rows, notes)
+
+    # -- editing --------------------------------------------------------------------------
+    def pending(self, session: Session, texts: dict[str, str], client: Client) -> dict[str, str]:
+        """The sections whose text on screen is not stored yet. Only text typed for the open
+        study counts; empty text only when the reader typed in that section."""
+        if session.study is None or client.study != session.study:
+            return {}
+        out = {}
+        for section in SECTIONS:
+            text = texts.get(section) or ""
+            if text == session.shown.get(section, ""):
+                continue
+            if not text.strip() and section not in client.typed:
+                continue  # an empty box the reader did not clear: a page still loading
+            out[section] = text
+        return out
+
+    def save(self, session: Session, texts: dict[str, str], client: Client,
+             autosave: bool = False, _own_late: bool = False) -> Saved:
+        """Save what changed as new revisions; a stale base is refused, never overwritten,
+        unless the newer revision holds a text this tab itself sent (`Client.own`: its own
+        save that reached the server after a reload): then the text is saved on top of it."""
+        if session.study is None or session.reader is None:
+            return Saved("Open a study first.", {}, False)
+        if client.seq < session.seq:
+            return Saved("A newer edit of this tab is already saved.", {}, False)
+        messages: list[str] = []
+        wrote = False
+        edits: dict[str, SectionEdit] = {}
+        for section, text in self.pending(session, texts, client).items():
+            if section in session.conflicts:
+                continue  # waits for "keep mine" / "take theirs"
+            draft = session.drafts.get(section)
+            keys = client.typed.get(section)
+            timing = (Keystrokes(_utc(keys[0]), _utc(keys[1]), draft is not None)
+                      if keys else None)
+            edits[section] = SectionEdit(text, session.base.get(section),
+                                         draft[0] if draft else None, timing)
+        # both sections in one transaction: one commit (one fsync) per save, not one each
+        try:
+            results = (self.review.save_sections(session.reader, session.study, edits,
+                                                 autosave=autosave, address=session.address)
+                       if edits else {})
+        except DatabaseBusy as exc:  # the text stays in the box; the next save tries again
+            return Saved(f"⚠ Not saved: {html.escape(str(exc))}", {}, False)
+        adopted = False
+        for section, rev in results.items():
+            if isinstance(rev, EditConflict):
+                if not _own_late and rev.current.text in client.own.get(section, ()):
+                    # this tab's own save that outlived a reload: edit on top of it
+                    log.info("study %s %s: revision %s is this tab's own late save",
+                             session.study, section, rev.current.number)
+                    session.base[section] = rev.current.number
+                    session.shown[section] = rev.current.text
+                    adopted = True
+                    continue
+                session.conflicts[section] = rev.current
+                continue
+            session.base[section] = rev.number
+            session.shown[section] = rev.text
+            wrote = True
+            messages.append(f"{section} saved as revision {rev.number}"
+                            + (" (autosave)" if autosave else ""))
+        if adopted:
+            again = self.save(session, texts, client, autosave, _own_late=True)
+            messages += [again.message] if again.wrote or again.conflicts else []
+            wrote = wrote or again.wrote
+        session.seq = max(session.seq, client.seq)
+        if session.conflicts:
+            return Saved(self.conflict_message(session), dict(session.conflicts), wrote)
+        if messages:
+            return Saved("; ".join(messages), {}, wrote)
+        mine = {s: n for s, n in session.base.items() if n is not None}
+        if not autosave and mine:
+            self.review.submitted(session.reader, session.study, list(mine))
+        return Saved("Everything is saved" + (" (" + ", ".join(
+            f"{s} revision {n}" for s, n in mine.items()) + ")." if mine else "."), {}, wrote)
+
+    def check_newer(self, session: Session, client: Client) -> Saved | None:
+        """Whether another tab or session saved a newer revision of a section while this tab
+        shows an older one (found in a new-user trial: the tab saved over kept saying "saved
+        as revision 14" until its own next save was refused). Called by the heartbeat when
+        nothing is pending: the reader is told and chooses, exactly as after a refused save;
+        the boxes are never replaced under a reader who may be about to type.
+
+        Returns:
+            The notice to show, or None when this tab is up to date.
+        """
+        if session.study is None or session.reader is None or session.conflicts \
+                or client.study != session.study:
+            return None
+        newer = {}
+        for section, rev in self.review.current(session.reader, session.study).items():
+            if rev.number == session.base.get(section) or rev.text == session.shown.get(section):
+                continue
+            if rev.text in client.own.get(section, ()):  # this tab's own save, after a reload
+                session.base[section], session.shown[section] = rev.number, rev.text
+                continue
+            newer[section] = rev
+        if not newer:
+            return None
+        session.conflicts.update(newer)
+        parts = [f"⚠ **A newer {section} was saved elsewhere (revision {rev.number} at "
+                 f"{rev.created_at:%H:%M:%S}).** It reads: “{html.escape(rev.text)}”"
+                 for section, rev in newer.items()]
+        return Saved("<br>".join(parts) + "<br>Choose **Take theirs** to show it, or **Keep "
+                     "mine** to save this tab's text on top (both kept in the history).",
+                     dict(newer), False)
+
+    @staticmethod
+    def conflict_message(session: Session) -> str:
+        parts = []
+        for section, rev in session.conflicts.items():
+            parts.append(f"⚠ **{section} not saved — it was saved elsewhere (revision "
+                         f"{rev.number} at {rev.created_at:%H:%M:%S}).** Your text stays on "
+                         f"screen. The saved {section} reads: “{html.escape(rev.text)}”")
+        return "<br>".join(parts) + ("<br>Choose **Keep mine** (saved on top, both kept in "
+                                     "history) or **Take theirs**.")
+
+    def keep_mine(self, session: Session, texts: dict[str, str], client: Client) -> Saved:
+        """Save the reader's text on top of the newer revision; both stay in the history."""
+        for section, rev in list(session.conflicts.items()):
+            session.base[section] = rev.number
+            session.shown[section] = rev.text
+        session.conflicts = {}
+        typed = {**client.typed, **{s: (0.0, 0.0) for s in SECTIONS if s not in client.typed}}
+        return self.save(session, texts, Client(client.study, typed, client.seq,
+                                                client.visible, client.idle_s))
+
+    def take_theirs(self, session: Session, texts: dict[str, str],
+                    client: Client | None = None) -> tuple[dict[str, str], Saved]:
+        """Show the newer saved text instead of the reader's; the reader's refused words are
+        kept in the history first (`ReviewService.set_aside`), never dropped. Requests already
+        on their way (an autosave of the reader's text) are then stale.
+
+        Returns:
+            The boxes' texts and what to tell the reader (a conflict again if yet another
+            revision came in meanwhile).
+        """
+        if client is not None:
+            session.seq = max(session.seq, client.seq + 1)
+        out = dict(texts)
+        if session.study is None or session.reader is None or not session.conflicts:
+            return out, Saved("Nothing to take.", {}, False)
+        # the reader's words, where they typed any: not theirs, and not what this tab had
+        # stored already (a tab told of a newer save while showing its own stored text)
+        mine = {sec: (texts.get(sec) or "", rev.number)
+                for sec, rev in session.conflicts.items()
+                if (texts.get(sec) or "").strip()
+                and (texts.get(sec) or "") not in (rev.text, session.shown.get(sec, ""))}
+        stored = (self.review.set_aside(session.reader, session.study, mine, session.address)
+                  if mine else {})
+        kept = []
+        for section, rev in list(session.conflicts.items()):
+            result = stored.get(section)
+            if isinstance(result, EditConflict):  # a third save meanwhile: choose again
+                session.conflicts[section] = result.current
+                continue
+            current = rev if result is None else result
+            session.base[section] = current.number
+            session.shown[section] = out[section] = current.text
+            del session.conflicts[section]
+            if result is not None:
+                kept.append(f"{section} revision {current.number - 1}")
+        if session.conflicts:
+            return out, Saved(self.conflict_message(session), dict(session.conflicts), bool(kept))
+        note = f" Your text is kept in the history ({', '.join(kept)})." if kept else ""
+        return out, Saved("Showing the newer saved text." + note, {}, bool(kept))
+
+    def tick(self, session: Session, texts: dict[str, str], client: Client,
+             now: float) -> Saved | None:
+        """The heartbeat: count time while the study is open, the tab visible and the reader
+        active; autosave what the reader typed. None when nothing was saved."""
+        if session.study is None or session.reader is None:
+            return None
+        if client.visible and client.idle_s < IDLE_AFTER_S and client.study == session.study:
+            self.review.heartbeat(session.reader, session.study, now - session.beat_at)
+            session.counted = True
+        session.beat_at = now
+        if not self.pending(session, texts, client) or session.conflicts:
+            return None
+        return self.save(session, texts, client, autosave=True)
+
+    @staticmethod
+    def rows_due(session: Session, now: float) -> bool:
+        """Whether a heartbeat should also send the worklist rows: every `ROWS_EVERY_S` while
+        time is counted, so the minutes column follows a reader who reads without saving (it
+        stood still until the next save or study) at one worklist page query per interval."""
+        if session.rows_at is None:  # the first beat starts the clock (nothing to show yet)
+            session.rows_at = now
+        if not session.counted or now - session.rows_at < ROWS_EVERY_S:
+            return False
+        session.counted, session.rows_at = False, now
+        return True
+
+    def leave(self, session: Session, texts: dict[str, str], client: Client,
+              now: float) -> Saved:
+        """Before the screen leaves the study: store what is typed (an autosave revision) and
+        the time since the last beat. A conflict keeps the reader on the study."""
+        if session.study is not None and session.reader is not None and \
+                client.visible and client.idle_s < IDLE_AFTER_S and client.study == session.study:
+            self.review.heartbeat(session.reader, session.study, now - session.beat_at)
+        return self.save(session, texts, client, autosave=True)
+
+    def draft_texts(self, session: Session) -> dict[str, str]:
+        """The draft's text per section ('' without one): Revert / Use the new draft."""
+        return {s: session.drafts.get(s, (0, ""))[1] for s in SECTIONS}
+
+    def has_own_text(self, session: Session, texts: dict[str, str]) -> bool:
+        """Whether the reader's text (saved or on screen) differs from the draft."""
+        drafts = self.draft_texts(session)
+        return any(n is not None for n in session.base.values()) or any(
+            (texts.get(s) or "") != drafts[s] for s in SECTIONS)
+
+    def accept(self, session: Session, texts: dict[str, str], client: Client,
+               confirmed: bool = False, address: str | None = None) -> Accepted:
+        """Accept the draft as is, in one transaction. With the reader's own text (saved or on
+        screen) it asks first. It records "acceptable without changes" and no Likert score."""
+        if session.study is None or session.reader is None:
+            return Accepted("Open a study first.")
+        if not session.drafts:
+            return Accepted("No draft to accept.")
+        drafts = self.draft_texts(session)
+        own = [s for s in SECTIONS if (texts.get(s) or "") != drafts[s]
+               or (session.base.get(s) is not None and session.shown.get(s) != drafts[s])]
+        if own and not confirmed:
+            return Accepted(f"Your {' and '.join(own)} differ from the draft. Accepting replaces "
+                            "them with the draft (your text stays in the history). Press "
+                            "**Accept the draft, replacing my edits** to go on.",
+                            needs_confirm=True)
+        try:
+            self.review.accept_draft(session.reader, session.study, session.drafts,
+                                     dict(session.base), self.preset,
+                                     address=address or session.address)
+        except EditConflict as exc:
+            session.conflicts[exc.section] = exc.current
+            return Accepted(self.conflict_message(session))
+        current = self.review.current(session.reader, session.study)
+        session.base = {s: current[s].number if s in current else None for s in SECTIONS}
+        session.shown = {s: current[s].text if s in current else drafts[s] for s in SECTIONS}
+        # requests already on their way carry the replaced text: only a newer edit may save
+        session.seq = max(session.seq, client.seq + 1)
+        return Accepted("Draft accepted without changes. Now give an overall score (keys 1-5) "
+                        "and Submit rating to finish the study.", texts=dict(session.shown))
+
+    def rate(self, session: Session, likert: object, acceptable: bool,
+             errors: dict[str, dict[str, object]], comment: str | None,
+             texts: dict[str, str] | None = None) -> tuple[bool, str]:
+        """Rate the study. "Acceptable without changes" is refused when the text on screen
+        differs from the draft (a reader who accepted and then edited would otherwise store a
+        rating that contradicts their own report)."""
+        if session.study is None or session.reader is None:
+            return False, "Open a study first."
+        if not session.drafts:
+            # the score is the model draft's: with none there is nothing it could mean, and
+            # the evaluation (which pairs ratings with drafts) would leave it out unseen
+            # (found in a new-user trial: "No ratings" in the report of a rated study)
+            return False, ("⚠ Not rated: this study has no draft, and the score rates the "
+                           "model's draft. Your own text is saved; press Draft (Alt+D) to get "
+                           "one.")
+        if acceptable and texts is not None and session.drafts:
+            drafts = self.draft_texts(session)
+            changed = [s for s in SECTIONS if (texts.get(s) or "").strip() != drafts[s].strip()]
+            if changed:
+                return False, ("⚠ Not rated: “Acceptable without changes” is ticked, but your "
+                               f"{' and '.join(changed)} differ from the draft; untick it, or "
+                               "revert to the draft.")
+        try:
+            r = self.review.rate(session.reader, session.study, likert=likert,
+                                 acceptable=bool(acceptable), errors=errors, comment=comment,
+                                 preset=self.preset, address=session.address)
+        except (ReviewError, DatabaseBusy) as exc:
+            return False, f"⚠ Not rated: {html.escape(str(exc))}"
+        return True, f"Rated (#{r.number}, {r.created_at:%H:%M}): study done."
+
+    # -- drafting -------------------------------------------------------------------------
+    def refresh_drafts(self, session: Session, texts: dict[str, str]) -> tuple[
+            dict[str, StoredDraft], dict[str, str] | None]:
+        """After drafting on request: the new drafts become what edits are compared with.
+        Returns the drafts and the boxes' new texts: the new draft where the reader had no text
+        of their own, None where their text stays (the new draft is shown beside it)."""
+        own = self.has_own_text(session, texts)
+        drafts = (self.drafting.latest(session.study, self.preset)
+                  if self.drafting and session.study is not None else {})
+        session.drafts = {s: (d.id, d.text) for s, d in drafts.items()
+                          if d.error is None and d.text}
+        if own:
+            return drafts, None
+        fresh = self.draft_texts(session)
+        session.shown = dict(fresh)
+        return drafts, fresh
+
+    # -- window / level -------------------------------------------------------------------
+    def window_preset(self, image_id: int, choice: str) -> tuple[float, float]:
+        """(center, width) of a preset on the image's own brightness histogram: values depend
+        on the file (12-bit DICOM, 16-bit PNG, 8-bit JPEG), on its polarity (on a MONOCHROME1
+        image bone has the low values: "bone" and "lung" were swapped on such DICOMs) and on
+        the exposure (fixed fractions of the raw range washed the lungs out). Both found in
+        new-user trials. Lung: the darker part of the film, where the lungs are; soft tissue:
+        the mid to bright part (mediastinum, heart); bone: wide and up to the brightest, so the
+        ribs over the lungs show (a narrower one left them black: third new-user trial)."""
+        r = self.viewer.value_range(image_id)
+        span = max(r.hi - r.lo, 1.0)
+        presets = {"file default": r.window, "full range": (r.at(0.5), span),
+                   "soft tissue": r.between(30.0, 92.0),
+                   "bone": r.between(10.0, 99.5),
+                   "lung": r.between(2.0, 60.0)}
+        if choice not in presets:
+            raise ReviewError(f"unknown window preset {choice!r}")
+        return presets[choice]
+
+    def render(self, image_id: int, center: float, width: float, invert: bool) -> np.ndarray:
+        img = self.viewer.window(image_id, float(center), max(float(width), 1.0))
+        return 255 - img if invert else img
+
+    def step_image(self, session: Session, step: int) -> int | None:
+        """The next/previous image of the open study (wraps), for the enlarged view's keys."""
+        if not session.images:
+            return None
+        here = session.images.index(session.image) if session.image in session.images else 0
+        session.image = session.images[(here + step) % len(session.images)]
+        return session.image

@@ -1,0 +1,508 @@
+// rrg-review page script: keyboard, never-lose-an-edit bookkeeping, enlarged view, theme.
+// The server is the authority; this script only reports what the page knows (which study the
+// boxes belong to, what was typed and when) and keeps unsaved text in localStorage until the
+// server has it.
+// the preprocessor of every text-carrying event (Tab.client_js in app/deps.py): the event's
+// first n arguments, with the page's report at index i; `carried` names the indices of the
+// edit boxes' texts the request carries. Defined at once: a page load's event may come first.
+window.rrgWithClient = (args, n, i, carried) => {
+  const v = args.slice(0, n);
+  const texts = {};
+  for (const [name, k] of Object.entries(carried)) texts[name] = v[k];
+  v[i] = window.rrgClient ? window.rrgClient(texts) : '{}';
+  return v;
+};
+// the enlarge button's preprocessor: the image the reader clicked (rrgPick) as its input
+window.rrgWithPick = (args, i) => {
+  const v = args.slice(0, 2);
+  v[i] = window.rrgPick ? window.rrgPick() : '';
+  return v;
+};
+window.rrgLogout = () => { window.location.href = '/logout'; };
+
+(() => {
+  const rrg = window.rrg = {study: null, reader: null, keys: {}, seq: 0, last: Date.now(),
+                            shown: {}, base: null, unsaved: false};
+  const SECTIONS = {'edit-findings': 'findings', 'edit-impression': 'impression'};
+  const $ = (sel) => document.querySelector(sel);
+  const box = (section) => $('#edit-' + section + ' textarea');
+  const click = (id) => { const el = document.getElementById(id); if (el) el.click(); };
+  // Unsaved text is kept per tab: two tabs of one browser on one study must never remove or
+  // overwrite each other's entry (a tab with nothing unsaved used to delete the study's one
+  // entry every 200 ms, so another tab's unsaved text was gone after its reload; found in a
+  // new-user trial). A tab's id lives in sessionStorage, so it survives that tab's reload;
+  // each open page says it is alive, and the entry of a tab that is gone (closed, crashed) is
+  // an orphan that the next page opening that study adopts and restores.
+  const ALIVE_MS = 3000;
+  const newTabId = () => 't' + Math.random().toString(36).slice(2, 10);
+  const aliveKey = (tab) => `rrg-alive:${tab}`;
+  const aliveAt = (tab) => {
+    try { return (JSON.parse(localStorage.getItem(aliveKey(tab)) || 'null') || {}).at || 0; }
+    catch (e) { return 0; }
+  };
+  const isAlive = (tab) => Date.now() - aliveAt(tab) < ALIVE_MS;
+  const TAB = (() => {
+    let tab = null;
+    try { tab = sessionStorage.getItem('rrg-tab'); } catch (e) {}
+    // a duplicated tab copies sessionStorage: its id is then in use by a live page
+    if (!tab || isAlive(tab)) tab = newTabId();
+    try { sessionStorage.setItem('rrg-tab', tab); } catch (e) {}
+    return tab;
+  })();
+  const beat = () => {
+    try { localStorage.setItem(aliveKey(TAB), JSON.stringify({at: Date.now()})); } catch (e) {}
+  };
+  beat();
+  setInterval(beat, 1000);
+  window.addEventListener('pagehide', () => {
+    try { localStorage.removeItem(aliveKey(TAB)); } catch (e) {}
+  });
+  const storeKey = (study) => `rrg:${rrg.reader}:${study}:${TAB}`;
+  const ENTRY = /^rrg:(.*):(\d+)(?::(t[a-z0-9]*))?$/;  // (entries of older pages have no tab)
+  // another page's entry that no live tab owns: (key, tab) pairs for this reader's study
+  const orphans = (study) => {
+    const out = [];
+    for (let k = 0; k < localStorage.length; k++) {
+      const key = localStorage.key(k) || '', m = ENTRY.exec(key);
+      if (!m || m[1] !== String(rrg.reader) || Number(m[2]) !== study) continue;
+      if (m[3] === TAB || (m[3] && isAlive(m[3]))) continue;
+      out.push(key);
+    }
+    return out;
+  };
+  // on opening a study: this tab's own entry, else the newest orphan, which becomes this tab's
+  const claimEntry = (study) => {
+    const own = readEntry(study);
+    if (own) return own;
+    let best = null, bestKey = null;
+    for (const key of orphans(study)) {
+      let entry = null;
+      try { entry = JSON.parse(localStorage.getItem(key) || 'null'); } catch (e) {}
+      if (entry && (!best || (entry.at || 0) > (best.at || 0))) { best = entry; bestKey = key; }
+    }
+    if (!best) return null;
+    writeEntry(study, best);
+    try { localStorage.removeItem(bestKey); } catch (e) {}
+    return best;
+  };
+
+  // what every text-carrying event sends along (see Client in app/review/desk.py)
+  // (texts: the box values this request carries, noted before it leaves the page)
+  window.rrgClient = (texts) => {
+    poll();  // the study in the boxes now, not as of the last 200 ms tick
+    noteSent(texts);
+    const report = {study: rrg.study, keys: rrg.keys, seq: rrg.seq,
+                    visible: !document.hidden, idle_ms: Date.now() - rrg.last};
+    // the texts this tab (this one, across its reloads; entries are per tab) sent for the
+    // open study: a newer revision holding one of them is this tab's own late save, not
+    // another tab's
+    const entry = rrg.study === null ? null : readEntry(rrg.study);
+    if (entry && entry.sent) report.own = entry.sent;
+    if (rrg.study === null) report.left = leftBehind();  // on load: where to resume
+    return JSON.stringify(report);
+  };
+
+  const NAMES = ['findings', 'impression'];
+  // a textarea's value has \n line ends whatever the stored text has
+  const same = (value, stored) => value === (stored || '').replace(/\r\n?/g, '\n');
+  const readEntry = (study) => {
+    try { return JSON.parse(localStorage.getItem(storeKey(study)) || 'null'); } catch (e) {
+      return null; }
+  };
+  const writeEntry = (study, entry) => {
+    try { localStorage.setItem(storeKey(study), JSON.stringify(entry)); } catch (e) {
+      /* storage full or disabled: the server-side saves still run */ }
+  };
+  // The stored entry of a study: the unsaved text, the revisions it was edited from (base),
+  // and `sent`: every text of this tab that went to the server in a saving request since.
+  // A reload can cut a request off after the server stored it but before its answer (the
+  // new base) reached the page; the next load then finds a newer revision holding one of
+  // these texts: this tab's own autosave, not another tab's or reader's save.
+  const remember = () => {
+    if (rrg.study === null || rrg.pending) return;
+    const f = box('findings'), i = box('impression');
+    if (!f || !i) return;
+    const old = readEntry(rrg.study) || {};
+    // typed: the sections the reader typed in; only those are ever put back (the other box
+    // may have been empty only because no draft had arrived yet)
+    const typed = [...new Set([...(old.typed || []), ...Object.keys(rrg.keys)])];
+    writeEntry(rrg.study, {findings: f.value, impression: i.value, base: rrg.base, typed,
+                           sent: old.sent || {}, at: Date.now()});
+  };
+  // the studies whose unsaved text this browser keeps, newest first (the server opens the
+  // newest of its reader's on load, so that it can be restored)
+  const leftBehind = () => {
+    const out = [];
+    for (let k = 0; k < localStorage.length; k++) {
+      const m = ENTRY.exec(localStorage.key(k) || '');
+      // a live tab's unsaved text is that tab's to save, not this page's to resume
+      if (!m || (m[3] && m[3] !== TAB && isAlive(m[3]))) continue;
+      let at = 0;
+      try { at = JSON.parse(localStorage.getItem(localStorage.key(k))).at || 0; } catch (e) {}
+      out.push({reader: m[1], study: Number(m[2]), at});
+    }
+    return out.sort((a, b) => b.at - a.at).slice(0, 20);
+  };
+  const SENT_KEPT = 50;
+  const noteSent = (texts) => {
+    if (rrg.study === null || !texts) return;
+    const entry = readEntry(rrg.study);
+    if (!entry) return;  // nothing unsaved: nothing to recognise later
+    entry.sent = entry.sent || {};
+    for (const s of NAMES) {
+      const text = texts[s];
+      if (typeof text !== 'string' || same(text, rrg.shown[s])) continue;
+      const list = (entry.sent[s] || []).filter((t) => t !== text);
+      list.push(text);
+      entry.sent[s] = list.slice(-SENT_KEPT);
+    }
+    writeEntry(rrg.study, entry);
+  };
+
+  // Leaving a study (Next, Previous, another worklist row): from the click until the boxes
+  // show the next study, keystrokes in the boxes are held back. Text typed in that window
+  // would belong to neither study for sure: the old study's request has already left with
+  // the boxes' text, and the next study's values may land under the cursor mid-word.
+  // The hold ends when the next study is on screen, or when the server's answer (or an error)
+  // has arrived (`rrgArrived`, a browser-only step chained to each navigation event), or, if
+  // no answer ever comes, after LEAVING_MAX_MS.
+  const LEAVING_MAX_MS = 30000;
+  let leaving = null;
+  const STRAY_MS = 1000;
+  const STRAY_NOTE = 'Keys typed after leaving the last study were not typed into this one: ' +
+                     'click in a box (or Alt+F) to type here.';
+  const startLeaving = () => {
+    if (rrg.study === null) return;
+    // the cursor leaves the box with the study: keys typed on (a sentence finished after
+    // Alt+N) must not land in the next patient's report once it is on screen (a new-user
+    // trial saw them there, 3 of 3); they go nowhere while they keep coming, see keydown
+    const active = document.activeElement;
+    if (active && active.closest && active.closest('#edit-findings, #edit-impression')) {
+      active.blur();
+      rrg.strayUntil = Date.now() + STRAY_MS;
+    }
+    leaving = {from: rrg.study, until: Date.now() + LEAVING_MAX_MS};
+    document.body.classList.add('rrg-leaving');
+    const watch = () => { if (!leaving) return; poll(); requestAnimationFrame(watch); };
+    requestAnimationFrame(watch);
+  };
+  const stopLeaving = () => { leaving = null; document.body.classList.remove('rrg-leaving'); };
+  window.rrgArrived = () => { poll(); stopLeaving(); };
+  const settled = () => {
+    if (!leaving) return;
+    // (pending is cleared only once the boxes showed the new study's values)
+    if ((rrg.study !== leaving.from && !rrg.pending) || Date.now() > leaving.until) stopLeaving();
+  };
+  document.addEventListener('click', (e) => {
+    if (!e.target.closest) return;
+    if (e.target.closest('#next-study, #prev-study')) { startLeaving(); return; }
+    const row = e.target.closest('#worklist tbody tr');
+    if (!row) return;
+    const head = $('#film-head'), open = head && /Study (\S+)/.exec(head.innerText || '');
+    const cells = [...row.querySelectorAll('td')].map((td) => (td.innerText || '').trim());
+    if (!open || !cells.includes(open[1])) startLeaving();  // the open study's row only saves
+  }, true);
+  document.addEventListener('beforeinput', (e) => {
+    if (!leaving || !e.target.closest || !e.target.closest('#edit-findings, #edit-impression'))
+      return;
+    poll();
+    if (leaving) e.preventDefault();
+  }, true);
+
+  document.addEventListener('input', (e) => {
+    const owner = e.target.closest && e.target.closest('#edit-findings, #edit-impression');
+    if (!owner) return;
+    poll();  // a study change not yet seen: its keystrokes belong to the new study
+    const section = SECTIONS[owner.id], now = Date.now();
+    if (rrg.pending && e.isTrusted) {  // typed before the server's values landed: theirs wins
+      rrg.pending = null;
+      setNote('Unsaved text from before the page was left is not restored: you typed first.');
+    }
+    rrg.keys[section] = [rrg.keys[section] ? rrg.keys[section][0] : now, now];
+    rrg.seq += 1;
+    rrg.unsaved = true;
+    remember();
+  }, true);
+  for (const ev of ['keydown', 'mousedown', 'mousemove', 'wheel']) {
+    document.addEventListener(ev, () => { rrg.last = Date.now(); }, {passive: true, capture: true});
+  }
+
+  // the server's view of the open study arrives in the (hidden) #sync box. The restore of
+  // unsaved text waits until the boxes show the server's values for that study (Gradio may
+  // fill #sync before the boxes, and would then overwrite a restore made too early).
+  // Signed out under the page (Log out in another tab, an ended session): every request is
+  // then refused with 401 and Gradio shows nothing, so a Save looked like it did nothing (a
+  // third new-user trial). Say so; the unsaved text stays in this browser for the next sign-in.
+  const SIGNED_OUT = 'You are signed out (Log out in another tab, or the session ended): ' +
+    'nothing can be saved now. Your unsaved text is kept in this browser; reload the page and ' +
+    'sign in again to save it.';
+  const plainFetch = window.fetch.bind(window);
+  window.fetch = async (...args) => {
+    const response = await plainFetch(...args);
+    const url = String(args[0] && args[0].url ? args[0].url : args[0]);
+    if (response.status === 401 && url.includes('/gradio_api/')) {
+      remember();
+      setNote(SIGNED_OUT);
+    }
+    return response;
+  };
+  const setNote = (text, choices) => {
+    const note = $('#restore-note'); if (!note) return;
+    let own = note.querySelector('.rrg-restore');
+    if (!text) { if (own) own.remove(); return; }
+    if (!own) { own = document.createElement('div'); own.className = 'rrg-restore';
+                note.appendChild(own); }
+    own.textContent = text;
+    for (const [label, id, act] of choices || []) {
+      const b = document.createElement('button');
+      b.textContent = label; b.id = id; b.type = 'button'; b.className = 'rrg-restore-choice';
+      b.addEventListener('click', act);
+      own.appendChild(b);
+    }
+  };
+  const putBack = (entry, sections) => {
+    for (const s of sections) {
+      const el = box(s);
+      if (!el || el.value === entry[s]) continue;
+      el.value = entry[s];
+      el.dispatchEvent(new Event('input', {bubbles: true}));  // typed: autosaved on top
+    }
+  };
+  const restore = (entry, sync) => {
+    if (!entry) return;
+    const shown = sync.shown || {}, base = sync.base || {};
+    const was = entry.base || {}, sent = entry.sent || {};
+    const differs = NAMES.filter((s) => (entry.typed || []).includes(s) &&
+                                       typeof entry[s] === 'string' && !same(entry[s], shown[s]));
+    if (!differs.length) { localStorage.removeItem(storeKey(sync.study)); return; }
+    // a section is safe to restore when no revision came in since its text was edited from
+    // base, or the newer revision holds a text this tab itself sent (its own autosave)
+    const foreign = differs.filter((s) => (was[s] ?? null) !== (base[s] ?? null) &&
+                                          !(sent[s] || []).includes(shown[s] || ''));
+    if (!foreign.length) {
+      putBack(entry, differs);
+      setNote('Restored text you typed before the page was left; it is being saved.');
+      return;
+    }
+    // another tab or reader saved in between: never overwritten silently, the reader chooses
+    setNote(`Your unsaved ${differs.join(' and ')} from this browser started from an older ` +
+      `revision; a newer version of the ${foreign.join(' and ')} was saved elsewhere in ` +
+      'between (it is in the boxes now). ', [
+      ['Restore my unsaved text', 'restore-mine', () => {
+        putBack(entry, differs);
+        setNote('Your unsaved text is back in the boxes; it is saved on top of the newer ' +
+                'revision (both kept in the history).');
+      }],
+      ['Keep the saved text', 'restore-discard', () => {
+        localStorage.removeItem(storeKey(sync.study));
+        setNote('');
+      }]]);
+  };
+  const boxesShow = (shown) => {
+    const f = box('findings'), i = box('impression');
+    return !!f && !!i && same(f.value, shown.findings) && same(i.value, shown.impression);
+  };
+  const poll = () => {
+    const raw = $('#sync textarea');
+    if (raw && raw.value) {
+      let sync = null;
+      try { sync = JSON.parse(raw.value); } catch (e) {}
+      if (sync) {
+        const changed = sync.study !== rrg.study || sync.reader !== rrg.reader;
+        rrg.reader = sync.reader; rrg.shown = sync.shown || {}; rrg.base = sync.base;
+        if (changed) {
+          rrg.study = sync.study; rrg.keys = {};
+          window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
+          setNote(rrg.strayed ? STRAY_NOTE : '');
+          rrg.strayed = false;
+          // read now: typing into the new study must not replace it before it is restored
+          rrg.pending = sync.study === null ? null : {study: sync.study,
+                                                     entry: claimEntry(sync.study)};
+        }
+        if (rrg.pending && rrg.pending.study === sync.study && boxesShow(rrg.shown)) {
+          const {entry} = rrg.pending;
+          rrg.pending = null;
+          restore(entry, sync);
+        }
+        const f = box('findings'), i = box('impression');
+        if (f && i && sync.study !== null && !rrg.pending) {
+          rrg.unsaved = !same(f.value, rrg.shown.findings) ||
+                        !same(i.value, rrg.shown.impression);
+          if (!rrg.unsaved && !$('#restore-mine')) localStorage.removeItem(storeKey(sync.study));
+        }
+      }
+    }
+    settled();
+    applyTheme();
+    refitWorklist();
+  };
+  setInterval(poll, 200);
+
+  // Gradio 6.17's table draws only the rows its virtual window held after its first non-empty
+  // value: a search with no match, then one match, then the whole list again showed one row
+  // under "1-4 of 4" (found in a new-user trial; fixed upstream in gradio-app/gradio#13744).
+  // A scroll event on the table makes it read the window again, so one follows every new page.
+  let worklistLabel = null;
+  const refitWorklist = () => {
+    const label = $('#worklist-page-label'), view = $('#worklist .virtual-table-viewport');
+    const text = label ? label.innerText : null;
+    if (!view || text === worklistLabel) return;
+    worklistLabel = text;
+    for (const ms of [0, 150, 600]) {
+      setTimeout(() => view.dispatchEvent(new Event('scroll')), ms);
+    }
+  };
+
+  window.addEventListener('beforeunload', (e) => {
+    poll();
+    if (!rrg.unsaved) return;
+    remember();
+    e.preventDefault();
+    e.returnValue = '';
+  });
+
+  // theme: dark by default, light as a setting (kept in this browser)
+  const applyTheme = () => {
+    const dark = (localStorage.getItem('rrg-theme') || 'dark') === 'dark';
+    if (document.body && document.body.classList.contains('dark') !== dark) {
+      document.body.classList.toggle('dark', dark);
+    }
+  };
+  window.rrgSetTheme = (light) => { localStorage.setItem('rrg-theme', light ? 'light' : 'dark');
+                                    applyTheme(); };
+  document.addEventListener('DOMContentLoaded', applyTheme);
+
+  // keyboard: KeyboardEvent.code, so Option (Alt) on macOS works whatever letter it types
+  const TEXT_INPUTS = ['text', 'number', 'search', 'password', 'email', 'url'];
+  const typing = (t) => !!t && (t.tagName === 'TEXTAREA' || t.tagName === 'SELECT' ||
+    t.isContentEditable || (t.tagName === 'INPUT' && TEXT_INPUTS.includes(t.type)));
+  // an attribute on the overlay itself: Gradio's own re-renders do not touch it
+  const enlarged = () => { const el = $('#enlarged'); return !!el && el.hasAttribute('data-open'); };
+  window.rrgEnlarged = (open) => {
+    const el = $('#enlarged'); if (!el) return;
+    if (open) el.setAttribute('data-open', ''); else el.removeAttribute('data-open');
+    if (!open) { const p = $('#wl-preview'); if (p) p.style.display = 'none'; }
+  };
+  document.addEventListener('keydown', (e) => {
+    if ((e.ctrlKey || e.metaKey) && e.code === 'KeyS') { e.preventDefault(); click('save'); return; }
+    // typing on after leaving a study from a box: swallowed (no score keys, no shortcuts)
+    // while the keys keep coming; a pause of STRAY_MS ends it
+    if (rrg.strayUntil && Date.now() < rrg.strayUntil && !typing(e.target) &&
+        !e.ctrlKey && !e.metaKey && !e.altKey) {
+      rrg.strayUntil = Date.now() + STRAY_MS;
+      if (e.key && e.key.length === 1) {
+        e.preventDefault();
+        rrg.strayed = true;
+        setNote(STRAY_NOTE);
+      }
+      return;
+    }
+    if (enlarged() && (e.code === 'Escape' || !typing(e.target))) {
+      const keys = {Escape: 'close-enlarged', ArrowRight: 'next-image', ArrowLeft: 'prev-image'};
+      if (keys[e.code]) { e.preventDefault(); click(keys[e.code]); return; }
+    }
+    if (e.altKey && !e.ctrlKey && !e.metaKey) {
+      const map = {KeyN: 'next-study', KeyP: 'prev-study', KeyA: 'accept', KeyD: 'draft-button',
+                   KeyR: 'rate', KeyB: 'toggle-prior'};
+      if (map[e.code]) { e.preventDefault(); click(map[e.code]); return; }
+      const focus = {KeyF: 'findings', KeyI: 'impression'};
+      if (focus[e.code]) { e.preventDefault(); const el = box(focus[e.code]); if (el) el.focus(); }
+      return;
+    }
+    if (e.ctrlKey || e.metaKey || e.altKey || typing(e.target)) return;
+    const digit = /^(Digit|Numpad)([1-5])$/.exec(e.code);
+    // not while the enlarged view covers the rating: a score set unseen is a score invented
+    if (digit && !enlarged()) {
+      const input = [...document.querySelectorAll('#likert input[type=radio]')]
+        .find((el) => el.value === digit[2] ||
+              (el.closest('label') && el.closest('label').innerText.trim() === digit[2]));
+      if (input) { e.preventDefault(); input.click(); }
+    }
+  });
+
+  // the film: a click on an image opens the enlarged view of that image. The film's preview
+  // (already loaded) is shown over the enlarged view at once; the full-resolution, window-
+  // levelled image replaces it when the server's answer is on screen (a new-user trial saw a
+  // spinner for about 2 s). The same for ← → to the other images of the study.
+  const preview = {active: false, before: null, answered: false};
+  const filmImages = () => [...document.querySelectorAll('#film .current [data-index] img')];
+  const showPreview = (index) => {
+    const target = $('#wl-image'), source = filmImages()[index];
+    if (!target || !source || !(source.currentSrc || source.src)) return;
+    let el = $('#wl-preview');
+    if (!el) {
+      el = document.createElement('img');
+      el.id = 'wl-preview'; el.alt = 'Preview; the full-resolution image is loading';
+      document.body.appendChild(el);
+    }
+    const r = target.getBoundingClientRect();
+    Object.assign(el.style, {top: `${r.top}px`, left: `${r.left}px`, width: `${r.width}px`,
+                             height: `${r.height}px`, display: 'block'});
+    el.src = source.currentSrc || source.src;
+    const img = $('#wl-image img');
+    preview.before = img ? (img.currentSrc || img.src) : null;
+    preview.active = true; preview.answered = false;
+    requestAnimationFrame(watchPreview);
+  };
+  const hidePreview = () => {
+    preview.active = false;
+    const el = $('#wl-preview'); if (el) { el.style.display = 'none'; el.removeAttribute('src'); }
+  };
+  const watchPreview = () => {
+    if (!preview.active) return;
+    const img = $('#wl-image img');
+    const loaded = !!img && img.complete && img.naturalWidth > 0;
+    // a new image has loaded, or the answer came with the same one (an unchanged render)
+    if (!enlarged() || (loaded && ((img.currentSrc || img.src) !== preview.before ||
+                                   preview.answered))) { hidePreview(); return; }
+    requestAnimationFrame(watchPreview);
+  };
+  window.rrgFullShown = () => { preview.answered = true; };
+  document.addEventListener('click', (e) => {
+    const fig = e.target.closest && e.target.closest('#film [data-index]');
+    if (!fig) return;
+    rrg.pick = fig.dataset.index;
+    window.rrgEnlarged(true);
+    showPreview(Number(rrg.pick));
+    click('enlarge-button');
+  });
+  document.addEventListener('click', (e) => {  // ◀ image / image ▶ (and the arrow keys)
+    const step = e.target.closest && (e.target.closest('#next-image') ? 1 :
+                                      e.target.closest('#prev-image') ? -1 : 0);
+    const n = filmImages().length;
+    if (!step || !n || !enlarged()) return;
+    rrg.pick = String(((Number(rrg.pick || 0) + step) % n + n) % n);
+    showPreview(Number(rrg.pick));
+  }, true);
+  window.rrgPick = () => String(rrg.pick === undefined ? '' : rrg.pick);
+
+  // zoom (wheel) and pan (drag) on the enlarged image; double-click resets
+  const wlImage = (e) => e.target.closest && e.target.closest('#wl-image img');
+  const wlApply = (img) => {
+    img.style.transformOrigin = 'center';
+    img.style.transform = `translate(${img.dataset.tx || 0}px, ${img.dataset.ty || 0}px) ` +
+                          `scale(${img.dataset.scale || 1})`;
+  };
+  document.addEventListener('wheel', (e) => {
+    const img = wlImage(e); if (!img) return;
+    e.preventDefault();
+    const s = parseFloat(img.dataset.scale || '1') * (e.deltaY < 0 ? 1.2 : 1 / 1.2);
+    img.dataset.scale = Math.min(Math.max(s, 1), 16); wlApply(img);
+  }, {passive: false});
+  let drag = null;
+  document.addEventListener('mousedown', (e) => {
+    const img = wlImage(e); if (!img) return;
+    e.preventDefault();
+    drag = {img, x: e.clientX - (+img.dataset.tx || 0), y: e.clientY - (+img.dataset.ty || 0)};
+  });
+  document.addEventListener('mousemove', (e) => {
+    if (!drag) return;
+    drag.img.dataset.tx = e.clientX - drag.x; drag.img.dataset.ty = e.clientY - drag.y;
+    wlApply(drag.img);
+  });
+  document.addEventListener('mouseup', () => { drag = null; });
+  document.addEventListener('dblclick', (e) => {
+    const img = wlImage(e); if (!img) return;
+    img.dataset.scale = 1; img.dataset.tx = 0; img.dataset.ty = 0; wlApply(img);
+  });
+})();

@@ -1,0 +1,376 @@
+"""The worklist panel (the workstation's left column): search, filters, one page of rows, page
+controls, Previous/Next unfinished study and the reader's progress.
+
+Every event asks WorklistService one page or one count, so the panel behaves the same with 50
+studies or 160,000. The workstation builds it with one call and hands it its "open study"
+function:
+
+    with gr.Column():
+        panel = build_worklist_panel(WorklistService(db))
+    ...  # the rest of the layout, then:
+    panel.connect(ui, state, reader_of, open_study, open_outputs, prepare_reader=...)
+
+`open_study(session, study_id, request)` returns the workstation's outputs for opening a study
+(a list in the order of `open_outputs`, or a {component: value} dict). After save/rate/accept,
+`panel.follow(event)` refreshes the rows and the progress line in a follow-up event, so the save
+itself never waits for a count.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from rrg_review.app.worklist.service import (
+    IMAGE_FILTERS,
+    STATUSES,
+    Progress,
+    WorklistError,
+    WorklistFilter,
+    WorklistPage,
+    WorklistService,
+)
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 50
+# few columns, so that the list is readable in the left column of a 1366 px screen: source,
+# split and images are filters above the table (a study without images says so in its status
+# cell), and the patient (a long pseudonym) is above the film and searchable; long keys wrap
+COLUMNS = ["id", "study", "status", "min"]
+COLUMN_WIDTHS: list[str | int] = ["12%", "36%", "32%", "20%"]
+LAST_PAGE = 1 << 30  # clamped to the last page by the service
+LOADING = "*Loading worklist…*"
+
+
+@dataclass(frozen=True)
+class PanelView:
+    """What the panel shows for one request (plain values, so it is testable without Gradio)."""
+
+    rows: list[list[Any]]
+    page: int
+    label: str
+    progress: str | None  # None: unchanged (not recounted for a search or a column filter)
+    message: str
+
+
+def progress_line(p: Progress) -> str:
+    if not p.total:
+        return "**No studies on your worklist.**"
+    return (f"**{p.done:,} / {p.total:,} done** · {p.in_review:,} in review · "
+            f"{p.unfinished:,} to go")
+
+
+def table_rows(page: WorklistPage) -> list[list[Any]]:
+    return [[r.study_id, r.study_key,
+             r.status.replace("_", " ") + ("" if r.images else " · report only, no images"),
+             round(r.active_seconds / 60, 1)] for r in page.rows]
+
+
+def page_label(page: WorklistPage) -> str:
+    if not page.total:
+        return "No study matches." if page.filter != WorklistFilter() else ""
+    return (f"{page.first:,}-{page.last:,} of {page.total:,} · page {page.page:,} / "
+            f"{page.pages:,}")
+
+
+class WorklistPanelLogic:
+    """The panel's decisions, without Gradio: what a page shows, where Next/Previous go."""
+
+    def __init__(self, worklists: WorklistService, page_size: int = PAGE_SIZE) -> None:
+        self.worklists = worklists
+        self.page_size = page_size
+
+    @staticmethod
+    def filter_of(search: str | None, status: str | None, source: str | None,
+                  split: str | None, images: str | None) -> WorklistFilter:
+        return WorklistFilter.from_ui(status, source, split, images, search)
+
+    def view(self, reader: int, search: str | None = "", status: str | None = "all",
+             source: str | None = "all", split: str | None = "all", images: str | None = "all",
+             page: float | None = 1, with_progress: bool = True) -> PanelView:
+        """A page of the filtered worklist; bad input gives a message, never a traceback.
+
+        The progress counts are read when they cost nothing extra: for the whole list or a
+        status filter they also give the page's total. A search or a column filter counts its
+        own matches and leaves the progress line as it is."""
+        try:
+            flt = self.filter_of(search, status, source, split, images)
+            number = int(page) if page is not None and page == page else 1  # NaN -> 1
+        except (WorklistError, ValueError, OverflowError) as exc:
+            return PanelView([], 1, "", None, f"⚠ {html.escape(str(exc))}")
+        counts = (self.worklists.progress(reader)
+                  if with_progress and not flt.needs_study else None)
+        result = self.worklists.page(reader, flt, number, self.page_size, counts)
+        return PanelView(table_rows(result), result.page, page_label(result),
+                         progress_line(counts) if counts is not None else None, "")
+
+    def target(self, reader: int, current: int | None, step: int, search: str | None = "",
+               status: str | None = "all", source: str | None = "all",
+               split: str | None = "all", images: str | None = "all") -> int | None:
+        """The next/previous unfinished study within the filters (None: none that way)."""
+        try:
+            flt = self.filter_of(search, status, source, split, images)
+        except WorklistError:
+            flt = WorklistFilter()
+        return self.worklists.next_unfinished(reader, current, step, flt, wrap=True)
+
+    def wrapped(self, reader: int, current: int, target: int, step: int) -> bool:
+        """Whether going `step` from `current` went round the end of the list to `target`."""
+        order = self.worklists.positions(reader, (current, target))
+        if len(order) < 2:
+            return False
+        return (order[target] < order[current]) if step > 0 else (order[target] > order[current])
+
+    def page_showing(self, reader: int, study_id: int, search: str | None = "",
+                     status: str | None = "all", source: str | None = "all",
+                     split: str | None = "all", images: str | None = "all") -> PanelView | None:
+        """The page on which a study appears under the filters (None: it is filtered out)."""
+        try:
+            flt = self.filter_of(search, status, source, split, images)
+        except WorklistError:
+            return None
+        number = self.worklists.page_of(reader, study_id, flt, self.page_size)
+        if number is None:
+            return None
+        return self.view(reader, search, status, source, split, images, number,
+                         with_progress=False)
+
+
+def _shown_ids(table: Any) -> set[int]:
+    """Study ids in the table value Gradio hands back (a DataFrame, or a list of rows)."""
+    try:
+        if hasattr(table, "iloc"):
+            return {int(v) for v in table.iloc[:, 0].tolist() if str(v).strip()}
+        return {int(row[0]) for row in table or [] if row and str(row[0]).strip()}
+    except (TypeError, ValueError, IndexError):
+        return set()
+
+
+@dataclass
+class WorklistPanel:
+    logic: WorklistPanelLogic
+    search: gr.Textbox
+    status: gr.Dropdown
+    source: gr.Dropdown
+    split: gr.Dropdown
+    images: gr.Dropdown
+    table: gr.Dataframe
+    page: gr.Number
+    first_page: gr.Button
+    previous_page: gr.Button
+    next_page: gr.Button
+    last_page: gr.Button
+    page_text: gr.Markdown
+    previous_study: gr.Button
+    next_study: gr.Button
+    progress: gr.Markdown
+    message: gr.Markdown
+    _refresh: Callable[..., Any] | None = None
+
+    @property
+    def filters(self) -> list[gr.components.Component]:
+        return [self.search, self.status, self.source, self.split, self.images]
+
+    @property
+    def view_outputs(self) -> list[gr.components.Component]:
+        return [self.table, self.page, self.page_text, self.progress, self.message]
+
+    def follow(self, event: Any) -> Any:
+        """After an event that changes statuses (save, rate, accept): refresh the rows and the
+        progress in a follow-up request. Returns the chained event."""
+        if self._refresh is None:
+            raise RuntimeError("connect() the panel before following events")
+        return event.then(self._refresh, [*self.filters, self.page], self.view_outputs,
+                          show_progress="hidden", queue=False)
+
+    def connect(self, blocks: gr.Blocks, state: gr.State,
+                reader_of: Callable[[gr.Request | None], int],
+                open_study: Callable[..., Any] | None,
+                open_outputs: Sequence[gr.components.Component],
+                current_of: Callable[[Any], int | None] = lambda s: getattr(s, "study", None),
+                prepare_reader: Callable[[int], Any] | None = None,
+                navigation: bool = True) -> None:
+        """Wire the panel: load, filters, search, paging, row click and Previous/Next.
+
+        `prepare_reader(reader)` runs on page load before the first page is read (e.g. give a
+        new reader a worklist); it must be idempotent, as the workstation's own load may run it
+        at the same time. With `navigation=False` the row click and Previous/Next are left to
+        the caller (the workstation saves the reader's pending text before it leaves a study,
+        which needs the edit boxes as inputs); `logic.target` and `page_showing` serve it."""
+        views = _Views(self, reader_of, prepare_reader)
+        self._refresh = views.refresh_all
+        filters, paging, view_outputs = self.filters, [*self.filters, self.page], self.view_outputs
+        # reads only: off Gradio's queue (no waiting behind other events; SQLite in WAL mode
+        # serves concurrent reads)
+        light: dict[str, Any] = {"show_progress": "hidden", "queue": False}
+        blocks.load(views.on_load, paging, [self.source, self.split, *view_outputs], **light)
+        self.search.submit(views.first, filters, view_outputs, api_name="worklist_search",
+                           **light)
+        for dropdown in (self.status, self.source, self.split, self.images):
+            dropdown.input(views.first, filters, view_outputs, **light)
+        self.page.submit(views.paged(0), paging, view_outputs, **light)
+        self.first_page.click(views.first, filters, view_outputs, **light)
+        self.previous_page.click(views.paged(-1), paging, view_outputs, **light)
+        self.next_page.click(views.paged(1), paging, view_outputs, api_name="worklist_page",
+                             **light)
+        self.last_page.click(views.paged(None), paging, view_outputs, **light)
+        if not navigation:
+            return
+        if open_study is None:
+            raise ValueError("the panel's own navigation needs an open_study function")
+        steps = _Steps(self, reader_of, open_study, list(open_outputs), current_of)
+        step_outputs = list(dict.fromkeys([*open_outputs, self.table, self.page,
+                                           self.page_text, self.message]))
+        self.table.select(steps.on_select, [state],
+                          list(dict.fromkeys([*open_outputs, self.message])))
+        self.next_study.click(steps.stepper(1), [state, *filters, self.table], step_outputs,
+                              api_name="next_study")
+        self.previous_study.click(steps.stepper(-1), [state, *filters, self.table],
+                                  step_outputs, api_name="previous_study")
+
+
+class _Views:
+    """The panel's read-only events: a page of the filtered list and the progress line."""
+
+    def __init__(self, panel: WorklistPanel, reader_of: Callable[[gr.Request | None], int],
+                 prepare_reader: Callable[[int], Any] | None) -> None:
+        self.logic, self.reader_of, self.prepare_reader = panel.logic, reader_of, prepare_reader
+
+    @staticmethod
+    def as_view(v: PanelView) -> list[Any]:
+        progress = gr.update() if v.progress is None else v.progress
+        return [v.rows, v.page, v.label, progress, v.message]
+
+    def refresh(self, search, status, source, split, images, page, request: gr.Request):
+        return self.as_view(self.logic.view(self.reader_of(request), search, status, source,
+                                            split, images, page))
+
+    def refresh_all(self, search, status, source, split, images, page, request: gr.Request):
+        """After a status change: the rows, and the progress line whatever the filter."""
+        reader = self.reader_of(request)
+        v = self.logic.view(reader, search, status, source, split, images, page)
+        out = self.as_view(v)
+        if v.progress is None:
+            out[3] = progress_line(self.logic.worklists.progress(reader))
+        return out
+
+    def on_load(self, search, status, source, split, images, page, request: gr.Request):
+        if self.prepare_reader is not None:
+            self.prepare_reader(self.reader_of(request))
+        choices = ["all", *self.logic.worklists.sources()]
+        splits = ["all", *self.logic.worklists.splits()]
+        return [gr.update(choices=choices), gr.update(choices=splits),
+                *self.refresh_all(search, status, source, split, images, page, request)]
+
+    def first(self, search, status, source, split, images, request: gr.Request):
+        return self.refresh(search, status, source, split, images, 1, request)
+
+    def paged(self, delta: int | None) -> Callable[..., Any]:
+        def handler(search, status, source, split, images, page, request: gr.Request):
+            try:
+                number = LAST_PAGE if delta is None else int(page or 1) + delta
+            except (TypeError, ValueError, OverflowError):  # NaN, inf: back to the start
+                number = 1
+            return self.refresh(search, status, source, split, images, number, request)
+        return handler
+
+
+class _Steps:
+    """The panel's own navigation (when the caller leaves it to the panel): the row click and
+    Previous/Next open a study through the caller's `open_study`."""
+
+    def __init__(self, panel: WorklistPanel, reader_of: Callable[[gr.Request | None], int],
+                 open_study: Callable[..., Any], outputs: list[gr.components.Component],
+                 current_of: Callable[[Any], int | None]) -> None:
+        self.panel, self.logic, self.reader_of = panel, panel.logic, reader_of
+        self.open_study, self.outputs, self.current_of = open_study, outputs, current_of
+
+    def opened(self, session, study_id: int | None, request) -> dict:
+        result = self.open_study(session, study_id, request)
+        if isinstance(result, dict):
+            return dict(result)
+        return dict(zip(self.outputs, result, strict=True))
+
+    def on_select(self, session, evt: gr.SelectData, request: gr.Request):
+        value: Any = evt.row_value[0] if evt.row_value else None  # from the browser
+        try:
+            study_id = int(value)
+        except (TypeError, ValueError):
+            return {self.panel.message: "Select a row with a study."}
+        out = self.opened(session, study_id, request)
+        out[self.panel.message] = ""
+        return out
+
+    def stepper(self, step: int) -> Callable[..., Any]:
+        def handler(session, search, status, source, split, images, table,
+                    request: gr.Request):
+            return self.step(step, session, (search, status, source, split, images), table,
+                             request)
+        return handler
+
+    def step(self, step: int, session, filters: tuple, table, request: gr.Request) -> dict:
+        panel, logic = self.panel, self.logic
+        reader, current = self.reader_of(request), self.current_of(session)
+        target = logic.target(reader, current, step, *filters)
+        if target is None:
+            where = "after" if step > 0 else "before"
+            return {panel.message: f"No unfinished study {where} this one"
+                    + (" under these filters." if current is not None else ".")}
+        out = self.opened(session, target, request)
+        wrapped = current is not None and logic.wrapped(reader, current, target, step)
+        out[panel.message] = ("Wrapped round to the " + ("first" if step > 0 else "last")
+                              + " unfinished study of the list." if wrapped else "")
+        if target not in _shown_ids(table):  # follow the study to its page
+            v = logic.page_showing(reader, target, *filters)
+            if v is not None:
+                out.update({panel.table: v.rows, panel.page: v.page, panel.page_text: v.label})
+        return out
+
+
+def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE
+                         ) -> WorklistPanel:
+    """Lay the panel out in the current Gradio context (call inside the left column)."""
+    logic = WorklistPanelLogic(worklists, page_size)
+    sources = ["all", *worklists.sources()]
+    splits = ["all", *worklists.splits()]
+    with gr.Group(elem_id="worklist-panel"):
+        # true while the first load runs; "No studies" only once a count says so
+        progress = gr.Markdown(LOADING, elem_id="progress")
+        search = gr.Textbox(placeholder="Study or patient key (beginning), Enter to search",
+                            show_label=False, elem_id="worklist-search", max_lines=1,
+                            max_length=128)
+        with gr.Row():
+            status = gr.Dropdown(["all", *STATUSES], value="all", label="Status",
+                                 elem_id="status-filter", min_width=90)
+            source = gr.Dropdown(sources, value="all", label="Source", elem_id="source-filter",
+                                 min_width=90)
+        with gr.Row():
+            split = gr.Dropdown(splits, value="all", label="Split", elem_id="split-filter",
+                                min_width=90)
+            images = gr.Dropdown(list(IMAGE_FILTERS), value="all", label="Images",
+                                 elem_id="images-filter", min_width=90)
+        table = gr.Dataframe(headers=COLUMNS, interactive=False, label="Worklist",
+                             elem_id="worklist", max_height=520, wrap=True,
+                             column_widths=COLUMN_WIDTHS)
+        with gr.Row():
+            first_page = gr.Button("«", size="sm", elem_id="worklist-first", min_width=40)
+            previous_page = gr.Button("‹", size="sm", elem_id="worklist-prev-page",
+                                      min_width=40)
+            page = gr.Number(value=1, precision=0, show_label=False,
+                             elem_id="worklist-page", min_width=60)
+            next_page = gr.Button("›", size="sm", elem_id="worklist-next-page", min_width=40)
+            last_page = gr.Button("»", size="sm", elem_id="worklist-last", min_width=40)
+        page_text = gr.Markdown(elem_id="worklist-page-label")
+        message = gr.Markdown(elem_id="worklist-message")
+        with gr.Row():
+            previous_study = gr.Button("◀ Previous", elem_id="prev-study", size="sm")
+            next_study = gr.Button("Next ▶", elem_id="next-study", size="sm")
+    return WorklistPanel(logic, search, status, source, split, images, table, page, first_page,
+                         previous_page, next_page, last_page, page_text, previous_study,
+                         next_study, progress, message)
