@@ -12,6 +12,7 @@ import pytest
 
 from rrg_review.app.settings import Settings
 from rrg_review.db.engine import Database, open_database
+from tests.db_templates import POSTGRES_KEY, Templates, copy_tree
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 IU_ARCHIVE = SHARED_DATA / "NLMCXR_reports.tgz"
@@ -50,28 +51,79 @@ def postgres_server():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def database_templates(tmp_path_factory: pytest.TempPathFactory,
+                       request: pytest.FixtureRequest) -> Iterator[Templates]:
+    """The session's template databases (tests/db_templates.py), built on first use."""
+    templates = Templates(tmp_path_factory.mktemp("db-templates"),
+                          lambda: request.getfixturevalue("postgres_server"))
+    yield templates
+    templates.drop_postgres_templates()
+
+
+def _template_kind(request: pytest.FixtureRequest) -> str | None:
+    """Which template the test's database is copied from: the richest state its fixtures ask
+    for (`drafted_db`, `demo_db`, `db`), or none (an empty database: the test opens it)."""
+    wanted = request.fixturenames
+    for kind, fixture in (("drafted", "drafted_db"), ("demo", "demo_db"), ("migrated", "db")):
+        if fixture in wanted:
+            return kind
+    return None
+
+
 @pytest.fixture
 def settings(tmp_path: Path, db_backend: str, request: pytest.FixtureRequest):
-    """A fresh database per test: a SQLite file, or a new database on the test server."""
+    """A fresh database per test: a SQLite file, or a new database on the test server.
+
+    A test that uses the `db` fixture gets a copy of a database migrated once per session;
+    `demo_db` and `drafted_db` a copy of one that also holds the demo studies (drafted). A test
+    that uses `settings` alone gets no database (a new SQLite path, an empty server database)."""
+    kind = _template_kind(request)
+    templates = request.getfixturevalue("database_templates") if kind else None
     if db_backend == "sqlite":
-        yield Settings.from_args(str(tmp_path / "test.sqlite"))
+        settings = Settings.from_args(str(tmp_path / "test.sqlite"))
+        if templates is not None and kind is not None:
+            templates.copy_sqlite(kind, settings)
+        yield settings
         return
     server = request.getfixturevalue("postgres_server")
     if isinstance(server, str):
         pytest.skip(server)
     # a server database has no file to keep the pseudonym key beside: a team sets the key in
     # the environment (README, "Deploying for a team"), and so does this test
-    request.getfixturevalue("monkeypatch").setenv("RRG_REVIEW_KEY", "ab" * 32)
-    url = server.create_database()
-    yield Settings.from_args(url, str(tmp_path / "data"))
+    request.getfixturevalue("monkeypatch").setenv("RRG_REVIEW_KEY", POSTGRES_KEY)
+    if templates is not None and kind is not None:
+        url = server.create_database(template=templates.postgres_template(kind))
+        settings = Settings.from_args(url, str(tmp_path / "data"))
+        copy_tree(templates.postgres_data(kind), settings.data_dir)
+    else:
+        url = server.create_database()
+        settings = Settings.from_args(url, str(tmp_path / "data"))
+    yield settings
     server.drop_database(url)
 
 
 @pytest.fixture
-def db(settings: Settings) -> Database:
+def db(settings: Settings) -> Iterator[Database]:
+    """The test's own database at the latest schema (opened through `open_database`, which
+    checks it and finds nothing to upgrade)."""
     database = open_database(settings.db_url)
     yield database
     database.dispose()
+
+
+@pytest.fixture
+def demo_db(db: Database) -> Database:
+    """The test's own database holding the demo studies (as `seed_demo` stores them); the same
+    object as `db`."""
+    return db
+
+
+@pytest.fixture
+def drafted_db(db: Database) -> Database:
+    """`demo_db` with the local reader's worklist assigned and every demo study drafted by
+    the retrieval preset; the same object as `db`."""
+    return db
 
 
 @pytest.fixture
