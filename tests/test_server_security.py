@@ -28,6 +28,8 @@ import httpx
 import numpy as np
 import pytest
 
+from tests.browser import wait_for_port
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 PHI_FOLDER = "DOE_JOHN_MRN-5550001"
@@ -68,11 +70,13 @@ class RunningApp:
             cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "HF_HUB_OFFLINE": "1", "TMPDIR": str(self.tmp)})
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        wait_for_port(self.port, self.proc, deadline, self.log_path.read_text)
+        while time.monotonic() < deadline:  # one request at a time, with the time left
             if self.proc.poll() is not None:
                 pytest.fail(f"app exited early:\n{self.log_path.read_text()[-3000:]}")
             try:
-                httpx.get(self.url + "login", timeout=2, verify=verify)
+                httpx.get(self.url + "login", timeout=max(1.0, deadline - time.monotonic()),
+                          verify=verify)
                 return
             except httpx.HTTPError:
                 time.sleep(0.5)
