@@ -4,6 +4,7 @@ also a database on a real PostgreSQL server), real radiographs, the shared data 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,12 @@ def rg1(name: str = "RG1_UNCI.dcm") -> str:
     from pydicom.data import get_testdata_file
 
     return get_testdata_file(name)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Imports check their images in-process (no process pool per import, also in the CLI
+    subprocesses the tests start); the tests of the pool itself pass `workers=2`."""
+    os.environ.setdefault("RRG_REVIEW_IMPORT_WORKERS", "1")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

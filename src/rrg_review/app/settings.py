@@ -28,6 +28,9 @@ ENV_LOG_LEVEL = "RRG_REVIEW_LOG_LEVEL"
 ENV_PRESETS = "RRG_REVIEW_PRESETS"  # a JSON file of extra model presets
 ENV_CHEXBERT = "RRG_REVIEW_CHEXBERT"  # a chexbert.pth instead of the hub's copy
 ENV_METRIC_WORKERS = "RRG_REVIEW_METRIC_WORKERS"  # where metric workers' virtualenvs live
+# processes an import checks images in when --workers is not given (default: one per core;
+# 1: in this process, as the test suite runs imports)
+ENV_IMPORT_WORKERS = "RRG_REVIEW_IMPORT_WORKERS"
 
 
 def choose(flag: str | None, env_name: str, default: str | None = None,
@@ -45,6 +48,19 @@ def resolve_log_level(flag: str | None, default: str = "WARNING") -> str:
     return (choose(flag, ENV_LOG_LEVEL) or default).upper()
 
 
+def _positive_int(value: str | None, name: str) -> int | None:
+    """An environment variable's whole number >= 1, None when unset; a bad one is one sentence."""
+    if value is None or not value.strip():
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+    return number
+
+
 @dataclass(frozen=True)
 class Settings:
     db_url: str
@@ -53,6 +69,7 @@ class Settings:
     presets_file: str | None = None
     chexbert_weights: str | None = None
     metric_workers_dir: Path | None = None
+    import_workers: int | None = None  # None: one per CPU core
     # the environment as it was when the settings were built: a worker preset names the
     # variable that holds its interpreter (`python_env`), known only once a preset is chosen
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -94,6 +111,7 @@ class Settings:
             presets_file=choose(presets, ENV_PRESETS, environ=env),
             chexbert_weights=choose(chexbert_weights, ENV_CHEXBERT, environ=env),
             metric_workers_dir=Path(workers).expanduser() if workers else None,
+            import_workers=_positive_int(env.get(ENV_IMPORT_WORKERS), ENV_IMPORT_WORKERS),
             environ=env,
         )
 
