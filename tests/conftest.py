@@ -72,7 +72,8 @@ def _template_kind(request: pytest.FixtureRequest) -> str | None:
     """Which template the test's database is copied from: the richest state its fixtures ask
     for (`drafted_db`, `demo_db`, `db`), or none (an empty database: the test opens it)."""
     wanted = request.fixturenames
-    for kind, fixture in (("drafted", "drafted_db"), ("demo", "demo_db"), ("migrated", "db")):
+    for kind, fixture in (("review_session", "review_session_db"), ("drafted", "drafted_db"),
+                          ("demo", "demo_db"), ("migrated", "db")):
         if fixture in wanted:
             return kind
     return None
@@ -131,6 +132,16 @@ def drafted_db(db: Database) -> Database:
     """`demo_db` with the local reader's worklist assigned and every demo study drafted by
     the retrieval preset; the same object as `db`."""
     return db
+
+
+@pytest.fixture
+def review_session_db(db: Database, db_backend: str, database_templates: Templates
+                      ) -> tuple[Database, list[int], tuple[str, str]]:
+    """A review session (tests/export_session.py: the demo studies drafted by two models,
+    reviewed by two readers), copied; with its study ids and the two findings texts
+    `build_review_session` returns."""
+    ids, texts = database_templates.results[(db_backend, "review_session")]  # type: ignore[misc]
+    return db, ids, texts
 
 
 @pytest.fixture

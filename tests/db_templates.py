@@ -11,7 +11,10 @@ Kinds (each built from the one before it):
 - `migrated`: what `open_database` makes of a new database (the latest schema, no rows);
 - `demo`: plus the demo studies, imported by `seed_demo`;
 - `drafted`: plus the local reader with the demo studies assigned and drafted by the offline
-  retrieval preset (the cheapest real drafter).
+  retrieval preset (the cheapest real drafter);
+- `review_session`: the demo studies drafted by the retrieval preset and a tiny seeded
+  encoder-decoder and reviewed by two readers (tests/export_session.py; what the export tests
+  read), built from `demo`.
 
 Shared read-only: the demo's 16-bit PNG (rendered from pydicom's RG1 once, in the session's
 template folder, as pydicom's own test files are shared by every test) and, copied into each
@@ -36,7 +39,7 @@ import pytest
 from rrg_review.app.settings import Settings
 from rrg_review.db.engine import Database, open_database
 
-KINDS = ("migrated", "demo", "drafted")
+KINDS = ("migrated", "demo", "drafted", "review_session")
 # what the PostgreSQL half of the tests sets as the pseudonym key (a server database has no
 # key file beside it): the templates are seeded with the same key
 POSTGRES_KEY = "ab" * 32
@@ -47,6 +50,15 @@ def _seed_demo(db: Database, settings: Settings) -> None:
 
     report = seed_demo(db, settings)
     assert report is not None and not report.problems, report
+
+
+def _review_session(db: Database, settings: Settings) -> object:
+    from tests.export_session import build_review_session
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        return build_review_session(db, settings, settings.data_dir.parent / "session",
+                                    seeded=True)
 
 
 def _draft_demo(db: Database, settings: Settings) -> None:
@@ -62,10 +74,11 @@ def _draft_demo(db: Database, settings: Settings) -> None:
 
 
 # each kind: (the kind it starts from, what is done to it)
-_STEPS: dict[str, tuple[str | None, Callable[[Database, Settings], None] | None]] = {
+_STEPS: dict[str, tuple[str | None, Callable[[Database, Settings], object] | None]] = {
     "migrated": (None, None),
     "demo": ("migrated", _seed_demo),
     "drafted": ("demo", _draft_demo),
+    "review_session": ("demo", _review_session),
 }
 
 
@@ -93,6 +106,8 @@ class Templates:
     _postgres: dict[str, str] = field(default_factory=dict)  # kind -> template database name
     _data: dict[tuple[str, str], Path] = field(default_factory=dict)  # its data folder
     _server: Any = None  # kept: the server fixture is torn down before this one
+    # what a kind's step returned (the review session's study ids and texts), per backend
+    results: dict[tuple[str, str], object] = field(default_factory=dict)
 
     # -- SQLite ---------------------------------------------------------------------------
     def sqlite(self, kind: str) -> Path:
@@ -109,7 +124,7 @@ class Templates:
         db = open_database(settings.db_url)
         try:
             if step is not None:
-                step(db, settings)
+                self.results[("sqlite", kind)] = step(db, settings)
         finally:
             db.dispose()
         _settle_sqlite(path)
@@ -150,7 +165,7 @@ class Templates:
             db = open_database(settings.db_url)
             try:
                 if step is not None:
-                    step(db, settings)
+                    self.results[("postgresql", kind)] = step(db, settings)
             finally:
                 db.dispose()
         name = url.rsplit("/", 1)[1]

@@ -15,7 +15,6 @@ from rrg_review.app.services.export import (
     safe_name,
 )
 from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.setup import seed_demo
 
 
 def test_cells_that_a_spreadsheet_would_run_are_neutralised():
@@ -70,8 +69,8 @@ def test_purge_skips_a_folder_removed_between_listing_and_stat(tmp_path):
 
 
 @pytest.fixture
-def two_readers(db, settings, tmp_path):
-    seed_demo(db, settings)
+def two_readers(demo_db, settings, tmp_path):
+    db = demo_db
     review = ReviewService(db)
     ids = {}
     for name, role in (("dr.one", "reader"), ("dr.two", "reader"), ("dr.lead", "admin")):
