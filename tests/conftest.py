@@ -140,7 +140,7 @@ def review_session_db(db: Database, db_backend: str, database_templates: Templat
     """A review session (tests/export_session.py: the demo studies drafted by two models,
     reviewed by two readers), copied; with its study ids and the two findings texts
     `build_review_session` returns."""
-    ids, texts = database_templates.results[(db_backend, "review_session")]  # type: ignore[misc]
+    ids, texts = database_templates.results[(db_backend, "review_session")]
     return db, ids, texts
 
 
