@@ -152,7 +152,7 @@ def _png(path: Path, pixels: np.ndarray) -> None:
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory, rg1_small):
+def team(tmp_path_factory, rg1_small, database_templates):
     """Demo studies plus a folder study named after a patient with hostile report text,
     drafted by the retrieval preset; alice and bob (readers) and root (admin) have edited."""
     work = tmp_path_factory.mktemp("team")
@@ -167,13 +167,10 @@ def team(tmp_path_factory, rg1_small):
     (cases / "plain-case" / "report.json").write_text(json.dumps({
         "patient_id": "MRN-7770002", "findings": "-2+3 Lungs clear.",
         "impression": "No acute disease."}))
-    from rrg_review.app.services.setup import seed_demo
     from rrg_review.app.settings import Settings
     from rrg_review.db.engine import open_database
 
-    database = open_database(db)
-    seed_demo(database, Settings.from_args(str(db)))
-    database.dispose()
+    database_templates.copy_sqlite("demo", Settings.from_args(str(db)))  # the demo studies
     cli("import", str(cases), "--format", "folder", "--db", str(db))
     cli("draft", "--model", "retrieval", "--db", str(db))
     for name in ("alice", "bob"):
