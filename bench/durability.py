@@ -38,12 +38,11 @@ def measure(saves: int, folder: Path) -> dict[str, list[float]]:
     from rrg_review.app.services.review import ReviewService
     from rrg_review.app.services.setup import seed_demo
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
 
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         settings = Settings.from_args(str(Path(tmp) / "durability.sqlite"))
-        db = open_database(settings.db_url)
+        db = settings.open_database()
         seed_demo(db, settings)
         review = ReviewService(db)
         reader = review.local_reader()

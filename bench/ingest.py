@@ -68,7 +68,6 @@ def bare_metadata_baseline(path: Path, db_path: Path) -> float:
 def bench_metadata(n: int) -> None:
     from rrg_review.app.services.ingest import import_path
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ReXGradient-160K"
@@ -77,7 +76,7 @@ def bench_metadata(n: int) -> None:
         meta.write_text(json.dumps(metadata_rows(n)))
         bare = bare_metadata_baseline(meta, Path(tmp) / "bare.sqlite")
         settings = Settings.from_args(str(Path(tmp) / "bench.sqlite"))
-        db = open_database(settings.db_url)
+        db = settings.open_database()
         t0 = time.perf_counter()
         report = import_path(db, root, blobs=settings.blobs)
         first = time.perf_counter() - t0
@@ -149,7 +148,6 @@ def write_pngs(root: Path, n: int) -> tuple[list[str], dict]:
 def bench_images(n: int, workers: int, rounds: int = 3) -> None:
     from rrg_review.app.services.ingest import import_path
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
 
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -166,7 +164,7 @@ def bench_images(n: int, workers: int, rounds: int = 3) -> None:
             bare_wall.append(time.perf_counter() - t0)
             bare_cpu.append(_cpu_now() - c0)
             settings = Settings.from_args(str(Path(tmp) / f"bench{round_no}.sqlite"))
-            db = open_database(settings.db_url)
+            db = settings.open_database()
             c0, t0 = _cpu_now(), time.perf_counter()
             report = import_path(db, root, blobs=settings.blobs, workers=workers)
             our_wall.append(time.perf_counter() - t0)

@@ -41,12 +41,11 @@ def time_database(url: str, data_dir: Path, n: int) -> dict[str, list[float]]:
     from rrg_review.app.services.ingest import import_records
     from rrg_review.app.services.review import ReviewService
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
     from rrg_review.db.store import get_study
     from rrg_review.studies.records import ReportSections, StudyRecord
 
     settings = Settings.from_args(url, str(data_dir))
-    db = open_database(settings.db_url)
+    db = settings.open_database()
     records = (StudyRecord(
         source="bench", study_key=f"S{i:05d}", patient_key=f"P{i // 2:05d}", origin="bench",
         study_date=date(2024, 1, 1) + timedelta(days=i), indication="Cough.",
@@ -117,7 +116,6 @@ def draft_section(args: argparse.Namespace) -> None:
     from rrg_review.app.services.ingest import import_records
     from rrg_review.app.services.ray_engine import RayConfig, draft_on_ray
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
     from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
     from tests.layouts import png_bytes
     from tests.tiny_models import tiny_encoder_decoder
@@ -134,7 +132,7 @@ def draft_section(args: argparse.Namespace) -> None:
         template = root / "template"
         template.mkdir()
         settings = Settings.from_args(str(template / "db.sqlite"))
-        db = open_database(settings.db_url)
+        db = settings.open_database()
         import_records(db, (StudyRecord(
             source="bench", study_key=f"S{i}", patient_key=f"P{i}", origin="bench",
             study_date=date(2024, 1, 1) + timedelta(days=i), indication="Cough.",
@@ -150,7 +148,7 @@ def draft_section(args: argparse.Namespace) -> None:
             folder = root / f"{engine}-{workers}"
             shutil.copytree(template, folder)
             copy = Settings.from_args(str(folder / "db.sqlite"))
-            service = DraftingService(open_database(copy.db_url), copy, runtime)
+            service = DraftingService(copy.open_database(), copy, runtime)
             with service.db.read() as session:
                 from sqlalchemy import select
 

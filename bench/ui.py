@@ -158,13 +158,12 @@ class SizeBench:
         from rrg_review.app.services.viewer import StudyViewer
         from rrg_review.app.settings import Settings
         from rrg_review.app.ui.workstation import build
-        from rrg_review.db.engine import open_database
         from rrg_review.metrics.registry import MetricConfig
 
         self.n = n
         self.path = folder / f"bench-{n}.sqlite"
         settings = Settings.from_args(str(self.path), str(folder / f"data-{n}"))
-        self.db = open_database(settings.db_url)
+        self.db = settings.open_database()
         t0 = time.perf_counter()
         add_studies(self.db, n, studies_per_patient=2, pseudonymised=True,
                     image=SyntheticImage(get_testdata_file("RG1_UNCI.dcm"), 1955, 1841))
@@ -253,12 +252,11 @@ def bench_first_open(folder: Path, repeats: int = 5) -> dict[str, list[float]]:
     from rrg_review.app.services.viewer import StudyViewer
     from rrg_review.app.settings import Settings
     from rrg_review.app.ui.desk import Desk, Session
-    from rrg_review.db.engine import open_database
     from rrg_review.studies.pixels import OPENJPEG_THREADS
     from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
 
     settings = Settings.from_args(str(folder / "j2k.sqlite"))
-    db = open_database(settings.db_url)
+    db = settings.open_database()
     images = folder / "j2k"
     images.mkdir()
     paths = [str(shutil.copy(get_testdata_file(name), images / name))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rrg_review.app.settings import Settings
-from rrg_review.db.engine import Database, open_database
+from rrg_review.db.engine import Database
 from tests.db_templates import POSTGRES_KEY, Templates, copy_tree
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -115,7 +115,7 @@ def settings(tmp_path: Path, db_backend: str, request: pytest.FixtureRequest):
 def db(settings: Settings) -> Iterator[Database]:
     """The test's own database at the latest schema (opened through `open_database`, which
     checks it and finds nothing to upgrade)."""
-    database = open_database(settings.db_url)
+    database = settings.open_database()
     yield database
     database.dispose()
 

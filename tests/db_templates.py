@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 
 from rrg_review.app.settings import Settings
-from rrg_review.db.engine import Database, open_database
+from rrg_review.db.engine import Database
 
 KINDS = ("migrated", "demo", "drafted", "review_session")
 # what the PostgreSQL half of the tests sets as the pseudonym key (a server database has no
@@ -121,7 +121,7 @@ class Templates:
             self._copy_sqlite(self.sqlite(base), path)
             copy_tree(self._data[("sqlite", base)], Settings.from_args(str(path)).data_dir)
         settings = Settings.from_args(str(path))
-        db = open_database(settings.db_url)
+        db = settings.open_database()
         try:
             if step is not None:
                 self.results[("sqlite", kind)] = step(db, settings)
@@ -157,12 +157,12 @@ class Templates:
         base, step = _STEPS[kind]
         template = self.postgres_template(base) if base is not None else None
         url = server.create_database(f"rrg_template_{kind}", template=template)
-        settings = Settings.from_args(url, str(self.folder / "postgresql" / kind / "data"))
-        if base is not None:
-            copy_tree(self._data[("postgresql", base)], settings.data_dir)
         with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("RRG_REVIEW_KEY", POSTGRES_KEY)
-            db = open_database(settings.db_url)
+            mp.setenv("RRG_REVIEW_KEY", POSTGRES_KEY)  # read by Settings, as in the tests
+            settings = Settings.from_args(url, str(self.folder / "postgresql" / kind / "data"))
+            if base is not None:
+                copy_tree(self._data[("postgresql", base)], settings.data_dir)
+            db = settings.open_database()
             try:
                 if step is not None:
                     self.results[("postgresql", kind)] = step(db, settings)

@@ -48,7 +48,7 @@ def _head(db) -> str:
 
 
 def test_a_database_at_the_first_revision_upgrades_to_head(tmp_path):
-    from rrg_review.db.engine import open_database, upgrade_schema
+    from rrg_review.db.engine import upgrade_schema
 
     old = open_database(tmp_path / "old.sqlite", upgrade=False)
     upgrade_schema(old, "0001")
@@ -61,7 +61,7 @@ def test_a_database_at_the_first_revision_upgrades_to_head(tmp_path):
 def test_reopening_an_upgraded_database_is_a_no_op(settings, db):
     with db.write() as s:
         add_study(s, record("a", "p", None), [])
-    again = open_database(settings.db_url)
+    again = settings.open_database()
     with again.read() as s:
         assert counts(s).studies == 1
     again.dispose()

@@ -314,14 +314,12 @@ def test_the_pseudonym_key_lives_outside_the_database(tmp_path, monkeypatch):
     with pytest.raises(PseudonymKeyError, match="missing"), other.write() as s:
         add_study(s, _record("s2", "5550001"), [])
     other.dispose()
-    # ... and works again with the key given by environment variable
-    monkeypatch.setenv(ENV_KEY, key_file.read_text().strip())
-    again = open_database(copy)
+    # ... and works again with the key given by the settings ($RRG_REVIEW_KEY)
+    again = open_database(copy, key=key_file.read_text().strip())
     with again.write() as s:
         assert pseudonym(s, "5550001") == stored
     again.dispose()
-    monkeypatch.setenv(ENV_KEY, "ab" * 32)
-    wrong = open_database(copy)
+    wrong = open_database(copy, key="ab" * 32)
     with pytest.raises(PseudonymKeyError, match="does not belong"), wrong.write() as s:
         pseudonym(s, "5550001")
     wrong.dispose()

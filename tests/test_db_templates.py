@@ -9,7 +9,6 @@ from sqlalchemy import func, select
 
 from rrg_review.app.services.review import ReviewService
 from rrg_review.app.settings import Settings
-from rrg_review.db.engine import open_database
 from rrg_review.db.models import Draft, Study, WorklistItem
 
 pytestmark = pytest.mark.both_databases
@@ -41,7 +40,7 @@ def test_a_write_to_a_copy_reaches_neither_the_template_nor_the_next_copy(
     else:
         server = database_templates._server
         url = server.create_database(template=database_templates.postgres_template("demo"))
-    other = open_database(url)
+    other = settings.open_database(url)
     try:
         assert ReviewService(other).reader_id("dr.copy") is None
         with other.read() as session:
@@ -66,4 +65,4 @@ def test_the_postgresql_template_takes_no_connections(database_templates):
     name = database_templates.postgres_template("migrated")
     url = server.admin_url.rsplit("/", 1)[0] + "/" + name
     with pytest.raises(Exception, match="not currently accepting connections"):
-        open_database(url).dispose()
+        Settings.from_args(url).open_database().dispose()

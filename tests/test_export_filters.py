@@ -25,7 +25,7 @@ def reviewed(db, monkeypatch) -> dict[str, list[int]]:
     """Studies of two sources with one model's drafts; reader a rates them all, reader b rates
     the first of each source; a's ratings of source 'old' are dated 2020, b edits one of them
     today."""
-    monkeypatch.setenv("RRG_REVIEW_KEY", "12" * 32)
+    monkeypatch.setattr(db, "configured_key", "12" * 32)
     ids = {"new": add_studies(db, 3, source="new", prefix="N"),
            "old": add_studies(db, 3, source="old", prefix="O")}
     with db.write() as s:

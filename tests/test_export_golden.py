@@ -44,7 +44,7 @@ def write_all_formats(db, folder: Path, session: Path) -> dict[str, str]:
 @pytest.fixture
 def golden_session(db, settings, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("RRG_REVIEW_KEY", "cd" * 32)  # fixed opaque study ids
+    monkeypatch.setattr(db, "configured_key", "cd" * 32)  # fixed opaque study ids
     build_review_session(db, settings, tmp_path / "session")
     return db, tmp_path / "session"
 
@@ -68,13 +68,12 @@ def _rewrite() -> None:
     import os
 
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["RRG_REVIEW_KEY"] = "cd" * 32
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings.from_args(str(Path(tmp) / "golden.sqlite"))
-        db = open_database(settings.db_url)
+        db = settings.open_database()
         try:
             build_review_session(db, settings, Path(tmp) / "session")
             files = write_all_formats(db, Path(tmp) / "out", Path(tmp) / "session")

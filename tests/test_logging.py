@@ -5,6 +5,7 @@ are retried and remembered per call only."""
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import stat
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ def restore_logging():
             root.removeHandler(h)
             h.close()
     root.setLevel(before[1])
+    logging.captureWarnings(False)
     for name, level in before[2].items():
         logging.getLogger(name).setLevel(level)
 
@@ -59,6 +61,55 @@ def test_configure_logging_writes_our_records_to_a_private_file_once(tmp_path, r
     assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
     with pytest.raises(ValueError, match="unknown log level 'loud'"):
         configure_logging("loud")
+
+
+def test_a_library_record_is_one_line_without_its_traceback_and_ours_are_unchanged(
+        tmp_path, restore_logging):
+    log_file = tmp_path / "x.log"
+    configure_logging("INFO", log_file)
+    try:
+        raise RuntimeError("Error decoding the J2K data: failed to read the header")
+    except RuntimeError:
+        logging.getLogger("pydicom.pixels.decoders.base").error(
+            "Error decoding the J2K data:\nfailed to read the header", exc_info=True)
+        logging.getLogger("some.library").error("could not read", exc_info=True)
+        logging.getLogger("rrg_review.studies.example").warning("our own", exc_info=True)
+    for h in logging.getLogger().handlers:
+        h.flush()
+    lines = log_file.read_text().splitlines()
+    library = [ln for ln in lines if "pydicom" in ln or "some.library" in ln]
+    assert library == [
+        library[0][:23] + " WARNING pydicom.pixels.decoders.base: Error decoding the J2K data: "
+        "failed to read the header",
+        library[1][:23] + " WARNING some.library: could not read (RuntimeError: Error decoding "
+        "the J2K data: failed to read the header)"]
+    # ours: as logged, traceback included (it is how we debug our own code)
+    assert "WARNING rrg_review.studies.example: our own" in lines[2]
+    assert lines[3] == "Traceback (most recent call last):"
+
+
+def test_importing_pydicoms_test_files_prints_no_traceback(tmp_path):
+    """pydicom logs each pixel-decoding failure at ERROR with exc_info; we report each failed
+    study as one sentence, and the library's records as one line each."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pydicom.data
+
+    root = Path(__file__).resolve().parents[1]
+    files = Path(pydicom.data.__file__).parent / "test_files"  # shipped with pydicom
+    res = subprocess.run(
+        [sys.executable, "-m", "rrg_review.app.cli", "import", str(files), "--allow-modality",
+         "ANY", "--workers", "1", "--db", str(tmp_path / "t.sqlite")],
+        capture_output=True, text=True, timeout=600, cwd=root,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root / "src")})
+    said = res.stdout + res.stderr
+    assert res.returncode == 1, said  # some studies failed, and say so
+    assert "Traceback" not in said
+    assert " failed (" in res.stdout and "  failed: " in res.stderr
+    assert "Error decoding the J2K data" in said  # the library's words, on one line
+    assert all(not ln.startswith((" File ", "    ")) for ln in res.stderr.splitlines())
 
 
 def test_an_unwritable_log_file_is_said_and_the_program_goes_on(tmp_path, restore_logging,

@@ -47,7 +47,7 @@ def statements_for(db, run: Callable[[], object]) -> int:
 @pytest.fixture
 def studies(db, tmp_path: Path, monkeypatch) -> list[int]:
     """40 studies of 20 patients (two each, so half have a prior), each with a small PNG."""
-    monkeypatch.setenv("RRG_REVIEW_KEY", "ef" * 32)
+    monkeypatch.setattr(db, "configured_key", "ef" * 32)  # as settings pass it
     png = tmp_path / "film.png"
     PILImage.fromarray((np.arange(64 * 64) % 251).astype(np.uint8).reshape(64, 64)).save(png)
     return add_studies(db, 40, image=SyntheticImage(str(png), 64, 64, bits_stored=8,

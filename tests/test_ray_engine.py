@@ -18,7 +18,6 @@ from sqlalchemy import func, select
 from rrg_review.app.cli import main as cli
 from rrg_review.app.services.ingest import import_records
 from rrg_review.app.settings import Settings
-from rrg_review.db.engine import open_database
 from rrg_review.db.models import Draft, Image, Study
 from tests.test_drafting_service import _images, record
 from tests.tiny_models import tiny_encoder_decoder
@@ -41,7 +40,7 @@ def presets(tmp_path_factory) -> Path:
 
 def filled_db(folder: Path, rg1_small, n: int = 8, broken: int | None = None) -> Settings:
     settings = Settings.from_args(str(folder / "db.sqlite"))
-    db = open_database(settings.db_url)
+    db = settings.open_database()
     img = list(_images(rg1_small).values())
     records = [record(f"S{i}", f"P{i}", img[i % len(img)], f"findings {i}", f"impression {i}",
                       day=1 + i % 28) for i in range(n)]
@@ -56,7 +55,7 @@ def filled_db(folder: Path, rg1_small, n: int = 8, broken: int | None = None) ->
 
 
 def drafts_by_key(settings: Settings) -> dict[tuple[str, str], list[tuple]]:
-    db = open_database(settings.db_url)
+    db = settings.open_database()
     out: dict[tuple[str, str], list[tuple]] = {}
     with db.read() as session:
         for key, d in session.execute(select(Study.study_key, Draft).join(Study)):
@@ -107,7 +106,7 @@ def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_sma
     proc = subprocess.Popen([sys.executable, "-m", "rrg_review.app.cli", *args], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # its own group: Ray's daemons too
-    db = open_database(settings.db_url)
+    db = settings.open_database()
     try:
         deadline = time.monotonic() + 400
         while True:

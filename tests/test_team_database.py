@@ -14,7 +14,6 @@ from sqlalchemy import func, select
 from rrg_review.app.cli import main as cli
 from rrg_review.app.services.review import ReviewService
 from rrg_review.app.services.setup import seed_demo
-from rrg_review.db.engine import open_database
 from rrg_review.db.metric_cache import DatabaseScoreCache
 from rrg_review.db.models import Base, MetricResult, Rating
 from tests import layouts
@@ -112,7 +111,7 @@ def test_every_command_on_the_database(settings, tmp_path, rg1_small, capsys, mo
         assert cli(["score", "--predictions", str(hyps), "--references", str(refs),
                     "--metrics", "bleu4,rougeL", "--db", settings.db_url]) == 0
     assert "rougeL" in capsys.readouterr().out
-    with open_database(settings.db_url).read() as session:  # the scores were cached there
+    with settings.open_database().read() as session:  # the scores were cached there
         assert session.scalar(select(func.count()).select_from(MetricResult)) > 0
 
 
@@ -122,7 +121,7 @@ def test_migrate_db_copies_a_single_user_database_into_postgresql(
     server = request.getfixturevalue("postgres_server")
     if isinstance(server, str):
         pytest.skip(server)
-    source = open_database(settings.db_url)
+    source = settings.open_database()
     seed_demo(source, settings)
     review = ReviewService(source)
     reader = review.local_reader()
@@ -142,7 +141,7 @@ def test_migrate_db_copies_a_single_user_database_into_postgresql(
         assert cli(["migrate-db", "--from", settings.db_url, "--to", url]) == 0
         out = capsys.readouterr().out
         assert "copied" in out and "1 revision" in out and "1 rating" in out
-        source, target = open_database(settings.db_url), open_database(url)
+        source, target = settings.open_database(), settings.open_database(url)
         copied = 0
         for table in Base.metadata.sorted_tables:  # row for row, ids included
             with source.engine.connect() as a, target.engine.connect() as b:

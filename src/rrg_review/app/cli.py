@@ -57,7 +57,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     stored. Never a traceback: an unexpected error is printed as one line."""
     from rrg_review.app.services.ingest import import_path
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import DatabaseProblem, open_database
+    from rrg_review.db.engine import DatabaseProblem
     from rrg_review.studies.errors import StudyLoadError
 
     try:
@@ -69,7 +69,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     allow = [m for part in args.allow_modality for m in part.split(",")]
     db = None
     try:
-        db = open_database(settings.db_url)
+        db = settings.open_database()
         report = import_path(
             db, args.source, blobs=settings.blobs, fmt=args.format, images=args.images,
             follow_symlinks=args.follow_symlinks, allow_modality=allow,
@@ -109,9 +109,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_studies(args: argparse.Namespace) -> int:
     from rrg_review.app.services.catalog import inventory
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
 
-    db = open_database(Settings.from_args(args.db).db_url)
+    db = Settings.from_args(args.db).open_database()
     stored = inventory(db)
     c, per_source = stored.totals, stored.per_source
     print(f"{c.studies} studies, {c.patients} patients, {c.images} images, "
@@ -134,12 +133,15 @@ def _add_runtime(parser: argparse.ArgumentParser) -> None:
                         help="never download weights (as with HF_HUB_OFFLINE=1)")
 
 
-def _runtime(args: argparse.Namespace):
+def _runtime(args: argparse.Namespace, settings):
+    """The drafting run's configuration; weights are downloaded only when neither --offline
+    nor a missing network (`Settings.downloads`) forbids it."""
     from rrg_review.app.services.drafting import RuntimeConfig
 
     return RuntimeConfig(device=args.device, dtype=args.dtype,
                          batch_size=getattr(args, "batch_size", None),
-                         download=not args.offline, worker_python=args.worker_python,
+                         download=not args.offline and settings.downloads(),
+                         worker_python=args.worker_python,
                          presets_file=args.presets)
 
 
@@ -147,14 +149,13 @@ def cmd_draft(args: argparse.Namespace) -> int:
     from rrg_review.app.services.catalog import study_ids
     from rrg_review.app.services.drafting import DraftingService, default_preset
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
     from rrg_review.model.hub import ModelUnavailable
     from rrg_review.model.presets import UnknownPreset
 
     settings = Settings.from_args(args.db, args.data_dir, presets=args.presets)
-    db = open_database(settings.db_url)
+    db = settings.open_database()
     try:
-        service = DraftingService(db, settings, _runtime(args))
+        service = DraftingService(db, settings, _runtime(args, settings))
         preset = args.model or default_preset(service.presets)
         service.preset(preset)
     except (UnknownPreset, ValueError) as exc:
@@ -195,10 +196,18 @@ def cmd_draft(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    from rrg_review.app.settings import Settings, offline_by_choice
     from rrg_review.model.hub import ModelUnavailable, fetch
     from rrg_review.model.presets import UnknownPreset, get_preset, load_presets
     from rrg_review.model.registry import availability
 
+    settings = Settings.from_args(presets=args.presets)
+    # asked first, so a machine without network is told at once instead of after the hub's
+    # retries (HF_HUB_OFFLINE set: the hub library refuses at once, naming the model)
+    if (args.fetch_metrics or args.fetch) and settings.no_network \
+            and not offline_by_choice(settings.environ):
+        print(f"error: nothing can be fetched: {settings.no_network}", file=sys.stderr)
+        return 2
     if args.fetch_metrics:
         from rrg_review.metrics.fetch import fetch_metric_models
 
@@ -210,9 +219,7 @@ def cmd_models(args: argparse.Namespace) -> int:
             return 2
         return 0
     try:
-        from rrg_review.app.settings import Settings
-
-        presets = load_presets(Settings.from_args(presets=args.presets).presets_file)
+        presets = load_presets(settings.presets_file)
         if args.fetch:
             preset = get_preset(presets, args.fetch)
             ids = list(preset.model_ids) + (
@@ -240,10 +247,9 @@ def _metric_cache(args: argparse.Namespace):
     """The database when --db is given, else a local cache file."""
     if args.db:
         from rrg_review.app.settings import Settings
-        from rrg_review.db.engine import open_database
         from rrg_review.db.metric_cache import DatabaseScoreCache
 
-        return DatabaseScoreCache(open_database(Settings.from_args(args.db).db_url))
+        return DatabaseScoreCache(Settings.from_args(args.db).open_database())
     from rrg_review.metrics.cache import FileCache
 
     path = args.cache or Path.home() / ".cache" / "rrg-review" / "scores.sqlite"
@@ -493,9 +499,8 @@ def cmd_readers(args: argparse.Namespace) -> int:
     from rrg_review.app.services.accounts import AccountError, AccountService
     from rrg_review.app.services.review import ReviewService
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
 
-    db = open_database(Settings.from_args(args.db).db_url)
+    db = Settings.from_args(args.db).open_database()
     accounts = AccountService(db)
     if args.action == "list":
         for account, can_login in accounts.accounts():
@@ -541,10 +546,11 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database, sqlite_path
+    from rrg_review.db.engine import sqlite_path
     from rrg_review.db.transfer import TransferError, copy_database
 
-    source_url = Settings.from_args(args.source).db_url
+    settings = Settings.from_args(args.source)
+    source_url = settings.db_url
     path = sqlite_path(source_url)
     if path is not None and not path.is_file():
         print(f"error: {path}: no such database file", file=sys.stderr)
@@ -554,8 +560,8 @@ def cmd_migrate_db(args: argparse.Namespace) -> int:
               "(e.g. postgresql+psycopg://user@host/rrg)", file=sys.stderr)
         return 2
     try:
-        source = open_database(source_url)
-        target = open_database(args.target)
+        source = settings.open_database()
+        target = settings.open_database(args.target)
         report = copy_database(source, target)
     except TransferError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -581,7 +587,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     from rrg_review.app.services.audit import AuditLog
     from rrg_review.app.services.export import ExportFilters, export
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
     from rrg_review.metrics.registry import build
 
     settings = Settings.from_args(args.db, chexbert_weights=args.chexbert_weights)
@@ -597,7 +602,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    db = open_database(settings.db_url)
+    db = settings.open_database()
     files = export(db, args.format, args.out,
                    ExportFilters(args.model, args.reader, args.source, since,
                                  dataset_keys=args.dataset_keys), metrics,
@@ -612,15 +617,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import backup, open_database
-    from rrg_review.db.store import ENV_KEY
+    from rrg_review.app.settings import ENV_KEY, Settings
+    from rrg_review.db.engine import backup
 
-    db = open_database(Settings.from_args(args.db).db_url, upgrade=False)
+    db = Settings.from_args(args.db).open_database(upgrade=False)
     out = backup(db, args.out)
     print(f"backup of {db.name} written to {out} ({out.stat().st_size:,} bytes)")
     key = db.key_file
-    if os.environ.get(ENV_KEY):
+    if db.configured_key:
         print(f"the pseudonym key is not in the backup: keep ${ENV_KEY} with it")
     elif key is not None and key.is_file():
         print(f"the pseudonym key is not in the backup: keep a copy of {key} with it "
@@ -631,9 +635,8 @@ def cmd_backup(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from rrg_review.app.services.audit import AuditLog
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
 
-    db = open_database(Settings.from_args(args.db).db_url, read_only=True, upgrade=False)
+    db = Settings.from_args(args.db).open_database(read_only=True, upgrade=False)
     for e in reversed(AuditLog(db).recent(args.limit, actor=args.actor, action=args.action)):
         print(f"{e.at:%Y-%m-%d %H:%M:%S}\t{e.actor or '-'}\t{e.action}\t"
               f"{'ok' if e.ok else 'REFUSED'}\t{e.address or '-'}\t{e.target or ''}"
@@ -644,9 +647,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from rrg_review.app.services.catalog import health_problems
     from rrg_review.app.settings import Settings
-    from rrg_review.db.engine import open_database
 
-    db = open_database(Settings.from_args(args.db).db_url, read_only=True, upgrade=False)
+    db = Settings.from_args(args.db).open_database(read_only=True, upgrade=False)
     problems = health_problems(db, full=args.full)
     kind = "integrity_check" if args.full else "quick_check"
     if problems:

@@ -157,7 +157,9 @@ def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) 
     review = ReviewService(db, accounts, exports,
                            include_report_only=args.include_report_only)
     viewer = StudyViewer(db, settings.blobs, preview_dir=settings.data_dir / "previews")
-    drafting = DraftingService(db, settings, RuntimeConfig(device=args.device),
+    # asked once: without network nothing the page does waits on the hub (Settings.downloads)
+    drafting = DraftingService(db, settings, RuntimeConfig(device=args.device,
+                                                           download=settings.downloads()),
                                decoded=viewer.decoded)
     preset = args.model or default_preset(drafting.presets)
     try:

@@ -15,24 +15,27 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from rrg_review.core.files import atomic_write
+from rrg_review.db.writer_queue import WriterQueue
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DB = "rrg-review.sqlite"
-ENV_BUSY_TIMEOUT = "RRG_REVIEW_BUSY_TIMEOUT"  # seconds a writer waits for the lock (default 10)
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 _BEGIN_OPTION = "rrg_begin"
 _RELAXED_OPTION = "rrg_relaxed_commit"  # Database.write(durable=False)
+_TURN_OPTION = "rrg_sqlite_turn"  # Database.write on SQLite: short asks for the write lock
+_TURN_WAIT_MS = 20
 # tables every rrg-review schema has; a file with other tables is someone else's database
 _OUR_TABLES = {"alembic_version", "study", "patient", "reader"}
 
@@ -69,13 +72,6 @@ def _reason(exc: OSError) -> str:
     return (exc.strerror or str(exc)).lower()
 
 
-def busy_timeout_s() -> float:
-    try:
-        return max(0.0, float(os.environ.get(ENV_BUSY_TIMEOUT, DEFAULT_BUSY_TIMEOUT_S)))
-    except ValueError:
-        return DEFAULT_BUSY_TIMEOUT_S
-
-
 def _configure_sqlite(engine: Engine, *, read_only: bool, timeout_s: float) -> None:
     """busy_timeout first, then WAL, foreign keys, synchronous=FULL, and BEGIN issued by us.
 
@@ -104,27 +100,67 @@ def _configure_sqlite(engine: Engine, *, read_only: bool, timeout_s: float) -> N
         if relaxed != info.get(_RELAXED_OPTION, False):
             conn.exec_driver_sql(f"PRAGMA synchronous={'NORMAL' if relaxed else 'FULL'}")
             info[_RELAXED_OPTION] = relaxed
-        conn.exec_driver_sql(options.get(_BEGIN_OPTION, "BEGIN"))
+        begin = options.get(_BEGIN_OPTION, "BEGIN")
+        if not options.get(_TURN_OPTION):
+            conn.exec_driver_sql(begin)
+            return
+        # a writer of Database.write asks for the lock for a moment only and asks again in
+        # Database._begin: SQLite's own wait sleeps up to 100 ms between looks, in no order,
+        # so under load one process could miss turn after turn for seconds
+        conn.exec_driver_sql(f"PRAGMA busy_timeout={_TURN_WAIT_MS}")
+        try:
+            conn.exec_driver_sql(begin)
+        finally:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
 
 
 # -- PostgreSQL (a reading team's shared server) ------------------------------------------------
-_PG_WRITER_OPTION = "rrg_pg_one_writer"
+_PG_WRITER_OPTION = "rrg_pg_writer"  # WHOLE_DATABASE or ROWS: how a write transaction locks
 _PG_WRITER_LOCK = 0x7272_6776  # an arbitrary advisory-lock key owned by rrg-review ("rrgv")
+WHOLE_DATABASE = "database"
+ROWS = "rows"
 
 
 def _configure_postgresql(engine: Engine) -> None:
-    """Writers take one advisory lock per transaction, so writes are serialised as SQLite's
-    BEGIN IMMEDIATE serialises them: a read-then-write (next revision number, "was this edited
-    since?") sees every committed write before it and two saves can never both land. Reads do
-    not take the lock and never wait."""
+    """Every write transaction takes rrg-review's advisory lock, in one of two modes.
+
+    * `WHOLE_DATABASE` (the default of `Database.write`): exclusive, so such writes are
+      serialised as SQLite's BEGIN IMMEDIATE serialises them. An import allocating ids as
+      max(id) + 1, an assignment renumbering a worklist, an account change: each reads and
+      then writes rows that any other transaction may touch, and sees every committed write
+      before it.
+    * `ROWS` (a reader's save, rating, time on task): shared, so these never wait for each
+      other here; each locks the rows it must serialise itself (its worklist entry, FOR
+      UPDATE: one reader's study), and all of them wait for a whole-database write.
+
+    Reads take no lock and never wait. The lock is transaction-level: released by the commit or
+    rollback, never left behind by a dropped connection."""
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:
         options = conn.get_execution_options()
-        if options.get(_PG_WRITER_OPTION):
+        mode = options.get(_PG_WRITER_OPTION)
+        if mode == WHOLE_DATABASE:
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_WRITER_LOCK})")
+        elif mode == ROWS:
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock_shared({_PG_WRITER_LOCK})")
         if options.get(_RELAXED_OPTION):  # a measurement: this transaction only
             conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+
+
+class DatabaseBusy(DatabaseProblem):
+    """Another writer held the database longer than the busy timeout: nothing was written."""
+
+    def __init__(self, name: str, timeout_s: float) -> None:
+        super().__init__(f"{name} is busy: another writer held it for more than {timeout_s:g} s "
+                         "and nothing was saved; try again in a moment (or raise the busy "
+                         "timeout)", retryable=True)
+
+
+def _is_busy(exc: BaseException) -> bool:
+    """SQLite's "database is locked" / "database is busy" (SQLITE_BUSY and its kinds)."""
+    message = str(getattr(exc, "orig", exc)).lower()
+    return "database is locked" in message or "database is busy" in message
 
 
 @dataclass
@@ -134,12 +170,18 @@ class Database:
     url: str
     engine: Engine
     _reads: sessionmaker[Session]
-    _writes: sessionmaker[Session]
+    # (durable, scope) -> the factory of such write transactions
+    _writers: dict[tuple[bool, str], sessionmaker[Session]] = field(repr=False)
     read_only: bool = False
-    # the pseudonym key lives outside the database (db/store.py); cached here once loaded
+    # the pseudonym key lives outside the database (db/store.py): the key configured by the
+    # settings (a team's server has no file beside it), else a key file; cached once loaded
     key_file: Path | None = None
+    configured_key: str | None = field(default=None, repr=False)
+    busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
     _key: bytes | None = field(default=None, repr=False)
-    _measurements: sessionmaker[Session] | None = field(default=None, repr=False)
+    # SQLite has one writer at a time: this process's writers queue here in arrival order
+    # (see db/writer_queue.py) instead of polling SQLite's lock in no order
+    _local_writer: WriterQueue = field(default_factory=WriterQueue, repr=False)
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -148,7 +190,7 @@ class Database:
             yield session
 
     @contextmanager
-    def write(self, *, durable: bool = True) -> Iterator[Session]:
+    def write(self, *, durable: bool = True, scope: str = WHOLE_DATABASE) -> Iterator[Session]:
         """One transaction: committed when the block ends, rolled back entirely on any error.
 
         `durable=False` is for measurements only (active time on task), never for a reader's
@@ -156,14 +198,69 @@ class Database:
         survives an application crash, and an OS crash or power cut may lose it until the next
         durable commit or a checkpoint writes the log out), on PostgreSQL with
         synchronous_commit off. It spares a navigation one fsync (about 10 ms on this machine's
-        disk, several times that under load)."""
+        disk, several times that under load).
+
+        `scope=ROWS` is for a transaction that locks what it must serialise itself (SELECT ...
+        FOR UPDATE of the rows it reads and then changes): on PostgreSQL it then waits only for
+        whole-database writers and for the holders of those rows, not for every other writer
+        (see `_configure_postgresql`). SQLite has a single writer whatever the scope.
+
+        A database kept busy by other writers for longer than the busy timeout is refused with
+        `DatabaseBusy` (one sentence, nothing written), never a raw driver error.
+
+        Raises:
+            DatabaseProblem: the database is open read-only.
+            DatabaseBusy: another writer held the database for longer than the busy timeout.
+        """
         if self.read_only:
             raise DatabaseProblem(f"{self.name} is open read-only (--read-only): nothing is "
                                   "saved")
-        factory = self._writes if durable or self._measurements is None else self._measurements
-        with factory() as session, session.begin():
+        if scope not in (WHOLE_DATABASE, ROWS):
+            raise ValueError(f"unknown write scope {scope!r}")
+        factory = self._writers.get((durable, scope)) or self._writers[(True, scope)]
+        queued = self.engine.dialect.name == "sqlite"
+        deadline = time.monotonic() + self.busy_timeout_s
+        if queued and not self._local_writer.acquire(timeout=self.busy_timeout_s):
+            raise DatabaseBusy(self.name, self.busy_timeout_s)
+        try:
+            with self._begin(factory, deadline) as session:
+                yield session
+        except OperationalError as exc:
+            if _is_busy(exc):
+                raise DatabaseBusy(self.name, self.busy_timeout_s) from None
+            raise
+        finally:
+            if queued:
+                self._local_writer.release()
+
+    @contextmanager
+    def _begin(self, factory: sessionmaker[Session], deadline: float) -> Iterator[Session]:
+        """A write transaction begun at once (BEGIN IMMEDIATE on SQLite takes the write lock
+        here, before the caller's first statement), so a busy database is retried within the
+        busy timeout. SQLite is asked for its write lock for 20 ms at a time (`_TURN_OPTION`),
+        with pauses of 1 to 10 ms between asks, so a writer of another process that frees the
+        lock is followed within milliseconds, not after SQLite's sleeps of up to 100 ms."""
+        pause = 0.001
+        while True:
+            session = factory()
+            try:
+                session.begin()
+                session.connection()
+                break
+            except OperationalError as exc:
+                session.close()
+                if not _is_busy(exc) or time.monotonic() + pause >= deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.01)
+        with session:
             session.info["database"] = self
-            yield session
+            try:
+                yield session
+            except BaseException:
+                session.rollback()
+                raise
+            session.commit()
 
     @property
     def name(self) -> str:
@@ -220,16 +317,28 @@ def _prepare_file(path: Path, *, read_only: bool) -> None:
 
 def open_database(url_or_path: str | Path | None, *, upgrade: bool = True,
                   read_only: bool = False, check: bool = True,
-                  key_file: Path | None = None) -> Database:
+                  key_file: Path | None = None, key: str | None = None,
+                  busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Database:
     """Open (and by default check and create/upgrade to the latest schema) a database.
 
     Any problem that makes the database unusable raises `DatabaseProblem` with one sentence:
     a directory, an unwritable file or file system, a file that is not SQLite or not ours, a
     schema newer than this version, a lock held longer than the busy timeout.
+
+    Args:
+        url_or_path: a SQLAlchemy URL or a SQLite file path (default ./rrg-review.sqlite).
+        upgrade: bring the schema to the latest revision.
+        read_only: open for reading only (writes are refused with a sentence).
+        check: run the start-up checks (ours, not newer, every column there).
+        key_file: where the pseudonym key is kept (default: `<db>.key` beside a SQLite file).
+        key: the pseudonym key as hex, chosen by the settings (`$RRG_REVIEW_KEY`); overrides
+            the key file.
+        busy_timeout_s: how long a writer waits for another one before it is refused
+            (the settings' `$RRG_REVIEW_BUSY_TIMEOUT`).
     """
     url = database_url(url_or_path)
     path = sqlite_path(url)
-    timeout_s = busy_timeout_s()
+    timeout_s = max(0.0, float(busy_timeout_s))
     connect_args: dict = {}
     if path is not None:
         _prepare_file(path, read_only=read_only)
@@ -240,26 +349,21 @@ def open_database(url_or_path: str | Path | None, *, upgrade: bool = True,
             extra = "&immutable=1" if _read_only_fs(path) else ""
             url = f"sqlite:///file:{path}?mode=ro{extra}&uri=true"
     engine = create_engine(_with_driver(url), connect_args=connect_args)
-    writes_bind = engine
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine, read_only=read_only, timeout_s=timeout_s)
-        writes_bind = engine.execution_options(**{_BEGIN_OPTION: "BEGIN IMMEDIATE"})
     elif engine.dialect.name == "postgresql":
         _configure_postgresql(engine)
-        writes_bind = engine.execution_options(**{_PG_WRITER_OPTION: True})
-    relaxed_bind = (writes_bind.execution_options(**{_RELAXED_OPTION: True})
-                    if engine.dialect.name in ("sqlite", "postgresql") else None)
     if key_file is None and path is not None:
         key_file = path.with_name(path.name + ".key")
     db = Database(
         url=database_url(url_or_path),
         engine=engine,
         _reads=sessionmaker(engine, expire_on_commit=False),
-        _writes=sessionmaker(writes_bind, expire_on_commit=False),
+        _writers=_write_factories(engine),
         read_only=read_only,
         key_file=key_file,
-        _measurements=(sessionmaker(relaxed_bind, expire_on_commit=False)
-                       if relaxed_bind is not None else None),
+        configured_key=key or None,
+        busy_timeout_s=timeout_s,
     )
     try:
         if check:
@@ -273,18 +377,42 @@ def open_database(url_or_path: str | Path | None, *, upgrade: bool = True,
         raise
     except DBAPIError as exc:
         engine.dispose()
-        raise describe(exc, db.name) from None
+        raise describe(exc, db.name, busy_timeout_s=timeout_s) from None
     return db
 
 
-def describe(exc: BaseException, name: str) -> DatabaseProblem:
+def _write_factories(engine: Engine) -> dict[tuple[bool, str], sessionmaker[Session]]:
+    """A session factory per (durable, scope) of write transaction (see `Database.write`);
+    the options reach the "begin" listeners of `_configure_sqlite`/`_configure_postgresql`."""
+    dialect = engine.dialect.name
+    factories = {}
+    for durable in (True, False):
+        for scope in (WHOLE_DATABASE, ROWS):
+            options: dict[str, object] = {}
+            if dialect == "sqlite":
+                options[_BEGIN_OPTION] = "BEGIN IMMEDIATE"
+                options[_TURN_OPTION] = True
+            elif dialect == "postgresql":
+                options[_PG_WRITER_OPTION] = scope
+            if not durable:
+                if dialect not in ("sqlite", "postgresql"):
+                    continue  # `write` falls back to a durable transaction
+                options[_RELAXED_OPTION] = True
+            bind = engine.execution_options(**options) if options else engine
+            factories[(durable, scope)] = sessionmaker(bind, expire_on_commit=False)
+    return factories
+
+
+def describe(exc: BaseException, name: str, *,
+             busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> DatabaseProblem:
     """One sentence for a database error (sqlite3's messages are terse and technical)."""
     orig = getattr(exc, "orig", exc)
     message = str(orig).lower()
     if "locked" in message or "busy" in message:
         return DatabaseProblem(
-            f"{name} is locked by another process (waited {busy_timeout_s():g} s); try again "
-            f"when it has finished, or raise {ENV_BUSY_TIMEOUT}", retryable=True)
+            f"{name} is locked by another process (waited {busy_timeout_s:g} s); try again "
+            "when it has finished, or raise the busy timeout (RRG_REVIEW_BUSY_TIMEOUT)",
+            retryable=True)
     if "readonly" in message or "read-only" in message:
         return DatabaseProblem(f"{name} cannot be written (read-only file or file system); "
                                "open it with --read-only to browse it")
@@ -393,7 +521,7 @@ def backup(db: Database, out: Path) -> Path:
         raise DatabaseProblem(f"cannot write the backup: {out.parent} does not exist")
 
     def copy_into(tmp: Path) -> None:
-        source = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_timeout_s())
+        source = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=db.busy_timeout_s)
         target = sqlite3.connect(tmp)
         try:
             source.backup(target, pages=1024)
@@ -408,7 +536,7 @@ def backup(db: Database, out: Path) -> Path:
     try:
         atomic_write(out, copy_into, mode=0o600)
     except sqlite3.Error as exc:
-        raise describe(exc, db.name) from None
+        raise describe(exc, db.name, busy_timeout_s=db.busy_timeout_s) from None
     except OSError as exc:
         raise DatabaseProblem(f"cannot write the backup {out}: {_reason(exc)}") from None
     log.info("backup of %s written to %s", db.name, out)

@@ -8,7 +8,7 @@ from typing import Any, cast
 import numpy as np
 from sqlalchemy import select, tuple_
 
-from rrg_review.db.engine import Database
+from rrg_review.db.engine import ROWS, Database
 from rrg_review.db.models import MetricCorpus, MetricResult
 from rrg_review.metrics.cache import matrix_bytes, matrix_from_bytes
 
@@ -42,7 +42,7 @@ class DatabaseScoreCache:
             return
         rows = [dict(metric=metric, version=version, model_id=model_id, hyp_hash=h, ref_hash=r,
                      payload=p) for (h, r), p in items.items()]
-        with self.db.write() as session:
+        with self.db.write(scope=ROWS) as session:  # one upsert: nothing else to serialise
             insert = _insert_for(session.get_bind().dialect.name)
             if insert is not None:  # a pair another scorer stored first is simply kept
                 stmt = insert(MetricResult).on_conflict_do_nothing(
@@ -67,7 +67,7 @@ class DatabaseScoreCache:
         values: dict[str, Any] = dict(metric=metric, version=version, model_id=model_id,
                                       digest=digest,
                       matrix=matrix_bytes(matrix))
-        with self.db.write() as session:
+        with self.db.write(scope=ROWS) as session:  # one upsert: nothing else to serialise
             insert = _insert_for(session.get_bind().dialect.name)
             if insert is not None:  # one statement: two scorers of the same corpus never clash
                 stmt = insert(MetricCorpus).values(**values)

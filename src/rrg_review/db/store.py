@@ -34,7 +34,7 @@ from rrg_review.db.sorting import natural_key
 from rrg_review.studies.pixels import ImageInfo
 from rrg_review.studies.records import StudyRecord, view_group
 
-ENV_KEY = "RRG_REVIEW_KEY"  # 64 hex digits; overrides the key file
+ENV_KEY = "RRG_REVIEW_KEY"  # its name, for messages: app/settings.py reads it (64 hex digits)
 _LEGACY_SALT = "pseudonym_salt"  # versions before 0004 kept the key inside the database
 _KEY_CHECK = "pseudonym_key_check"  # HMAC of a constant: tells a wrong key, reveals nothing
 _PSEUDONYM_RE = re.compile(r"^anon-[0-9a-f]{16}$")
@@ -77,7 +77,8 @@ def _write_key_file(path: Path, key: bytes) -> bytes:
 
 
 def pseudonym_key(session: Session) -> bytes:
-    """The HMAC key for pseudonyms: $RRG_REVIEW_KEY, else the key file next to the database
+    """The HMAC key for pseudonyms: the key the settings chose (`Database.configured_key`,
+    from $RRG_REVIEW_KEY), else the key file next to the database
     (`<db>.key`, 0600), created on first use. The database holds only a check value, so a copy
     of the database alone cannot be used to reverse a pseudonym by trying every MRN.
 
@@ -91,10 +92,10 @@ def pseudonym_key(session: Session) -> bytes:
     key_file: Path | None = getattr(db, "key_file", None)
     stored_check = session.get(Meta, _KEY_CHECK)
     legacy = session.get(Meta, _LEGACY_SALT)
-    env = os.environ.get(ENV_KEY, "").strip()
-    if env:
+    configured = (getattr(db, "configured_key", None) or "").strip()
+    if configured:
         try:
-            key = bytes.fromhex(env)
+            key = bytes.fromhex(configured)
         except ValueError:
             raise PseudonymKeyError(f"{ENV_KEY} is not a hex key") from None
         where = ENV_KEY

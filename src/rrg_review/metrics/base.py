@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 
 if TYPE_CHECKING:
-    from rrg_review.metrics.registry import MetricConfig
+    from rrg_review.metrics.config import MetricConfig
 
 Payload = dict[str, Any]  # what one (hypothesis, reference) pair costs to compute: cached as JSON
 

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rrg_review.metrics.base import MetricUnavailable, ModelMetric, Payload
+from rrg_review.metrics.store import METRICS
 
 if TYPE_CHECKING:
-    from rrg_review.metrics.registry import MetricConfig
+    from rrg_review.metrics.config import MetricConfig
 
 if TYPE_CHECKING:  # bert-score and the hub load only when the metric runs
     from bert_score import BERTScorer
@@ -65,8 +66,10 @@ def shipped_baseline(model: str) -> Path:
     return package / "rescale_baseline" / "en" / f"{model}.tsv"
 
 
+@METRICS.metric
 class BertScore(ModelMetric["BERTScorer"]):
     name = "bertscore"
+    keys: tuple[str, ...] = ("bertscore",)  # another model or no rescaling: its own key
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
     reference = "bert-score 0.3.13 BERTScorer (RRG24 configuration)"
 
@@ -207,11 +210,14 @@ class BertScore(ModelMetric["BERTScorer"]):
         return [{self.keys[0]: float(v)} for v in f1.tolist()]
 
 
+@METRICS.metric
 class RexrankBertScore(BertScore):
     """The ReXrank / RadCliQ-v1 BERTScore (see the module docstring). `model` and
     `baseline_path` exist for tests with tiny local RoBERTa models; the key stays
     `bertscore_rexrank` only for the real configuration."""
 
+    name = "bertscore_rexrank"
+    keys = ("bertscore_rexrank",)
     reference = ("CXR-Report-Metric run_eval.py add_bertscore_col (distilroberta-base, "
                  "rescaled, IDF off, spaces collapsed)")
 

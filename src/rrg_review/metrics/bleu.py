@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rrg_review.metrics.base import Metric, Payload
+from rrg_review.metrics.store import METRICS
 
 N = 4
 TINY = 1e-15
@@ -60,6 +61,7 @@ def _bleu(testlen: float, reflen: float, guess: Sequence[float],
     return float(score)
 
 
+@METRICS.metric
 class Bleu4(Metric):
     name = "bleu4"
     keys = ("bleu4",)
@@ -161,6 +163,7 @@ def bleu2_sentence(hyp: list[str], ref: list[str]) -> float:
     return bp * math.exp(logs)
 
 
+@METRICS.metric
 class Bleu2(Metric):
     """BLEU-2 as RadCliQ / ReXrank score it (`bleu2`): one smoothed sentence-level score per
     report, corpus value the mean (not corpus BLEU)."""

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from rrg_review.metrics.base import Metric, ModelMetric, Payload
+from rrg_review.metrics.store import METRICS
 
 if TYPE_CHECKING:
-    from rrg_review.metrics.registry import MetricConfig
+    from rrg_review.metrics.config import MetricConfig
 
 if TYPE_CHECKING:  # torch and transformers load only when the metric runs
     import torch
@@ -125,6 +126,7 @@ def load_state(labeler: nn.Module, path: Path, device: str) -> None:
     labeler.load_state_dict(state, strict=True)
 
 
+@METRICS.metric
 class CheXbertF1(ModelMetric["nn.Module"]):
     name = "chexbert"
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
@@ -365,6 +367,7 @@ class CheXbertF1(ModelMetric["nn.Module"]):
 
 
 
+@METRICS.metric
 class SembScore(CheXbertF1):
     """SembScore (`semb_score`): cosine similarity of the CheXbert encoder's [CLS] vectors of
     hypothesis and reference, as CXR-Report-Metric `run_eval.py::add_semb_col` (the vectors from

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rrg_review.metrics.base import Metric, Payload
+from rrg_review.metrics.store import METRICS
 
 REFERENCE_FILE = "rajpurkarlab/CXR-Report-Metric:CXRMetric/radcliq-v1.pkl"
 REFERENCE_COMMIT = "8495627c887a32a951199555b9c79a4e2f12e50b"
@@ -79,13 +80,16 @@ def decode_reference_pickle(data: bytes) -> dict[str, tuple[float, ...]]:
     return found
 
 
+@METRICS.metric
 class RadCliQ(Metric):
     """Its matrix is the four component columns; values come from the component metrics (each
     cached on its own), so asking for RadCliQ beside its components costs nothing extra."""
 
     name = "radcliq_v1"
     keys = ("radcliq_v1", "inv_radcliq_v1")
-    directions = {"radcliq_v1": "lower", "inv_radcliq_v1": "higher"}  # registry.LOWER_IS_BETTER
+    directions = {"radcliq_v1": "lower", "inv_radcliq_v1": "higher"}
+    # built from these registered metrics (shared instances, so each model loads once)
+    part_names = INPUTS
     version = f"radcliq-v1-{REFERENCE_COMMIT[:7]}"
     reference = "CXR-Report-Metric run_eval.py CompositeMetric.predict (radcliq-v1.pkl)"
     chunk = None

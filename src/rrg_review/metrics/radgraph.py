@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rrg_review.metrics.base import MetricUnavailable, ModelMetric, Payload
+from rrg_review.metrics.store import METRICS
 
 if TYPE_CHECKING:
-    from rrg_review.metrics.registry import MetricConfig
+    from rrg_review.metrics.config import MetricConfig
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ def default_cache_dir() -> Path:
     return Path(user_cache_dir("radgraph")) / version("radgraph")
 
 
+@METRICS.metric
 class RadGraphF1(ModelMetric["RadGraph"]):
     name = "radgraph"
     chunk = None  # one call: each distinct text is embedded once, batches length-sorted
@@ -216,6 +218,7 @@ def set_f1(test: set[Any], retrieved: set[Any]) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
 
 
+@METRICS.metric
 class RadGraphCombined(RadGraphF1):
     """RadGraph combined (`radgraph_combined`, a RadCliQ-v1 input): per report the mean of the
     entity F1 and the relation F1 between reference and hypothesis annotations

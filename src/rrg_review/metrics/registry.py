@@ -1,52 +1,34 @@
-"""Metrics by name, created lazily (nothing heavy is imported until a metric computes)."""
+"""Metrics by name, created lazily (nothing heavy is imported until a metric computes).
+
+Each metric registers itself where it is defined (metrics/store.py), with its keys and
+directions; this module imports the metric modules (light: their models, torch and metric
+packages load only when a metric computes) and derives from them which metric reports a key
+and which keys are lower-is-better, so the two never disagree with the classes.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
-from rrg_review.core.registry import LazyRegistry
+from rrg_review.metrics import (  # noqa: F401 - imported for their registrations
+    bertscore,
+    bleu,
+    chexbert,
+    radcliq,
+    radgraph,
+    rouge,
+    worker_client,
+)
 from rrg_review.metrics.base import Metric
+from rrg_review.metrics.config import MetricConfig
+from rrg_review.metrics.store import METRICS
 
+__all__ = ["DEFAULT", "HEADLINE", "KEY_TO_METRIC", "LOWER_IS_BETTER", "METRICS", "REXRANK",
+           "RRG24", "SETS", "MetricConfig", "build", "key_label", "resolve_names"]
 
-@dataclass(frozen=True)
-class MetricConfig:
-    device: str | None = None
-    download: bool = True
-    bertscore_model: str | None = None  # None: the official distilbert-base-uncased
-    bertscore_layers: int | None = None
-    bertscore_baseline: str | None = None
-    bertscore_rescale: bool = True
-    radgraph_cache_dir: str | None = None
-    chexbert_weights: str | None = None  # a chexbert.pth; None: the hub's copy
-    chexbert_backbone: str | None = None
-    workers_dir: Path | None = None  # metric workers' virtualenvs; None: the user's cache
-
-
-# each metric class builds itself from the config (Metric.from_config), imported only when built
-METRICS = LazyRegistry("metric", {
-    "bleu4": "rrg_review.metrics.bleu:Bleu4", "rougeL": "rrg_review.metrics.rouge:RougeL",
-    "bertscore": "rrg_review.metrics.bertscore:BertScore",
-    "radgraph": "rrg_review.metrics.radgraph:RadGraphF1",
-    "chexbert": "rrg_review.metrics.chexbert:CheXbertF1", "bleu2": "rrg_review.metrics.bleu:Bleu2",
-    "bertscore_rexrank": "rrg_review.metrics.bertscore:RexrankBertScore",
-    "semb_score": "rrg_review.metrics.chexbert:SembScore",
-    "radgraph_combined": "rrg_review.metrics.radgraph:RadGraphCombined",
-})
-# composites: built from the metrics above (shared instances, so each model loads once)
-COMPOSITES = {"radcliq_v1": ("radgraph_combined", "bertscore_rexrank", "semb_score", "bleu2")}
-WORKER_METRICS = ("ratescore", "green")  # run in their own virtualenv (metrics/worker_client.py)
 # the keys each metric reports, so a user may ask for `radgraph_partial` and get its metric
-KEY_TO_METRIC = {
-    "bleu4": "bleu4", "rougeL": "rougeL", "bertscore": "bertscore",
-    "radgraph_simple": "radgraph", "radgraph_partial": "radgraph", "radgraph_complete": "radgraph",
-    "chexbert_5_micro_f1": "chexbert", "chexbert_all_micro_f1": "chexbert",
-    "chexbert_5_macro_f1": "chexbert", "chexbert_all_macro_f1": "chexbert",
-    "bleu2": "bleu2", "bertscore_rexrank": "bertscore_rexrank", "semb_score": "semb_score",
-    "radgraph_combined": "radgraph_combined", "radcliq_v1": "radcliq_v1",
-    "inv_radcliq_v1": "radcliq_v1", "ratescore": "ratescore", "green": "green",
-}
+KEY_TO_METRIC = {key: d.name for d in METRICS for key in d.keys}
+LOWER_IS_BETTER = tuple(key for d in METRICS for key in d.lower_is_better)  # others: higher
 RRG24 = ("bleu4", "rougeL", "bertscore", "radgraph", "chexbert")
 REXRANK = ("radcliq_v1", "bleu2", "bertscore_rexrank", "semb_score", "radgraph_combined",
            "ratescore", "green")
@@ -55,7 +37,6 @@ SETS = {"rrg24": RRG24, "rexrank": REXRANK}
 HEADLINE = {"rrg24": ("bleu4", "rougeL", "bertscore", "radgraph_partial", "chexbert_5_micro_f1"),
             "rexrank": ("inv_radcliq_v1",)}
 DEFAULT = RRG24
-LOWER_IS_BETTER = ("radcliq_v1",)  # every other key: higher is better
 
 
 def key_label(key: str) -> str:
@@ -122,16 +103,12 @@ def build(names: Sequence[str] | None = None, config: MetricConfig | None = None
 
     def make(name: str) -> Metric:
         if name not in made:
-            if name in COMPOSITES:
-                from rrg_review.metrics.radcliq import RadCliQ
-
-                made[name] = RadCliQ([make(part) for part in COMPOSITES[name]])
-            elif name in WORKER_METRICS:
-                from rrg_review.metrics.worker_client import worker_metric
-
-                made[name] = worker_metric(name, cfg)
+            definition = METRICS[name]
+            if definition.compose is not None:
+                made[name] = definition.compose([make(part) for part in definition.components])
             else:
-                made[name] = METRICS.load(name).from_config(cfg)
+                assert definition.build is not None
+                made[name] = definition.build(cfg)
         return made[name]
 
     return [make(n) for n in wanted]

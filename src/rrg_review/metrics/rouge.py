@@ -9,11 +9,13 @@ from importlib.metadata import version
 from typing import TYPE_CHECKING
 
 from rrg_review.metrics.base import Metric, Payload
+from rrg_review.metrics.store import METRICS
 
 if TYPE_CHECKING:  # rouge_score loads only when the metric runs
     from rouge_score.rouge_scorer import RougeScorer
 
 
+@METRICS.metric
 class RougeL(Metric):
     name = "rougeL"
     keys = ("rougeL",)

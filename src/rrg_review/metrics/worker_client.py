@@ -3,7 +3,10 @@
 `rrg-review metrics setup-worker NAME` creates the environment (`setup_worker`); a
 `WorkerMetric` starts the worker on first use, sends pairs as JSON lines and keeps it until
 `close()`. Without the environment the metric is `unavailable` with the command to create it; a
-worker that cannot start (package missing, no GPU for GREEN) reports its own reason.
+worker that cannot start (package missing, no GPU for GREEN) reports its own reason. The worker
+is driven by the one worker client (core/worker_client.py): start-up and request timeouts, its
+stderr drained into `worker.log`, a hung or crashed worker said in one sentence and replaced on
+the next request.
 """
 
 from __future__ import annotations
@@ -16,13 +19,16 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rrg_review.core.worker_client import WorkerClient, WorkerError, WorkerStartFailed
 from rrg_review.metrics.base import Metric, MetricUnavailable, Payload
+from rrg_review.metrics.store import METRICS, MetricDef
 
-if TYPE_CHECKING:  # the registry imports this module
-    from rrg_review.metrics.registry import MetricConfig
+if TYPE_CHECKING:
+    from rrg_review.metrics.config import MetricConfig
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +43,13 @@ class WorkerSpec:
     requirements: tuple[str, ...]  # what pip installs into the worker's environment
     reference: str
     chunk: int
+    startup_timeout: float = 900.0  # seconds to load the metric's models
+    request_timeout: float = 1800.0  # seconds for one chunk of pairs
 
 
 SPECS = {
-    "selftest": WorkerSpec("selftest", "selftest", (), "stand-in (token-set Jaccard)", 256),
+    "selftest": WorkerSpec("selftest", "selftest", (), "stand-in (token-set Jaccard)", 256,
+                           startup_timeout=120.0, request_timeout=120.0),
     # the ratescore wheel declares no dependencies: what its modules import, named here
     "ratescore": WorkerSpec("ratescore", "ratescore",
                             ("ratescore==0.6.0", "medspacy==1.3.1", "torch>=2.1,<2.14",
@@ -48,7 +57,8 @@ SPECS = {
                             "RaTEScore 0.6.0 RaTEScore().compute_score (MAGIC-AI4Med)", 64),
     # green-score 0.0.12 declares Requires-Python ==3.12.1: `setup-worker green --python` one
     "green": WorkerSpec("green", "green", ("green-score==0.0.12",),
-                        "GREEN (StanfordAIMI/GREEN-RadLlama2-7b), green_score package", 16),
+                        "GREEN (StanfordAIMI/GREEN-RadLlama2-7b), green_score package", 16,
+                        startup_timeout=3600.0, request_timeout=3600.0),
 }
 
 
@@ -165,7 +175,9 @@ class WorkerMetric(Metric):
     """A metric computed by a worker process; one value per pair, corpus value the mean."""
 
     def __init__(self, spec: WorkerSpec, folder: Path | None = None, device: str | None = None,
-                 batch_size: int = 8, options: dict[str, Any] | None = None) -> None:
+                 batch_size: int = 8, options: dict[str, Any] | None = None,
+                 startup_timeout: float | None = None,
+                 request_timeout: float | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         self.keys = (spec.key,)
@@ -175,9 +187,10 @@ class WorkerMetric(Metric):
         self.device = device or "auto"
         self.batch_size = batch_size
         self.options = dict(options or {})  # adapter options, e.g. other models for ratescore
-        self._proc: subprocess.Popen[str] | None = None
-        self._ready: dict[str, Any] = {}
-        self._next = 0
+        self._client = WorkerClient(f"the {spec.name} worker",
+                                    startup_timeout or spec.startup_timeout,
+                                    request_timeout or spec.request_timeout,
+                                    stderr_log=self.folder / "worker.log")
         self._version = ""
         self._version_key: tuple[int, int] | None | bool = False  # False: never read
         self._started_key: tuple[int, int] | None = None  # the stamp the worker started under
@@ -235,10 +248,15 @@ class WorkerMetric(Metric):
                             sort_keys=True)
         return f"{self.spec.name}@{hashlib.sha256(detail.encode()).hexdigest()[:40]}"
 
+    @property
+    def _proc(self) -> subprocess.Popen[str] | None:
+        """The running worker's process (None when none is)."""
+        return self._client.process.proc if self._client.process is not None else None
+
     def _start(self) -> dict[str, Any]:
-        if self._proc is not None and self._proc.poll() is None:
+        if self._client.running:
             if self._started_key == self._stamp_key():
-                return self._ready
+                return self._client.hello
             log.info("the %s worker environment changed: restarting it", self.spec.name)
             self.close()
         ok, why = self.available()
@@ -249,31 +267,13 @@ class WorkerMetric(Metric):
                "--device", self.device, "--batch-size", str(self.batch_size),
                "--options", json.dumps(self.options)]
         log.info("starting metric worker: %s", " ".join(cmd))
-        with open(self.folder / "worker.log", "a", encoding="utf-8") as errors:
-            # the libraries' own output goes to the log, the protocol to stdout
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=errors, text=True, bufsize=1)
-        ready = self._read()
-        if not ready.get("ready"):
-            self.close()
+        try:
+            ready = self._client.start(cmd)  # the libraries' output goes to worker.log
+        except WorkerStartFailed as exc:
             raise MetricUnavailable(f"the {self.spec.name} worker could not start: "
-                                    f"{ready.get('error', 'no reason given')}")
-        self._ready = ready
+                                    f"{exc.reason.removeprefix('failed to start: ')}") from None
         self._started_key = started_key
         return ready
-
-    def _read(self) -> dict[str, Any]:
-        assert self._proc is not None and self._proc.stdout is not None
-        line = self._proc.stdout.readline()
-        if not line:
-            code = self._proc.wait()
-            self._proc = None
-            raise RuntimeError(f"the {self.spec.name} worker exited (code {code})")
-        try:
-            message: dict[str, Any] = json.loads(line)
-            return message
-        except json.JSONDecodeError as exc:
-            raise RuntimeError(f"the {self.spec.name} worker wrote a non-JSON line") from exc
 
     def compute(self, hyps: Sequence[str], refs: Sequence[str]) -> list[Payload]:
         """Send the pairs to the worker (started on first use) and wait for its values.
@@ -293,41 +293,19 @@ class WorkerMetric(Metric):
         if not hyps:
             return []
         self._start()
-        assert self._proc is not None and self._proc.stdin is not None
-        self._next += 1
-        try:
-            self._proc.stdin.write(json.dumps({"id": self._next, "hyps": list(hyps),
-                                               "refs": list(refs)}) + "\n")
-            self._proc.stdin.flush()
-        except BrokenPipeError as exc:
-            self._proc = None
-            raise RuntimeError(f"the {self.spec.name} worker is gone") from exc
-        reply = self._read()
-        if reply.get("id") != self._next:
-            raise RuntimeError(f"the {self.spec.name} worker answered request "
-                               f"{reply.get('id')} instead of {self._next}")
+        reply = self._client.request({"hyps": list(hyps), "refs": list(refs)})
         if "error" in reply:
-            raise RuntimeError(f"the {self.spec.name} worker failed: {reply['error']}")
+            raise WorkerError(f"the {self.spec.name} worker failed: {reply['error']}")
         values = reply.get("values")
         if not isinstance(values, list) or len(values) != len(hyps):
-            raise RuntimeError(f"the {self.spec.name} worker returned "
-                               f"{len(values) if isinstance(values, list) else 'no'} values "
-                               f"for {len(hyps)} pairs")
+            raise WorkerError(f"the {self.spec.name} worker returned "
+                              f"{len(values) if isinstance(values, list) else 'no'} values "
+                              f"for {len(hyps)} pairs")
         return [{self.spec.key: float(v)} for v in values]
 
     def close(self) -> None:
         """Ask the worker to shut down (killed after 10 s); the next compute starts a new one."""
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        try:
-            if proc.poll() is None and proc.stdin is not None:
-                proc.stdin.write(json.dumps({"op": "shutdown"}) + "\n")
-                proc.stdin.flush()
-            proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            proc.kill()
-            proc.wait()
+        self._client.stop(grace=10)
 
 
 def worker_metric(name: str, config: MetricConfig) -> WorkerMetric:
@@ -345,3 +323,10 @@ def worker_metric(name: str, config: MetricConfig) -> WorkerMetric:
     """
     return WorkerMetric(SPECS[name], workers_root(config.workers_dir) / name,
                         device=config.device)
+
+
+# registered where they are defined, as the in-process metrics are (selftest is a stand-in,
+# never asked for by name)
+METRICS.add_def(MetricDef("ratescore", (SPECS["ratescore"].key,), (),
+                          partial(worker_metric, "ratescore")))
+METRICS.add_def(MetricDef("green", (SPECS["green"].key,), (), partial(worker_metric, "green")))

@@ -1,11 +1,22 @@
 """Finding model weights the way users' machines do: a local folder, or the Hugging Face cache,
-downloading only when allowed (HF_HUB_OFFLINE respected)."""
+downloading only when allowed (HF_HUB_OFFLINE respected).
+
+Whether the hub can be reached at all is asked once per process (`hub_unreachable`: one short
+HTTP request with a hard deadline), so a machine without network, a hospital reading room,
+never waits on the hub's own retries: `go_offline` then tells the libraries (huggingface_hub,
+transformers) through their own switch, HF_HUB_OFFLINE.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 import os
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,8 +44,76 @@ class ResolvedModel:
     revision: str  # hub commit hash, or "local-<hash of config>" for a plain folder
 
 
-def offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+DEFAULT_ENDPOINT = "https://huggingface.co"
+PROBE_SECONDS = 1.5  # one attempt: a reachable hub answers a HEAD well within this
+FETCH_METRICS = "rrg-review models --fetch-metrics"  # the command that downloads metric weights
+
+
+def offline(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether HF_HUB_OFFLINE asks for no network (huggingface_hub's own switch)."""
+    value = (os.environ if environ is None else environ).get("HF_HUB_OFFLINE", "")
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_endpoint(environ: Mapping[str, str] | None = None) -> str:
+    """The hub the libraries would download from: $HF_ENDPOINT, else huggingface.co."""
+    value = (os.environ if environ is None else environ).get("HF_ENDPOINT", "").strip()
+    return (value or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def hub_unreachable(environ: Mapping[str, str] | None = None,
+                    seconds: float = PROBE_SECONDS) -> str | None:
+    """Why weights cannot be downloaded now, or None when the hub answers.
+
+    HF_HUB_OFFLINE is taken at its word; otherwise one HEAD request to the hub must get any
+    HTTP answer within `seconds`, a deadline that also covers name resolution (the request runs
+    in a daemon thread; a resolver that hangs is left behind, never waited on).
+
+    Args:
+        environ: the environment to read (default: this process's).
+        seconds: the deadline of the one attempt.
+
+    Returns:
+        None (downloads may go ahead), or a reason such as "no network: the Hugging Face hub
+        (https://huggingface.co) did not answer within 1.5 s".
+    """
+    if offline(environ):
+        return "downloads are off (HF_HUB_OFFLINE is set)"
+    endpoint = hub_endpoint(environ)
+    outcome: list[str | None] = []
+
+    def attempt() -> None:
+        request = urllib.request.Request(endpoint + "/api/models?limit=1", method="HEAD")
+        try:
+            with urllib.request.urlopen(request, timeout=seconds):  # noqa: S310 - http(s) hub
+                outcome.append(None)
+        except urllib.error.HTTPError:  # the hub answered (even a refusal is an answer)
+            outcome.append(None)
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            outcome.append(str(getattr(reason, "strerror", None) or reason
+                               or type(reason).__name__))
+
+    thread = threading.Thread(target=attempt, name="hub-probe", daemon=True)
+    thread.start()
+    thread.join(seconds + 0.25)
+    if outcome and outcome[0] is None:
+        return None
+    detail = outcome[0] if outcome else f"no answer within {seconds:g} s"
+    return f"no network: the Hugging Face hub ({endpoint}) cannot be reached ({detail})"
+
+
+def go_offline() -> None:
+    """Tell huggingface_hub and transformers, through HF_HUB_OFFLINE, never to reach the
+    network in this process (they read it when imported; modules already imported are told
+    too), so a cached model loads at once instead of after the hub's retries."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
+    hub_utils = sys.modules.get("transformers.utils.hub")
+    if hub_utils is not None and hasattr(hub_utils, "_is_offline_mode"):
+        hub_utils._is_offline_mode = True  # type: ignore[attr-defined]
 
 
 def _local_revision(path: Path) -> str:

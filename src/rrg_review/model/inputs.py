@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,3 +87,15 @@ class DraftResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A study that has a reference report; images are loaded only if their features are new."""
+
+    study_id: int
+    patient_key: str
+    image_keys: tuple[str, ...]  # checksums, in the order `load_images` returns them
+    load_images: Callable[[], tuple[InputImage, ...]]
+    findings: str | None
+    impression: str | None

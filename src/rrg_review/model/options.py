@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rrg_review.model.backends.retrieval import Candidate
+    from rrg_review.model.inputs import Candidate
 
 
 @dataclass(frozen=True)

@@ -1,46 +1,43 @@
-"""Build the drafter a preset names (the backend module is imported only then)."""
+"""Drafting backends by name, like the other plug-in registries (core/registry.py): each
+backend module has a `from_options(preset, options)` that builds its drafter, imported only when
+a preset of that backend is loaded (torch and transformers stay out of `import model`)."""
 
 from __future__ import annotations
 
+from rrg_review.core.registry import LazyRegistry
 from rrg_review.model.base import Drafter
-from rrg_review.model.device import select
 from rrg_review.model.options import DrafterOptions
 from rrg_review.model.presets import Preset
 
+BACKENDS = LazyRegistry("backend", {
+    "retrieval": "rrg_review.model.backends.retrieval:from_options",
+    "openai": "rrg_review.model.backends.openai_server:from_options",
+    "vision-encoder-decoder": "rrg_review.model.backends.encoder_decoder:from_options",
+    "chat": "rrg_review.model.backends.chat:from_options",
+    "worker": "rrg_review.model.backends.worker_client:from_options",
+})
+
 
 def load_drafter(preset: Preset, options: DrafterOptions | None = None) -> Drafter:
-    options = options or DrafterOptions()
-    if preset.backend == "retrieval":
-        from rrg_review.model.backends.retrieval import (
-            EncoderFeatures,
-            RetrievalDrafter,
-            ThumbnailFeatures,
-        )
+    """The drafter a preset names, built by its backend.
 
-        if options.candidates is None:
-            raise ValueError("the retrieval preset needs a database of studies to retrieve from")
-        encoder = preset.options.get("encoder")
-        features = (EncoderFeatures(encoder, select(options.device, options.dtype),
-                                    options.download) if encoder else ThumbnailFeatures())
-        return RetrievalDrafter(preset, options.candidates, features, options.feature_dir)
-    if preset.backend == "openai":  # the model runs on a server: no local device
-        from rrg_review.model.backends.openai_server import OpenAIServerDrafter
+    Args:
+        preset: the preset (its `backend` picks the builder).
+        options: device, dtype, batch size, downloads, worker interpreter, candidates.
 
-        return OpenAIServerDrafter(preset)
-    placement = select(options.device, options.dtype)
-    if preset.backend == "vision-encoder-decoder":
-        from rrg_review.model.backends.encoder_decoder import EncoderDecoderDrafter
+    Returns:
+        The drafter (an in-process model is loaded on first use).
 
-        return EncoderDecoderDrafter(preset, placement, options.batch_size, options.download)
-    if preset.backend == "chat":
-        from rrg_review.model.backends.chat import ChatDrafter
-
-        return ChatDrafter(preset, placement, options.batch_size, options.download)
-    if preset.backend == "worker":
-        from rrg_review.model.backends.worker_client import WorkerDrafter
-
-        return WorkerDrafter(preset, placement, options.worker_python, options.download)
-    raise ValueError(f"preset {preset.name}: unknown backend {preset.backend!r}")
+    Raises:
+        ValueError: an unknown backend (naming the known ones), or a backend refusing its
+            options (retrieval without candidates).
+    """
+    try:
+        build = BACKENDS.load(preset.backend)
+    except ValueError as exc:
+        raise ValueError(f"preset {preset.name}: {exc}") from None
+    drafter: Drafter = build(preset, options or DrafterOptions())
+    return drafter
 
 
 def availability(preset: Preset) -> tuple[bool, str]:

@@ -80,6 +80,8 @@ def sniff_format(head: bytes, name: str) -> str:
         return "jpeg"
     if name.lower().endswith((".dcm", ".dicom")):
         return "dicom"  # DICOM without preamble; pydicom decides with force=False
+    if not head:
+        raise StudyLoadError(name, "not a DICOM, PNG or JPEG file (an empty file, 0 bytes)")
     raise StudyLoadError(name, "not a DICOM, PNG or JPEG file")
 
 

@@ -31,7 +31,7 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, delete, not_, or_, select, update
 
 from rrg_review.app.services.audit import AuditLog
-from rrg_review.db.engine import Database
+from rrg_review.db.engine import ROWS, Database
 from rrg_review.db.models import ROLES, LoginThrottleState, Reader, WebSession
 
 log = logging.getLogger(__name__)
@@ -374,7 +374,7 @@ class SessionStore:
         if row is None:
             return None
         if now - row.seen_s >= self.touch_s:
-            with self.db.write() as s:
+            with self.db.write(scope=ROWS) as s:  # one guarded UPDATE of one row
                 s.execute(update(WebSession).where(WebSession.token_hash == digest,
                                                    WebSession.seen_s < now)
                           .values(seen_s=now))

@@ -15,7 +15,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from rrg_review.db.engine import Database
+from rrg_review.db.engine import ROWS, Database
 from rrg_review.db.models import AuditEvent, utcnow
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class AuditLog:
             return
         if self.db.read_only:
             return  # a read-only database cannot keep the trail; the log line above has it
-        with self.db.write() as s:
+        with self.db.write(scope=ROWS) as s:  # an append: nothing to serialise
             s.add(event)
 
     def recent(self, limit: int = 100, *, actor: str | None = None,

@@ -19,7 +19,7 @@ from rrg_review.app.settings import Settings
 from rrg_review.core.progress import Progress
 from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.db.blobs import resolve_uri
-from rrg_review.db.engine import Database
+from rrg_review.db.engine import ROWS, Database
 from rrg_review.db.models import Draft, Image, Patient, ReferenceReport, Study, WorklistItem
 from rrg_review.db.store import load_studies, prior_ids_of
 from rrg_review.model.base import Drafter
@@ -415,7 +415,10 @@ class DraftingService:
     def _store(self, results: Sequence[DraftResult], run: DraftRun) -> None:
         if not results:
             return
-        with self.db.write() as session:
+        # scope=ROWS: drafts are new rows, and the worklist entries they mark "drafted" are
+        # locked (in id order) and re-read, so a reader saving meanwhile neither waits for the
+        # whole store nor has "in review" turned back into "drafted"
+        with self.db.write(scope=ROWS) as session:
             for r in results:
                 p = r.provenance
                 session.add(Draft(study_id=r.study_id, section=r.section, preset=p.preset,
@@ -429,7 +432,8 @@ class DraftingService:
                     run.drafted += 1
             drafted = {r.study_id for r in results if r.error is None}
             for item in session.scalars(select(WorklistItem).where(
-                    WorklistItem.study_id.in_(drafted), WorklistItem.status == "new")):
+                    WorklistItem.study_id.in_(drafted), WorklistItem.status == "new")
+                    .order_by(WorklistItem.id).with_for_update()):
                 item.status = "drafted"
 
     def latest(self, study_id: int, preset: str | None = None) -> dict[str, StoredDraft]:

@@ -56,13 +56,13 @@ class DraftActor:
     """One model replica in a Ray actor: drafts a batch of study ids and stores the drafts."""
 
     def __init__(self, db_url: str, data_dir: str, runtime: dict[str, Any], preset: str,
-                 sections: Sequence[str], redo: bool) -> None:
+                 sections: Sequence[str], redo: bool, key: str | None = None,
+                 busy_timeout_s: float = 10.0) -> None:
         from pathlib import Path
 
-        from rrg_review.db.engine import open_database
-
-        settings = Settings(db_url=db_url, data_dir=Path(data_dir))
-        self.service = DraftingService(open_database(db_url, upgrade=False), settings,
+        settings = Settings(db_url=db_url, data_dir=Path(data_dir), pseudonym_key=key,
+                            busy_timeout_s=busy_timeout_s)
+        self.service = DraftingService(settings.open_database(upgrade=False), settings,
                                        RuntimeConfig(**runtime))
         self.preset, self.sections, self.redo = preset, tuple(sections), redo
 
@@ -144,7 +144,9 @@ def draft_on_ray(service: DraftingService, study_ids: Sequence[int], preset: str
         num_gpus=config.gpus_per_worker or None, num_cpus=1,
         fn_constructor_kwargs=dict(db_url=service.db.url, data_dir=str(service.settings.data_dir),
                                    runtime=asdict(service.runtime), preset=preset,
-                                   sections=list(sections), redo=redo))
+                                   sections=list(sections), redo=redo,
+                                   key=service.db.configured_key,
+                                   busy_timeout_s=service.db.busy_timeout_s))
     done = 0
     if progress:
         progress(0, len(todo))

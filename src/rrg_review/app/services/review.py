@@ -29,7 +29,7 @@ from rrg_review.app.services.accounts import (
 from rrg_review.app.services.audit import AuditLog
 from rrg_review.app.services.worklist import WorklistService
 from rrg_review.core.vocabulary import ERROR_KINDS, REXVAL_CATEGORIES, SECTIONS, rexval_label
-from rrg_review.db.engine import Database
+from rrg_review.db.engine import ROWS, Database, DatabaseBusy
 from rrg_review.db.models import (
     Draft,
     Rating,
@@ -46,8 +46,8 @@ from rrg_review.db.models import (
 MAX_ACTIVE_GAP_S = 60.0
 # the vocabulary the review screen shows and the service validates: the UI imports it from
 # here (the services), never from the database models
-__all__ = ["LOCAL_READER", "REXVAL_CATEGORIES", "SECTIONS", "Account", "EditConflict",
-           "ReviewError", "ReviewService", "SectionEdit",
+__all__ = ["LOCAL_READER", "REXVAL_CATEGORIES", "SECTIONS", "Account", "DatabaseBusy",
+           "EditConflict", "ReviewError", "ReviewService", "SectionEdit",
            "hash_password", "verify_password", "word_diff", "word_error_rate"]
 
 
@@ -427,10 +427,13 @@ class ReviewService:
         return self.worklists.resume(reader_id)
 
     def _item(self, s, reader_id: int, study_id: int, lock: bool = False) -> WorklistItem:
+        """The reader's worklist entry of the study; `lock`: FOR UPDATE, taken first by every
+        write of this service (`scope=ROWS`), so on PostgreSQL the writes of one reader's study
+        (next revision or rating number, "was this edited since?", the status, time counted)
+        are serialised by this row, and those of other studies or readers never wait for them.
+        SQLite serialises all writers and ignores it."""
         query = select(WorklistItem).where(WorklistItem.reader_id == reader_id,
                                            WorklistItem.study_id == study_id)
-        # FOR UPDATE on PostgreSQL: two tabs' beats must not both read the same counted time
-        # (SQLite serialises writers and ignores it)
         item = s.scalar(query.with_for_update() if lock else query)
         if item is None:
             raise ReviewError(f"study {study_id} is not on this reader's worklist")
@@ -465,7 +468,7 @@ class ReviewService:
         end = time.time() if at is None else float(at)
         start = end - max(0.0, min(seconds, MAX_ACTIVE_GAP_S))
         # a measurement, not the reader's work: committed without an fsync (Database.write)
-        with self.db.write(durable=False) as s:
+        with self.db.write(durable=False, scope=ROWS) as s:
             item = self._item(s, reader_id, study_id, lock=True)
             counted = item.active_until
             if counted is not None:
@@ -543,8 +546,8 @@ class ReviewService:
         """
         if section not in SECTIONS:
             raise ReviewError(f"unknown section {section!r}")
-        with self.db.write() as s:
-            item = self._item(s, reader_id, study_id)
+        with self.db.write(scope=ROWS) as s:
+            item = self._item(s, reader_id, study_id, lock=True)
             revision = self._save_in(s, item, section, text, base_number, draft_id, autosave)
             self._timing_in(s, reader_id, study_id, section, timing,
                             submitted=not autosave)
@@ -578,7 +581,7 @@ class ReviewService:
             if section not in SECTIONS:
                 raise ReviewError(f"unknown section {section!r}")
         out: dict[str, RevisionView | EditConflict] = {}
-        with self.db.write() as s:
+        with self.db.write(scope=ROWS) as s:
             item, actor = self._editor(s, reader_id, study_id)
             for section, edit in edits.items():
                 try:
@@ -613,7 +616,7 @@ class ReviewService:
             EditConflict when yet another revision came in meanwhile (nothing stored for it).
         """
         out: dict[str, RevisionView | EditConflict] = {}
-        with self.db.write() as s:
+        with self.db.write(scope=ROWS) as s:
             item, actor = self._editor(s, reader_id, study_id)
             for section, (text, theirs_number) in mine.items():
                 if section not in SECTIONS:
@@ -638,7 +641,7 @@ class ReviewService:
 
     def _editor(self, s, reader_id: int, study_id: int) -> tuple[WorklistItem, str]:
         """The worklist entry an edit goes to and the reader's name (for the audit log)."""
-        item = self._item(s, reader_id, study_id)
+        item = self._item(s, reader_id, study_id, lock=True)
         reader = s.get(Reader, reader_id)
         if reader is None:
             raise ReviewError(f"no reader with id {reader_id}")
@@ -711,8 +714,8 @@ class ReviewService:
         Raises:
             ReviewError: the study is not on this reader's worklist.
         """
-        with self.db.write() as s:
-            self._item(s, reader_id, study_id)
+        with self.db.write(scope=ROWS) as s:
+            self._item(s, reader_id, study_id, lock=True)
             for section in sections:
                 self._timing_in(s, reader_id, study_id, section, None, submitted=True)
 
@@ -774,8 +777,8 @@ class ReviewService:
         """
         score = _likert(likert)
         clean = _validate_errors(errors or {})
-        with self.db.write() as s:
-            item = self._item(s, reader_id, study_id)
+        with self.db.write(scope=ROWS) as s:
+            item = self._item(s, reader_id, study_id, lock=True)
             rating = self._rating_in(s, item, score, acceptable, clean, comment, preset)
             item.status = "done"
             self._audit(s, "rate", reader_id, address,
@@ -837,8 +840,8 @@ class ReviewService:
             EditConflict: a section was saved elsewhere since its base; nothing is stored.
             ReviewError: the study is not on the worklist, or a draft does not exist.
         """
-        with self.db.write() as s:
-            item = self._item(s, reader_id, study_id)
+        with self.db.write(scope=ROWS) as s:
+            item = self._item(s, reader_id, study_id, lock=True)
             for section, (draft_id, text) in drafts.items():
                 self._save_in(s, item, section, text, bases.get(section), draft_id, False)
                 self._timing_in(s, reader_id, study_id, section, None, submitted=True)

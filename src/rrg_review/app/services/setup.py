@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 
 from rrg_review.app.services.ingest import ImportReport, import_records
 from rrg_review.app.settings import Settings
-from rrg_review.db.engine import Database, DatabaseProblem, integrity_problems, open_database
+from rrg_review.db.engine import Database, DatabaseProblem, integrity_problems
 from rrg_review.db.models import Study
 from rrg_review.db.store import pseudonymise_stored_patients
 from rrg_review.studies.demo import demo_records
@@ -51,7 +51,7 @@ def prepare(settings: Settings, *, demo: bool = True, read_only: bool = False) -
             one sentence saying why.
         RuntimeError: the demo studies could not be imported.
     """
-    db = open_database(settings.db_url, read_only=read_only)
+    db = settings.open_database(read_only=read_only)
     problems = integrity_problems(db)
     if problems:
         db.dispose()

@@ -27,6 +27,7 @@ import numpy as np
 from rrg_review.app.services.drafting import DraftingService, PreDrafter, StoredDraft
 from rrg_review.app.services.evaluation import StudyMetrics
 from rrg_review.app.services.review import (
+    DatabaseBusy,
     EditConflict,
     Keystrokes,
     RatingView,
@@ -431,9 +432,12 @@ class Desk:
             edits[section] = SectionEdit(text, session.base.get(section),
                                          draft[0] if draft else None, timing)
         # both sections in one transaction: one commit (one fsync) per save, not one each
-        results = (self.review.save_sections(session.reader, session.study, edits,
-                                             autosave=autosave, address=session.address)
-                   if edits else {})
+        try:
+            results = (self.review.save_sections(session.reader, session.study, edits,
+                                                 autosave=autosave, address=session.address)
+                       if edits else {})
+        except DatabaseBusy as exc:  # the text stays in the box; the next save tries again
+            return Saved(f"⚠ Not saved: {html.escape(str(exc))}", {}, False)
         adopted = False
         for section, rev in results.items():
             if isinstance(rev, EditConflict):
@@ -660,7 +664,7 @@ class Desk:
             r = self.review.rate(session.reader, session.study, likert=likert,
                                  acceptable=bool(acceptable), errors=errors, comment=comment,
                                  preset=self.preset, address=session.address)
-        except ReviewError as exc:
+        except (ReviewError, DatabaseBusy) as exc:
             return False, f"⚠ Not rated: {html.escape(str(exc))}"
         return True, f"Rated (#{r.number}, {r.created_at:%H:%M}): study done."
 

@@ -18,9 +18,10 @@ from rrg_review.model.backends.hf import (
     stream_generate,
 )
 from rrg_review.model.base import check_sections, length_buckets
-from rrg_review.model.device import Placement
+from rrg_review.model.device import Placement, select
 from rrg_review.model.hub import ResolvedModel, resolve
 from rrg_review.model.inputs import DraftResult, InputImage, Provenance, StudyInput
+from rrg_review.model.options import DrafterOptions
 from rrg_review.model.presets import Preset, load_prompts
 from rrg_review.studies.reports import split_sections
 
@@ -275,3 +276,9 @@ def _strip_header(text: str | None, section: str) -> str | None:
     head = section.upper() + ":"
     stripped = text.strip()
     return stripped[len(head):].strip() if stripped.upper().startswith(head) else stripped
+
+
+def from_options(preset: Preset, options: DrafterOptions) -> ChatDrafter:
+    """The registry's builder: on the device and dtype asked for (auto: the best here)."""
+    return ChatDrafter(preset, select(options.device, options.dtype), options.batch_size,
+                       options.download)

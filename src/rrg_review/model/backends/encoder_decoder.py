@@ -17,9 +17,10 @@ from rrg_review.model.backends.hf import (
     stream_generate,
 )
 from rrg_review.model.base import check_sections, length_buckets
-from rrg_review.model.device import Placement
+from rrg_review.model.device import Placement, select
 from rrg_review.model.hub import ResolvedModel, resolve
 from rrg_review.model.inputs import DraftResult, Provenance, StudyInput
+from rrg_review.model.options import DrafterOptions
 from rrg_review.model.presets import ModelRef, Preset
 
 
@@ -144,3 +145,9 @@ class EncoderDecoderDrafter(InProcessDrafter):
         with self._lock:
             self._loaded.clear()
         free_accelerator()
+
+
+def from_options(preset: Preset, options: DrafterOptions) -> EncoderDecoderDrafter:
+    """The registry's builder: on the device and dtype asked for (auto: the best here)."""
+    return EncoderDecoderDrafter(preset, select(options.device, options.dtype),
+                                 options.batch_size, options.download)

@@ -30,6 +30,7 @@ from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.model.backends.chat import ChatPrompting, _strip_header, report_results
 from rrg_review.model.base import check_sections
 from rrg_review.model.inputs import DraftResult, InputImage, Provenance, StudyInput
+from rrg_review.model.options import DrafterOptions
 from rrg_review.model.presets import Preset, load_prompts
 
 logger = logging.getLogger(__name__)
@@ -183,3 +184,8 @@ def data_url(image: InputImage) -> str:
     buffer = io.BytesIO()
     image.pil().save(buffer, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def from_options(preset: Preset, options: DrafterOptions) -> OpenAIServerDrafter:
+    """The registry's builder: the model runs on the preset's server (no local device)."""
+    return OpenAIServerDrafter(preset)

@@ -21,7 +21,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,23 +28,18 @@ import numpy as np
 from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.model.base import check_sections, stream_whole
 from rrg_review.model.comparison import without_comparisons
-from rrg_review.model.inputs import DraftResult, InputImage, Provenance, StudyInput
+from rrg_review.model.inputs import (  # Candidate: where it was, for its users
+    Candidate,
+    DraftResult,
+    InputImage,
+    Provenance,
+    StudyInput,
+)
+from rrg_review.model.options import DrafterOptions
 from rrg_review.model.presets import Preset
 
 THUMBNAIL_SIDE = 32
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A study that has a reference report; images are loaded only if their features are new."""
-
-    study_id: int
-    patient_key: str
-    image_keys: tuple[str, ...]  # checksums, in the order `load_images` returns them
-    load_images: Callable[[], tuple[InputImage, ...]]
-    findings: str | None
-    impression: str | None
 
 
 class FeatureCache:
@@ -335,3 +329,20 @@ class RetrievalDrafter:
 
     def close(self) -> None:
         self.cache.save()
+
+
+def from_options(preset: Preset, options: DrafterOptions) -> RetrievalDrafter:
+    """The registry's builder (model/registry.py): copies from `options.candidates`, compared
+    by the preset's image encoder when it names one, else by thumbnails.
+
+    Raises:
+        ValueError: no candidates to retrieve from were given.
+    """
+    from rrg_review.model.device import select
+
+    if options.candidates is None:
+        raise ValueError("the retrieval preset needs a database of studies to retrieve from")
+    encoder = preset.options.get("encoder")
+    features = (EncoderFeatures(encoder, select(options.device, options.dtype),
+                                options.download) if encoder else ThumbnailFeatures())
+    return RetrievalDrafter(preset, options.candidates, features, options.feature_dir)

@@ -20,16 +20,19 @@ from pathlib import Path
 from typing import Any
 
 from rrg_review.core.vocabulary import SECTIONS
-from rrg_review.model.backends.worker_process import (
+from rrg_review.core.worker_client import (
+    WorkerClient,
     WorkerCrashed,
     WorkerError,
     WorkerProcess,
+    WorkerStartFailed,
     WorkerTimeout,
 )
 from rrg_review.model.base import check_sections, stream_whole
 from rrg_review.model.device import Placement
 from rrg_review.model.hub import ModelUnavailable, resolve
 from rrg_review.model.inputs import DraftResult, InputImage, Provenance, StudyInput
+from rrg_review.model.options import DrafterOptions
 from rrg_review.model.presets import Preset
 
 logger = logging.getLogger(__name__)
@@ -43,11 +46,11 @@ DEFAULT_REQUEST_TIMEOUT = 300.0  # one study, all its sections
 class WorkerDrafter:
     """Drafts through one warm worker process.
 
-    It cannot freeze the app: the worker's stderr is drained by a thread (its tail goes into
-    error messages), start-up and every request have a timeout (a hung worker is killed and the
-    next study starts a fresh one), each reply must carry its request's id, a request's
-    temporary PNGs are deleted when its reply arrives, and a worker that crashes mid-request is
-    restarted once for that study before the study is reported as failed.
+    It cannot freeze the app (core/worker_client.py: stderr drained, start-up and request
+    timeouts, a hung worker killed and the next study given a fresh one, each reply matched to
+    its request's id); here, a request's temporary PNGs are deleted when its reply arrives, and
+    a worker that crashes mid-request is restarted once for that study before the study is
+    reported as failed.
     Timeouts come from the preset's options (`startup_timeout`, `request_timeout`, seconds).
     """
 
@@ -73,59 +76,49 @@ class WorkerDrafter:
             "startup_timeout", DEFAULT_STARTUP_TIMEOUT))
         self.request_timeout = float(request_timeout or preset.options.get(
             "request_timeout", DEFAULT_REQUEST_TIMEOUT))
-        self._worker: WorkerProcess | None = None
-        self._hello: dict[str, Any] = {}
+        self._client = WorkerClient("the worker", self.startup_timeout, self.request_timeout)
         self._model_id = preset.model_for("findings").model_id
         self._lock = threading.Lock()
-        self._next_id = 0
-        self.starts = 0  # worker processes started so far (restarts included)
         self._tmp = tempfile.TemporaryDirectory(prefix="rrg-worker-")
+
+    @property
+    def _worker(self) -> WorkerProcess | None:
+        """The running worker (None when none is)."""
+        return self._client.process
 
     @property
     def _proc(self):
         """The current worker's Popen (None when none is running)."""
-        return self._worker.proc if self._worker is not None else None
+        return self._client.process.proc if self._client.process is not None else None
+
+    @property
+    def _hello(self) -> dict[str, Any]:
+        return self._client.hello
+
+    @property
+    def starts(self) -> int:
+        """Worker processes started so far (restarts included)."""
+        return self._client.starts
 
     @property
     def temp_dir(self) -> Path:
         return Path(self._tmp.name)
 
-    def _start(self) -> WorkerProcess:
-        if self._worker is not None and self._worker.alive:
-            return self._worker
-        self._discard()
+    def _start(self) -> None:
+        if self._client.running:
+            return
+        self._client.discard()
         ref = self._preset.model_for("findings")
         model = str(resolve(ref.model_id, ref.revision, self.preset, self.download).path)
         script = str(resources.files("rrg_review.model").joinpath("worker.py"))
         cmd = [self.python, script, "--adapter", self.adapter, "--model", model,
                "--device", self.placement.device, "--dtype", self.placement.dtype,
                "--generation", json.dumps(self._preset.generation)]
-        worker = WorkerProcess(cmd, {**os.environ, "PYTHONUNBUFFERED": "1"})
-        self.starts += 1
         try:
-            hello = worker.receive(self.startup_timeout)
-        except WorkerTimeout:
-            tail = worker.stderr_tail()
-            worker.kill()
-            raise WorkerError(f"worker for {ref.model_id} did not start within "
-                              f"{self.startup_timeout:g} s" + (f": {tail}" if tail else "")
-                              ) from None
-        except WorkerCrashed as exc:
-            worker.kill()
-            raise WorkerError(f"worker for {ref.model_id} failed to start: {exc}") from None
-        if not hello.get("ready"):
-            worker.stop(grace=2)
-            raise WorkerError(f"worker for {ref.model_id} failed to start: "
-                              f"{hello.get('error', 'no reason given')}")
-        self._hello = hello
+            self._client.start(cmd, {**os.environ, "PYTHONUNBUFFERED": "1"})
+        except WorkerStartFailed as exc:
+            raise WorkerError(f"worker for {ref.model_id} {exc.reason}") from None
         self._model_id = ref.model_id
-        self._worker = worker
-        return worker
-
-    def _discard(self) -> None:
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.kill()
 
     def _image_paths(self, images: Sequence[InputImage], folder: Path,
                      tag: str) -> list[dict[str, str]]:
@@ -140,12 +133,11 @@ class WorkerDrafter:
 
     def _request(self, study: StudyInput, sections: Sequence[str], folder: Path
                  ) -> dict[str, Any]:
-        self._next_id += 1
         prior = None
         if study.prior is not None:
             prior = {"images": self._image_paths(study.prior.images, folder, "prior"),
                      "report": study.prior.report}
-        return {"id": self._next_id, "images": self._image_paths(study.images, folder, "study"),
+        return {"images": self._image_paths(study.images, folder, "study"),
                 "indication": study.indication, "comparison": study.comparison,
                 "prior": prior, "sections": list(sections)}
 
@@ -155,30 +147,20 @@ class WorkerDrafter:
         try:
             request = self._request(study, sections, folder)
             for attempt in (1, 2):
-                worker = self._start()  # a start failure raises: no study can be drafted
+                self._start()  # a start failure raises: no study can be drafted
                 try:
-                    worker.send(request)
-                    reply = worker.receive(self.request_timeout)
-                except WorkerTimeout:
-                    tail = worker.stderr_tail(500)
-                    self._discard()  # hung: killed, the next study starts a fresh worker
-                    return {"error": f"WorkerTimeout: the worker gave no reply within "
-                                     f"{self.request_timeout:g} s and was stopped"
-                                     + (f" ({tail})" if tail else "")}
+                    return self._client.request(request)
+                except WorkerTimeout as exc:  # hung: killed, the next study gets a fresh one
+                    return {"error": f"WorkerTimeout: {exc}"}
                 except WorkerCrashed as exc:
-                    self._discard()
                     if attempt == 1:
                         logger.warning("worker for %s crashed on study %s, restarting it: %s",
                                        self.preset, study.study_id, exc)
                         continue
                     return {"error": f"WorkerCrashed: the worker crashed on this study again "
                                      f"after a restart: {exc}"}
-                if reply.get("id") != request["id"]:
-                    self._discard()  # out of step: never pair a reply with the wrong study
-                    return {"error": f"WorkerError: the worker answered request "
-                                     f"{reply.get('id')!r} when {request['id']} was asked; "
-                                     "it was stopped"}
-                return reply
+                except WorkerError as exc:  # out of step: stopped, never paired wrongly
+                    return {"error": f"WorkerError: {exc}"}
             raise AssertionError("unreachable")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -208,11 +190,17 @@ class WorkerDrafter:
         return stream_whole(self, study, section, WorkerError)
 
     def close(self) -> None:
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.stop()
+        self._client.stop()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
             self._tmp.cleanup()
+
+
+def from_options(preset: Preset, options: DrafterOptions) -> WorkerDrafter:
+    """The registry's builder: the worker runs under `options.worker_python`."""
+    from rrg_review.model.device import select
+
+    return WorkerDrafter(preset, select(options.device, options.dtype), options.worker_python,
+                         options.download)

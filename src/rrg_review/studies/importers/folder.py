@@ -118,7 +118,10 @@ def scan(root: Path, follow_symlinks: bool) -> _Scan:
             sniffed = _sniff(path)
             if sniffed == "dicom":
                 out.dicom.append(path)
-            elif sniffed == "raster" and path.suffix.lower() in RASTER_SUFFIXES:
+            elif path.suffix.lower() in RASTER_SUFFIXES:
+                # by its name an image, whatever it holds: an empty, truncated or text file
+                # named .png fails its study with the reason (skipped here, a study whose
+                # only image it was vanished without a word)
                 out.raster.setdefault(path.parent, []).append(path)
     stack.clear()
     return out
