@@ -35,9 +35,11 @@ def measure(saves: int, folder: Path) -> dict[str, list[float]]:
     database made in `folder` (bench/ui.py calls this too)."""
     from sqlalchemy import event, text
 
-    from rrg_review.app.services.review import ReviewService
-    from rrg_review.app.services.setup import seed_demo
+    from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.review.service import ReviewService
     from rrg_review.app.settings import Settings
+    from rrg_review.app.setup import seed_demo
+    from rrg_review.app.worklist.service import WorklistService
 
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
@@ -45,9 +47,9 @@ def measure(saves: int, folder: Path) -> dict[str, list[float]]:
         db = settings.open_database()
         seed_demo(db, settings)
         review = ReviewService(db)
-        reader = review.local_reader()
-        review.assign(reader)
-        study = review.worklist(reader)[0].study_id
+        reader = AccountService(review.db).local_reader()
+        WorklistService(review.db).assign(reader)
+        study = WorklistService(review.db).items(reader)[0].study_id
         _time_saves(review, reader, study, 20, "warm-up")
         results = {}
         for mode in ("FULL", "NORMAL", "FULL"):  # FULL twice: the first run also warms up

@@ -66,7 +66,7 @@ def bare_metadata_baseline(path: Path, db_path: Path) -> float:
 
 
 def bench_metadata(n: int) -> None:
-    from rrg_review.app.services.ingest import import_path
+    from rrg_review.app.ingest.service import import_path
     from rrg_review.app.settings import Settings
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -146,7 +146,7 @@ def write_pngs(root: Path, n: int) -> tuple[list[str], dict]:
 
 
 def bench_images(n: int, workers: int, rounds: int = 3) -> None:
-    from rrg_review.app.services.ingest import import_path
+    from rrg_review.app.ingest.service import import_path
     from rrg_review.app.settings import Settings
 
     load_before = os.getloadavg()[0]

@@ -37,10 +37,12 @@ def pct(values: list[float], q: float) -> float:
 
 
 def time_database(url: str, data_dir: Path, n: int) -> dict[str, list[float]]:
-    from rrg_review.app.services.drafting import DraftingService
-    from rrg_review.app.services.ingest import import_records
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.drafting.service import DraftingService
+    from rrg_review.app.ingest.service import import_records
+    from rrg_review.app.review.service import ReviewService
     from rrg_review.app.settings import Settings
+    from rrg_review.app.worklist.service import WorklistService
     from rrg_review.db.store import get_study
     from rrg_review.studies.records import ReportSections, StudyRecord
 
@@ -54,9 +56,9 @@ def time_database(url: str, data_dir: Path, n: int) -> dict[str, list[float]]:
     import_records(db, records, blobs=settings.blobs, fmt="bench")
     drafting = DraftingService(db, settings)
     review = ReviewService(db)
-    reader = review.local_reader()
-    review.assign(reader)
-    ids = [w.study_id for w in review.worklist(reader)]
+    reader = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(reader)
+    ids = [w.study_id for w in WorklistService(review.db).items(reader)]
     opens, saves = [], []
     for study_id in ids:
         t = time.perf_counter()
@@ -66,7 +68,7 @@ def time_database(url: str, data_dir: Path, n: int) -> dict[str, list[float]]:
         drafting.latest(study_id, "retrieval")
         review.current(reader, study_id)
         review.latest_rating(reader, study_id)
-        review.worklist(reader)
+        WorklistService(review.db).items(reader)
         opens.append(time.perf_counter() - t)
         t = time.perf_counter()
         review.save(reader, study_id, "findings", f"Edited {study_id}.", None)
@@ -112,9 +114,9 @@ def draft_section(args: argparse.Namespace) -> None:
 
     import ray
 
-    from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
-    from rrg_review.app.services.ingest import import_records
-    from rrg_review.app.services.ray_engine import RayConfig, draft_on_ray
+    from rrg_review.app.drafting.ray_engine import RayConfig, draft_on_ray
+    from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
+    from rrg_review.app.ingest.service import import_records
     from rrg_review.app.settings import Settings
     from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
     from tests.layouts import png_bytes
@@ -188,7 +190,7 @@ def score_section(args: argparse.Namespace) -> None:
     import ray
 
     from bench.scoring import pairs
-    from rrg_review.app.services.ray_engine import RayConfig, fill_score_cache_on_ray
+    from rrg_review.app.drafting.ray_engine import RayConfig, fill_score_cache_on_ray
     from rrg_review.metrics.bertscore import BertScore
     from rrg_review.metrics.cache import FileCache
     from rrg_review.metrics.scoring import score

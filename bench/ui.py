@@ -2,7 +2,7 @@
 through HTTP against the running app, with p50/p95/p99 and ratios against the 1,000-study run.
 
 Server side, what is timed is Gradio's own `Blocks.process_api` on the real workstation page
-(`app.ui.workstation.build`, as launch.py builds it): preprocessing of the inputs, the handler
+(`app.page.build`, as launch.py builds it): preprocessing of the inputs, the handler
 (which calls the Gradio-free `Desk` and the worklist panel), postprocessing of every output; a
 `SessionState` plays one browser tab. Only the HTTP round trip and Gradio's queue are missing,
 and those are what the HTTP half measures:
@@ -152,12 +152,13 @@ class SizeBench:
         from pydicom.data import get_testdata_file
 
         from bench.synthetic import SyntheticImage, add_studies
-        from rrg_review.app.services.drafting import DraftingService
-        from rrg_review.app.services.evaluation import StudyMetrics
-        from rrg_review.app.services.review import ReviewService
-        from rrg_review.app.services.viewer import StudyViewer
+        from rrg_review.app.deps import Services
+        from rrg_review.app.drafting.service import DraftingService
+        from rrg_review.app.evaluation.study_metrics import StudyMetrics
+        from rrg_review.app.page import build
         from rrg_review.app.settings import Settings
-        from rrg_review.app.ui.workstation import build
+        from rrg_review.app.viewer.service import StudyViewer
+        from rrg_review.app.worklist.panel import WorklistPanelLogic
         from rrg_review.metrics.registry import MetricConfig
 
         self.n = n
@@ -168,24 +169,24 @@ class SizeBench:
         add_studies(self.db, n, studies_per_patient=2, pseudonymised=True,
                     image=SyntheticImage(get_testdata_file("RG1_UNCI.dcm"), 1955, 1841))
         built = time.perf_counter() - t0
-        review = ReviewService(self.db)
-        self.reader = review.local_reader()
+        self.viewer = StudyViewer(self.db, settings.blobs,
+                                  preview_dir=settings.data_dir / "previews")
+        services = Services.plain(self.viewer)
+        self.reader = services.accounts.local_reader()
         t0 = time.perf_counter()
-        review.assign(self.reader)
+        services.worklists.assign(self.reader)
         assigned = time.perf_counter() - t0
         print(f"{n:,} studies: built in {built:.1f} s (bulk INSERT), assigned to a reader in "
               f"{assigned:.2f} s (INSERT ... SELECT)", flush=True)
-        viewer = StudyViewer(self.db, settings.blobs, preview_dir=settings.data_dir / "previews")
-        drafting = DraftingService(self.db, settings, decoded=viewer.decoded)
+        drafting = DraftingService(self.db, settings, decoded=self.viewer.decoded)
         self.metrics = CountingMetrics(StudyMetrics(self.db, config=MetricConfig(
             download=False)))
-        blocks = build(viewer, drafting, None, "retrieval", review, self.metrics, login=False)
+        blocks = build(Services(self.viewer, services.review, services.worklists,
+                                services.accounts, services.exports, drafting, None, "retrieval",
+                                self.metrics, login=False))
         self.page = Page(blocks, _handler_index(blocks), SessionState(blocks), loop)
         self.page.state.hash = uuid.uuid4().hex
-        from rrg_review.app.services.worklist import WorklistService
-        from rrg_review.app.ui.worklist_panel import WorklistPanelLogic
-
-        self.logic = WorklistPanelLogic(WorklistService(self.db))
+        self.logic = WorklistPanelLogic(services.worklists)
         self.rng = random.Random(seed)
         self.times: dict[str, list[float]] = {k: [] for k in (
             "open next study", "save", "rate", "worklist page", "search", "next unfinished")}
@@ -247,11 +248,13 @@ def bench_first_open(folder: Path, repeats: int = 5) -> dict[str, list[float]]:
     cases take turns."""
     from pydicom.data import get_testdata_file
 
-    from rrg_review.app.services.ingest import import_records
-    from rrg_review.app.services.review import ReviewService
-    from rrg_review.app.services.viewer import StudyViewer
+    from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.ingest.service import import_records
+    from rrg_review.app.review.desk import Desk, Session
+    from rrg_review.app.review.service import ReviewService
     from rrg_review.app.settings import Settings
-    from rrg_review.app.ui.desk import Desk, Session
+    from rrg_review.app.viewer.service import StudyViewer
+    from rrg_review.app.worklist.service import WorklistService
     from rrg_review.studies.pixels import OPENJPEG_THREADS
     from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
 
@@ -267,8 +270,8 @@ def bench_first_open(folder: Path, repeats: int = 5) -> dict[str, list[float]]:
                          reference=ReportSections("Clear.", "Normal."))
     import_records(db, [record], blobs=settings.blobs, fmt="bench")
     review = ReviewService(db)
-    reader = review.local_reader()
-    review.assign(reader)
+    reader = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(reader)
     out: dict[str, list[float]] = {label: [] for label in FIRST_OPEN_CASES}
     before = os.environ.get(OPENJPEG_THREADS)
     try:
@@ -320,7 +323,7 @@ NOOP_APP = """
 import sys
 import gradio as gr
 from rrg_review.app.server import ServerOptions, build_app, serve
-from rrg_review.app.services.accounts import AccountService, SessionStore
+from rrg_review.app.accounts.service import AccountService, SessionStore
 from rrg_review.db.engine import open_database
 
 db = open_database(sys.argv[2])
@@ -390,13 +393,13 @@ class HttpPage:
 
 def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[float]]:
     """launch.py --login on the database, and the no-op page; `calls` rounds of each."""
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.worklist.service import WorklistService
     from rrg_review.db.engine import open_database
 
     db = open_database(db_path)
-    review = ReviewService(db)
-    if review.reader_id(READER) is None:
-        review.assign(review.add_reader(READER, PASSWORD))
+    if AccountService(db).account(READER) is None:
+        WorklistService(db).assign(AccountService(db).add(READER, PASSWORD))
     db.dispose()
     port, noop_port = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
@@ -409,7 +412,7 @@ def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[floa
     accounts_db = db_path.with_suffix(".accounts.sqlite")  # the no-op page's own logins
     if not accounts_db.exists():
         small = open_database(accounts_db)
-        ReviewService(small).add_reader(READER, PASSWORD)
+        AccountService(small).add(READER, PASSWORD)
         small.dispose()
     noop = subprocess.Popen([sys.executable, "-c", NOOP_APP, str(noop_port), str(accounts_db)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL,

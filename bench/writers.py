@@ -75,8 +75,10 @@ def prepare(url: str, data_dir: Path, writers: int) -> list[tuple[int, int]]:
     """`writers` readers, each with one study of their own on their worklist: (reader, study)."""
     from datetime import date
 
-    from rrg_review.app.services.ingest import import_records
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.ingest.service import import_records
+    from rrg_review.app.worklist.service import WorklistService
+    from rrg_review.db.models import Study
     from rrg_review.studies.records import ReportSections, StudyRecord
 
     settings = _settings(url, data_dir)
@@ -87,15 +89,13 @@ def prepare(url: str, data_dir: Path, writers: int) -> list[tuple[int, int]]:
                                reference=ReportSections(f"Finding {i}.", "Normal."))
                    for i in range(writers))
         import_records(db, records, blobs=settings.blobs, fmt="bench")
-        review = ReviewService(db)
-        from rrg_review.db.models import Study
-
         with db.read() as s:
             studies = [sid for (sid,) in s.query(Study.id).order_by(Study.id)]
+        accounts, worklists = AccountService(db), WorklistService(db, include_report_only=True)
         pairs = []
         for i, study_id in enumerate(studies[:writers]):
-            reader = review.add_reader(f"writer{i:02d}", None)
-            review.assign(reader, [study_id], include_report_only=True)
+            reader = accounts.add(f"writer{i:02d}", None)
+            worklists.assign(reader, [study_id])
             pairs.append((reader, study_id))
         return pairs
     finally:
@@ -105,7 +105,7 @@ def prepare(url: str, data_dir: Path, writers: int) -> list[tuple[int, int]]:
 def _writer(url: str, data_dir: str, reader: int, study: int, seconds: float,
             ready, start, results) -> None:
     """One writer process: open the database, then `_save_loop`."""
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.review.service import ReviewService
 
     db = _settings(url, Path(data_dir)).open_database(upgrade=False, check=False)
     try:
@@ -117,7 +117,7 @@ def _writer(url: str, data_dir: str, reader: int, study: int, seconds: float,
 def _save_loop(review, reader: int, study: int, seconds: float, ready, start,
                results) -> None:
     """Save a few times untimed, wait for the start, then save continuously for `seconds`."""
-    from rrg_review.app.services.review import DatabaseBusy
+    from rrg_review.app.review.service import DatabaseBusy
 
     current = review.current(reader, study).get(SECTION)
     base = current.number if current else None
@@ -194,7 +194,7 @@ def run_threads(backend: str, url: str, data_dir: Path, pairs: Sequence[tuple[in
     workstation's handlers do; their latencies pooled."""
     import threading
 
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.review.service import ReviewService
 
     db = _settings(url, data_dir).open_database(upgrade=False, check=False)
     review = ReviewService(db)

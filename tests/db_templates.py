@@ -46,7 +46,7 @@ POSTGRES_KEY = "ab" * 32
 
 
 def _seed_demo(db: Database, settings: Settings) -> None:
-    from rrg_review.app.services.setup import seed_demo
+    from rrg_review.app.setup import seed_demo
 
     report = seed_demo(db, settings)
     assert report is not None and not report.problems, report
@@ -62,14 +62,15 @@ def _review_session(db: Database, settings: Settings) -> object:
 
 
 def _draft_demo(db: Database, settings: Settings) -> None:
-    from rrg_review.app.services.drafting import DraftingService
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.drafting.service import DraftingService
+    from rrg_review.app.worklist.service import WorklistService
 
-    review = ReviewService(db)
-    reader = review.local_reader()
-    review.assign(reader)
+    reader = AccountService(db).local_reader()
+    worklists = WorklistService(db)
+    worklists.assign(reader)
     drafting = DraftingService(db, settings)
-    drafting.draft([w.study_id for w in review.worklist(reader)], "retrieval")
+    drafting.draft([w.study_id for w in worklists.items(reader)], "retrieval")
     drafting.unload()
 
 

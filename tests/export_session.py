@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.setup import seed_demo
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
+from rrg_review.app.review.service import ReviewService
 from rrg_review.app.settings import Settings
+from rrg_review.app.setup import seed_demo
+from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.engine import Database
 from tests.tiny_models import tiny_encoder_decoder
 
@@ -30,10 +32,11 @@ def build_review_session(db: Database, settings: Settings, tmp_path: Path, *,
     drafting = DraftingService(db, settings, RuntimeConfig(device="cpu",
                                                            presets_file=str(presets)))
     review = ReviewService(db)
-    a, b = review.add_reader("a", "pw-a-123456"), review.add_reader("b", "pw-b-123456")
-    review.assign(a)
-    review.assign(b)
-    ids = [w.study_id for w in review.worklist(a)]
+    accounts = AccountService(review.db)
+    a, b = accounts.add("a", "pw-a-123456"), accounts.add("b", "pw-b-123456")
+    WorklistService(review.db).assign(a)
+    WorklistService(review.db).assign(b)
+    ids = [w.study_id for w in WorklistService(review.db).items(a)]
     drafting.draft(ids, "retrieval")
     drafting.draft(ids, "tiny")
     likert = {a: [5, 4, 3, 2], b: [5, 4, 4, 1]}

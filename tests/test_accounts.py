@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from rrg_review.app.services.accounts import (
+from rrg_review.app.accounts.audit import AuditLog
+from rrg_review.app.accounts.service import (
     AccountError,
     AccountService,
     LoginThrottle,
@@ -14,8 +15,8 @@ from rrg_review.app.services.accounts import (
     needs_rehash,
     verify_password,
 )
-from rrg_review.app.services.audit import AuditLog
-from rrg_review.app.services.review import ReviewError, ReviewService
+from rrg_review.app.review.service import ReviewError, ReviewService
+from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.models import AuditEvent, Reader
 
 
@@ -128,9 +129,9 @@ def test_sessions_expire_when_idle_and_absolutely_and_on_logout():
 def test_saves_and_ratings_are_audited_in_the_same_transaction(demo_db):
     db = demo_db
     review = ReviewService(db)
-    reader = review.add_reader("dr.c", "c-fine-password")
-    review.assign(reader)
-    study = review.worklist(reader)[0].study_id
+    reader = AccountService(review.db).add("dr.c", "c-fine-password")
+    WorklistService(review.db).assign(reader)
+    study = WorklistService(review.db).items(reader)[0].study_id
     review.save(reader, study, "findings", "first words", None, address="10.1.1.1")
     review.rate(reader, study, likert=4, acceptable=False, address="10.1.1.1")
     with pytest.raises(ReviewError):  # a refused save writes no audit row either
@@ -143,13 +144,13 @@ def test_saves_and_ratings_are_audited_in_the_same_transaction(demo_db):
 
 
 def test_accepting_a_draft_is_audited_with_the_client_address(demo_db, settings):
-    from rrg_review.app.services.drafting import DraftingService
+    from rrg_review.app.drafting.service import DraftingService
 
     db = demo_db
     review = ReviewService(db)
-    reader = review.add_reader("dr.d", "d-fine-password")
-    review.assign(reader)
-    study = review.worklist(reader)[0].study_id
+    reader = AccountService(review.db).add("dr.d", "d-fine-password")
+    WorklistService(review.db).assign(reader)
+    study = WorklistService(review.db).items(reader)[0].study_id
     drafting = DraftingService(db, settings)
     drafting.draft([study], "retrieval")
     drafts = {s: (d.id, d.text) for s, d in drafting.latest(study, "retrieval").items()}
@@ -162,15 +163,20 @@ def test_accepting_a_draft_is_audited_with_the_client_address(demo_db, settings)
 
 
 def test_roles_and_the_local_reader(db):
-    review = ReviewService(db)
-    reader = review.add_reader("dr.r", "r-fine-password")
-    admin = review.add_reader("dr.boss", "boss-fine-password", role="admin")
-    assert not review.is_admin(reader) and review.is_admin(admin)
-    assert review.is_admin(review.local_reader())  # whoever sits at the machine
-    with pytest.raises(ReviewError, match="local"):
-        review.add_reader("local", "l-fine-password")
-    review.accounts.set_role("dr.r", "admin")
-    assert review.is_admin(reader)
+    accounts = AccountService(db)
+    reader = accounts.add("dr.r", "r-fine-password")
+    admin = accounts.add("dr.boss", "boss-fine-password", role="admin")
+
+    def is_admin(reader_id: int) -> bool:
+        found = accounts.by_id(reader_id)
+        return found is not None and found.is_admin
+
+    assert not is_admin(reader) and is_admin(admin)
+    assert is_admin(accounts.local_reader())  # whoever sits at the machine
+    with pytest.raises(AccountError, match="local"):
+        accounts.add("local", "l-fine-password")
+    accounts.set_role("dr.r", "admin")
+    assert is_admin(reader)
 
 
 def test_migration_0004_gives_roles_and_keeps_the_local_reader_an_admin(tmp_path):

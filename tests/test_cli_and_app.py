@@ -12,9 +12,9 @@ from sqlalchemy import select
 from rrg_review.app.cli import main
 from rrg_review.app.serve import is_loopback
 from rrg_review.app.serve import main as launch_main
-from rrg_review.app.services.setup import prepare, seed_demo
-from rrg_review.app.services.viewer import StudyViewer
 from rrg_review.app.settings import Settings
+from rrg_review.app.setup import prepare, seed_demo
+from rrg_review.app.viewer.service import StudyViewer
 from rrg_review.db.models import Study
 from tests import layouts
 

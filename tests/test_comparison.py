@@ -174,8 +174,8 @@ def test_when_every_neighbour_compares_the_section_says_why_instead_of_citing_a_
 
 
 def test_the_model_note_says_comparison_sentences_were_removed():
-    from rrg_review.app.services.drafting import StoredDraft
-    from rrg_review.app.ui.desk import draft_label
+    from rrg_review.app.drafting.service import StoredDraft
+    from rrg_review.app.review.desk import draft_label
 
     class Service:
         @staticmethod

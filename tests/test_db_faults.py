@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text
 
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.setup import seed_demo
+from rrg_review.app.accounts.service import AccountService
 from rrg_review.app.settings import Settings
+from rrg_review.app.setup import seed_demo
 from rrg_review.db.engine import DatabaseProblem, backup, open_database
 from rrg_review.db.models import Meta, Patient
 from rrg_review.db.store import ENV_KEY, PseudonymKeyError, add_study, pseudonym
@@ -173,7 +173,7 @@ def _can(*command: str) -> bool:
 def test_a_read_only_file_is_refused_unless_read_only_mode(tmp_path):
     path = made_db(tmp_path)
     db = open_database(path)
-    ReviewService(db).local_reader()
+    AccountService(db).local_reader()
     db.dispose()
     for extra in path.parent.glob("r.sqlite-*"):
         extra.unlink()
@@ -343,7 +343,7 @@ def test_a_key_kept_in_the_database_by_an_older_version_is_moved_out(tmp_path, m
 
 
 def test_patient_keys_stored_raw_by_an_older_version_are_pseudonymised_at_start(tmp_path):
-    from rrg_review.app.services.setup import prepare
+    from rrg_review.app.setup import prepare
 
     path = made_db(tmp_path)
     key = bytes.fromhex(path.with_name(path.name + ".key").read_text().strip())

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from rrg_review.app.services.review import ReviewService
+from rrg_review.app.accounts.service import AccountService
 from rrg_review.app.settings import Settings
+from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.models import Draft, Study, WorklistItem
 
 pytestmark = pytest.mark.both_databases
@@ -28,8 +29,7 @@ def test_db_is_a_new_database_at_the_latest_schema(db, settings):
 def test_a_write_to_a_copy_reaches_neither_the_template_nor_the_next_copy(
         demo_db, settings, database_templates, db_backend, tmp_path):
     assert _count(demo_db, Study) == 4 and _count(demo_db, Draft) == 0
-    review = ReviewService(demo_db)
-    review.add_reader("dr.copy", "a-fine-password")
+    AccountService(demo_db).add("dr.copy", "a-fine-password")
     with demo_db.write() as session:
         session.execute(Study.__table__.update().values(indication="changed by a test"))
     # the next test's copy of the same template
@@ -42,7 +42,7 @@ def test_a_write_to_a_copy_reaches_neither_the_template_nor_the_next_copy(
         url = server.create_database(template=database_templates.postgres_template("demo"))
     other = settings.open_database(url)
     try:
-        assert ReviewService(other).reader_id("dr.copy") is None
+        assert AccountService(other).account("dr.copy") is None
         with other.read() as session:
             assert "changed by a test" not in session.scalars(select(Study.indication)).all()
     finally:
@@ -52,9 +52,8 @@ def test_a_write_to_a_copy_reaches_neither_the_template_nor_the_next_copy(
 
 
 def test_drafted_db_holds_the_local_readers_drafted_worklist(drafted_db):
-    review = ReviewService(drafted_db)
-    reader = review.local_reader()
-    assert len(review.worklist(reader)) == _count(drafted_db, WorklistItem) == 4
+    reader = AccountService(drafted_db).local_reader()
+    assert len(WorklistService(drafted_db).items(reader)) == _count(drafted_db, WorklistItem) == 4
     assert _count(drafted_db, Draft) > 0
 
 

@@ -1,4 +1,4 @@
-"""The workstation's handler logic without a browser (app/ui/desk.py), on a real SQLite file,
+"""The workstation's handler logic without a browser (app/review/desk.py), on a real SQLite file,
 the real demo radiographs and the real retrieval drafter."""
 
 from __future__ import annotations
@@ -11,12 +11,10 @@ import threading
 import numpy as np
 import pytest
 
-from rrg_review.app.services.drafting import DraftingService
-from rrg_review.app.services.evaluation import StudyMetrics
-from rrg_review.app.services.review import LOCAL_READER, ReviewError, ReviewService
-from rrg_review.app.services.setup import seed_demo
-from rrg_review.app.services.viewer import StudyViewer
-from rrg_review.app.ui.desk import (
+from rrg_review.app.accounts.service import LOCAL_READER, AccountService
+from rrg_review.app.drafting.service import DraftingService
+from rrg_review.app.evaluation.study_metrics import StudyMetrics
+from rrg_review.app.review.desk import (
     IDLE_AFTER_S,
     ROWS_EVERY_S,
     WINDOW_PRESETS,
@@ -25,6 +23,10 @@ from rrg_review.app.ui.desk import (
     Session,
     TabRefused,
 )
+from rrg_review.app.review.service import ReviewError, ReviewService
+from rrg_review.app.setup import seed_demo
+from rrg_review.app.viewer.service import StudyViewer
+from rrg_review.app.worklist.service import WorklistService
 from rrg_review.metrics.bleu import Bleu4
 from rrg_review.metrics.rouge import RougeL
 
@@ -39,8 +41,8 @@ def desk(drafted_db, settings):
     viewer = StudyViewer(db, settings.blobs)
     review = ReviewService(db)
     drafting = DraftingService(db, settings, decoded=viewer.decoded)
-    reader = review.local_reader()
-    ids = [w.study_id for w in review.worklist(reader)]
+    reader = AccountService(review.db).local_reader()
+    ids = [w.study_id for w in WorklistService(review.db).items(reader)]
     return Desk(viewer, review, drafting, None, "retrieval",
                 StudyMetrics(db, [Bleu4(), RougeL()])), reader, ids
 
@@ -78,7 +80,7 @@ def test_open_shows_the_draft_then_the_readers_own_text(desk):
 
 def test_a_tab_belongs_to_the_reader_who_created_it(desk):
     d, reader, ids = desk
-    other = d.review.add_reader("dr.b", "a long password")
+    other = AccountService(d.review.db).add("dr.b", "a long password")
     session = Session()
     assert d.bind(session, LOCAL_READER) == reader
     with pytest.raises(TabRefused, match="another reader"):
@@ -306,7 +308,7 @@ def test_time_counts_only_while_open_visible_and_active(desk):
     session, texts = opened(d, reader, ids[1])
 
     def minutes() -> float:
-        return next(w for w in d.review.worklist(reader) if w.study_id == ids[1]).active_seconds
+        return next(w for w in d.worklists.items(reader) if w.study_id == ids[1]).active_seconds
 
     d.tick(session, texts, typed(ids[1]), now=10.0)
     assert minutes() == pytest.approx(10.0)
@@ -428,7 +430,7 @@ def test_a_load_resumes_where_this_browser_keeps_unsaved_text_of_its_own_reader(
 def test_film_puts_frontal_before_lateral_side_by_side_and_escapes_everything(desk):
     import dataclasses
 
-    from rrg_review.app.ui.workstation import film_html
+    from rrg_review.app.viewer.panel import film_html
 
     d, reader, ids = desk
     view = d.viewer.open(ids[0])
@@ -528,7 +530,7 @@ def test_a_page_load_opens_at_once_and_its_draft_follows(db, settings):
     """The page load never waits for the model (it waited up to 8 s): the study opens with
     "Drafting…", the follow-up event waits for the pre-drafter and fills the boxes, unless the
     reader typed meanwhile (then the draft goes beside their text)."""
-    from rrg_review.app.services.drafting import PreDrafter
+    from rrg_review.app.drafting.service import PreDrafter
 
     seed_demo(db, settings)
     viewer = StudyViewer(db, settings.blobs)
@@ -536,7 +538,7 @@ def test_a_page_load_opens_at_once_and_its_draft_follows(db, settings):
     drafting = DraftingService(db, settings, decoded=viewer.decoded)
     pre = PreDrafter(drafting, "retrieval")
     d = Desk(viewer, review, drafting, pre, "retrieval")
-    reader = review.local_reader()
+    reader = AccountService(review.db).local_reader()
     try:
         # a reader's Draft request holds the model: pre-drafting waits its turn meanwhile
         with drafting._gate.reader():
@@ -546,7 +548,7 @@ def test_a_page_load_opens_at_once_and_its_draft_follows(db, settings):
             assert texts == {"findings": "", "impression": ""}
             assert d.status_line(session).startswith("Drafting this study")
             # a second tab on the next study, where the reader types before its draft comes
-            after = d.review.worklists.upcoming(reader, study, 1)[0]
+            after = WorklistService(d.review.db).upcoming(reader, study, 1)[0]
             other, other_texts = opened(d, reader, after)
             # still held: timed out
             assert asyncio.run(d.await_draft(session, timeout=0.2)) == study

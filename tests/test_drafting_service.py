@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import func, select
 
 from rrg_review.app.cli import main as cli
-from rrg_review.app.services.drafting import DraftingService, PreDrafter, RuntimeConfig
-from rrg_review.app.services.ingest import import_records
+from rrg_review.app.drafting.service import DraftingService, PreDrafter, RuntimeConfig
+from rrg_review.app.ingest.service import import_records
 from rrg_review.db.models import Draft, Image, Reader, Study, WorklistItem
 from rrg_review.model.backends.retrieval import FeatureCache, RetrievalDrafter, ThumbnailFeatures
 from rrg_review.model.presets import load_presets

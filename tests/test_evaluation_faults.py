@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from rrg_review.app.services.evaluation_results import ReviewRow
-from rrg_review.app.services.evaluation_steps import paired_comparisons
+from rrg_review.app.evaluation.results import ReviewRow
+from rrg_review.app.evaluation.steps import paired_comparisons
 from rrg_review.db.engine import Database
 from rrg_review.db.metric_cache import DatabaseScoreCache
 from rrg_review.metrics.base import Payload
@@ -59,10 +59,10 @@ def test_not_computable_values_are_written_as_null_empty_and_a_dash(db: Database
     import json
     from dataclasses import replace
 
-    from rrg_review.app.services.evaluation_results import AutomaticResult, MetricAgreement
-    from rrg_review.app.services.evaluation_steps import evaluate
-    from rrg_review.app.services.export_writers import csv_text, json_text
-    from rrg_review.app.services.report_html import render
+    from rrg_review.app.evaluation.report_html import render
+    from rrg_review.app.evaluation.results import AutomaticResult, MetricAgreement
+    from rrg_review.app.evaluation.steps import evaluate
+    from rrg_review.app.evaluation.writers import csv_text, json_text
 
     nan = float("nan")
     ev = evaluate(db, metrics=[Bleu4()], n_resamples=0)  # an empty real database

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from rrg_review.app.cli import main as cli
-from rrg_review.app.services.export import ExportFilters, evaluate, export
-from rrg_review.app.services.review import word_error_rate
+from rrg_review.app.evaluation.export import ExportFilters, evaluate, export
 from rrg_review.metrics.agreement import (
     cohen_kappa,
     fleiss_kappa,
@@ -20,6 +19,7 @@ from rrg_review.metrics.agreement import (
 )
 from rrg_review.metrics.bertscore import BertScore
 from rrg_review.metrics.bleu import Bleu4
+from rrg_review.metrics.edits import word_error_rate
 from rrg_review.metrics.rouge import RougeL
 
 SECTIONS_IDS = ("evaluated", "automatic", "review", "edits", "metric-agreement",

@@ -10,10 +10,12 @@ import pytest
 from sqlalchemy import update
 
 from bench.synthetic import add_studies
-from rrg_review.app.services.evaluation_results import ExportFilters
-from rrg_review.app.services.evaluation_steps import evaluate
-from rrg_review.app.services.export_rows import collect_rows
-from rrg_review.app.services.review import ReviewService
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.evaluation.results import ExportFilters
+from rrg_review.app.evaluation.rows import collect_rows
+from rrg_review.app.evaluation.steps import evaluate
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.models import Draft, Rating, WorklistItem
 from rrg_review.metrics.bleu import Bleu4
 
@@ -34,9 +36,10 @@ def reviewed(db, monkeypatch) -> dict[str, list[int]]:
                 s.add(Draft(study_id=sid, section=section, preset="m", model_id="m",
                             text=f"{section} draft of {sid}."))
     review = ReviewService(db)
-    a, b = review.add_reader("a", "pw-a-123456"), review.add_reader("b", "pw-b-123456")
+    accounts = AccountService(review.db)
+    a, b = accounts.add("a", "pw-a-123456"), accounts.add("b", "pw-b-123456")
     for reader in (a, b):
-        review.assign(reader, ids["new"] + ids["old"], include_report_only=True)
+        WorklistService(review.db).assign(reader, ids["new"] + ids["old"], include_report_only=True)
     for sid in ids["new"] + ids["old"]:
         review.heartbeat(a, sid, 30.0)
         review.rate(a, sid, likert=4, acceptable=True, preset="m")
@@ -105,9 +108,9 @@ def test_a_section_left_as_drafted_is_final_as_drafted_before_the_rating(db, rev
     """Found in a third new-user trial: a reader who saved the findings and had not rated
     yet exported an empty final impression, though the draft's impression was in the box."""
     review = ReviewService(db)
-    c = review.add_reader("c", "pw-c-123456")
+    c = AccountService(review.db).add("c", "pw-c-123456")
     study = reviewed["new"][1]
-    review.assign(c, [study], include_report_only=True)
+    WorklistService(review.db).assign(c, [study], include_report_only=True)
     with db.read() as s:
         draft = s.query(Draft).filter_by(study_id=study, section="findings").one().id
     review.save(c, study, "findings", "c's findings.", None, draft_id=draft)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rrg_review.app.services.export import export
+from rrg_review.app.evaluation.export import export
 from rrg_review.metrics.bertscore import BertScore
 from rrg_review.metrics.bleu import Bleu4
 from rrg_review.metrics.rouge import RougeL

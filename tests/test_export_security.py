@@ -8,13 +8,15 @@ import stat
 
 import pytest
 
-from rrg_review.app.services.export import (
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.evaluation.export import (
     ExportService,
     ExportSpool,
     neutralise_cell,
     safe_name,
 )
-from rrg_review.app.services.review import ReviewService
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.worklist.service import WorklistService
 
 
 def test_cells_that_a_spreadsheet_would_run_are_neutralised():
@@ -71,21 +73,20 @@ def test_purge_skips_a_folder_removed_between_listing_and_stat(tmp_path):
 @pytest.fixture
 def two_readers(demo_db, settings, tmp_path):
     db = demo_db
-    review = ReviewService(db)
+    review, accounts, worklists = ReviewService(db), AccountService(db), WorklistService(db)
     ids = {}
     for name, role in (("dr.one", "reader"), ("dr.two", "reader"), ("dr.lead", "admin")):
-        ids[name] = review.add_reader(name, f"passphrase-{len(name)}-xyz", role=role)
-        review.assign(ids[name])
-    study = review.worklist(ids["dr.one"])[0].study_id
-    from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
+        ids[name] = accounts.add(name, f"passphrase-{len(name)}-xyz", role=role)
+        worklists.assign(ids[name])
+    study = worklists.items(ids["dr.one"])[0].study_id
+    from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
 
     DraftingService(db, settings, RuntimeConfig()).draft([study], "retrieval")
     for name in ("dr.one", "dr.two"):
         review.save(ids[name], study, "findings", f"=text by {name}", None)
         review.rate(ids[name], study, likert=2, acceptable=False, comment=f"{name} says",
                     preset="retrieval")
-    review.exports = ExportService(db, review.audit, ExportSpool(tmp_path / "spool"))
-    return review, ids
+    return ExportService(db, accounts.audit, ExportSpool(tmp_path / "spool")), accounts, ids
 
 
 def _rows(path):
@@ -94,8 +95,8 @@ def _rows(path):
 
 
 def test_the_server_decides_the_scope_of_an_export(two_readers):
-    review, ids = two_readers
-    mine = review.export_report(ids["dr.one"], "csv", everyone=True, metrics=[])
+    exports, accounts, ids = two_readers
+    mine = exports.export_as(accounts.by_id(ids["dr.one"]), "csv", everyone=True, metrics=[])
     assert mine.scope == "own work of dr.one" and "admin" in mine.note
     rows = _rows(mine.files[0])
     assert {r["reader"] for r in rows} == {"dr.one"}
@@ -103,14 +104,14 @@ def test_the_server_decides_the_scope_of_an_export(two_readers):
     assert any(r["final"] == "'=text by dr.one" for r in rows)
     assert stat.S_IMODE(mine.files[0].parent.stat().st_mode) == 0o700
     # a reader cannot ask for dataset keys; an admin can, and sees everyone
-    asked = review.exports.export_as(review.accounts.by_id(ids["dr.two"]), "csv",
-                                     dataset_keys=True, metrics=[])
+    asked = exports.export_as(accounts.by_id(ids["dr.two"]), "csv", dataset_keys=True,
+                              metrics=[])
     assert all(r["study_key"].startswith("study-") for r in _rows(asked.files[0]))
-    admin = review.exports.export_as(review.accounts.by_id(ids["dr.lead"]), "csv",
-                                     everyone=True, dataset_keys=True, metrics=[])
+    admin = exports.export_as(accounts.by_id(ids["dr.lead"]), "csv", everyone=True,
+                              dataset_keys=True, metrics=[])
     rows = _rows(admin.files[0])
     assert {r["reader"] for r in rows} >= {"dr.one", "dr.two"} and admin.note is None
     assert any(r["study_key"].startswith("DEMO-") for r in rows)
-    events = [(e.actor, e.target) for e in review.audit.recent(action="export")]
+    events = [(e.actor, e.target) for e in accounts.audit.recent(action="export")]
     assert ("dr.one", "csv: own work of dr.one") in events
     assert ("dr.lead", "csv: all readers") in events

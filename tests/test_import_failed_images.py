@@ -11,7 +11,7 @@ import pydicom
 import pytest
 from sqlalchemy import select
 
-from rrg_review.app.services.ingest import import_path
+from rrg_review.app.ingest.service import import_path
 from rrg_review.db.models import Study
 from tests import layouts
 from tests.conftest import rg1

@@ -20,7 +20,7 @@ import pytest
 from PIL import Image as PILImage
 from sqlalchemy import func, select
 
-from rrg_review.app.services.ingest import import_path
+from rrg_review.app.ingest.service import import_path
 from rrg_review.db.models import Image, Study
 from rrg_review.studies.errors import DatasetLayoutError
 from rrg_review.studies.records import ImageSource

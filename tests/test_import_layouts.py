@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import func, select
 
 from rrg_review.app.cli import main as cli
-from rrg_review.app.services.ingest import import_path
+from rrg_review.app.ingest.service import import_path
 from rrg_review.db.models import Image, ReferenceReport, ReferenceReportVersion, Study
 from rrg_review.db.store import get_study, priors, pseudonym
 from rrg_review.studies.importers import detect_format
@@ -327,7 +327,7 @@ def test_a_failing_write_in_a_batch_fails_only_its_study(db, settings, tmp_path,
                                                          monkeypatch):
     from sqlalchemy.exc import IntegrityError
 
-    import rrg_review.app.services.ingest as ingest
+    import rrg_review.app.ingest.service as ingest
 
     real = ingest.insert_studies
 
@@ -371,8 +371,8 @@ def test_image_rounds_overlap_writes_and_keep_each_study_whole(db, settings, tmp
     and merges (its new image added, nothing twice)."""
     from dataclasses import replace
 
-    import rrg_review.app.services.ingest as ingest
-    from rrg_review.app.services.ingest import import_records
+    import rrg_review.app.ingest.service as ingest
+    from rrg_review.app.ingest.service import import_records
     from rrg_review.studies.records import ImageSource
 
     monkeypatch.setattr(ingest, "BATCH_IMAGES", 4)
@@ -399,7 +399,7 @@ def _crashing_chunk(check, sources):
     """A worker that dies (as a segfaulting decoder would) on a file named crash."""
     import os
 
-    from rrg_review.app.services.ingest import _check_one
+    from rrg_review.app.ingest.service import _check_one
 
     if any(s.name.endswith("crash.png") for s in sources):
         os._exit(1)
@@ -408,8 +408,8 @@ def _crashing_chunk(check, sources):
 
 def test_a_crashing_worker_fails_its_images_and_the_import_goes_on(db, settings, tmp_path,
                                                                    rg1_small, monkeypatch):
-    import rrg_review.app.services.ingest as ingest
-    from rrg_review.app.services.ingest import import_records
+    import rrg_review.app.ingest.service as ingest
+    from rrg_review.app.ingest.service import import_records
 
     monkeypatch.setattr(ingest, "BATCH_IMAGES", 2)
     monkeypatch.setattr(ingest, "CHUNK_IMAGES", 1)

@@ -9,7 +9,7 @@ import pydicom
 import pytest
 from sqlalchemy import select, text
 
-from rrg_review.app.services.ingest import import_path
+from rrg_review.app.ingest.service import import_path
 from rrg_review.db.models import Image, Patient, Study
 from rrg_review.db.store import counts, get_study, priors, pseudonym
 from rrg_review.studies.errors import DatasetLayoutError

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import pytest
 
 from rrg_review.app.cli import main as cli
+from rrg_review.app.drafting.service import DraftingService, PreDrafter
 from rrg_review.app.logs import configure_logging
-from rrg_review.app.services.drafting import DraftingService, PreDrafter
 from rrg_review.app.settings import Settings
 from rrg_review.metrics.base import Payload
 from rrg_review.metrics.bleu import Bleu4
@@ -49,14 +49,14 @@ def test_configure_logging_writes_our_records_to_a_private_file_once(tmp_path, r
     log_file = tmp_path / "reviews.log"
     configure_logging("debug", log_file)
     configure_logging("INFO", log_file)  # a second set-up replaces the first, never doubles
-    logging.getLogger("rrg_review.app.services.example").info("a study was drafted")
-    logging.getLogger("rrg_review.app.services.example").debug("below the level")
+    logging.getLogger("rrg_review.app.review.example").info("a study was drafted")
+    logging.getLogger("rrg_review.app.review.example").debug("below the level")
     logging.getLogger("some.library").info("library chatter")
     for h in logging.getLogger().handlers:
         h.flush()
     text = log_file.read_text()
     assert text.count("a study was drafted") == 1
-    assert "INFO rrg_review.app.services.example: a study was drafted" in text
+    assert "INFO rrg_review.app.review.example: a study was drafted" in text
     assert "below the level" not in text and "library chatter" not in text
     assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
     with pytest.raises(ValueError, match="unknown log level 'loud'"):

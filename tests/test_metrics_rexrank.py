@@ -360,13 +360,13 @@ def test_score_rexrank_reports_every_metric_or_why_not(tmp_path, capsys, monkeyp
 
 
 def test_the_html_report_marks_each_sets_headline_and_direction():
-    from rrg_review.app.services.evaluation_results import (
+    from rrg_review.app.evaluation.report_html import render
+    from rrg_review.app.evaluation.results import (
         AutomaticResult,
         Evaluation,
         ReviewSummary,
         TimeOnTask,
     )
-    from rrg_review.app.services.report_html import render
 
     automatic = tuple(AutomaticResult("m", "findings", "all", k, v, (None, None), 3)
                       for k, v in (("inv_radcliq_v1", 0.8), ("radcliq_v1", 1.25),

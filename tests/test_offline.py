@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.setup import seed_demo
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.setup import seed_demo
+from rrg_review.app.worklist.service import WorklistService
 
 ROOT = Path(__file__).resolve().parents[1]
 # the issue's bound is 30 s on a quiet machine; before the fix this export ran for minutes
@@ -71,10 +73,10 @@ def three_studies(db, settings, monkeypatch):
     """Three demo studies drafted by the offline retrieval preset and rated by one reader."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # building it must not probe anything
     seed_demo(db, settings)
-    review = ReviewService(db)
-    reader = review.add_reader("a", "pw-a-123456")
-    review.assign(reader)
-    ids = [w.study_id for w in review.worklist(reader)][:3]
+    review, worklists = ReviewService(db), WorklistService(db)
+    reader = AccountService(db).add("a", "pw-a-123456")
+    worklists.assign(reader)
+    ids = [w.study_id for w in worklists.items(reader)][:3]
     DraftingService(db, settings, RuntimeConfig(device="cpu")).draft(ids, "retrieval")
     for sid in ids:
         review.rate(reader, sid, likert=4, acceptable=True, errors={}, preset="retrieval")

@@ -10,8 +10,8 @@ from datetime import date
 import numpy as np
 import pytest
 
-from rrg_review.app.services.ingest import import_records
-from rrg_review.app.services.viewer import NO_IMAGES_NOTICE, StudyViewer
+from rrg_review.app.ingest.service import import_records
+from rrg_review.app.viewer.service import NO_IMAGES_NOTICE, StudyViewer
 from rrg_review.studies.pixels import decode, decode_reduced, reduction_for
 from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord
 from tests.conftest import rg1

@@ -14,10 +14,12 @@ from PIL import Image as PILImage
 from sqlalchemy import event
 
 from bench.synthetic import SyntheticImage, add_studies
-from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
-from rrg_review.app.services.evaluation_results import ExportFilters
-from rrg_review.app.services.export_rows import collect_rows
-from rrg_review.app.services.review import ReviewService
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
+from rrg_review.app.evaluation.results import ExportFilters
+from rrg_review.app.evaluation.rows import collect_rows
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.models import Draft
 from rrg_review.db.store import priors
 from rrg_review.model.presets import Preset
@@ -64,9 +66,10 @@ def _reviewed(db, ids: list[int]) -> None:
                                 text=f"{preset} {section} of {sid}.", model_id=preset,
                                 created_at=datetime.now(UTC)))
     review = ReviewService(db)
-    reader = review.reader_id("a") if review.reader_id("a") else review.add_reader(
-        "a", "pw-a-123456")
-    review.assign(reader)
+    accounts = AccountService(db)
+    found = accounts.account("a")
+    reader = found.id if found else accounts.add("a", "pw-a-123456")
+    WorklistService(review.db).assign(reader)
     for i, sid in enumerate(ids):
         review.rate(reader, sid, likert=1 + i % 5, acceptable=False, preset="m1")
         if i % 2:

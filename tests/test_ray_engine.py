@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import func, select
 
 from rrg_review.app.cli import main as cli
-from rrg_review.app.services.ingest import import_records
+from rrg_review.app.ingest.service import import_records
 from rrg_review.app.settings import Settings
 from rrg_review.db.models import Draft, Image, Study
 from tests.test_drafting_service import _images, record

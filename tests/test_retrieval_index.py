@@ -8,8 +8,8 @@ from datetime import date
 import numpy as np
 import pytest
 
-from rrg_review.app.services.drafting import DraftingService
-from rrg_review.app.services.ingest import import_records
+from rrg_review.app.drafting.service import DraftingService
+from rrg_review.app.ingest.service import import_records
 from rrg_review.model.backends.retrieval import FeatureCache, RetrievalDrafter, ThumbnailFeatures
 from rrg_review.model.presets import load_presets
 from rrg_review.studies.records import ImageSource, ReportSections, StudyRecord

@@ -7,19 +7,23 @@ import threading
 import pytest
 from sqlalchemy import select
 
-from rrg_review.app.services.review import (
+from rrg_review.app.accounts.service import (
+    AccountError,
+    AccountService,
+    hash_password,
+    verify_password,
+)
+from rrg_review.app.review.service import (
     MAX_ACTIVE_GAP_S,
     EditConflict,
     ReviewError,
     ReviewService,
-    hash_password,
-    verify_password,
-    word_diff,
-    word_error_rate,
 )
-from rrg_review.app.services.setup import seed_demo
+from rrg_review.app.setup import seed_demo
+from rrg_review.app.worklist.service import WorklistService
 from rrg_review.core.vocabulary import REXVAL_CATEGORIES
 from rrg_review.db.models import Rating, Revision
+from rrg_review.metrics.edits import word_diff, word_error_rate
 
 pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
 
@@ -35,35 +39,37 @@ def test_passwords_are_scrypt_hashed_and_verified(review):
     assert stored.startswith("scrypt$") and "s3cret-pass" not in stored
     assert verify_password("s3cret-pass", stored) and not verify_password("nope", stored)
     assert hash_password("s3cret-pass") != stored  # salted
-    rid = review.add_reader("dr.lee", "s3cret-pass")
-    assert review.authenticate("dr.lee", "s3cret-pass") == rid
-    assert review.authenticate("dr.lee", "wrong") is None
-    assert review.authenticate("nobody", "s3cret-pass") is None
-    assert review.has_logins()
-    with pytest.raises(ReviewError, match="already exists"):
-        review.add_reader("dr.lee", "another-pass")
-    with pytest.raises(ReviewError, match="reader name"):
-        review.add_reader("bad name!", "another-pass")
+    accounts = AccountService(review.db)
+    rid = accounts.add("dr.lee", "s3cret-pass")
+    assert accounts.authenticate("dr.lee", "s3cret-pass").account.id == rid
+    assert accounts.authenticate("dr.lee", "wrong").account is None
+    assert accounts.authenticate("nobody", "s3cret-pass").account is None
+    assert accounts.has_logins()
+    with pytest.raises(AccountError, match="already exists"):
+        accounts.add("dr.lee", "another-pass")
+    with pytest.raises(AccountError, match="reader name"):
+        accounts.add("bad name!", "another-pass")
 
 
 def test_each_reader_has_an_own_worklist_and_never_sees_others_edits(review):
-    a, b = review.add_reader("a", "pw-a-123456"), review.add_reader("b", "pw-b-123456")
-    assert review.assign(a) == 4 and review.assign(a) == 0
-    study = review.worklist(a)[0].study_id
-    review.assign(b, [study])
+    accounts = AccountService(review.db)
+    a, b = accounts.add("a", "pw-a-123456"), accounts.add("b", "pw-b-123456")
+    assert WorklistService(review.db).assign(a) == 4 and WorklistService(review.db).assign(a) == 0
+    study = WorklistService(review.db).items(a)[0].study_id
+    WorklistService(review.db).assign(b, [study])
     review.save(a, study, "findings", "reader A text", None)
     assert review.current(b, study) == {}
     review.save(b, study, "findings", "reader B text", None)
     assert review.current(a, study)["findings"].text == "reader A text"
     assert review.current(b, study)["findings"].number == 1
     with pytest.raises(ReviewError, match="not on this reader's worklist"):
-        review.save(b, review.worklist(a)[1].study_id, "findings", "x", None)
+        review.save(b, WorklistService(review.db).items(a)[1].study_id, "findings", "x", None)
 
 
 def test_every_save_is_a_revision_and_stale_saves_conflict(review, db):
-    r = review.local_reader()
-    review.assign(r)
-    study = review.worklist(r)[0].study_id
+    r = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(r)
+    study = WorklistService(review.db).items(r)[0].study_id
     first = review.save(r, study, "findings", "Lungs clear.", None, autosave=True)
     second = review.save(r, study, "findings", "Lungs clear. No effusion.", first.number)
     assert (first.number, second.number, first.autosave) == (1, 2, True)
@@ -74,15 +80,15 @@ def test_every_save_is_a_revision_and_stale_saves_conflict(review, db):
     assert conflict.value.current.text == "Lungs clear. No effusion."
     assert [h.text for h in review.history(r, study, "findings")] == [
         "Lungs clear.", "Lungs clear. No effusion."]
-    assert review.worklist(r)[0].status == "in_review"
+    assert WorklistService(review.db).items(r)[0].status == "in_review"
     with db.read() as s:
         assert len(s.scalars(select(Revision)).all()) == 2
 
 
 def test_concurrent_saves_from_the_same_base_never_both_land(review):
-    r = review.local_reader()
-    review.assign(r)
-    study = review.worklist(r)[0].study_id
+    r = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(r)
+    study = WorklistService(review.db).items(r)[0].study_id
     outcomes: list[str] = []
 
     def save(text: str) -> None:
@@ -102,15 +108,15 @@ def test_concurrent_saves_from_the_same_base_never_both_land(review):
 
 
 def test_ratings_with_the_rexval_taxonomy(review, db):
-    r = review.local_reader()
-    review.assign(r)
-    study = review.worklist(r)[0].study_id
+    r = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(r)
+    study = WorklistService(review.db).items(r)[0].study_id
     rating = review.rate(r, study, likert=3, acceptable=False, comment="  misses effusion ",
                          errors={"missing_finding": {"significant": 1, "insignificant": 2}},
                          preset="retrieval")
     assert rating.errors["missing_finding"] == {"significant": 1, "insignificant": 2}
     assert set(rating.errors) == set(REXVAL_CATEGORIES) and rating.comment == "misses effusion"
-    assert review.worklist(r)[0].status == "done"
+    assert WorklistService(review.db).items(r)[0].status == "done"
     assert review.rate(r, study, likert=4, acceptable=True).number == 2  # append-only
     assert review.latest_rating(r, study).likert == 4
     with db.read() as s:
@@ -127,9 +133,9 @@ def test_ratings_with_the_rexval_taxonomy(review, db):
 
 
 def test_active_time_is_capped_per_heartbeat(review):
-    r = review.local_reader()
-    review.assign(r)
-    study = review.worklist(r)[0].study_id
+    r = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(r)
+    study = WorklistService(review.db).items(r)[0].study_id
     review.heartbeat(r, study, 12.5, at=1_000.0)
     total = review.heartbeat(r, study, 8 * 3600, at=1_000.0 + 8 * 3600)  # open overnight
     assert total == pytest.approx(12.5 + MAX_ACTIVE_GAP_S)
@@ -139,9 +145,9 @@ def test_active_time_is_capped_per_heartbeat(review):
 def test_three_tabs_on_one_study_count_its_time_once(review):
     """Each open tab beats every 4 s; their beats overlap in wall-clock time, and a reader
     can only spend a minute once (seen in a trial: three tabs credited ~3x the time)."""
-    r = review.local_reader()
-    review.assign(r)
-    study = review.worklist(r)[0].study_id
+    r = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(r)
+    study = WorklistService(review.db).items(r)[0].study_id
     beats = sorted((1_000.0 + 4 * i + offset, 4.0) for i in range(1, 16)
                    for offset in (0.0, 1.3, 2.9))  # three tabs, 60 s
     for at, gap in beats:
@@ -154,11 +160,11 @@ def test_three_tabs_on_one_study_count_its_time_once(review):
 def test_active_time_is_per_reader_and_study(review):
     """The dedupe is per (reader, study): another study, or another reader on the same
     study, counts its own time over the same minutes."""
-    r = review.local_reader()
-    bob = review.add_reader("bob", "a long enough password")
-    review.assign(r)
-    review.assign(bob)
-    first, second = (w.study_id for w in review.worklist(r)[:2])
+    r = AccountService(review.db).local_reader()
+    bob = AccountService(review.db).add("bob", "a long enough password")
+    WorklistService(review.db).assign(r)
+    WorklistService(review.db).assign(bob)
+    first, second = (w.study_id for w in WorklistService(review.db).items(r)[:2])
     assert review.heartbeat(r, first, 10.0, at=2_000.0) == pytest.approx(10.0)
     assert review.heartbeat(r, second, 10.0, at=2_000.0) == pytest.approx(10.0)
     assert review.heartbeat(bob, first, 10.0, at=2_000.0) == pytest.approx(10.0)
@@ -167,28 +173,28 @@ def test_active_time_is_per_reader_and_study(review):
 def test_a_reload_resumes_where_the_reader_worked_not_where_a_tab_beats(review):
     """Found in a new-user trial: a re-login opened the study another open tab was merely
     showing (its heartbeats counted as work), not the one just edited."""
-    r = review.local_reader()
-    review.assign(r)
-    a, b = (w.study_id for w in review.worklist(r)[:2])
+    r = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(r)
+    a, b = (w.study_id for w in WorklistService(review.db).items(r)[:2])
     review.save(r, b, "findings", "Worked on first.", None)
     review.save(r, a, "findings", "Worked on last.", None)
-    assert review.resume(r) == a
+    assert WorklistService(review.db).resume(r) == a
     review.heartbeat(r, b, 4.0)  # a tab shows b meanwhile
-    assert review.resume(r) == a
+    assert WorklistService(review.db).resume(r) == a
     # a later save of a study already in review counts too (not only a status change)
     review.save(r, b, "findings", "Worked on again.", 1)
-    assert review.resume(r) == b
+    assert WorklistService(review.db).resume(r) == b
 
 
 def test_next_and_previous_unfinished_study(review):
-    r = review.local_reader()
-    review.assign(r)
-    ids = [i.study_id for i in review.worklist(r)]
+    r = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(r)
+    ids = [i.study_id for i in WorklistService(review.db).items(r)]
     review.rate(r, ids[1], likert=5, acceptable=True)
-    assert review.next_unfinished(r) == ids[0]
-    assert review.next_unfinished(r, ids[0]) == ids[2]  # the done one is skipped
-    assert review.next_unfinished(r, ids[2], step=-1) == ids[0]
-    assert review.next_unfinished(r, ids[3]) is None
+    assert WorklistService(review.db).next_unfinished(r) == ids[0]
+    assert WorklistService(review.db).next_unfinished(r, ids[0]) == ids[2]  # done: skipped
+    assert WorklistService(review.db).next_unfinished(r, ids[2], step=-1) == ids[0]
+    assert WorklistService(review.db).next_unfinished(r, ids[3]) is None
 
 
 def test_word_diff_and_word_error_rate():
@@ -208,11 +214,11 @@ def test_word_diff_and_word_error_rate():
 
 
 def _drafted(review, db, settings):
-    from rrg_review.app.services.drafting import DraftingService
+    from rrg_review.app.drafting.service import DraftingService
 
-    r = review.local_reader()
-    review.assign(r)
-    study = review.worklist(r)[0].study_id
+    r = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(r)
+    study = WorklistService(review.db).items(r)[0].study_id
     drafting = DraftingService(db, settings)
     drafting.draft([study], "retrieval")
     drafts = {s: (d.id, d.text) for s, d in drafting.latest(study, "retrieval").items()}
@@ -255,9 +261,9 @@ def test_accept_draft_is_one_transaction(review, db, settings):
     (3, {"false_finding": {"insignificant": -2}}, "negative"),
 ])
 def test_an_empty_or_malformed_rating_is_refused(review, likert, errors, message):
-    r = review.local_reader()
-    review.assign(r)
-    study = review.worklist(r)[0].study_id
+    r = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(r)
+    study = WorklistService(review.db).items(r)[0].study_id
     with pytest.raises(ReviewError, match=message):
         review.rate(r, study, likert=likert, acceptable=None, errors=errors)
     assert review.latest_rating(r, study) is None and review.status(r, study) == "new"
@@ -269,9 +275,9 @@ def test_an_empty_or_malformed_rating_is_refused(review, likert, errors, message
 def test_every_bad_count_is_named_at_once_by_the_label_the_reader_sees(review):
     """Found in a new-user trial: only the first bad box was named, by its internal key
     ("false_finding significant"), and the reader fixed one box at a time."""
-    r = review.local_reader()
-    review.assign(r)
-    study = review.worklist(r)[0].study_id
+    r = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(r)
+    study = WorklistService(review.db).items(r)[0].study_id
     with pytest.raises(ReviewError) as refused:
         review.rate(r, study, likert=3, acceptable=None,
                     errors={"false_finding": {"significant": 1.5},
@@ -285,13 +291,13 @@ def test_every_bad_count_is_named_at_once_by_the_label_the_reader_sees(review):
 
 
 def test_status_changes_only_on_save_or_rate(review):
-    r = review.local_reader()
-    review.assign(r)
-    study = review.worklist(r)[0].study_id
+    r = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(r)
+    study = WorklistService(review.db).items(r)[0].study_id
     review.heartbeat(r, study, 30)  # open and active for a while: time, not work
     review.heartbeat(r, study, float("nan"))
     assert review.status(r, study) == "new"
-    assert review.worklist(r)[0].active_seconds == pytest.approx(30)
+    assert WorklistService(review.db).items(r)[0].active_seconds == pytest.approx(30)
     review.save(r, study, "findings", "Lungs clear.", None, autosave=True)
     assert review.status(r, study) == "in_review"
 
@@ -299,11 +305,11 @@ def test_status_changes_only_on_save_or_rate(review):
 def test_keystroke_timing_and_draft_on_screen(review):
     from datetime import UTC, datetime, timedelta
 
-    from rrg_review.app.services.review import Keystrokes
+    from rrg_review.app.review.service import Keystrokes
 
-    r = review.local_reader()
-    review.assign(r)
-    study = review.worklist(r)[0].study_id
+    r = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(r)
+    study = WorklistService(review.db).items(r)[0].study_id
     t0 = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
     review.save(r, study, "findings", "a", None, autosave=True,
                 timing=Keystrokes(t0, t0 + timedelta(seconds=5), draft_on_screen=True))
@@ -334,13 +340,13 @@ def test_readers_command(settings, db, capsys, monkeypatch):
     assert cli(["readers", "add", "dr.x", "--password-stdin", "--db", settings.db_url]) == 2
     assert cli(["readers", "list", "--db", settings.db_url]) == 0
     assert "dr.kim\treader\tlogin" in capsys.readouterr().out
-    assert ReviewService(db).authenticate("dr.kim", "long-enough-pw") is not None
+    assert AccountService(db).authenticate("dr.kim", "long-enough-pw").account is not None
 
 
 def test_metrics_panel_for_an_open_study(db, monkeypatch, tmp_path):
     import huggingface_hub.constants as constants
 
-    from rrg_review.app.services.evaluation import StudyMetrics
+    from rrg_review.app.evaluation.study_metrics import StudyMetrics
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

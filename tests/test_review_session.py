@@ -70,6 +70,8 @@ def test_typed_text_survives_alt_n_a_worklist_click_and_a_reload_with_no_wait(br
         page.wait_for_function(f"() => document.querySelector('#film .current')"
                                f".dataset.study !== '{before}'")
         assert latest_text(app, key, "findings") == text  # saved in the same request
+        # the boxes take keys again once they show the new study (the film may come first)
+        page.wait_for_function("() => !document.body.classList.contains('rrg-leaving')")
     # a click on another study of the worklist, right after typing
     click_row(page, "DEMO-0003")
     type_into(page, "impression", "Typed then a worklist click.")

@@ -179,15 +179,17 @@ def team(tmp_path_factory, rg1_small, database_templates):
     cli("readers", "add", "root", "--admin", "--password-stdin", "--db", str(db),
         stdin=PASSWORDS["root"] + "\n")
     # each reader edits and rates every study through the review service
-    from rrg_review.app.services.drafting import DraftingService, RuntimeConfig
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
+    from rrg_review.app.review.service import ReviewService
+    from rrg_review.app.worklist.service import WorklistService
 
     database = open_database(db)
     review = ReviewService(database)
     drafting = DraftingService(database, Settings.from_args(str(db)), RuntimeConfig())
     for name in ("alice", "bob"):
-        reader = review.reader_id(name)
-        for item in review.worklist(reader):
+        reader = AccountService(database).account(name).id
+        for item in WorklistService(database).items(reader):
             draft = drafting.latest(item.study_id, "retrieval")["findings"]
             review.save(reader, item.study_id, "findings",
                         f"@{name}-secret-edit {draft.text}", None, draft_id=draft.id)

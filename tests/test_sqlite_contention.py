@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from rrg_review.app.services.ingest import import_records
-from rrg_review.app.services.review import ReviewService
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.ingest.service import import_records
+from rrg_review.app.review.service import ReviewService
 from rrg_review.app.settings import Settings
+from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.models import Revision
 from rrg_review.studies.records import ReportSections, StudyRecord
 
@@ -26,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def writer(db_path: str, reader: int, study: int, saves: int, busy_timeout: str) -> None:
     """One writer process: `saves` saves of its own section; prints what became of them."""
-    from rrg_review.app.services.review import DatabaseBusy
+    from rrg_review.app.review.service import DatabaseBusy
 
     settings = Settings.from_args(db_path, busy_timeout=busy_timeout)
     review = ReviewService(settings.open_database(upgrade=False, check=False))
@@ -68,12 +70,12 @@ def readers(tmp_path: Path) -> tuple[Path, list[tuple[int, int]]]:
                            study_date=date(2024, 1, 1 + i), reference=ReportSections("f", "i"))
                for i in range(6)]
     import_records(db, records, blobs=settings.blobs, fmt="test")
-    review = ReviewService(db, include_report_only=True)
+    accounts, worklists = AccountService(db), WorklistService(db, include_report_only=True)
     pairs = []
     for i in range(6):
-        reader = review.add_reader(f"r{i}", None)
-        review.assign(reader)
-        pairs.append((reader, review.worklist(reader)[i].study_id))
+        reader = accounts.add(f"r{i}", None)
+        worklists.assign(reader)
+        pairs.append((reader, worklists.items(reader)[i].study_id))
     db.dispose()
     return tmp_path / "busy.sqlite", pairs
 
@@ -113,8 +115,8 @@ def test_a_database_busy_longer_than_the_timeout_is_refused_with_one_sentence(re
 
 
 def test_the_desk_says_not_saved_in_one_sentence_and_keeps_the_text(readers):
-    from rrg_review.app.services.viewer import StudyViewer
-    from rrg_review.app.ui.desk import Client, Desk, Session
+    from rrg_review.app.review.desk import Client, Desk, Session
+    from rrg_review.app.viewer.service import StudyViewer
 
     path, pairs = readers
     reader, study = pairs[0]

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
+from rrg_review.app.accounts.service import AccountService
 from rrg_review.app.cli import main as cli
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.setup import seed_demo
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.setup import seed_demo
+from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.metric_cache import DatabaseScoreCache
 from rrg_review.db.models import Base, MetricResult, Rating
 from tests import layouts
@@ -66,9 +68,9 @@ def test_metric_cache_keeps_the_first_of_concurrent_duplicates(db):
 def test_concurrent_ratings_and_saves_get_distinct_numbers(db, settings):
     seed_demo(db, settings)
     review = ReviewService(db)
-    reader = review.local_reader()
-    review.assign(reader)
-    study = review.worklist(reader)[0].study_id
+    reader = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(reader)
+    study = WorklistService(review.db).items(reader)[0].study_id
     ratings = run_together(*[lambda i=i: review.rate(reader, study, likert=1 + i % 5,
                                                       acceptable=None) for i in range(5)])
     assert not [r for r in ratings if isinstance(r, Exception)]
@@ -124,15 +126,15 @@ def test_migrate_db_copies_a_single_user_database_into_postgresql(
     source = settings.open_database()
     seed_demo(source, settings)
     review = ReviewService(source)
-    reader = review.local_reader()
-    review.assign(reader)
-    study = review.worklist(reader)[0].study_id
+    reader = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(reader)
+    study = WorklistService(review.db).items(reader)[0].study_id
     review.save(reader, study, "findings", "edited on the workstation", None)
     review.rate(reader, study, likert=4, acceptable=True)
     DatabaseScoreCache(source).put_many("bleu4", "1", "", {("h", "r"): {"score": 0.5}})
     # a signed-in browser and a login back-off on the workstation: neither travels to the team
     # server (its readers sign in again there)
-    from rrg_review.app.services.accounts import LOCAL_READER, LoginThrottle, SessionStore
+    from rrg_review.app.accounts.service import LOCAL_READER, LoginThrottle, SessionStore
     SessionStore(source).create(LOCAL_READER)
     LoginThrottle(source).failure("account:alice")
     source.dispose()

@@ -12,9 +12,9 @@ from PIL import Image as PILImage
 from sqlalchemy import select
 
 from bench.synthetic import SyntheticImage, add_studies
-from rrg_review.app.services.review import ReviewError, ReviewService
-from rrg_review.app.services.viewer import DecodedCache, StudyViewer
-from rrg_review.app.ui.desk import WINDOW_PRESETS, Desk
+from rrg_review.app.review.desk import WINDOW_PRESETS, Desk
+from rrg_review.app.review.service import ReviewError, ReviewService
+from rrg_review.app.viewer.service import DecodedCache, StudyViewer
 from rrg_review.db.blobs import BlobStore
 from rrg_review.db.models import Image
 from rrg_review.studies.pixels import decode

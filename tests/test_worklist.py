@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from bench.synthetic import SyntheticImage, add_studies
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.worklist import (
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.worklist.service import (
     Progress,
     WorklistError,
     WorklistFilter,
@@ -29,7 +30,7 @@ def service(db) -> WorklistService:
 
 
 def reader(db, name: str = "alice") -> int:
-    return ReviewService(db).add_reader(name, None)
+    return AccountService(db).add(name, None)
 
 
 def keys(page) -> list[str]:
@@ -267,9 +268,9 @@ def test_readers_add_leaves_report_only_studies_off_unless_asked(db, settings, i
     assert "(4 studies on the worklist)" in add("dr.a")
     assert "(6 studies on the worklist)" in add("dr.b", "--include-report-only")
     service = WorklistService(db)
-    ids = ReviewService(db)
-    assert service.page(ids.reader_id("dr.a")).total == 4
-    assert service.page(ids.reader_id("dr.b"), WorklistFilter(has_images=False)).total == 2
+    accounts = AccountService(db)
+    assert service.page(accounts.account("dr.a").id).total == 4
+    assert service.page(accounts.account("dr.b").id, WorklistFilter(has_images=False)).total == 2
 
 
 def test_launch_takes_include_report_only(db, image):
@@ -278,10 +279,9 @@ def test_launch_takes_include_report_only(db, image):
     assert parse_args([]).include_report_only is False
     assert parse_args(["--include-report-only"]).include_report_only is True
     add_studies(db, 4, image=image, report_only_every=2)
-    review = ReviewService(db, include_report_only=True)
-    assert review.assign(review.local_reader()) == 4
-    plain = ReviewService(db)
-    assert plain.assign(plain.add_reader("x", None)) == 2
+    accounts = AccountService(db)
+    assert WorklistService(db, include_report_only=True).assign(accounts.local_reader()) == 4
+    assert WorklistService(db).assign(accounts.add("x", None)) == 2
 
 
 def test_a_page_may_take_its_total_from_the_progress_counts(db, service, image):
@@ -299,7 +299,7 @@ def test_a_page_may_take_its_total_from_the_progress_counts(db, service, image):
 @pytest.mark.parametrize("threshold", [0, 10_000])
 def test_search_pages_are_in_list_order_whether_matches_are_walked_or_sorted(
         db, service, image, monkeypatch, threshold):
-    import rrg_review.app.services.worklist as worklist_module
+    import rrg_review.app.worklist.service as worklist_module
 
     monkeypatch.setattr(worklist_module, "_DRIVE_FROM_MATCHES", threshold)
     add_studies(db, 130, image=image)
@@ -441,7 +441,7 @@ def test_the_migration_counts_existing_worklists(tmp_path, image):
     db = open_database(tmp_path / "old.sqlite", upgrade=False)
     upgrade_schema(db, "0006")
     ids = add_studies(db, 7, image=image)
-    alice = ReviewService(db).add_reader("alice", None)
+    alice = AccountService(db).add("alice", None)
     WorklistService(db).assign(alice)
     # one study done before 0007, written in SQL: the ORM already knows later columns
     # (0009's active_until) that a 0006 database lacks
@@ -466,7 +466,7 @@ def test_the_migration_marks_drafted_studies_of_existing_worklists(tmp_path, ima
     db = open_database(tmp_path / "old.sqlite", upgrade=False)
     upgrade_schema(db, "0009")
     ids = add_studies(db, 3, image=image)
-    bob = ReviewService(db).add_reader("bob", None)
+    bob = AccountService(db).add("bob", None)
     WorklistService(db).assign(bob)
     with db.write() as s:  # as 0009 left it: 'new' although study 1 has a draft
         s.execute(text("UPDATE worklist_item SET status = 'new'"))

@@ -8,8 +8,9 @@ import re
 import pytest
 
 from bench.synthetic import SyntheticImage, add_studies
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.worklist import WorklistService
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.worklist.service import WorklistService
 from tests.browser import CHROMIUM, launch_browser
 from tests.conftest import rg1
 from tests.worklist_app import panel_app as launch_panel
@@ -27,7 +28,7 @@ def panel_app(db):
         pytest.skip(f"{CHROMIUM} not installed (make test installs Debian's chromium)")
     image = SyntheticImage(rg1(), 1955, 1841)
     ids = add_studies(db, 30, image=image)
-    alice = ReviewService(db).add_reader("alice", None)  # a new reader: no worklist yet
+    alice = AccountService(db).add("alice", None)  # a new reader: no worklist yet
     worklists = WorklistService(db)
 
     def prepare(reader: int) -> None:  # what the workstation hands in: assign a new reader

@@ -8,9 +8,10 @@ import math
 import pytest
 
 from bench.synthetic import SyntheticImage, add_studies
-from rrg_review.app.services.review import ReviewService
-from rrg_review.app.services.worklist import WorklistService
-from rrg_review.app.ui.worklist_panel import WorklistPanelLogic
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.worklist.panel import WorklistPanelLogic
+from rrg_review.app.worklist.service import WorklistService
 from tests.conftest import rg1
 from tests.worklist_app import panel_app
 
@@ -21,7 +22,7 @@ def filled(db):
     ids = add_studies(db, 35, image=image, source="iu", splits=("train", "test"))
     ids += add_studies(db, 5, image=image, source="rex", start=36, report_only_every=5)
     review = ReviewService(db)
-    alice = review.add_reader("alice", None)
+    alice = AccountService(review.db).add("alice", None)
     WorklistService(db).assign(alice)
     return db, ids, alice
 
@@ -72,7 +73,7 @@ def test_next_and_previous_follow_the_filters(filled):
 
 
 def test_a_reader_with_an_empty_worklist_sees_it_said(db):
-    bob = ReviewService(db).add_reader("bob", None)
+    bob = AccountService(db).add("bob", None)
     v = WorklistPanelLogic(WorklistService(db)).view(bob)
     assert v.rows == [] and v.progress == "**No studies on your worklist.**" and v.label == ""
 

@@ -10,8 +10,10 @@ from datetime import date
 import pytest
 from sqlalchemy import func, select
 
-from rrg_review.app.services.ingest import import_records
-from rrg_review.app.services.review import EditConflict, ReviewService
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.ingest.service import import_records
+from rrg_review.app.review.service import EditConflict, ReviewService
+from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.engine import ROWS
 from rrg_review.db.models import Revision, WorklistItem
 from rrg_review.studies.records import ReportSections, StudyRecord
@@ -28,11 +30,12 @@ def two(db, settings):
                            study_date=date(2024, 1, 1 + i), reference=ReportSections("f", "i"))
                for i in range(2)]
     import_records(db, records, blobs=settings.blobs, fmt="test")
-    review = ReviewService(db, include_report_only=True)
-    a, b = review.add_reader("a", None), review.add_reader("b", None)
-    review.assign(a)
-    review.assign(b)
-    sa, sb = (review.worklist(r)[i].study_id for r, i in ((a, 0), (b, 1)))
+    review = ReviewService(db)
+    accounts, worklists = AccountService(db), WorklistService(db, include_report_only=True)
+    a, b = accounts.add("a", None), accounts.add("b", None)
+    worklists.assign(a)
+    worklists.assign(b)
+    sa, sb = (worklists.items(r)[i].study_id for r, i in ((a, 0), (b, 1)))
     return review, a, sa, b, sb
 
 
@@ -102,7 +105,8 @@ def test_a_save_of_another_study_does_not_wait_for_a_held_one(two, db, db_backen
         other, box = _in_thread(lambda: review.save(b, sb, "findings", "b's words", None))
         other.join(WAIT_S)
         assert box and box[0][0] == "ok" and box[0][1].number == 1, box
-        review.assign(a, [sb])  # (a whole-database write: nothing is held by a then)
+        # (a whole-database write: nothing is held by a then)
+        WorklistService(review.db, include_report_only=True).assign(a, [sb])
     finally:
         release.set()
         holder.join(WAIT_S)

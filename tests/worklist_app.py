@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from rrg_review.app.services.worklist import WorklistService
-from rrg_review.app.ui.worklist_panel import build_worklist_panel
+from rrg_review.app.worklist.panel import build_worklist_panel
+from rrg_review.app.worklist.service import WorklistService
 from tests.browser import free_port
 
 

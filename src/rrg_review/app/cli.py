@@ -55,7 +55,7 @@ def _tqdm_progress(desc: str, unit: str):
 def cmd_import(args: argparse.Namespace) -> int:
     """Exit 0: everything imported; 1: some records failed (listed); 2: layout error, nothing
     stored. Never a traceback: an unexpected error is printed as one line."""
-    from rrg_review.app.services.ingest import import_path
+    from rrg_review.app.ingest.service import import_path
     from rrg_review.app.settings import Settings
     from rrg_review.db.engine import DatabaseProblem
     from rrg_review.studies.errors import StudyLoadError
@@ -107,7 +107,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_studies(args: argparse.Namespace) -> int:
-    from rrg_review.app.services.catalog import inventory
+    from rrg_review.app.ingest.catalog import inventory
     from rrg_review.app.settings import Settings
 
     db = Settings.from_args(args.db).open_database()
@@ -136,7 +136,7 @@ def _add_runtime(parser: argparse.ArgumentParser) -> None:
 def _runtime(args: argparse.Namespace, settings):
     """The drafting run's configuration; weights are downloaded only when neither --offline
     nor a missing network (`Settings.downloads`) forbids it."""
-    from rrg_review.app.services.drafting import RuntimeConfig
+    from rrg_review.app.drafting.service import RuntimeConfig
 
     return RuntimeConfig(device=args.device, dtype=args.dtype,
                          batch_size=getattr(args, "batch_size", None),
@@ -146,8 +146,8 @@ def _runtime(args: argparse.Namespace, settings):
 
 
 def cmd_draft(args: argparse.Namespace) -> int:
-    from rrg_review.app.services.catalog import study_ids
-    from rrg_review.app.services.drafting import DraftingService, default_preset
+    from rrg_review.app.drafting.service import DraftingService, default_preset
+    from rrg_review.app.ingest.catalog import study_ids
     from rrg_review.app.settings import Settings
     from rrg_review.model.hub import ModelUnavailable
     from rrg_review.model.presets import UnknownPreset
@@ -166,7 +166,7 @@ def cmd_draft(args: argparse.Namespace) -> int:
     progress = _tqdm_progress(f"draft {preset}", "study")
     try:
         if args.engine == "ray":
-            from rrg_review.app.services.ray_engine import RayConfig, RayUnavailable, draft_on_ray
+            from rrg_review.app.drafting.ray_engine import RayConfig, RayUnavailable, draft_on_ray
 
             config = RayConfig(address=args.address, workers=args.workers,
                                gpus_per_worker=args.gpus_per_worker,
@@ -317,7 +317,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         return 2
     cache = _metric_cache(args)
     if args.engine == "ray":  # Ray computes what the cache lacks; score() then aggregates
-        from rrg_review.app.services.ray_engine import (
+        from rrg_review.app.drafting.ray_engine import (
             RayConfig,
             RayUnavailable,
             fill_score_cache_on_ray,
@@ -393,7 +393,7 @@ def _score_and_report(args, names, metrics, pairs, expected, progress, cache) ->
                          "keys": {p.key: {"compared": p.compared, "max_abs_diff": p.max_abs_diff,
                                           "worst_id": p.worst_id, "missing": p.missing}
                                   for p in parity}}
-    from rrg_review.app.services.export_writers import json_ready
+    from rrg_review.app.evaluation.writers import json_ready
 
     text = json.dumps(json_ready(out), indent=2, allow_nan=False)  # not computable: null
     if args.out:
@@ -496,9 +496,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 def cmd_readers(args: argparse.Namespace) -> int:
     import getpass
 
-    from rrg_review.app.services.accounts import AccountError, AccountService
-    from rrg_review.app.services.review import ReviewService
+    from rrg_review.app.accounts.service import AccountError, AccountService
     from rrg_review.app.settings import Settings
+    from rrg_review.app.worklist.service import WorklistService
 
     db = Settings.from_args(args.db).open_database()
     accounts = AccountService(db)
@@ -534,7 +534,7 @@ def cmd_readers(args: argparse.Namespace) -> int:
     except AccountError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    added = ReviewService(db, accounts).assign(
+    added = WorklistService(db).assign(
         reader_id, include_report_only=args.include_report_only) if not args.empty else 0
     role = "admin" if args.admin else "reader"
     print(f"{role} {args.name} added ({added} studies on the worklist)")
@@ -584,8 +584,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     import getpass
     from datetime import date
 
-    from rrg_review.app.services.audit import AuditLog
-    from rrg_review.app.services.export import ExportFilters, export
+    from rrg_review.app.accounts.audit import AuditLog
+    from rrg_review.app.evaluation.export import ExportFilters, export
     from rrg_review.app.settings import Settings
     from rrg_review.metrics.registry import build
 
@@ -633,7 +633,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from rrg_review.app.services.audit import AuditLog
+    from rrg_review.app.accounts.audit import AuditLog
     from rrg_review.app.settings import Settings
 
     db = Settings.from_args(args.db).open_database(read_only=True, upgrade=False)
@@ -645,7 +645,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from rrg_review.app.services.catalog import health_problems
+    from rrg_review.app.ingest.catalog import health_problems
     from rrg_review.app.settings import Settings
 
     db = Settings.from_args(args.db).open_database(read_only=True, upgrade=False)

@@ -100,10 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         except TLSFilesError as exc:
             return _refuse(str(exc))
 
+    from rrg_review.app.accounts.service import LOCAL_READER, AccountService, LoginThrottle
     from rrg_review.app.logs import configure_logging
-    from rrg_review.app.services.accounts import LOCAL_READER, AccountService, LoginThrottle
-    from rrg_review.app.services.setup import prepare
     from rrg_review.app.settings import Settings
+    from rrg_review.app.setup import prepare
     from rrg_review.db.engine import DatabaseProblem
     from rrg_review.studies.pixels import decode_jpeg2000_on_all_cores
 
@@ -138,24 +138,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) -> int:
-    from rrg_review.app.server import ServerOptions, build_app, serve
-    from rrg_review.app.services.accounts import SessionStore
-    from rrg_review.app.services.drafting import (
+    from rrg_review.app.accounts.service import SessionStore
+    from rrg_review.app.deps import Services
+    from rrg_review.app.drafting.service import (
         DraftingService,
         PreDrafter,
         RuntimeConfig,
         default_preset,
     )
-    from rrg_review.app.services.evaluation import StudyMetrics
-    from rrg_review.app.services.export import ExportService, ExportSpool
-    from rrg_review.app.services.review import ReviewService
-    from rrg_review.app.services.viewer import StudyViewer
-    from rrg_review.app.ui.workstation import build, launch_options
+    from rrg_review.app.evaluation.export import ExportService, ExportSpool
+    from rrg_review.app.evaluation.study_metrics import StudyMetrics
+    from rrg_review.app.page import build, launch_options
+    from rrg_review.app.review.service import ReviewService
+    from rrg_review.app.server import ServerOptions, build_app, serve
+    from rrg_review.app.viewer.service import StudyViewer
+    from rrg_review.app.worklist.service import WorklistService
     from rrg_review.model.presets import UnknownPreset
 
     exports = ExportService(db, accounts.audit, ExportSpool(runtime / "exports"))
-    review = ReviewService(db, accounts, exports,
-                           include_report_only=args.include_report_only)
     viewer = StudyViewer(db, settings.blobs, preview_dir=settings.data_dir / "previews")
     # asked once: without network nothing the page does waits on the hub (Settings.downloads)
     drafting = DraftingService(db, settings, RuntimeConfig(device=args.device,
@@ -170,7 +170,9 @@ def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) 
                   else PreDrafter(drafting, preset))
     # the panel never downloads: metrics whose weights are not here say so at once
     panel = StudyMetrics(db, config=settings.metric_config(download=False))
-    ui = build(viewer, drafting, predrafter, preset, review, panel, login=login)
+    ui = build(Services(viewer, ReviewService(db, accounts.audit),
+                        WorklistService(db, include_report_only=args.include_report_only),
+                        accounts, exports, drafting, predrafter, preset, panel, login))
     sessions = SessionStore(db, idle_s=args.session_idle_minutes * 60,
                             absolute_s=args.session_max_hours * 3600)
     options = ServerOptions(host=args.host, port=args.port, login=login,

@@ -41,11 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from rrg_review.app.services.accounts import AccountService, SessionStore
+from rrg_review.app.accounts.service import AccountService, SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -201,54 +201,8 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
         request.state.rrg_user = user
         return user
 
-    def wants_html(request: Request) -> bool:
-        return "text/html" in request.headers.get("accept", "")
-
     if options.login:
-        @app.get("/login", response_class=HTMLResponse)
-        def login_form(request: Request, msg: str = ""):
-            if current_user(request):
-                return RedirectResponse("./", status_code=303)
-            notes = {"out": "You are signed out.", "expired": "Your session ended; sign in."}
-            return HTMLResponse(login_page(notes.get(msg, ""), tls=options.tls, error=False))
-
-        @app.post("/login")
-        async def login(request: Request):
-            form = await request.form()
-            name = str(form.get("username", "")).strip()[:64]
-            password = str(form.get("password", ""))[:4096]
-            address = client_address(request)
-            # scrypt takes a fraction of a second: off the event loop, so other readers' requests
-            # are not held up by someone's login
-            result = await run_in_threadpool(accounts.authenticate, name, password, address)
-            if result.account is None:
-                if result.outcome == "throttled":
-                    message = (f"Too many failed attempts: try again in "
-                               f"{max(1, round(result.retry_after_s))} s.")
-                    status, headers = 429, {"Retry-After": str(max(1, round(
-                        result.retry_after_s)))}
-                else:
-                    message, status, headers = "Incorrect username or password.", 401, {}
-                if wants_html(request):
-                    return HTMLResponse(login_page(message, tls=options.tls), status_code=status,
-                                        headers=headers)
-                return JSONResponse({"detail": message}, status_code=status, headers=headers)
-            token = sessions.create(result.account.name)
-            response = (RedirectResponse("./", status_code=303) if wants_html(request)
-                        else JSONResponse({"success": True}))
-            response.set_cookie(COOKIE, token, httponly=True, samesite="strict",
-                                secure=options.tls, path="/")
-            return response
-
-        @app.api_route("/logout", methods=["GET", "POST"])
-        def logout(request: Request):
-            token = request.cookies.get(COOKIE)
-            name = sessions.revoke(token)
-            if name:
-                accounts.audit.record("logout", actor=name, address=client_address(request))
-            response = RedirectResponse("login?msg=out", status_code=303)
-            response.delete_cookie(COOKIE, path="/")
-            return response
+        _add_login_routes(app, accounts, sessions, options, current_user)
 
     cache = options.gradio_cache.resolve() if options.gradio_cache else None
 
@@ -256,33 +210,9 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
     async def guard(request: Request, call_next):
         path = request.url.path
         if options.login and not is_public(path):
-            user = await run_in_threadpool(current_user, request)  # a database read
-            if user is None:
-                if request.method in ("GET", "HEAD") and path in ("/", ""):
-                    expired = COOKIE in request.cookies
-                    return RedirectResponse("login" + ("?msg=expired" if expired else ""),
-                                            status_code=303)
-                return JSONResponse({"detail": "Not authenticated: sign in at /login."},
-                                    status_code=401)
-            if path.startswith("/gradio_api/stream/"):
-                return JSONResponse({"detail": "Not found"}, status_code=404)
-            if request.method == "POST" and len(await request.body()) > _BODY_LIMIT:
-                return JSONResponse({"detail": "Request too large"}, status_code=413)
-            if (request.headers.get("content-type", "").startswith("multipart/")
-                    and path.startswith("/gradio_api/") and path != "/gradio_api/upload"):
-                # a form body could name a session hash where `session_hashes` does not look
-                # (component_server accepts one); the page sends forms only to /upload
-                return JSONResponse({"detail": "Unsupported media type"}, status_code=415)
-            for session_hash in await session_hashes(request):
-                owner = tabs.claim(session_hash, user)
-                if owner is not None:
-                    log.warning("refused: %s used a tab of %s (%s)", user, owner, path)
-                    await run_in_threadpool(
-                        accounts.audit.record, "tab_refused", actor=user, ok=False,
-                        address=client_address(request), target=path[:255],
-                        detail=f"tab of {owner}")
-                    return JSONResponse({"detail": "This tab belongs to another reader; "
-                                                   "reload the page."}, status_code=403)
+            refused = await _refusal(request, path, current_user, tabs, accounts)
+            if refused is not None:
+                return refused
         response = await call_next(request)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("X-Frame-Options", "SAMEORIGIN")
@@ -299,6 +229,94 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
                         server_name=options.host, server_port=options.port,
                         **launch_kwargs)
     return app
+
+
+def _wants_html(request: Request) -> bool:
+    return "text/html" in request.headers.get("accept", "")
+
+
+def _add_login_routes(app: FastAPI, accounts: AccountService, sessions: SessionStore,
+                      options: ServerOptions, current_user: Callable[[Request], str | None]
+                      ) -> None:
+    """/login (the form, and signing in: throttled, audited, a session cookie) and /logout."""
+    @app.get("/login", response_class=HTMLResponse)
+    def login_form(request: Request, msg: str = ""):
+        if current_user(request):
+            return RedirectResponse("./", status_code=303)
+        notes = {"out": "You are signed out.", "expired": "Your session ended; sign in."}
+        return HTMLResponse(login_page(notes.get(msg, ""), tls=options.tls, error=False))
+
+    @app.post("/login")
+    async def login(request: Request):
+        form = await request.form()
+        name = str(form.get("username", "")).strip()[:64]
+        password = str(form.get("password", ""))[:4096]
+        address = client_address(request)
+        # scrypt takes a fraction of a second: off the event loop, so other readers' requests
+        # are not held up by someone's login
+        result = await run_in_threadpool(accounts.authenticate, name, password, address)
+        if result.account is None:
+            if result.outcome == "throttled":
+                message = (f"Too many failed attempts: try again in "
+                           f"{max(1, round(result.retry_after_s))} s.")
+                status, headers = 429, {"Retry-After": str(max(1, round(
+                    result.retry_after_s)))}
+            else:
+                message, status, headers = "Incorrect username or password.", 401, {}
+            if _wants_html(request):
+                return HTMLResponse(login_page(message, tls=options.tls), status_code=status,
+                                    headers=headers)
+            return JSONResponse({"detail": message}, status_code=status, headers=headers)
+        token = sessions.create(result.account.name)
+        response = (RedirectResponse("./", status_code=303) if _wants_html(request)
+                    else JSONResponse({"success": True}))
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict",
+                            secure=options.tls, path="/")
+        return response
+
+    @app.api_route("/logout", methods=["GET", "POST"])
+    def logout(request: Request):
+        token = request.cookies.get(COOKIE)
+        name = sessions.revoke(token)
+        if name:
+            accounts.audit.record("logout", actor=name, address=client_address(request))
+        response = RedirectResponse("login?msg=out", status_code=303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+
+async def _refusal(request: Request, path: str, current_user: Callable[[Request], str | None],
+                   tabs: TabOwners, accounts: AccountService) -> Response | None:
+    """Why a request to a private path is refused (not signed in, a stream, too large, a form
+    body, another reader's tab), or None to serve it."""
+    user = await run_in_threadpool(current_user, request)  # a database read
+    if user is None:
+        if request.method in ("GET", "HEAD") and path in ("/", ""):
+            expired = COOKIE in request.cookies
+            return RedirectResponse("login" + ("?msg=expired" if expired else ""),
+                                    status_code=303)
+        return JSONResponse({"detail": "Not authenticated: sign in at /login."},
+                            status_code=401)
+    if path.startswith("/gradio_api/stream/"):
+        return JSONResponse({"detail": "Not found"}, status_code=404)
+    if request.method == "POST" and len(await request.body()) > _BODY_LIMIT:
+        return JSONResponse({"detail": "Request too large"}, status_code=413)
+    if (request.headers.get("content-type", "").startswith("multipart/")
+            and path.startswith("/gradio_api/") and path != "/gradio_api/upload"):
+        # a form body could name a session hash where `session_hashes` does not look
+        # (component_server accepts one); the page sends forms only to /upload
+        return JSONResponse({"detail": "Unsupported media type"}, status_code=415)
+    for session_hash in await session_hashes(request):
+        owner = tabs.claim(session_hash, user)
+        if owner is not None:
+            log.warning("refused: %s used a tab of %s (%s)", user, owner, path)
+            await run_in_threadpool(
+                accounts.audit.record, "tab_refused", actor=user, ok=False,
+                address=client_address(request), target=path[:255],
+                detail=f"tab of {owner}")
+            return JSONResponse({"detail": "This tab belongs to another reader; "
+                                           "reload the page."}, status_code=403)
+    return None
 
 
 def _export_file(url_path: str, cache: Path | None) -> Path | None:

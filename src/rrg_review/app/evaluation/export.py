@@ -26,19 +26,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rrg_review.app.services.accounts import Account
-from rrg_review.app.services.audit import AuditLog
-from rrg_review.app.services.evaluation_results import Evaluation, ExportFilters, ReviewRow
-from rrg_review.app.services.evaluation_steps import evaluate
-from rrg_review.app.services.export_rows import collect_rows
-from rrg_review.app.services.export_writers import (
+from rrg_review.app.accounts.audit import AuditLog
+from rrg_review.app.accounts.service import Account
+from rrg_review.app.evaluation.report_html import render
+from rrg_review.app.evaluation.results import Evaluation, ExportFilters, ReviewRow
+from rrg_review.app.evaluation.rows import collect_rows
+from rrg_review.app.evaluation.steps import evaluate
+from rrg_review.app.evaluation.writers import (
     csv_text,
     json_text,
     neutralise_cell,
     prediction_files,
     safe_name,
 )
-from rrg_review.app.services.report_html import render
 from rrg_review.core.files import atomic_write
 from rrg_review.db.engine import Database
 from rrg_review.metrics.base import Metric

@@ -1,6 +1,7 @@
 """What the workstation's handlers do, without Gradio: a tab's session state and the steps of a
 review (open, type, leave, autosave, save, conflicts, accept, draft, rate, window/level), so
-they can be unit-tested directly. workstation.py only turns these results into components.
+they can be unit-tested directly. The panels (review/panel.py, viewer/panel.py...) only
+turn these results into components.
 
 Rules kept here:
 - a tab's state belongs to the reader who created it; another login using it is refused;
@@ -24,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from rrg_review.app.services.drafting import DraftingService, PreDrafter, StoredDraft
-from rrg_review.app.services.evaluation import StudyMetrics
-from rrg_review.app.services.review import (
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.drafting.service import DraftingService, PreDrafter, StoredDraft
+from rrg_review.app.evaluation.study_metrics import StudyMetrics
+from rrg_review.app.review.service import (
     DatabaseBusy,
     EditConflict,
     Keystrokes,
@@ -36,7 +38,8 @@ from rrg_review.app.services.review import (
     RevisionView,
     SectionEdit,
 )
-from rrg_review.app.services.viewer import ImageView, StudyView, StudyViewer
+from rrg_review.app.viewer.service import ImageView, StudyView, StudyViewer
+from rrg_review.app.worklist.service import WorklistFilter, WorklistService
 from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.metrics.base import by_reason
 from rrg_review.studies.records import ReportSections
@@ -207,9 +210,15 @@ def _utc(ms: float) -> datetime:
 class Desk:
     def __init__(self, viewer: StudyViewer, review: ReviewService,
                  drafting: DraftingService | None = None, predrafter: PreDrafter | None = None,
-                 preset: str = "retrieval", metrics: StudyMetrics | None = None) -> None:
+                 preset: str = "retrieval", metrics: StudyMetrics | None = None, *,
+                 worklists: WorklistService | None = None,
+                 accounts: AccountService | None = None) -> None:
+        """`worklists` and `accounts`: the page's own (serve's settings); None: plain ones on
+        the review's database (tests and benches)."""
         self.viewer = viewer
         self.review = review
+        self.worklists = worklists or WorklistService(review.db)
+        self.accounts = accounts or AccountService(review.db, review.audit)
         self.drafting = drafting
         self.predrafter = predrafter
         self.preset = preset
@@ -222,7 +231,8 @@ class Desk:
     def bind(self, session: Session, login: str) -> int:
         """The reader for this request: `login` must be a reader in the database and the one
         this tab's state was created for (a tab is never used by another account)."""
-        reader = self.review.reader_id(login)
+        account = self.accounts.account(login)
+        reader = account.id if account is not None else None
         if reader is None:
             raise TabRefused(f"unknown reader {login!r}")
         if session.owner is None:
@@ -236,8 +246,8 @@ class Desk:
         """A new reader gets every study on the worklist (once, whichever load asks first),
         so that no count is read before the list exists ("No studies" on a first load)."""
         with self._preparing:
-            if not self.review.worklists.has_worklist(reader):  # one indexed row
-                self.review.assign(reader)
+            if not self.worklists.has_worklist(reader):  # one indexed row
+                self.worklists.assign(reader)
 
     def start(self, reader: int, login: str | None = None,
               left: tuple[tuple[str, int], ...] = ()) -> int | None:
@@ -245,12 +255,12 @@ class Desk:
         resume: the newest one whose unsaved text this browser still keeps (`left`, so that
         text can be restored; only the login's own and only studies on their worklist),
         else the last one worked on, else the first unfinished."""
-        worklists = self.review.worklists
+        worklists = self.worklists
         self.prepare(reader)
         study = next((s for owner, s in left
                       if owner == login and worklists.status_of(reader, s) is not None), None)
         if study is None:
-            study = self.review.resume(reader)
+            study = self.worklists.resume(reader)
         if study is not None and self.predrafter is not None:
             # the study the reader sees first is drafted first (it usually is already: the
             # app queued it at start); the page opens at once and `await_draft` fills the
@@ -292,20 +302,18 @@ class Desk:
         if self.predrafter is None:
             return None
         self.prepare(reader)
-        first = self.review.resume(reader)
+        first = self.worklists.resume(reader)
         if first is not None:
             self.predrafter.schedule(
-                [first, *self.review.worklists.upcoming(reader, first, PREDRAFT_AHEAD)])
+                [first, *self.worklists.upcoming(reader, first, PREDRAFT_AHEAD)])
         return first
 
     # -- worklist (the panel the worklist helper replaces) ---------------------------------
     def worklist_rows(self, reader: int, status: str | None = "all",
                       source: str | None = "all") -> tuple[list[list[Any]], str]:
         """The first page of the filtered worklist and the progress line (two indexed
-        queries; app/ui/worklist_panel.py pages, searches and filters in full)."""
-        from rrg_review.app.services.worklist import WorklistFilter
-
-        worklists = self.review.worklists
+        queries; app/worklist/panel.py pages, searches and filters in full)."""
+        worklists = self.worklists
         page = worklists.page(reader, WorklistFilter.from_ui(status, source), page_size=200)
         progress = worklists.progress(reader)
         rows = [[i.study_id, i.source, i.study_key, i.status.replace("_", " "),
@@ -315,7 +323,7 @@ class Desk:
     def step(self, session: Session, step: int) -> int | None:
         if session.reader is None:  # a state no reader opened has no worklist
             return None
-        return self.review.next_unfinished(session.reader, session.study, step)
+        return self.worklists.next_unfinished(session.reader, session.study, step)
 
     # -- opening --------------------------------------------------------------------------
     def open(self, session: Session, reader: int, study_id: int, now: float) -> Opened:
@@ -325,7 +333,7 @@ class Desk:
         drafts = self.drafting.latest(view.study_id, self.preset) if self.drafting else {}
         if self.predrafter is not None:
             self.predrafter.schedule(
-                self.review.worklists.upcoming(reader, view.study_id, PREDRAFT_AHEAD))
+                self.worklists.upcoming(reader, view.study_id, PREDRAFT_AHEAD))
         good = {s: (d.id, d.text) for s, d in drafts.items() if d.error is None and d.text}
         current = self.review.current(reader, view.study_id)
         texts = {s: current[s].text if s in current else (good[s][1] if s in good else "")

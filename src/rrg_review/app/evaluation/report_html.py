@@ -9,7 +9,7 @@ import io
 import math
 from typing import Any
 
-from rrg_review.app.services.evaluation_results import Evaluation, ReviewRow, ReviewSummary
+from rrg_review.app.evaluation.results import Evaluation, ReviewRow, ReviewSummary
 from rrg_review.core.vocabulary import REXVAL_CATEGORIES, rexval_label
 from rrg_review.metrics.base import by_reason
 from rrg_review.metrics.registry import key_label
@@ -121,6 +121,13 @@ def render(ev: Evaluation) -> str:
     Returns:
         The HTML document.
     """
+    parts = [*_head(ev), *_evaluated(ev), *_automatic(ev), *_review(ev), *_edits(ev),
+             *_agreement(ev), *_cases(ev), "</body></html>"]
+    return "\n".join(p for p in parts if p)
+
+
+def _head(ev: Evaluation) -> list[str]:
+    """The document's head, title and the filters it covers."""
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8>"
              f"<title>rrg-review evaluation report</title><style>{STYLE}</style></head><body>",
              "<h1>rrg-review evaluation report</h1>",
@@ -128,14 +135,24 @@ def render(ev: Evaluation) -> str:
              + (", ".join(f"{_e(k)}={_e(v)}" for k, v in ev.filters.items() if v) or "none")
              + (" · study ids are the datasets' own keys" if ev.filters.get("dataset_keys")
                 in (True, "True") else " · study ids are opaque keyed pseudonyms") + "</p>"]
+    return parts
 
+
+def _evaluated(ev: Evaluation) -> list[str]:
+    """What was evaluated: models, sources, readers."""
+    parts: list[str] = []
     parts.append('<h2 id="evaluated">What was evaluated</h2>')
     parts.append(_table(["model preset", "model id", "revision", "studies"],
                         [[m.preset, m.model_id, m.revision or "—", m.studies]
                          for m in ev.models]))
     parts.append(f"<p>Sources: {', '.join(f'{_e(s)} ({n} studies)' for s, n in ev.sources.items())}"
                  f" · readers: {_e(', '.join(ev.readers) or 'none')} · rows: {len(ev.rows)}</p>")
+    return parts
 
+
+def _automatic(ev: Evaluation) -> list[str]:
+    """Automatic metrics with confidence intervals, and the paired comparison."""
+    parts: list[str] = []
     parts.append('<h2 id="automatic">Automatic metrics</h2>')
     parts.append(_table(["model", "section", "source", "metric", "value", "95% CI", "n"],
                         [[a.model, a.section, a.source, key_label(a.key), a.value,
@@ -154,7 +171,12 @@ def render(ev: Evaluation) -> str:
                             [[p.section, p.model_a, p.model_b, p.result.key, p.result.a,
                               p.result.b, p.result.difference, p.result.p_value, p.result.n]
                              for p in ev.paired]))
+    return parts
 
+
+def _review(ev: Evaluation) -> list[str]:
+    """The radiologists' ratings, ReXVal errors and time on task."""
+    parts: list[str] = []
     parts.append('<h2 id="review">Radiologist review</h2>')
     if ev.review.models:
         parts.append(_table(
@@ -176,7 +198,12 @@ def render(ev: Evaluation) -> str:
                               t.n_without_draft]]))
     else:
         parts.append('<p class="note">No ratings match the filters.</p>')
+    return parts
 
+
+def _edits(ev: Evaluation) -> list[str]:
+    """How much readers changed the drafts (word error rate)."""
+    parts: list[str] = []
     parts.append('<h2 id="edits">How much readers changed the drafts</h2>')
     if ev.edits:
         keys = sorted({k for e in ev.edits for k in e.draft_vs_final})
@@ -190,7 +217,12 @@ def render(ev: Evaluation) -> str:
                      "rapidfuzz's word-level Levenshtein distance (0 = accepted as is).</p>")
     else:
         parts.append('<p class="note">No edited drafts match the filters.</p>')
+    return parts
 
+
+def _agreement(ev: Evaluation) -> list[str]:
+    """Agreement of metrics with radiologists, and between readers."""
+    parts: list[str] = []
     parts.append('<h2 id="metric-agreement">Agreement of metrics with radiologists</h2>')
     parts.append('<p class="note">Kendall\'s tau-b (scipy) between each metric of the draft '
                  "against the reference (per report, mean over its sections) and the reader's "
@@ -205,11 +237,15 @@ def render(ev: Evaluation) -> str:
                         [[a.on, a.statistic, a.value, a.p_value, a.n]
                          for a in ev.reader_agreement]) if ev.reader_agreement else
                  '<p class="note">No study was rated by more than one reader.</p>')
+    return parts
 
+
+def _cases(ev: Evaluation) -> list[str]:
+    """The worst and best cases by the headline metric."""
+    parts: list[str] = []
     parts.append('<h2 id="cases">Worst and best cases</h2>')
     for case in ev.cases:
         if case.rows:
             parts.append(f"<h3>{_e(case.title)}</h3>"
                          + "".join(_case(r, ev.headline) for r in case.rows))
-    parts.append("</body></html>")
-    return "\n".join(p for p in parts if p)
+    return parts

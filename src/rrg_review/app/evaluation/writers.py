@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from rrg_review.app.services.evaluation_results import Evaluation, ReviewRow
+from rrg_review.app.evaluation.results import Evaluation, ReviewRow
 from rrg_review.core.vocabulary import ERROR_KINDS, REXVAL_CATEGORIES
 
 CSV_FIELDS = ["study_key", "source", "split", "section", "preset", "model_id", "model_revision",

@@ -201,32 +201,7 @@ def import_records(
     check = check or ImageCheck(guard=Guard.for_roots(Path("/"), follow_symlinks=True))
     with ExitStack() as stack:
         writer = _BatchWriter(db, blobs, check, report, _PoolHandle(workers, stack))
-        iterator: Iterator = iter(records)
-        while True:
-            try:
-                item = next(iterator)
-            except StopIteration:
-                break
-            except DatasetLayoutError as exc:
-                if report.found == 0:
-                    raise  # nothing read yet, nothing stored: a layout error (exit 2)
-                report.problems.append(ImportProblem(exc.path, f"{exc.reason} (reading stopped "
-                                                     "here; records after it were not read)"))
-                report.found += 1
-                break
-            except StudyLoadError as exc:
-                report.problems.append(ImportProblem(exc.path, f"{exc.reason} (reading stopped "
-                                                     "here; records after it were not read)"))
-                report.found += 1
-                break
-            except Exception as exc:  # an importer bug or a reader failing on hostile input
-                log.debug("import reader failed", exc_info=True)
-                report.problems.append(ImportProblem(
-                    fmt, f"reading stopped after {report.found} records: "
-                         f"{type(exc).__name__}: {exc}"))
-                report.found += 1
-                break
-            report.found += 1
+        for item in _read(records, report, fmt):
             if isinstance(item, RecordError):
                 report.problems.append(ImportProblem(item.where, item.reason, item.record))
             else:
@@ -235,6 +210,40 @@ def import_records(
                 progress(report.found, total)
         writer.close()
     return report
+
+
+def _read(records: Iterable[StudyRecord | RecordError], report: ImportReport,
+          fmt: str) -> Iterator[StudyRecord | RecordError]:
+    """The importer's records, each counted in `report.found` before it is handed on. A reader
+    failing after the first record stops reading and is reported as one failed record; one
+    failing before it raises (nothing read, nothing stored: a layout error)."""
+    iterator = iter(records)
+    while True:
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        except DatasetLayoutError as exc:
+            if report.found == 0:
+                raise  # nothing read yet, nothing stored: a layout error (exit 2)
+            report.problems.append(ImportProblem(exc.path, f"{exc.reason} (reading stopped "
+                                                 "here; records after it were not read)"))
+            report.found += 1
+            return
+        except StudyLoadError as exc:
+            report.problems.append(ImportProblem(exc.path, f"{exc.reason} (reading stopped "
+                                                 "here; records after it were not read)"))
+            report.found += 1
+            return
+        except Exception as exc:  # an importer bug or a reader failing on hostile input
+            log.debug("import reader failed", exc_info=True)
+            report.problems.append(ImportProblem(
+                fmt, f"reading stopped after {report.found} records: "
+                     f"{type(exc).__name__}: {exc}"))
+            report.found += 1
+            return
+        report.found += 1
+        yield item
 
 
 def fingerprint(record: StudyRecord, patient_key: str | None = None,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from rrg_review.app.services.evaluation_results import ExportFilters, ReviewRow
+from rrg_review.app.evaluation.results import ExportFilters, ReviewRow
 from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.db.engine import Database
 from rrg_review.db.models import Draft, Rating, Reader, Revision, Study, WorklistItem

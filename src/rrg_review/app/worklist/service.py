@@ -124,6 +124,18 @@ class WorklistEntry:
 
 
 @dataclass(frozen=True)
+class WorkItem:
+    """One study on a reader's worklist, as `WorklistService.items` lists them."""
+
+    study_id: int
+    position: int
+    status: str
+    source: str
+    study_key: str
+    active_seconds: float
+
+
+@dataclass(frozen=True)
 class WorklistPage:
     """One page of a filtered worklist. `page` is 1-based and always within 1..pages."""
 
@@ -189,26 +201,38 @@ def _search_ids(text: str) -> CompoundSelect:
 
 
 class WorklistService:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, include_report_only: bool = False) -> None:
+        """Args:
+            db: the database.
+            include_report_only: `serve --include-report-only`: new readers also get the
+                studies without images (report-only references).
+        """
         self.db = db
+        self.include_report_only = include_report_only
 
     # -- assignment -----------------------------------------------------------------------
     def assign(self, reader_id: int, study_ids: Sequence[int] | None = None, *,
-               include_report_only: bool = False) -> int:
+               include_report_only: bool | None = None) -> int:
         """Put studies on a reader's worklist (default: every stored study with images);
         returns how many were new. One INSERT ... SELECT: 160,000 studies take about a second,
         not a minute of ORM objects. Studies already there keep their place and status.
+        A read-only database (`--read-only`) keeps the worklists it has.
 
         Args:
             reader_id: whose worklist.
             study_ids: the studies to add (duplicates and unknown ids are ignored); None:
                 every stored study.
-            include_report_only: add studies without images too.
+            include_report_only: add studies without images too; None: the setting given at
+                construction.
 
         Returns:
-            How many were newly added; they go after the reader's last position, in
-            (source, sort key, id) order.
+            How many were newly added (0 on a read-only database); they go after the
+            reader's last position, in (source, sort key, id) order.
         """
+        if self.db.read_only:
+            return 0
+        if include_report_only is None:
+            include_report_only = self.include_report_only
         with self.db.write() as s:
             start = int(s.scalar(select(func.coalesce(func.max(WorklistItem.position), -1))
                                  .where(WorklistItem.reader_id == reader_id)) or 0) + 1
@@ -245,6 +269,30 @@ class WorklistService:
             chosen)
         # SQLAlchemy keeps an INSERT's rowcount only when asked (else -1 on PostgreSQL)
         return int(s.execute(stmt.execution_options(preserve_rowcount=True)).rowcount or 0)
+
+    def items(self, reader_id: int, status: str | None = None,
+              source: str | None = None) -> list[WorkItem]:
+        """The whole worklist (small lists, tests and exports only: handlers page with
+        `page`, which never loads the whole list).
+
+        Args:
+            reader_id: whose worklist.
+            status: only items with this status ("new", "in_review", "done"...); None or "": all.
+            source: only studies from this import source; None or "": all.
+
+        Returns:
+            The items in worklist order (empty for a reader with no worklist).
+        """
+        stmt = (select(WorklistItem, Study.source, Study.study_key)
+                .join(Study, Study.id == WorklistItem.study_id)
+                .where(WorklistItem.reader_id == reader_id).order_by(WorklistItem.position))
+        if status:
+            stmt = stmt.where(WorklistItem.status == status)
+        if source:
+            stmt = stmt.where(Study.source == source)
+        with self.db.read() as s:
+            return [WorkItem(w.study_id, w.position, w.status, src, key, w.active_seconds)
+                    for w, src, key in s.execute(stmt)]
 
     def report_only_count(self) -> int:
         """How many stored studies have no images (references, left off reading worklists

@@ -26,7 +26,7 @@ from typing import Any
 
 import gradio as gr
 
-from rrg_review.app.services.worklist import (
+from rrg_review.app.worklist.service import (
     IMAGE_FILTERS,
     STATUSES,
     Progress,
@@ -191,7 +191,7 @@ class WorklistPanel:
 
     def connect(self, blocks: gr.Blocks, state: gr.State,
                 reader_of: Callable[[gr.Request | None], int],
-                open_study: Callable[..., Any],
+                open_study: Callable[..., Any] | None,
                 open_outputs: Sequence[gr.components.Component],
                 current_of: Callable[[Any], int | None] = lambda s: getattr(s, "study", None),
                 prepare_reader: Callable[[int], Any] | None = None,
@@ -203,110 +203,134 @@ class WorklistPanel:
         at the same time. With `navigation=False` the row click and Previous/Next are left to
         the caller (the workstation saves the reader's pending text before it leaves a study,
         which needs the edit boxes as inputs); `logic.target` and `page_showing` serve it."""
-        logic, outputs = self.logic, list(open_outputs)
-        view_outputs = self.view_outputs
-        filters = self.filters
-
-        def as_view(v: PanelView) -> list[Any]:
-            progress = gr.update() if v.progress is None else v.progress
-            return [v.rows, v.page, v.label, progress, v.message]
-
-        def refresh(search, status, source, split, images, page, request: gr.Request):
-            return as_view(logic.view(reader_of(request), search, status, source, split,
-                                      images, page))
-
-        def refresh_all(search, status, source, split, images, page, request: gr.Request):
-            """After a status change: the rows, and the progress line whatever the filter."""
-            reader = reader_of(request)
-            v = logic.view(reader, search, status, source, split, images, page)
-            out = as_view(v)
-            if v.progress is None:
-                out[3] = progress_line(logic.worklists.progress(reader))
-            return out
-
-        def on_load(search, status, source, split, images, page, request: gr.Request):
-            if prepare_reader is not None:
-                prepare_reader(reader_of(request))
-            choices = ["all", *logic.worklists.sources()]
-            splits = ["all", *logic.worklists.splits()]
-            return [gr.update(choices=choices), gr.update(choices=splits),
-                    *refresh_all(search, status, source, split, images, page, request)]
-
-        def first(search, status, source, split, images, request: gr.Request):
-            return refresh(search, status, source, split, images, 1, request)
-
-        def paged(delta: int | None):
-            def handler(search, status, source, split, images, page, request: gr.Request):
-                try:
-                    number = LAST_PAGE if delta is None else int(page or 1) + delta
-                except (TypeError, ValueError, OverflowError):  # NaN, inf: back to the start
-                    number = 1
-                return refresh(search, status, source, split, images, number, request)
-            return handler
-
-        def opened(session, study_id: int | None, request) -> dict:
-            result = open_study(session, study_id, request)
-            if isinstance(result, dict):
-                return dict(result)
-            return dict(zip(outputs, result, strict=True))
-
-        def on_select(session, evt: gr.SelectData, request: gr.Request):
-            value: Any = evt.row_value[0] if evt.row_value else None  # from the browser
-            try:
-                study_id = int(value)
-            except (TypeError, ValueError):
-                return {self.message: "Select a row with a study."}
-            out = opened(session, study_id, request)
-            out[self.message] = ""
-            return out
-
-        def stepper(step: int):
-            def handler(session, search, status, source, split, images, table,
-                        request: gr.Request):
-                reader = reader_of(request)
-                current = current_of(session)
-                target = logic.target(reader, current, step, search, status, source, split,
-                                      images)
-                if target is None:
-                    where = "after" if step > 0 else "before"
-                    return {self.message: f"No unfinished study {where} this one"
-                            + (" under these filters." if current is not None else ".")}
-                out = opened(session, target, request)
-                wrapped = current is not None and logic.wrapped(reader, current, target, step)
-                out[self.message] = ("Wrapped round to the " + ("first" if step > 0 else "last")
-                                     + " unfinished study of the list." if wrapped else "")
-                if target not in _shown_ids(table):  # follow the study to its page
-                    v = logic.page_showing(reader, target, search, status, source, split,
-                                           images)
-                    if v is not None:
-                        out.update({self.table: v.rows, self.page: v.page,
-                                    self.page_text: v.label})
-                return out
-            return handler
-
-        self._refresh = refresh_all
-        paging = [*filters, self.page]
+        views = _Views(self, reader_of, prepare_reader)
+        self._refresh = views.refresh_all
+        filters, paging, view_outputs = self.filters, [*self.filters, self.page], self.view_outputs
         # reads only: off Gradio's queue (no waiting behind other events; SQLite in WAL mode
         # serves concurrent reads)
         light: dict[str, Any] = {"show_progress": "hidden", "queue": False}
-        blocks.load(on_load, paging, [self.source, self.split, *view_outputs], **light)
-        self.search.submit(first, filters, view_outputs, api_name="worklist_search", **light)
+        blocks.load(views.on_load, paging, [self.source, self.split, *view_outputs], **light)
+        self.search.submit(views.first, filters, view_outputs, api_name="worklist_search",
+                           **light)
         for dropdown in (self.status, self.source, self.split, self.images):
-            dropdown.input(first, filters, view_outputs, **light)
-        self.page.submit(paged(0), paging, view_outputs, **light)
-        self.first_page.click(first, filters, view_outputs, **light)
-        self.previous_page.click(paged(-1), paging, view_outputs, **light)
-        self.next_page.click(paged(1), paging, view_outputs, api_name="worklist_page", **light)
-        self.last_page.click(paged(None), paging, view_outputs, **light)
+            dropdown.input(views.first, filters, view_outputs, **light)
+        self.page.submit(views.paged(0), paging, view_outputs, **light)
+        self.first_page.click(views.first, filters, view_outputs, **light)
+        self.previous_page.click(views.paged(-1), paging, view_outputs, **light)
+        self.next_page.click(views.paged(1), paging, view_outputs, api_name="worklist_page",
+                             **light)
+        self.last_page.click(views.paged(None), paging, view_outputs, **light)
         if not navigation:
             return
-        step_outputs = [*outputs, self.table, self.page, self.page_text, self.message]
-        step_outputs = list(dict.fromkeys(step_outputs))
-        self.table.select(on_select, [state], list(dict.fromkeys([*outputs, self.message])))
-        self.next_study.click(stepper(1), [state, *filters, self.table], step_outputs,
+        if open_study is None:
+            raise ValueError("the panel's own navigation needs an open_study function")
+        steps = _Steps(self, reader_of, open_study, list(open_outputs), current_of)
+        step_outputs = list(dict.fromkeys([*open_outputs, self.table, self.page,
+                                           self.page_text, self.message]))
+        self.table.select(steps.on_select, [state],
+                          list(dict.fromkeys([*open_outputs, self.message])))
+        self.next_study.click(steps.stepper(1), [state, *filters, self.table], step_outputs,
                               api_name="next_study")
-        self.previous_study.click(stepper(-1), [state, *filters, self.table], step_outputs,
-                                  api_name="previous_study")
+        self.previous_study.click(steps.stepper(-1), [state, *filters, self.table],
+                                  step_outputs, api_name="previous_study")
+
+
+class _Views:
+    """The panel's read-only events: a page of the filtered list and the progress line."""
+
+    def __init__(self, panel: WorklistPanel, reader_of: Callable[[gr.Request | None], int],
+                 prepare_reader: Callable[[int], Any] | None) -> None:
+        self.logic, self.reader_of, self.prepare_reader = panel.logic, reader_of, prepare_reader
+
+    @staticmethod
+    def as_view(v: PanelView) -> list[Any]:
+        progress = gr.update() if v.progress is None else v.progress
+        return [v.rows, v.page, v.label, progress, v.message]
+
+    def refresh(self, search, status, source, split, images, page, request: gr.Request):
+        return self.as_view(self.logic.view(self.reader_of(request), search, status, source,
+                                            split, images, page))
+
+    def refresh_all(self, search, status, source, split, images, page, request: gr.Request):
+        """After a status change: the rows, and the progress line whatever the filter."""
+        reader = self.reader_of(request)
+        v = self.logic.view(reader, search, status, source, split, images, page)
+        out = self.as_view(v)
+        if v.progress is None:
+            out[3] = progress_line(self.logic.worklists.progress(reader))
+        return out
+
+    def on_load(self, search, status, source, split, images, page, request: gr.Request):
+        if self.prepare_reader is not None:
+            self.prepare_reader(self.reader_of(request))
+        choices = ["all", *self.logic.worklists.sources()]
+        splits = ["all", *self.logic.worklists.splits()]
+        return [gr.update(choices=choices), gr.update(choices=splits),
+                *self.refresh_all(search, status, source, split, images, page, request)]
+
+    def first(self, search, status, source, split, images, request: gr.Request):
+        return self.refresh(search, status, source, split, images, 1, request)
+
+    def paged(self, delta: int | None) -> Callable[..., Any]:
+        def handler(search, status, source, split, images, page, request: gr.Request):
+            try:
+                number = LAST_PAGE if delta is None else int(page or 1) + delta
+            except (TypeError, ValueError, OverflowError):  # NaN, inf: back to the start
+                number = 1
+            return self.refresh(search, status, source, split, images, number, request)
+        return handler
+
+
+class _Steps:
+    """The panel's own navigation (when the caller leaves it to the panel): the row click and
+    Previous/Next open a study through the caller's `open_study`."""
+
+    def __init__(self, panel: WorklistPanel, reader_of: Callable[[gr.Request | None], int],
+                 open_study: Callable[..., Any], outputs: list[gr.components.Component],
+                 current_of: Callable[[Any], int | None]) -> None:
+        self.panel, self.logic, self.reader_of = panel, panel.logic, reader_of
+        self.open_study, self.outputs, self.current_of = open_study, outputs, current_of
+
+    def opened(self, session, study_id: int | None, request) -> dict:
+        result = self.open_study(session, study_id, request)
+        if isinstance(result, dict):
+            return dict(result)
+        return dict(zip(self.outputs, result, strict=True))
+
+    def on_select(self, session, evt: gr.SelectData, request: gr.Request):
+        value: Any = evt.row_value[0] if evt.row_value else None  # from the browser
+        try:
+            study_id = int(value)
+        except (TypeError, ValueError):
+            return {self.panel.message: "Select a row with a study."}
+        out = self.opened(session, study_id, request)
+        out[self.panel.message] = ""
+        return out
+
+    def stepper(self, step: int) -> Callable[..., Any]:
+        def handler(session, search, status, source, split, images, table,
+                    request: gr.Request):
+            return self.step(step, session, (search, status, source, split, images), table,
+                             request)
+        return handler
+
+    def step(self, step: int, session, filters: tuple, table, request: gr.Request) -> dict:
+        panel, logic = self.panel, self.logic
+        reader, current = self.reader_of(request), self.current_of(session)
+        target = logic.target(reader, current, step, *filters)
+        if target is None:
+            where = "after" if step > 0 else "before"
+            return {panel.message: f"No unfinished study {where} this one"
+                    + (" under these filters." if current is not None else ".")}
+        out = self.opened(session, target, request)
+        wrapped = current is not None and logic.wrapped(reader, current, target, step)
+        out[panel.message] = ("Wrapped round to the " + ("first" if step > 0 else "last")
+                              + " unfinished study of the list." if wrapped else "")
+        if target not in _shown_ids(table):  # follow the study to its page
+            v = logic.page_showing(reader, target, *filters)
+            if v is not None:
+                out.update({panel.table: v.rows, panel.page: v.page, panel.page_text: v.label})
+        return out
 
 
 def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE

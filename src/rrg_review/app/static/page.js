@@ -2,6 +2,24 @@
 // The server is the authority; this script only reports what the page knows (which study the
 // boxes belong to, what was typed and when) and keeps unsaved text in localStorage until the
 // server has it.
+// the preprocessor of every text-carrying event (Tab.client_js in app/deps.py): the event's
+// first n arguments, with the page's report at index i; `carried` names the indices of the
+// edit boxes' texts the request carries. Defined at once: a page load's event may come first.
+window.rrgWithClient = (args, n, i, carried) => {
+  const v = args.slice(0, n);
+  const texts = {};
+  for (const [name, k] of Object.entries(carried)) texts[name] = v[k];
+  v[i] = window.rrgClient ? window.rrgClient(texts) : '{}';
+  return v;
+};
+// the enlarge button's preprocessor: the image the reader clicked (rrgPick) as its input
+window.rrgWithPick = (args, i) => {
+  const v = args.slice(0, 2);
+  v[i] = window.rrgPick ? window.rrgPick() : '';
+  return v;
+};
+window.rrgLogout = () => { window.location.href = '/logout'; };
+
 (() => {
   const rrg = window.rrg = {study: null, reader: null, keys: {}, seq: 0, last: Date.now(),
                             shown: {}, base: null, unsaved: false};
@@ -68,7 +86,7 @@
     return best;
   };
 
-  // what every text-carrying event sends along (see Client in app/ui/desk.py)
+  // what every text-carrying event sends along (see Client in app/review/desk.py)
   // (texts: the box values this request carries, noted before it leaves the page)
   window.rrgClient = (texts) => {
     poll();  // the study in the boxes now, not as of the last 200 ms tick

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 
-from rrg_review.app.services.drafting import DraftingService, DraftRun, RuntimeConfig
+from rrg_review.app.drafting.service import DraftingService, DraftRun, RuntimeConfig
 from rrg_review.app.settings import Settings
 from rrg_review.core.progress import Progress
 
@@ -189,6 +189,25 @@ class ScoreActor:
                 "ref_hash": [str(h) for h in batch["ref_hash"]], "payload": payloads}
 
 
+def _missing_rows(metrics: Sequence[Metric], hyps: Sequence[str], refs: Sequence[str],
+                  cache: ScoreCache) -> list[dict[str, Any]]:
+    """One row per distinct (metric, pair) the cache lacks, under the key score() reads with
+    (the model id plus a hash of the weights' contents)."""
+    from rrg_review.metrics.base import text_hash
+
+    rows: list[dict[str, Any]] = []
+    for metric in metrics:
+        keys = [(text_hash(h), text_hash(r)) for h, r in zip(hyps, refs, strict=True)]
+        found = cache.get_many(metric.name, metric.version, metric.cache_id(), keys)
+        seen = set(found)
+        for (hh, rh), h, r in zip(keys, hyps, refs, strict=True):
+            if (hh, rh) not in seen:
+                seen.add((hh, rh))
+                rows.append({"metric": metric.name, "hyp": h, "ref": r,
+                             "hyp_hash": hh, "ref_hash": rh})
+    return rows
+
+
 def fill_score_cache_on_ray(metrics: Sequence[Metric], config: MetricConfig,
                             hyps: Sequence[str], refs: Sequence[str], cache: ScoreCache,
                             ray_config: RayConfig,
@@ -213,25 +232,9 @@ def fill_score_cache_on_ray(metrics: Sequence[Metric], config: MetricConfig,
     """
     import json
 
-    from rrg_review.metrics.base import text_hash
-
     ray = _ray()
-    rows = []
-    by_name = {}
-    for metric in metrics:
-        ok, _ = metric.available()
-        if not ok:
-            continue  # score() reports why
-        by_name[metric.name] = metric
-        keys = [(text_hash(h), text_hash(r)) for h, r in zip(hyps, refs, strict=True)]
-        # the key score() reads with: the model id plus a hash of the weights' contents
-        found = cache.get_many(metric.name, metric.version, metric.cache_id(), keys)
-        seen = set(found)
-        for (hh, rh), h, r in zip(keys, hyps, refs, strict=True):
-            if (hh, rh) not in seen:
-                seen.add((hh, rh))
-                rows.append({"metric": metric.name, "hyp": h, "ref": r,
-                             "hyp_hash": hh, "ref_hash": rh})
+    by_name = {m.name: m for m in metrics if m.available()[0]}  # score() reports the others
+    rows = _missing_rows(list(by_name.values()), hyps, refs, cache)
     if not rows:
         return 0
     rows.sort(key=lambda row: (row["metric"], len(row["hyp"]) + len(row["ref"])))

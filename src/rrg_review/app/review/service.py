@@ -1,5 +1,6 @@
-"""Review use cases: readers, per-reader worklists, edits saved as revisions (with conflict
-detection), ratings with the ReXVal taxonomy, active time on task, and word-level diffs.
+"""The review use case: a reader's edits saved as revisions (with conflict detection), ratings
+with the ReXVal taxonomy, and active time on task. Accounts, worklists and exports are their own
+services (accounts.service, worklist.service, evaluation.export), called by the callers.
 
 Nothing a reader wrote is updated in place: each save is a new Revision or Rating row, in one
 transaction. A save states which revision it was edited from; if another tab or reader of the
@@ -8,7 +9,6 @@ same account saved in between, the save is refused with the current text (`EditC
 
 from __future__ import annotations
 
-import difflib
 import math
 import time
 from collections.abc import Sequence
@@ -18,16 +18,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm.attributes import flag_modified
 
-from rrg_review.app.services.accounts import (
-    LOCAL_READER,
-    Account,
-    AccountError,
-    AccountService,
-    hash_password,
-    verify_password,
-)
-from rrg_review.app.services.audit import AuditLog
-from rrg_review.app.services.worklist import WorklistService
+from rrg_review.app.accounts.audit import AuditLog
 from rrg_review.core.vocabulary import ERROR_KINDS, REXVAL_CATEGORIES, SECTIONS, rexval_label
 from rrg_review.db.engine import ROWS, Database, DatabaseBusy
 from rrg_review.db.models import (
@@ -36,7 +27,6 @@ from rrg_review.db.models import (
     Reader,
     Revision,
     SectionTiming,
-    Study,
     WorklistItem,
     utcnow,
 )
@@ -46,9 +36,8 @@ from rrg_review.db.models import (
 MAX_ACTIVE_GAP_S = 60.0
 # the vocabulary the review screen shows and the service validates: the UI imports it from
 # here (the services), never from the database models
-__all__ = ["LOCAL_READER", "REXVAL_CATEGORIES", "SECTIONS", "Account", "DatabaseBusy",
-           "EditConflict", "ReviewError", "ReviewService", "SectionEdit",
-           "hash_password", "verify_password", "word_diff", "word_error_rate"]
+__all__ = ["REXVAL_CATEGORIES", "SECTIONS", "DatabaseBusy", "EditConflict", "ReviewError",
+           "ReviewService", "SectionEdit"]
 
 
 class ReviewError(ValueError):
@@ -89,16 +78,6 @@ class RatingView:
 
 
 @dataclass(frozen=True)
-class WorkItem:
-    study_id: int
-    position: int
-    status: str
-    source: str
-    study_key: str
-    active_seconds: float
-
-
-@dataclass(frozen=True)
 class Keystrokes:
     """A reader's typing in one section since the last save: first and last keystroke (UTC)
     and whether a model draft was on screen at the first one."""
@@ -125,54 +104,6 @@ class TimingView:
     last_keystroke_at: datetime | None
     submitted_at: datetime | None
     draft_on_screen: bool | None
-
-
-@dataclass(frozen=True)
-class DiffPiece:
-    op: str  # "equal" | "delete" | "insert"
-    text: str
-
-
-def word_diff(before: str, after: str) -> list[DiffPiece]:
-    """Word-level diff (difflib on whitespace tokens) of draft vs current text, so the reader
-    sees what they changed in the model's words.
-
-    Args:
-        before: the draft text.
-        after: the reader's current text.
-
-    Returns:
-        Pieces in reading order; a replaced run is a "delete" piece then an "insert" piece.
-        Whitespace is not kept (pieces are words joined by single spaces); two empty texts
-        give an empty list.
-    """
-    a, b = before.split(), after.split()
-    out: list[DiffPiece] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
-        if tag in ("equal", "delete", "replace") and i2 > i1:
-            out.append(DiffPiece("equal" if tag == "equal" else "delete", " ".join(a[i1:i2])))
-        if tag in ("insert", "replace") and j2 > j1:
-            out.append(DiffPiece("insert", " ".join(b[j1:j2])))
-    return out
-
-
-def word_error_rate(draft: str, final: str) -> float:
-    """The standard word error rate of the reader's final text against the model's draft:
-    (substituted + deleted + inserted words) / words of the draft, from rapidfuzz's word-level
-    Levenshtein distance. 0 means accepted as is; a replaced word counts once (not as a
-    delete plus an insert). An empty draft counts as one word, so writing a report from
-    nothing is its word count rather than a division by zero.
-
-    Args:
-        draft: the model's text (the reference of the rate).
-        final: the reader's text (the hypothesis).
-    Returns:
-        The rate, 0 or more (above 1 when the reader wrote more than the draft had).
-    """
-    from rapidfuzz.distance import Levenshtein
-
-    words = draft.split()
-    return Levenshtein.distance(words, final.split()) / max(1, len(words))
 
 
 def _revision(r: Revision) -> RevisionView:
@@ -236,195 +167,14 @@ def _validate_errors(errors: dict[str, dict[str, object]]) -> dict[str, dict[str
 
 
 class ReviewService:
-    def __init__(self, db: Database, accounts: AccountService | None = None,
-                 exports=None, include_report_only: bool = False) -> None:
+    """A reader's work on one study: revisions, conflicts, ratings and time on task.
+
+    Who the reader is (accounts.service), which studies they have (worklist.service) and what
+    their work becomes (evaluation.export) are other services: the callers call them."""
+
+    def __init__(self, db: Database, audit: AuditLog | None = None) -> None:
         self.db = db
-        self.audit = accounts.audit if accounts else AuditLog(db)
-        self.accounts = accounts or AccountService(db, self.audit)
-        self.exports = exports  # an ExportService; made on first export when not given
-        self.worklists = WorklistService(db)
-        # launch.py --include-report-only: new readers also get studies without images
-        self.include_report_only = include_report_only
-
-    # -- readers (thin delegates to AccountService) ------------------------------------------
-    def add_reader(self, name: str, password: str | None, role: str = "reader") -> int:
-        """Add an account (`AccountService.add`), its errors as ReviewError for the pages.
-
-        Args:
-            name: the login name.
-            password: the password; None: an account that cannot log in (no password).
-            role: "reader" or "admin".
-
-        Returns:
-            The new reader's id.
-
-        Raises:
-            ReviewError: the account cannot be added (name taken or invalid, weak password...).
-        """
-        try:
-            return self.accounts.add(name, password, role)
-        except AccountError as exc:
-            raise ReviewError(str(exc)) from None
-
-    def authenticate(self, name: str, password: str, address: str | None = None) -> int | None:
-        """The reader id for a correct login (throttled and audited), else None.
-
-        Args:
-            name, password: what the login form sent.
-            address: the client's address, for the throttle and the audit log.
-
-        Returns:
-            The reader id, or None for a wrong name or password (or a throttled attempt).
-        """
-        result = self.accounts.authenticate(name, password, address)
-        return result.account.id if result.account else None
-
-    def reader_id(self, name: str) -> int | None:
-        """Args:
-            name: a login name.
-
-        Returns:
-            That account's id, or None when there is no such account.
-        """
-        found = self.accounts.account(name)
-        return found.id if found else None
-
-    def reader_name(self, reader_id: int) -> str:
-        """Args:
-            reader_id: an account id.
-
-        Returns:
-            The account's name, or "?" for an unknown id (a label, never an error).
-        """
-        found = self.accounts.by_id(reader_id)
-        return found.name if found else "?"
-
-    def is_admin(self, reader_id: int) -> bool:
-        """Args:
-            reader_id: an account id.
-
-        Returns:
-            True only for an existing admin account (False for an unknown id).
-        """
-        found = self.accounts.by_id(reader_id)
-        return found is not None and found.is_admin
-
-    def has_logins(self) -> bool:
-        """Returns:
-            Whether any account can log in (`AccountService.has_logins`), which decides
-            whether the app asks for a login at all.
-        """
-        return self.accounts.has_logins()
-
-    def local_reader(self) -> int:
-        """Returns:
-            The id of the single-user workstation's reader (`AccountService.local_reader`).
-        """
-        return self.accounts.local_reader()
-
-    def export_report(self, reader_id: int, fmt: str, *, everyone: bool = False,
-                      metrics=None, address: str | None = None):
-        """Export as this reader: their own work only unless they are an admin asking for
-        everyone's (decided here, not by the page). Returns an `ExportResult`.
-
-        Args:
-            reader_id: who asks; their role decides whether `everyone` is honoured.
-            fmt: the export format, as `ExportService.export_as` accepts it.
-            everyone: all readers' work (admins only) instead of the asker's own.
-            metrics: the metrics to run; None: the export's default (available, no download).
-            address: the client's address, for the audit log.
-
-        Returns:
-            The `ExportResult` of `ExportService.export_as`.
-
-        Raises:
-            ReviewError: no reader has this id.
-            ValueError: an unknown format.
-        """
-        from rrg_review.app.services.export import ExportService
-
-        if self.exports is None:
-            self.exports = ExportService(self.db, audit=self.audit)
-        account = self.accounts.by_id(reader_id)
-        if account is None:
-            raise ReviewError(f"reader {reader_id} does not exist")
-        return self.exports.export_as(account, fmt, everyone=everyone, metrics=metrics,
-                                      address=address)
-
-    # -- worklists ------------------------------------------------------------------------
-    def assign(self, reader_id: int, study_ids: Sequence[int] | None = None, *,
-               include_report_only: bool | None = None) -> int:
-        """Put studies (default: every study with images) on a reader's worklist; returns how
-        many were new. Report-only studies only when asked (here or at construction).
-        A read-only database (`--read-only`) keeps the worklists it has.
-
-        Args:
-            reader_id: whose worklist.
-            study_ids: the studies to add; None: every study with images (and report-only
-                ones when asked).
-            include_report_only: add studies without images too; None: the setting given at
-                construction.
-
-        Returns:
-            How many studies were newly added (0 on a read-only database, or when all were
-            there already).
-        """
-        if self.db.read_only:
-            return 0
-        if include_report_only is None:
-            include_report_only = self.include_report_only
-        return self.worklists.assign(reader_id, study_ids,
-                                     include_report_only=include_report_only)
-
-    def worklist(self, reader_id: int, status: str | None = None,
-                 source: str | None = None) -> list[WorkItem]:
-        """The whole worklist (small lists, tests and exports only: handlers page with
-        WorklistService.page, which never loads the whole list).
-
-        Args:
-            reader_id: whose worklist.
-            status: only items with this status ("new", "in_review", "done"...); None or "": all.
-            source: only studies from this import source; None or "": all.
-
-        Returns:
-            The items in worklist order (empty for a reader with no worklist).
-        """
-        stmt = (select(WorklistItem, Study.source, Study.study_key)
-                .join(Study, Study.id == WorklistItem.study_id)
-                .where(WorklistItem.reader_id == reader_id).order_by(WorklistItem.position))
-        if status:
-            stmt = stmt.where(WorklistItem.status == status)
-        if source:
-            stmt = stmt.where(Study.source == source)
-        with self.db.read() as s:
-            return [WorkItem(w.study_id, w.position, w.status, src, key, w.active_seconds)
-                    for w, src, key in s.execute(stmt)]
-
-    def next_unfinished(self, reader_id: int, after: int | None = None,
-                        step: int = 1) -> int | None:
-        """The next (step=1) or previous (step=-1) study not done, around `after`.
-
-        Args:
-            reader_id: whose worklist.
-            after: the study on screen; None: from the start of the list.
-            step: 1 for next, -1 for previous.
-
-        Returns:
-            A study id, or None when no other study is unfinished
-            (see `WorklistService.next_unfinished`).
-        """
-        return self.worklists.next_unfinished(reader_id, after, step)
-
-    def resume(self, reader_id: int) -> int | None:
-        """The study to reopen after a reload: the last one worked on, else the first open.
-
-        Args:
-            reader_id: whose worklist.
-
-        Returns:
-            A study id, or None for an empty worklist (see `WorklistService.resume`).
-        """
-        return self.worklists.resume(reader_id)
+        self.audit = audit or AuditLog(db)
 
     def _item(self, s, reader_id: int, study_id: int, lock: bool = False) -> WorklistItem:
         """The reader's worklist entry of the study; `lock`: FOR UPDATE, taken first by every

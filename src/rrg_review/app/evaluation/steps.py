@@ -15,7 +15,7 @@ from typing import TypeVar
 import numpy as np
 from sqlalchemy import select
 
-from rrg_review.app.services.evaluation_results import (
+from rrg_review.app.evaluation.results import (
     COMPARISONS,
     AutomaticResult,
     CaseList,
@@ -31,8 +31,7 @@ from rrg_review.app.services.evaluation_results import (
     ReviewSummary,
     TimeOnTask,
 )
-from rrg_review.app.services.export_rows import collect_rows
-from rrg_review.app.services.review import word_error_rate
+from rrg_review.app.evaluation.rows import collect_rows
 from rrg_review.core.vocabulary import ERROR_KINDS, REXVAL_CATEGORIES, SECTIONS
 from rrg_review.db.engine import Database
 from rrg_review.db.metric_cache import DatabaseScoreCache
@@ -46,6 +45,7 @@ from rrg_review.metrics.agreement import (
 )
 from rrg_review.metrics.base import Metric, MetricUnavailable, by_reason
 from rrg_review.metrics.cache import ScoreCache
+from rrg_review.metrics.edits import word_error_rate
 from rrg_review.metrics.registry import MetricConfig, build
 from rrg_review.metrics.scoring import attempt_rows, score
 from rrg_review.metrics.stats import paired_test
@@ -331,7 +331,7 @@ def edit_summaries(rows: Sequence[ReviewRow]) -> tuple[EditSummary, ...]:
 
     Returns:
         One summary per (model, section) with at least one reader's final text, sorted;
-        the word error rate is `review.word_error_rate` (0 = accepted as is).
+        the word error rate is `metrics.edits.word_error_rate` (0 = accepted as is).
     """
     out = []
     for (preset, section), group in sorted(_group(rows, lambda r: (r.preset, r.section))

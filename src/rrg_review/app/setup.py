@@ -7,7 +7,7 @@ import logging
 
 from sqlalchemy import func, select
 
-from rrg_review.app.services.ingest import ImportReport, import_records
+from rrg_review.app.ingest.service import ImportReport, import_records
 from rrg_review.app.settings import Settings
 from rrg_review.db.engine import Database, DatabaseProblem, integrity_problems
 from rrg_review.db.models import Study

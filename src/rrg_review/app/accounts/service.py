@@ -30,7 +30,7 @@ from typing import Any, cast
 
 from sqlalchemy import CursorResult, delete, not_, or_, select, update
 
-from rrg_review.app.services.audit import AuditLog
+from rrg_review.app.accounts.audit import AuditLog
 from rrg_review.db.engine import ROWS, Database
 from rrg_review.db.models import ROLES, LoginThrottleState, Reader, WebSession
 

@@ -136,7 +136,7 @@ class EditSummary:
     model: str
     section: str
     n: int
-    word_error_rate: float  # mean WER of the final against the draft (review.word_error_rate)
+    word_error_rate: float  # mean WER of the final against the draft (metrics.edits)
     unchanged_share: float
     draft_vs_final: dict[str, float]  # metric key -> mean
 

@@ -1,0 +1,175 @@
+"""What the page's panels are given: the services, built once (by `serve`, or by `Services.plain`
+for tests and benches) and passed down, so no panel builds a service of its own; the tab's
+shared plumbing (`Tab`); and, like the current-user dependency of fastapi's full-stack template
+(`api/deps.py`), the one place where a handler's reader is resolved and checked (`Guard`)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+
+from rrg_review.app.accounts.service import LOCAL_READER, AccountService
+from rrg_review.app.review.desk import Desk, Session, TabRefused
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.worklist.service import WorklistService
+
+if TYPE_CHECKING:
+    from rrg_review.app.drafting.service import DraftingService, PreDrafter
+    from rrg_review.app.evaluation.export import ExportService
+    from rrg_review.app.evaluation.study_metrics import StudyMetrics
+    from rrg_review.app.viewer.service import StudyViewer
+
+
+@dataclass(frozen=True)
+class Services:
+    """One of each service the page calls, on one database.
+
+    viewer: the study images; review: revisions, ratings, timing; worklists: each reader's
+    list; accounts: who a login is, who is an admin; exports: the evaluation report (None: the
+    page has no export, e.g. a bench); drafting/predrafter/preset: the model drafts (None: no
+    drafting set up); metrics: the metrics panel; login: whether readers sign in (else the one
+    local reader)."""
+
+    viewer: StudyViewer
+    review: ReviewService
+    worklists: WorklistService
+    accounts: AccountService
+    exports: ExportService | None = None
+    drafting: DraftingService | None = None
+    predrafter: PreDrafter | None = None
+    preset: str = "retrieval"
+    metrics: StudyMetrics | None = None
+    login: bool = False
+
+    @classmethod
+    def plain(cls, viewer: StudyViewer, drafting: DraftingService | None = None,
+              predrafter: PreDrafter | None = None, preset: str = "retrieval",
+              metrics: StudyMetrics | None = None, login: bool = False) -> Services:
+        """Services with default settings on the viewer's database (tests and benches; `serve`
+        builds its own from the command line's settings)."""
+        from rrg_review.app.evaluation.export import ExportService
+
+        accounts = AccountService(viewer.db)
+        return cls(viewer, ReviewService(viewer.db, accounts.audit), WorklistService(viewer.db),
+                   accounts, ExportService(viewer.db, accounts.audit), drafting, predrafter,
+                   preset, metrics, login)
+
+
+AUTOSAVE_S = 4.0  # the autosave timer; also the heartbeat of active time
+PRIVATE: dict[str, Any] = {"api_visibility": "private"}  # the page's own events, not a public API
+LIGHT: dict[str, Any] = {"queue": False, **PRIVATE}  # light, quick events skip the queue
+# what the page does on its own while the reader types (autosave ticks, the diff, a draft
+# arriving after the page opened) shows no progress overlay: on every keystroke it would
+# dim the diff; the metrics panel keeps its overlay (scoring with real weights takes seconds)
+QUIET: dict[str, Any] = {"show_progress": "hidden"}
+# browser-only steps: functions of static/page.js
+ARRIVED: dict[str, Any] = {"fn": None, "js": "() => { window.rrgArrived(); }", **PRIVATE}
+FULL_SHOWN: dict[str, Any] = {"fn": None, "js": "() => { window.rrgFullShown(); }", **PRIVATE}
+
+
+@dataclass(frozen=True)
+class Tab:
+    """What every panel of one page shares: the tab's state and the page script's plumbing
+    (hidden by CSS, so it is in the page)."""
+
+    state: gr.State  # the tab's `Session`
+    awaited: gr.State  # the study a page load's follow-up waits to show a draft for
+    sync: gr.Textbox  # what the page script needs to guard unsaved text (`sync_json`)
+    client: gr.Textbox  # the page's report, filled in by every text-carrying event
+    # an autosave that stored text writes a new value here; its change event rescores the
+    # metrics panel (a tick that saved nothing sends no second request)
+    rescore: gr.Textbox
+    timer: gr.Timer
+
+    @classmethod
+    def build(cls) -> Tab:
+        def hidden(elem_id: str) -> gr.Textbox:
+            return gr.Textbox(elem_id=elem_id, elem_classes="rrg-hidden", container=False)
+
+        return cls(gr.State(Session()), gr.State(None), hidden("sync"), hidden("client"),
+                   hidden("rescore"), gr.Timer(AUTOSAVE_S))
+
+    def client_js(self, inputs: Iterable[Any], texts: Iterable[gr.Textbox] = ()) -> str:
+        """A JS preprocessor that fills the hidden `client` input with the page's report at
+        the moment of the event (`rrgWithClient` in static/page.js; Gradio orders dict inputs
+        by component id), telling the page script which texts this request carries (the
+        findings and impression boxes, when they are inputs), so a later load recognises a
+        revision this tab saved itself."""
+        order = sorted(inputs, key=lambda b: b._id)
+        carried = {t.elem_id.removeprefix("edit-"): order.index(t)
+                   for t in texts if t in order and t.elem_id}
+        return (f"(...a) => window.rrgWithClient(a, {len(order)}, "
+                f"{order.index(self.client)}, {json.dumps(carried)})")
+
+
+def sync_json(reader: str, session: Session) -> str:
+    """What the page script needs to know to guard unsaved text (see static/page.js), and
+    which drafts are on screen (a new draft id tells the page a Draft click has landed)."""
+    return json.dumps({"reader": reader, "study": session.study, "base": session.base,
+                       "shown": session.shown,
+                       "drafts": {s: d[0] for s, d in session.drafts.items()}})
+
+
+@dataclass(frozen=True)
+class Reader:
+    """The authenticated reader of one request, bound to the tab's state."""
+
+    name: str
+    id: int
+    session: Session
+
+
+Inputs = dict[Any, Any]  # Gradio's {component: value} of an event's inputs
+Outputs = dict[Any, Any]  # {component: update} of an event's outputs
+
+
+class Guard:
+    """Resolves and checks the reader of every handler: the login of the authenticated request
+    (or the one local reader without logins) must be a reader in the database and the one the
+    tab's state was created for; anything else is refused with a sentence (`gr.Error`)."""
+
+    def __init__(self, desk: Desk, tab: Tab, login: bool) -> None:
+        self.desk, self.tab, self.login = desk, tab, login
+
+    def reader(self, session: Session, request: gr.Request | None) -> Reader:
+        """The dependency itself, for the few handlers a decorator cannot wrap (a stream, a
+        wait beside the page)."""
+        name = getattr(request, "username", None) if self.login else LOCAL_READER
+        if not name:
+            raise gr.Error("Not logged in.")
+        try:
+            reader = self.desk.bind(session, name)
+        except TabRefused as exc:
+            raise gr.Error(str(exc)) from None
+        session.address = getattr(getattr(request, "client", None), "host", None)
+        return Reader(name, reader, session)
+
+    def __call__(self, fn: Callable[[Reader, Inputs], Any] | None = None, *,
+                 lock: bool = True) -> Any:
+        """`@guard` (or `@guard(lock=False)` for read-only handlers): the handler gets the
+        `Reader` and the inputs, under the tab's lock (one handler of a tab at a time)."""
+        if fn is None:
+            return functools.partial(self, lock=lock)
+        return self._wrap(fn, lock)
+
+    def _wrap(self, fn: Callable[[Reader, Inputs], Any], lock: bool) -> Any:
+        state = self.tab.state
+
+        def handler(d: Inputs, request: gr.Request) -> Any:
+            session = d[state]
+            if not lock:
+                return fn(self.reader(session, request), d)
+            with session.lock:
+                return fn(self.reader(session, request), d)
+
+        # Gradio passes the request by the annotation (resolved in this module) and logs the
+        # handler by its name
+        handler.__name__ = handler.__qualname__ = getattr(fn, "__name__", "handler")
+        handler.__doc__ = fn.__doc__
+        return handler
+

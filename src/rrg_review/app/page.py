@@ -1,0 +1,292 @@
+"""The review workstation page: the feature panels composed, and what crosses them.
+
+Each feature lays out its own panel (a typed dataclass of components, `build`) and wires its own
+events on the services it is given: the worklist (worklist/panel.py), the film and the enlarged
+view (viewer/panel.py), the editor and the rating (review/panel.py), the metrics and the export
+(evaluation/panel.py) and the top bar (accounts/panel.py). The page places them, and owns what
+belongs to no single panel: opening a study (it replaces what every panel shows), page load and
+navigation. Every handler's reader is resolved and checked by one `Guard` (app/deps.py); the page
+script and styles are static files (static/).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from rrg_review.app.accounts.panel import TopBar, wire_top_bar
+from rrg_review.app.deps import ARRIVED, PRIVATE, Guard, Inputs, Outputs, Reader, Services, Tab
+from rrg_review.app.evaluation.panel import ExportPanel, MetricsPanel, wire_export, wire_metrics
+from rrg_review.app.review.desk import Client, Desk, Saved, Session
+from rrg_review.app.review.panel import (
+    Editor,
+    ReviewPanel,
+    Wiring,
+    wire_draft_arrival,
+    wire_review,
+)
+from rrg_review.app.viewer.panel import (
+    EnlargedPanel,
+    FilmPanel,
+    film_html,
+    wire_enlarged,
+    wire_film,
+)
+from rrg_review.app.worklist.panel import WorklistPanel, build_worklist_panel, progress_line
+
+__all__ = ["Page", "build", "film_html", "launch_options"]
+
+STATIC = Path(__file__).with_name("static")
+SHORTCUTS = [
+    ("Alt+N / Alt+P", "next / previous unfinished study (what you typed is saved first)"),
+    ("Ctrl+S", "save both sections"),
+    ("1 … 5", "overall score, when not typing in a box"),
+    ("Alt+A", "accept the draft as is (asks first if you changed it)"),
+    ("Alt+F / Alt+I", "focus findings / impression"),
+    ("Alt+D", "draft (or regenerate) this study"),
+    ("Alt+R", "submit the rating"),
+    ("Alt+B", "show / hide the prior study beside this one"),
+    ("Click an image", "enlarged view: ← → other images, Esc closes, wheel/drag zoom/pan"),
+]
+
+
+@dataclass(frozen=True)
+class Page:
+    """Every panel of the page."""
+
+    tab: Tab
+    top: TopBar
+    worklist: WorklistPanel
+    export: ExportPanel
+    film: FilmPanel
+    review: ReviewPanel
+    metrics: MetricsPanel
+    enlarged: EnlargedPanel
+
+    @classmethod
+    def build(cls, services: Services) -> Page:
+        top = TopBar.build(services.login)
+        tab = Tab.build()
+        pick, enlarge = EnlargedPanel.build_hidden()
+        with gr.Row(elem_id="main-row", equal_height=False):
+            with gr.Column(scale=2, min_width=250, elem_id="worklist-col"):
+                worklist = build_worklist_panel(services.worklists)
+                with gr.Accordion("Keyboard shortcuts", open=False, elem_id="help"):
+                    gr.Markdown("\n".join(f"- **{k}**: {v}" for k, v in SHORTCUTS))
+                export = ExportPanel.build()
+            with gr.Column(scale=6, min_width=480, elem_id="viewer-col"):
+                film = FilmPanel.build(services.viewer)
+            with gr.Column(scale=3, min_width=380, elem_id="editor-col"):
+                review = ReviewPanel.build()
+                metrics = MetricsPanel.build()
+        return cls(tab, top, worklist, export, film, review, metrics,
+                   EnlargedPanel.build(pick, enlarge))
+
+    @property
+    def edit_in(self) -> set[Any]:
+        """The inputs of every event that carries the report's text."""
+        wl = self.worklist
+        return {self.tab.state, self.review.findings, self.review.impression, self.tab.client,
+                *wl.filters, wl.page}
+
+
+def build(services: Services) -> gr.Blocks:
+    """The whole page on these services."""
+    s = services
+    desk = Desk(s.viewer, s.review, s.drafting, s.predrafter, s.preset, s.metrics,
+                worklists=s.worklists, accounts=s.accounts)
+    if not s.login:
+        # the one local reader's first study is drafted before the first page asks for it
+        desk.predraft_first(s.accounts.local_reader())
+    with gr.Blocks(title="rrg-review", fill_width=True) as ui:
+        page = Page.build(s)
+        _wire(ui, page, desk, s)
+    return ui
+
+
+def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
+    guard = Guard(desk, page.tab, services.login)
+    metrics_step = wire_metrics(page.metrics, desk, guard)
+    nav = Navigation(page, desk, services, guard, metrics_step)
+    wiring = Wiring(services, desk, guard, nav.editor, nav.rows, page.worklist.follow,
+                    metrics_step, page.edit_in, nav.with_client,
+                    [page.worklist.table, page.worklist.progress])
+    wire_draft_arrival(wiring, nav.wire_load(ui))
+    nav.wire_steps()
+    # search, filters and paging: the panel's own read-only events; the row click and
+    # Previous/Next above save the reader's pending text before they leave the study
+    page.worklist.connect(ui, page.tab.state,
+                          lambda request: guard.reader(Session(), request).id, None, [],
+                          prepare_reader=desk.prepare, navigation=False)
+    wire_film(page.film, services.viewer, guard)
+    wire_review(wiring)
+    wire_enlarged(page.enlarged, services.viewer, desk, guard)
+    wire_top_bar(page.top, services.login, guard(nav.on_logout), page.edit_in, nav.study_outs,
+                 **nav.with_client)
+    wire_export(page.export, services, guard)
+
+
+class Navigation:
+    """Opening a study, which replaces what every panel shows: on page load, on a worklist row,
+    on Previous/Next, before logging out. What is typed is saved first."""
+
+    def __init__(self, page: Page, desk: Desk, services: Services, guard: Guard,
+                 metrics_step: dict[str, Any]) -> None:
+        self.page, self.desk, self.services, self.guard = page, desk, services, guard
+        self.metrics_step = metrics_step
+        self.editor = Editor(page.review, desk, page.tab)
+        carried = (page.review.findings, page.review.impression)
+        self.with_client: dict[str, Any] = {"js": page.tab.client_js(page.edit_in, carried)}
+        self._select_js = page.tab.client_js(page.edit_in | {page.worklist.table}, carried)
+        p, wl, tab = page, page.worklist, page.tab
+        self.study_outs = list(dict.fromkeys([
+            tab.state, p.top.who, p.film.film, p.film.details, p.film.prior_button,
+            *self._review_outs(), p.enlarged.image, p.enlarged.caption, p.metrics.table,
+            p.metrics.notes, wl.table, wl.progress, wl.page, wl.page_text]))
+
+    def _review_outs(self) -> list[Any]:
+        r, tab = self.page.review, self.page.tab
+        return [r.findings, r.impression, r.new_findings, r.new_impression, r.ref_findings,
+                r.ref_impression, r.model_line, r.draft_error, r.draft_button, r.save_status,
+                r.diff, tab.sync, r.keep_mine, r.take_theirs, r.accept_confirm,
+                r.accept_cancel, r.restore_note, *r.rating_fields, r.rate_status]
+
+    # -- what opening a study shows ----------------------------------------------------------
+    def filters_of(self, d: Inputs) -> tuple[Any, Any, Any, Any, Any]:
+        """The worklist's search and filters as the event sent them."""
+        wl = self.page.worklist
+        search, status, source, split, images = (d.get(f, "all") for f in (
+            wl.search, wl.status, wl.source, wl.split, wl.images))
+        return search, status, source, split, images
+
+    def rows(self, reader: int, d: Inputs) -> Outputs:
+        """The worklist page on screen, refreshed (statuses change on save, rate and accept)."""
+        wl = self.page.worklist
+        v = wl.logic.view(reader, *self.filters_of(d), d.get(wl.page) or 1)
+        progress = v.progress or progress_line(self.services.worklists.progress(reader))
+        return {wl.table: v.rows, wl.progress: progress}
+
+    def empty_worklist_note(self) -> str:
+        """Why the worklist is empty, when report-only studies are the reason (a new-user trial
+        imported Open-i's 3,955 reports and took the empty list for a failed import)."""
+        worklists = self.services.worklists
+        hidden = worklists.report_only_count()
+        if not hidden or worklists.include_report_only:
+            return "Your worklist is empty."
+        return (f"Your worklist is empty. {hidden:,} stored studies have no images (imported "
+                "as references); they are not put on reading worklists unless the app is "
+                "started with `--include-report-only`.")
+
+    def study_outputs(self, r: Reader, study_id: int | None) -> Outputs:
+        """Everything on screen that belongs to a study, replaced (or cleared) together."""
+        p, session, viewer = self.page, r.session, self.services.viewer
+        session.offered = False
+        out: Outputs = {p.tab.state: session, **p.top.reader(r), **p.enlarged.cleared(),
+                        **p.metrics.computing(), **self.editor.reset()}
+        if study_id is None:
+            session.study, session.images, session.image = None, (), None
+            return {**out, **p.film.cleared(viewer),
+                    **self.editor.cleared(r, self.empty_worklist_note())}
+        opened = self.desk.open(session, r.id, int(study_id), time.monotonic())
+        return {**out, **p.film.opened(viewer, opened.view),
+                **self.editor.opened(r, opened, self.services.drafting is not None)}
+
+    # -- handlers ----------------------------------------------------------------------------
+    def on_load(self, r: Reader, d: Inputs) -> Outputs:
+        left = Client.parse(d[self.page.tab.client]).left
+        return {**self.study_outputs(r, self.desk.start(r.id, r.name, left)),
+                **self.rows(r.id, d)}
+
+    def navigate(self, r: Reader, d: Inputs, target: Callable[[Reader], int | None]) -> Outputs:
+        """Save what is typed (an autosave revision), then open the target study. A refused
+        save keeps the reader on the study with their words on screen."""
+        p, session = self.page.review, r.session
+        texts = p.texts_of(d)
+        saved = self.desk.leave(session, texts, Client.parse(d[self.page.tab.client]),
+                                time.monotonic())
+        if not saved.ok:
+            held = Saved("⚠ **Still on this study: choose Keep mine or Take theirs first.** "
+                         + saved.message, saved.conflicts, saved.wrote)
+            return self.editor.after_save(r, held, texts)
+        study = target(r)
+        if study is None:
+            return {**self.editor.after_save(r, saved, texts),
+                    p.save_status: "No other unfinished study that way."}
+        out = self.study_outputs(r, study)
+        if saved.wrote:
+            out.update(self.rows(r.id, d))
+        return out
+
+    def on_step(self, step: int) -> Callable[..., Any]:
+        """Next/previous unfinished study within the worklist's filters and search, round the
+        end of the list when there is none that way. The worklist follows to the page that
+        shows it (it stayed on page 1 while Next went on: found in a new-user trial)."""
+        wl = self.page.worklist
+
+        @self.guard
+        def handler(r: Reader, d: Inputs) -> Outputs:
+            out = self.navigate(r, d, lambda r: wl.logic.target(
+                r.id, r.session.study, step, *self.filters_of(d)))
+            session = r.session
+            if self.page.film.film in out and session.study is not None \
+                    and session.reader is not None:
+                v = wl.logic.page_showing(session.reader, session.study, *self.filters_of(d))
+                if v is not None and v.page != (d.get(wl.page) or 1):
+                    out.update({wl.table: v.rows, wl.page: v.page, wl.page_text: v.label})
+            return out
+        return handler
+
+    def on_select(self, d: Inputs, evt: gr.SelectData, request: gr.Request) -> Outputs:
+        """A worklist row: its study (a row click carries the event, so the guard's
+        dependency is called here, under the tab's lock)."""
+        wl, session = self.page.worklist, d[self.page.tab.state]
+        row = evt.index[0] if isinstance(evt.index, list | tuple) else evt.index
+        study = int(d[wl.table].iloc[row, 0])
+        with session.lock:
+            r = self.guard.reader(session, request)
+            if study != session.study:
+                return self.navigate(r, d, lambda r: study)
+            # the open study's own row: saving is all there is to do; reopening it would put
+            # the stored text back over whatever the reader typed while the click travelled
+            texts = self.page.review.texts_of(d)
+            saved = self.desk.leave(session, texts, Client.parse(d[self.page.tab.client]),
+                                    time.monotonic())
+            return self.editor.after_save(r, saved, texts)
+
+    def on_logout(self, r: Reader, d: Inputs) -> Outputs:
+        """Before leaving for /logout: what is typed is saved (the study stays open)."""
+        return self.navigate(r, d, lambda r: r.session.study)
+
+    # -- events ------------------------------------------------------------------------------
+    def wire_load(self, ui: gr.Blocks) -> Any:
+        """The page load opens the study to resume; returns the event (the draft and the
+        metrics follow it)."""
+        loaded = ui.load(self.guard(self.on_load), self.page.edit_in, self.study_outs,
+                         **PRIVATE, **self.with_client)
+        loaded.then(**self.metrics_step)
+        return loaded
+
+    def wire_steps(self) -> None:
+        """The row click and Previous/Next. The page script holds keystrokes back from a
+        navigation's click until its answer is on screen (`ARRIVED` tells it)."""
+        wl, edit_in = self.page.worklist, self.page.edit_in
+        for navigation in (
+                wl.table.select(self.on_select, edit_in | {wl.table}, self.study_outs,
+                                **PRIVATE, js=self._select_js),
+                wl.next_study.click(self.on_step(1), edit_in, self.study_outs,
+                                    api_name="next_study", **self.with_client),
+                wl.previous_study.click(self.on_step(-1), edit_in, self.study_outs,
+                                        api_name="previous_study", **self.with_client)):
+            navigation.then(**self.metrics_step)
+            navigation.then(**ARRIVED)
+
+
+def launch_options() -> dict[str, str]:
+    """Page-level additions that Gradio 6 takes at launch: the page script and styles."""
+    script = (STATIC / "page.js").read_text()
+    return {"head": f"<script>\n{script}\n</script>", "css": (STATIC / "page.css").read_text()}

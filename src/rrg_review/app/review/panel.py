@@ -1,0 +1,606 @@
+"""The review panel (the editor column): the findings and impression boxes, Save / Revert /
+Accept, conflicts with another tab's save (Keep mine / Take theirs), the draft beside the boxes
+and the word diff, the rating (Likert, "acceptable", ReXVal error counts, comment) and the
+dataset's reference report.
+
+Handlers call the Gradio-free `Desk` and turn its results into component updates; report text is
+plain text in Textboxes and html.escape'd wherever it becomes HTML."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+
+from rrg_review.app.deps import (
+    LIGHT,
+    PRIVATE,
+    QUIET,
+    Guard,
+    Inputs,
+    Outputs,
+    Reader,
+    Services,
+    Tab,
+    sync_json,
+)
+from rrg_review.app.review.desk import Client, Desk, Opened, Saved, Session
+from rrg_review.app.review.service import RatingView
+from rrg_review.core.vocabulary import REXVAL_CATEGORIES, REXVAL_LABELS, SECTIONS
+from rrg_review.metrics.edits import word_diff
+
+if TYPE_CHECKING:
+    from rrg_review.app.drafting.service import DraftingService
+
+log = logging.getLogger(__name__)
+
+# "1 False report of a finding": the number and wording of core.vocabulary, as a form label
+FORM_LABELS = {c: f"{i} {REXVAL_LABELS[c].capitalize()}"
+               for i, c in enumerate(REXVAL_CATEGORIES, start=1)}
+
+
+def _diff(draft: str, text: str) -> list[tuple[str, str | None]]:
+    ops = {"equal": None, "delete": "-", "insert": "+"}
+    return [(p.text + " ", ops[p.op]) for p in word_diff(draft or "", text or "")]
+
+
+def diff_of(drafts: dict[str, str], texts: dict[str, str]) -> list[tuple[str, str | None]]:
+    return (_diff(drafts["findings"], texts["findings"]) + [("| ", None)]
+            + _diff(drafts["impression"], texts["impression"]))
+
+
+@dataclass(frozen=True)
+class ReviewPanel:
+    save_status: gr.Markdown
+    restore_note: gr.HTML
+    keep_mine: gr.Button
+    take_theirs: gr.Button
+    draft_button: gr.Button
+    unload_button: gr.Button
+    model_line: gr.Markdown
+    draft_error: gr.Markdown
+    findings: gr.Textbox
+    impression: gr.Textbox
+    save_button: gr.Button
+    revert_button: gr.Button
+    accept_button: gr.Button
+    accept_confirm: gr.Button
+    accept_cancel: gr.Button
+    likert: gr.Radio
+    acceptable: gr.Checkbox
+    rate_button: gr.Button
+    rate_status: gr.Markdown
+    rexval: dict[tuple[str, str], gr.Number]
+    comment: gr.Textbox
+    model_draft: gr.Accordion
+    new_findings: gr.Textbox
+    new_impression: gr.Textbox
+    use_draft: gr.Button
+    diff: gr.HighlightedText
+    ref_findings: gr.Textbox
+    ref_impression: gr.Textbox
+
+    @classmethod
+    def build(cls) -> ReviewPanel:
+        """Built inside the editor column; the parts in reading order."""
+        parts: dict[str, Any] = {"save_status": gr.Markdown(elem_id="save-status"),
+                                 "restore_note": gr.HTML("", elem_id="restore-note")}
+        parts.update(_conflict_and_draft_rows())
+        parts.update(_boxes_and_buttons())
+        parts.update(_rating())
+        parts.update(_rexval())
+        parts.update(_draft_diff_reference())
+        return cls(**parts)
+
+    @property
+    def rating_fields(self) -> list[Any]:
+        return [self.likert, self.acceptable, *self.rexval.values(), self.comment]
+
+    def texts_of(self, d: Inputs) -> dict[str, str]:
+        return {"findings": d[self.findings] or "", "impression": d[self.impression] or ""}
+
+    def boxes(self, texts: dict[str, str]) -> Outputs:
+        return {self.findings: texts["findings"], self.impression: texts["impression"]}
+
+
+def _conflict_and_draft_rows() -> dict[str, Any]:
+    # rows of buttons offered only now and then: shown while their buttons are enabled
+    # (page.css), since a layout's visibility update does not always reach the page
+    with gr.Row(elem_id="conflict-row", elem_classes="rrg-offer"):
+        keep_mine = gr.Button("Keep mine", elem_id="keep-mine", size="sm", variant="primary",
+                              interactive=False)
+        take_theirs = gr.Button("Take theirs", elem_id="take-theirs", size="sm",
+                                interactive=False)
+    with gr.Row():
+        draft_button = gr.Button("Draft", interactive=False, elem_id="draft-button", size="sm")
+        unload_button = gr.Button("Unload model", elem_id="unload-model", size="sm")
+    return {"keep_mine": keep_mine, "take_theirs": take_theirs, "draft_button": draft_button,
+            "unload_button": unload_button, "model_line": gr.Markdown(elem_id="draft-model"),
+            "draft_error": gr.Markdown(elem_id="draft-error")}
+
+
+def _boxes_and_buttons() -> dict[str, Any]:
+    parts: dict[str, Any] = {
+        "findings": gr.Textbox(label="Findings (editable)", lines=7, max_lines=14,
+                               elem_id="edit-findings"),
+        "impression": gr.Textbox(label="Impression (editable)", lines=3, max_lines=8,
+                                 elem_id="edit-impression")}
+    with gr.Row(elem_id="save-row"):
+        parts["save_button"] = gr.Button("Save (Ctrl+S)", variant="primary", elem_id="save",
+                                         size="sm")
+        parts["revert_button"] = gr.Button("Revert to draft", elem_id="revert", size="sm")
+        parts["accept_button"] = gr.Button("Accept draft (Alt+A)", elem_id="accept", size="sm")
+    with gr.Row(elem_id="accept-confirm-row", elem_classes="rrg-offer"):
+        # the buttons say what they do: the status line that explains the question may be
+        # replaced by an autosave's note before the reader reads it (a new-user trial)
+        parts["accept_confirm"] = gr.Button("Accept the draft, replacing my edits",
+                                            elem_id="accept-confirm", size="sm",
+                                            variant="stop", interactive=False)
+        parts["accept_cancel"] = gr.Button("Cancel: keep my edits", elem_id="accept-cancel",
+                                           size="sm", interactive=False)
+    return parts
+
+
+def _rating() -> dict[str, Any]:
+    with gr.Group(elem_id="rating"):
+        with gr.Row(equal_height=True):
+            likert = gr.Radio([1, 2, 3, 4, 5], label="Overall quality (keys 1-5)",
+                              elem_id="likert", scale=3)
+            acceptable = gr.Checkbox(label="Acceptable without changes", elem_id="acceptable",
+                                     scale=2)
+        rate_button = gr.Button("Submit rating (Alt+R)", elem_id="rate", size="sm",
+                                variant="primary")
+        rate_status = gr.Markdown(elem_id="rate-status")
+    return {"likert": likert, "acceptable": acceptable, "rate_button": rate_button,
+            "rate_status": rate_status}
+
+
+def _rexval() -> dict[str, Any]:
+    rexval: dict[tuple[str, str], gr.Number] = {}
+    with gr.Accordion("ReXVal errors and comment", open=True, elem_id="rexval"):
+        with gr.Row(elem_classes="rexval-row"):
+            gr.Markdown("**ReXVal errors** (counts)")
+            gr.Markdown("clinically significant")
+            gr.Markdown("insignificant")
+        for category in REXVAL_CATEGORIES:
+            with gr.Row(elem_classes="rexval-row", equal_height=True):
+                gr.Markdown(FORM_LABELS[category])
+                for kind in ("significant", "insignificant"):
+                    rexval[(category, kind)] = gr.Number(
+                        # no minimum/precision here: Gradio would round 1.5 to 2 and answer
+                        # -2 with a bare "Error"; the review service refuses both with a
+                        # sentence the reader can act on
+                        value=0, show_label=False, container=False,
+                        label=f"{FORM_LABELS[category]} · {kind}",
+                        elem_id=f"rexval-{category}-{kind}", min_width=80)
+        comment = gr.Textbox(label="Comment", lines=2, elem_id="comment")
+    return {"rexval": rexval, "comment": comment}
+
+
+def _draft_diff_reference() -> dict[str, Any]:
+    with gr.Accordion("Model draft (read-only)", open=False, elem_id="model-draft") as model:
+        new_findings = gr.Textbox(label="Draft findings", interactive=False, lines=4,
+                                  elem_id="new-findings")
+        new_impression = gr.Textbox(label="Draft impression", interactive=False, lines=2,
+                                    elem_id="new-impression")
+        use_draft = gr.Button("Use this draft in the boxes", elem_id="use-draft", size="sm")
+    diff = gr.HighlightedText(label="Draft → current (word level)",
+                              color_map={"+": "green", "-": "red"}, combine_adjacent=True,
+                              elem_id="diff")
+    with gr.Accordion("Reference report (dataset)", open=True, elem_id="reference"):
+        ref_findings = gr.Textbox(label="Reference findings", interactive=False, lines=3,
+                                  elem_id="ref-findings")
+        ref_impression = gr.Textbox(label="Reference impression", interactive=False, lines=2,
+                                    elem_id="ref-impression")
+    return {"model_draft": model, "new_findings": new_findings,
+            "new_impression": new_impression, "use_draft": use_draft, "diff": diff,
+            "ref_findings": ref_findings, "ref_impression": ref_impression}
+
+
+class Editor:
+    """The review panel's updates, shared by its handlers and the page's navigation: what a
+    save, an opened study or an empty worklist puts on screen."""
+
+    def __init__(self, panel: ReviewPanel, desk: Desk, tab: Tab) -> None:
+        self.panel, self.desk, self.tab = panel, desk, tab
+
+    @staticmethod
+    def offer(*buttons: gr.Button, on: bool) -> Outputs:
+        return {b: gr.update(interactive=on) for b in buttons}
+
+    def offer_choice(self, session: Session, on: bool) -> Outputs:
+        """Enable or disable "keep mine" / "take theirs", only when that changes: each button
+        update costs Gradio a component rebuild, on every save and autosave tick."""
+        if on == session.offered:
+            return {}
+        session.offered = on
+        return self.offer(self.panel.keep_mine, self.panel.take_theirs, on=on)
+
+    def after_save(self, r: Reader, saved: Saved, texts: dict[str, str]) -> Outputs:
+        p, session = self.panel, r.session
+        return {self.tab.state: session, p.save_status: saved.message,
+                self.tab.sync: sync_json(r.name, session),
+                **self.offer_choice(session, bool(saved.conflicts)),
+                p.diff: diff_of(self.desk.draft_texts(session), texts)}
+
+    def rating_values(self, r: RatingView | None) -> Outputs:
+        p = self.panel
+        out: Outputs = {p.likert: r.likert if r else None,
+                        p.acceptable: bool(r.acceptable) if r else False,
+                        p.comment: (r.comment or "") if r else ""}
+        for (category, kind), comp in p.rexval.items():
+            out[comp] = ((r.errors.get(category) or {}).get(kind, 0)) if r else 0
+        done = r is not None and r.likert is not None
+        out[p.rate_status] = (f"Rated (#{r.number}, {r.created_at:%H:%M})."
+                              if done and r is not None else
+                              "Accepted without changes; no score yet." if r else "")
+        return out
+
+    def reset(self) -> Outputs:
+        """What any study change clears first (no choice offered, no errors or notes)."""
+        p = self.panel
+        return {**self.offer(p.keep_mine, p.take_theirs, on=False),
+                **self.offer(p.accept_confirm, p.accept_cancel, on=False),
+                p.draft_error: "", p.restore_note: ""}
+
+    def cleared(self, r: Reader, empty_note: str) -> Outputs:
+        """No study open (an empty worklist)."""
+        p = self.panel
+        return {p.findings: "", p.impression: "", p.new_findings: "", p.new_impression: "",
+                p.ref_findings: "", p.ref_impression: "", p.model_line: "",
+                p.save_status: empty_note, p.draft_button: gr.update(interactive=False),
+                p.diff: [], self.tab.sync: sync_json(r.name, r.session),
+                **self.rating_values(None)}
+
+    def opened(self, r: Reader, opened: Opened, can_draft: bool) -> Outputs:
+        p, session, ref = self.panel, r.session, opened.view.reference
+        drafts = self.desk.draft_texts(session)
+        return {p.findings: opened.texts["findings"], p.impression: opened.texts["impression"],
+                p.new_findings: drafts["findings"], p.new_impression: drafts["impression"],
+                p.ref_findings: (ref.findings or "") if ref else "",
+                p.ref_impression: (ref.impression or "") if ref else "",
+                p.model_line: opened.model_note,
+                p.draft_error: self.desk.draft_errors(opened.drafts),
+                # a report-only study has no image to draft from (trying said so in a Python
+                # error's words: found in a new-user trial on Open-i)
+                p.draft_button: gr.update(interactive=can_draft and bool(opened.view.images),
+                                          value="Regenerate" if session.drafts else "Draft"),
+                p.save_status: opened.status, p.diff: diff_of(drafts, opened.texts),
+                self.tab.sync: sync_json(r.name, session), **self.rating_values(opened.rating)}
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What the review panel's events need from the page around them.
+
+    rows(reader, inputs): the worklist's page and progress, refreshed (statuses change on
+    save, rate and accept); follow(event): the worklist's refresh chained to a save, in its own
+    request; metrics_step: the metrics panel's follow-up (`event.then(**metrics_step)`);
+    edit_in: the inputs of every text-carrying event; with_client: its page-script
+    preprocessor; rows_out: the worklist's table and progress line."""
+
+    services: Services
+    desk: Desk
+    guard: Guard
+    editor: Editor
+    rows: Callable[[int, Inputs], Outputs]
+    follow: Callable[[Any], Any]
+    metrics_step: dict[str, Any]
+    edit_in: set[Any]
+    with_client: dict[str, Any]
+    rows_out: list[Any]
+
+    @property
+    def edit_outs(self) -> list[Any]:
+        p, tab = self.editor.panel, self.guard.tab
+        return [tab.state, p.save_status, tab.sync, p.keep_mine, p.take_theirs, p.diff]
+
+
+def wire_review(w: Wiring) -> None:
+    """Every event of the review panel, in the page's order."""
+    _wire_saving(w)
+    _wire_choices(w)
+    _wire_accept_and_rate(w)
+    _wire_drafting(w)
+
+
+def _wire_saving(w: Wiring) -> None:
+    """Save, the autosave tick and the live diff."""
+    p, desk, editor, tab = w.editor.panel, w.desk, w.editor, w.guard.tab
+
+    @w.guard
+    def on_save(r: Reader, d: Inputs) -> Outputs:
+        texts = p.texts_of(d)
+        return editor.after_save(r, desk.save(r.session, texts, Client.parse(d[tab.client])),
+                                 texts)
+
+    @w.guard
+    def on_tick(r: Reader, d: Inputs) -> Outputs:
+        session = r.session
+        texts, now, client = p.texts_of(d), time.monotonic(), Client.parse(d[tab.client])
+        saved = desk.tick(session, texts, client, now)
+        if saved is None:
+            newer = desk.check_newer(session, client) if client.visible else None
+            if newer is not None:
+                return editor.after_save(r, newer, texts)
+            return ({p.save_status: gr.update(), **w.rows(r.id, d)}
+                    if desk.rows_due(session, now) else {p.save_status: gr.update()})
+        if not saved.wrote:
+            return editor.after_save(r, saved, texts)
+        # an autosave changes the study's status, minutes and scores like Save does: the
+        # worklist row here, the metrics panel in the follow-up (found in a new-user trial)
+        # that the new value of tab.rescore starts
+        session.rescores += 1
+        return {**editor.after_save(r, saved, texts), **w.rows(r.id, d),
+                tab.rescore: str(session.rescores)}
+
+    @w.guard(lock=False)
+    def on_input(r: Reader, d: Inputs) -> Outputs:
+        return {p.diff: diff_of(desk.draft_texts(r.session), p.texts_of(d))}
+
+    saved_by_button = p.save_button.click(on_save, w.edit_in, w.edit_outs, api_name="save",
+                                          queue=False, **w.with_client)
+    saved_by_button.then(**w.metrics_step)
+    w.follow(saved_by_button)
+    tab.timer.tick(_idle_tick(tab, p, on_tick), w.edit_in,
+                   [*w.edit_outs, *w.rows_out, tab.rescore], **LIGHT, **QUIET, **w.with_client)
+    for box in (p.findings, p.impression):
+        box.input(on_input, {tab.state, p.findings, p.impression}, [p.diff], **LIGHT, **QUIET,
+                  trigger_mode="always_last")
+
+
+def _idle_tick(tab: Tab, p: ReviewPanel, on_tick: Callable[..., Outputs]) -> Callable[..., Any]:
+    """A tick with no study open does nothing, not even look up the reader."""
+    def on_tick_open(d: Inputs, request: gr.Request) -> Outputs:
+        if d[tab.state].study is None:
+            return {p.save_status: gr.update()}
+        return on_tick(d, request)
+    on_tick_open.__name__ = "on_tick"
+    return on_tick_open
+
+
+def _wire_choices(w: Wiring) -> None:
+    """Keep mine / Take theirs after a conflict; Revert / Use this draft."""
+    p, desk, editor, tab = w.editor.panel, w.desk, w.editor, w.guard.tab
+
+    @w.guard
+    def on_keep_mine(r: Reader, d: Inputs) -> Outputs:
+        texts = p.texts_of(d)
+        saved = desk.keep_mine(r.session, texts, Client.parse(d[tab.client]))
+        return editor.after_save(r, saved, texts)
+
+    @w.guard
+    def on_take_theirs(r: Reader, d: Inputs) -> Outputs:
+        texts, saved = desk.take_theirs(r.session, p.texts_of(d), Client.parse(d[tab.client]))
+        return {**editor.after_save(r, saved, texts), **p.boxes(texts)}
+
+    boxes_out = [*w.edit_outs, p.findings, p.impression]
+    kept_mine = p.keep_mine.click(on_keep_mine, w.edit_in, w.edit_outs, **LIGHT,
+                                  **w.with_client)
+    kept_mine.then(**w.metrics_step)
+    w.follow(kept_mine)
+    p.take_theirs.click(on_take_theirs, w.edit_in, boxes_out, **LIGHT, **w.with_client)
+    on_revert = _draft_in_boxes(w, "Reverted to the draft (autosaved shortly, or press Save).")
+    p.revert_button.click(on_revert, w.edit_in, boxes_out, **LIGHT, **w.with_client)
+    on_use_draft = _draft_in_boxes(w, "The draft is in the boxes (autosaved shortly, or Save).")
+    p.use_draft.click(on_use_draft, w.edit_in, boxes_out, **LIGHT, **w.with_client)
+
+
+def _draft_in_boxes(w: Wiring, message: str) -> Callable[..., Any]:
+    """Revert / Use this draft: the draft's text into the editable boxes (saved like typing,
+    by the next autosave or Save). What the reader had typed and not stored is saved first
+    (an autosave revision), so it stays in the history: replacing both boxes at once must
+    never lose words (found in a new-user trial). A conflict with another tab's save stops
+    it: the reader's text stays on screen with "keep mine" / "take theirs"."""
+    p, desk, editor, tab = w.editor.panel, w.desk, w.editor, w.guard.tab
+
+    @w.guard
+    def draft_in_boxes(r: Reader, d: Inputs) -> Outputs:
+        session, typed, client = r.session, p.texts_of(d), Client.parse(d[tab.client])
+        kept = (desk.save(session, typed, client, autosave=True)
+                if desk.pending(session, typed, client) else None)
+        if kept is not None and kept.conflicts:
+            return editor.after_save(r, kept, typed)
+        texts = desk.draft_texts(session)
+        stored = ", ".join(f"{sec} revision {n}" for sec, n in session.base.items()
+                           if n is not None and session.shown.get(sec) != texts[sec])
+        note = (f" Your text is kept in the history ({kept.message})."
+                if kept is not None and kept.wrote else
+                f" Your saved text stays in the history ({stored})." if stored else "")
+        return {**editor.after_save(r, Saved(message + note, {}, False), texts),
+                **p.boxes(texts)}
+
+    return draft_in_boxes
+
+
+def _wire_accept_and_rate(w: Wiring) -> None:
+    """Accept the draft as is (asking first over the reader's own text), and the rating."""
+    p, desk, editor, tab = w.editor.panel, w.desk, w.editor, w.guard.tab
+
+    def accept(confirmed: bool) -> Callable[..., Any]:
+        @w.guard
+        def on_accept(r: Reader, d: Inputs) -> Outputs:
+            session = r.session
+            result = desk.accept(session, p.texts_of(d), Client.parse(d[tab.client]),
+                                 confirmed)
+            out = {tab.state: session, p.save_status: result.message,
+                   **editor.offer(p.accept_confirm, p.accept_cancel, on=result.needs_confirm),
+                   **editor.offer_choice(session, bool(session.conflicts))}
+            if result.texts is not None:
+                out.update({**p.boxes(result.texts),
+                            p.diff: diff_of(desk.draft_texts(session), result.texts),
+                            tab.sync: sync_json(r.name, session), p.acceptable: True,
+                            p.rate_status: "Accepted without changes; choose a score (1-5) "
+                                           "and submit.",
+                            **w.rows(r.id, d)})
+            return out
+        return on_accept
+
+    @w.guard
+    def on_rate(r: Reader, d: Inputs) -> Outputs:
+        errors: dict[str, dict[str, object]] = {}
+        for (category, kind), comp in p.rexval.items():
+            errors.setdefault(category, {})[kind] = d[comp]
+        ok, message = desk.rate(r.session, d[p.likert], d[p.acceptable], errors, d[p.comment],
+                                p.texts_of(d))
+        return {p.rate_status: message, **(w.rows(r.id, d) if ok else {})}
+
+    accept_outs = [tab.state, p.save_status, p.accept_confirm, p.accept_cancel, p.keep_mine,
+                   p.take_theirs, p.findings, p.impression, p.diff, tab.sync, p.acceptable,
+                   p.rate_status, *w.rows_out]
+    p.accept_button.click(accept(False), w.edit_in, accept_outs, **LIGHT, **w.with_client
+                          ).then(**w.metrics_step)
+    p.accept_confirm.click(accept(True), w.edit_in, accept_outs, **LIGHT, **w.with_client
+                           ).then(**w.metrics_step)
+    p.accept_cancel.click(lambda: {**editor.offer(p.accept_confirm, p.accept_cancel, on=False),
+                                   p.save_status: "Not accepted."}, None,
+                          [p.accept_confirm, p.accept_cancel, p.save_status], **LIGHT)
+    rate_in = {tab.state, *p.rating_fields, p.findings, p.impression,
+               *(w.edit_in - {tab.state, p.findings, p.impression, tab.client})}
+    p.rate_button.click(on_rate, rate_in, [p.rate_status, *w.rows_out], api_name="rate",
+                        queue=False)
+
+
+def _drafts_arrived(w: Wiring, r: Reader, d: Inputs) -> Outputs:
+    """New drafts, with the boxes as they are now (the reader may have typed while the model
+    ran): the draft goes into the boxes only if they hold no text of the reader's own;
+    otherwise it stays beside them."""
+    p, desk, tab, session = w.editor.panel, w.desk, w.guard.tab, r.session
+    texts = p.texts_of(d)
+    drafts, fresh = desk.refresh_drafts(session, texts)
+    shown = desk.draft_texts(session)
+    out = {tab.state: session, p.model_line: desk.model_note(drafts),
+           p.new_findings: shown["findings"], p.new_impression: shown["impression"],
+           p.draft_button: gr.update(value="Regenerate" if drafts else "Draft"),
+           tab.sync: sync_json(r.name, session), **w.rows(r.id, d)}
+    failed = desk.draft_errors(drafts)
+    if failed:
+        out[p.draft_error] = failed
+    if fresh is not None:
+        out.update({**p.boxes(fresh), p.diff: diff_of(shown, fresh),
+                    p.save_status: desk.status_line(session)})
+    else:
+        out.update({p.diff: diff_of(shown, texts),
+                    p.save_status: "The new draft is beside your text (Model draft); your "
+                                   "text is kept."})
+    return out
+
+
+def drafted_outputs(w: Wiring) -> list[Any]:
+    p, tab = w.editor.panel, w.guard.tab
+    return [tab.state, p.model_line, p.new_findings, p.new_impression, p.draft_button,
+            p.draft_error, tab.sync, p.findings, p.impression, p.diff, p.save_status,
+            *w.rows_out]
+
+
+def _wire_drafting(w: Wiring) -> None:
+    """Draft (or regenerate) on request, and unload the model (admins)."""
+    p, services, tab = w.editor.panel, w.services, w.guard.tab
+    drafting, preset = services.drafting, services.preset
+
+    @w.guard
+    def on_draft_done(r: Reader, d: Inputs) -> Outputs:
+        """After drafting on request (`_drafts_arrived`)."""
+        if r.session.study is None or drafting is None:
+            return {p.save_status: gr.update()}
+        return _drafts_arrived(w, r, d)
+
+    @w.guard(lock=False)
+    def on_unload(r: Reader, d: Inputs) -> Outputs:
+        """Free the model's memory (GPU included) for everyone: admins only."""
+        account = services.accounts.by_id(r.id)
+        if account is None or not account.is_admin:
+            raise gr.Error("only an admin can unload the model")
+        if drafting is not None:
+            drafting.unload()
+        return {p.model_line: f"Model `{html.escape(preset)}` unloaded; it loads again on the "
+                              "next draft."}
+
+    p.draft_button.click(_on_draft(w), w.edit_in, [
+        tab.state, p.new_findings, p.new_impression, p.draft_error, tab.sync, p.diff,
+        p.save_status, p.model_draft, p.keep_mine, p.take_theirs], **PRIVATE,
+        **w.with_client).then(on_draft_done, w.edit_in, drafted_outputs(w), **PRIVATE,
+                              **w.with_client).then(**w.metrics_step)
+    p.unload_button.click(on_unload, {tab.state}, [p.model_line], **PRIVATE)
+
+
+def _on_draft(w: Wiring) -> Callable[..., Any]:
+    p, desk, editor, tab = w.editor.panel, w.desk, w.editor, w.guard.tab
+    drafting, preset = w.services.drafting, w.services.preset
+
+    def on_draft(d: Inputs, request: gr.Request) -> Iterator[Outputs]:
+        """Draft (or regenerate): the reader's text is saved first and never replaced; the
+        new draft streams into the read-only draft boxes, and into the editable boxes only
+        where the reader has no text of their own. A failure is shown beside the boxes.
+        (A stream: the reader is checked by the guard's dependency, under the tab's lock
+        only while the text is saved.)"""
+        session = d[tab.state]
+        with session.lock:
+            r = w.guard.reader(session, request)
+            texts, study = p.texts_of(d), session.study
+            if study is None or drafting is None:
+                yield {p.save_status: gr.update()}
+                return
+            saved = desk.leave(session, texts, Client.parse(d[tab.client]), time.monotonic())
+            if not saved.ok:
+                yield editor.after_save(r, saved, texts)
+                return
+        yield {p.model_draft: gr.update(open=True), p.draft_error: "",
+               p.save_status: f"Drafting with `{html.escape(preset)}` …"}
+        yield from _stream(p, drafting, study, preset)
+
+    return on_draft
+
+
+def _stream(p: ReviewPanel, drafting: DraftingService, study: int,
+            preset: str) -> Iterator[Outputs]:
+    streamed = {"findings": "", "impression": ""}
+    errors: list[str] = []
+    try:  # one stream for both sections: a whole-report model generates once
+        for step in drafting.stream_study(study, preset, SECTIONS):
+            streamed.update(step.texts)
+            errors = [f"{s}: {e}" for s, e in step.errors.items()]
+            yield {p.new_findings: streamed["findings"],
+                   p.new_impression: streamed["impression"]}
+    except Exception as exc:  # shown to the reader, never a stack trace
+        log.warning("drafting study %s with %s failed", study, preset, exc_info=True)
+        errors.append(f"{type(exc).__name__}: {exc}")
+    yield {p.draft_error: ("⚠ Draft failed — " + "; ".join(html.escape(e) for e in errors))
+           if errors else "", p.save_status: "Draft finished."}
+
+
+def wire_draft_arrival(w: Wiring, loaded: Any) -> None:
+    """After a page load whose study had no draft yet: the page opens at once, and the draft
+    goes in when the pre-drafter has it (waiting beside the page: no limit on how many tabs
+    wait at a time)."""
+    p, desk, tab = w.editor.panel, w.desk, w.guard.tab
+    drafting, preset = w.services.drafting, w.services.preset
+
+    async def on_await_draft(d: Inputs, request: gr.Request) -> Outputs:
+        """Wait for the pre-drafter beside the page (usable meanwhile; no session lock held,
+        no worker thread taken). The next step reads the boxes."""
+        session = d[tab.state]
+        await asyncio.to_thread(w.guard.reader, session, request)  # (a database lookup)
+        return {tab.awaited: await desk.await_draft(session)}
+
+    @w.guard
+    def on_draft_ready(r: Reader, d: Inputs) -> Outputs:
+        """The awaited draft into the boxes (or beside the reader's text), if its study is
+        still open and still had no draft; else nothing changes."""
+        session, study = r.session, d[tab.awaited]
+        if study is None or session.study != study or session.drafts or drafting is None:
+            return {p.save_status: gr.update()}
+        if not drafting.latest(study, preset):  # timed out, or the model is unavailable
+            return {p.save_status: desk.status_line(session), p.model_line: desk.model_note({})}
+        return _drafts_arrived(w, r, d)
+
+    loaded.then(on_await_draft, {tab.state}, [tab.awaited], **PRIVATE, **QUIET,
+                concurrency_limit=None
+                ).then(on_draft_ready, w.edit_in | {tab.awaited}, drafted_outputs(w),
+                       **PRIVATE, **QUIET).then(**w.metrics_step)

@@ -1,1 +1,0 @@
-"""Use cases shared by the CLI and the UI. Nothing here imports Gradio."""

@@ -1,1 +1,0 @@
-"""The Gradio UI: thin handlers over app.services."""

@@ -1,0 +1,2 @@
+"""The worklist: each reader's paged, searchable list of studies and their progress, and
+its panel."""
