@@ -30,6 +30,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_for_port(port: int, proc: subprocess.Popen, deadline: float,
+                  log: Callable[[], str]) -> None:
+    """Wait until the app's port takes connections (or fail with its log).
+
+    A connect is cheap; asking for the page with a short timeout, as the tests did before,
+    sent a new request every 2 s to an app still busy rendering the one before on a loaded
+    machine, and the app never caught up within 120 s. Callers ask for the page once the port
+    is open, with all the time left."""
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"app exited early:\n{log()[-5000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"app did not open its port in time:\n{log()[-5000:]}")
+        time.sleep(0.1)
+
+
 class App:
     def __init__(self, db: Path, *args: str, start_s: float = 120) -> None:
         if not os.path.exists(CHROMIUM):
@@ -43,25 +65,41 @@ class App:
             self.proc = subprocess.Popen(
                 [sys.executable, "launch.py", "--db", str(db), "--port", str(port), *args],
                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
-        deadline = time.monotonic() + start_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"app exited early:\n{self.log.read_text()}")
-            try:
-                urllib.request.urlopen(self.url, timeout=2)
-                return
-            except OSError:
-                time.sleep(0.3)
-        self.proc.kill()
-        pytest.fail(f"app did not start within {start_s} s:\n{self.log.read_text()}")
+        self.start_s = self._wait_until_serving(port, start_s)
 
-    def stop(self, tracebacks: bool = False) -> None:
+    def _wait_until_serving(self, port: int, start_s: float) -> float:
+        """Wait until the app answers its page (see `wait_for_port`); returns the seconds it
+        took."""
+        began = time.monotonic()
+        deadline = began + start_s
+        wait_for_port(port, self.proc, deadline, self.log.read_text)
+        while True:
+            try:
+                with urllib.request.urlopen(self.url, timeout=max(1.0, deadline
+                                                                   - time.monotonic())):
+                    return time.monotonic() - began
+            except OSError as exc:
+                if self.proc.poll() is not None:
+                    pytest.fail(f"app exited early:\n{self.log.read_text()}")
+                if time.monotonic() > deadline:
+                    self.proc.kill()
+                    pytest.fail(f"app did not answer within {start_s} s ({exc}):\n"
+                                f"{self.log.read_text()}")
+                time.sleep(0.3)
+
+    def stop(self, tracebacks: bool = False,
+             close_first: Callable[[], None] | None = None) -> None:
         """Stop the app; then fail if its log holds a traceback of an event handler or of
         this repository's code (the reader saw "Error"), unless the test provoked one
         (`tracebacks`). A new-user trial found 251 that no browser test had looked for. The
         log is read before the stop: uvicorn's shutdown cancels the browser's open event
-        stream with a traceback of its own."""
+        stream with a traceback of its own.
+
+        `close_first` closes the test's pages after that read: the app's graceful shutdown
+        otherwise waits up to 5 s for each page's open event stream."""
         bad = [] if tracebacks else handler_tracebacks(self.log.read_text(errors="replace"))
+        if close_first is not None:
+            close_first()
         self.proc.terminate()
         try:
             self.proc.wait(timeout=30)
@@ -80,7 +118,7 @@ def handler_tracebacks(log: str) -> list[str]:
     """The logged tracebacks of an event handler (Gradio's `process_api`) or of this
     repository's code. Transport-level ones are left out: a reload races Gradio's event stream
     of the old page (a 404 from `sse_stream`, then "response already started")."""
-    ours = re.compile(r'File "' + re.escape(str(ROOT)) + r'/(app|db|model|studies|metrics)/')
+    ours = re.compile(r'File "' + re.escape(str(ROOT)) + r'/src/rrg_review/')
     blocks = re.split(r"\n(?=\d{4}-\d\d-\d\d |ERROR: |INFO: |WARNING: )", log)
     return [b for b in blocks if "Traceback (most recent call last)" in b
             and ("process_api" in b or ours.search(b))]
@@ -103,10 +141,24 @@ def browser():
 
 
 @pytest.fixture
-def app(tmp_path):
-    running = App(tmp_path / "app.sqlite")
+def app(tmp_path, database_templates, request):
+    """A fresh app on its own copy of the demo studies (imported once per session: the app
+    finds studies and seeds none; tests that start the app on a new database seed for
+    real)."""
+    from rrg_review.app.settings import Settings
+
+    path = tmp_path / "app.sqlite"
+    database_templates.copy_sqlite("demo", Settings.from_args(str(path)))
+    running = App(path)
     yield running
-    running.stop()
+    running.stop(close_first=(lambda: close_pages(request.getfixturevalue("browser")))
+                 if "browser" in request.fixturenames else None)
+
+
+def close_pages(browser) -> None:
+    """Close every page (and context) the test left open in the module's browser."""
+    for context in list(browser.contexts):
+        context.close()
 
 
 def wait_until(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:

@@ -4,6 +4,7 @@ also a database on a real PostgreSQL server), real radiographs, the shared data 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from rrg_review.app.settings import Settings
 from rrg_review.db.engine import Database
+from tests.db_templates import POSTGRES_KEY, Templates, copy_tree
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 IU_ARCHIVE = SHARED_DATA / "NLMCXR_reports.tgz"
@@ -21,6 +23,12 @@ def rg1(name: str = "RG1_UNCI.dcm") -> str:
     from pydicom.data import get_testdata_file
 
     return get_testdata_file(name)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Imports check their images in-process (no process pool per import, also in the CLI
+    subprocesses the tests start); the tests of the pool itself pass `workers=2`."""
+    os.environ.setdefault("RRG_REVIEW_IMPORT_WORKERS", "1")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -50,28 +58,90 @@ def postgres_server():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def database_templates(tmp_path_factory: pytest.TempPathFactory,
+                       request: pytest.FixtureRequest) -> Iterator[Templates]:
+    """The session's template databases (tests/db_templates.py), built on first use."""
+    templates = Templates(tmp_path_factory.mktemp("db-templates"),
+                          lambda: request.getfixturevalue("postgres_server"))
+    yield templates
+    templates.drop_postgres_templates()
+
+
+def _template_kind(request: pytest.FixtureRequest) -> str | None:
+    """Which template the test's database is copied from: the richest state its fixtures ask
+    for (`drafted_db`, `demo_db`, `db`), or none (an empty database: the test opens it)."""
+    wanted = request.fixturenames
+    for kind, fixture in (("review_session", "review_session_db"), ("drafted", "drafted_db"),
+                          ("demo", "demo_db"), ("migrated", "db")):
+        if fixture in wanted:
+            return kind
+    return None
+
+
 @pytest.fixture
 def settings(tmp_path: Path, db_backend: str, request: pytest.FixtureRequest):
-    """A fresh database per test: a SQLite file, or a new database on the test server."""
+    """A fresh database per test: a SQLite file, or a new database on the test server.
+
+    A test that uses the `db` fixture gets a copy of a database migrated once per session;
+    `demo_db` and `drafted_db` a copy of one that also holds the demo studies (drafted). A test
+    that uses `settings` alone gets no database (a new SQLite path, an empty server database)."""
+    kind = _template_kind(request)
+    templates = request.getfixturevalue("database_templates") if kind else None
     if db_backend == "sqlite":
-        yield Settings.from_args(str(tmp_path / "test.sqlite"))
+        settings = Settings.from_args(str(tmp_path / "test.sqlite"))
+        if templates is not None and kind is not None:
+            templates.copy_sqlite(kind, settings)
+        yield settings
         return
     server = request.getfixturevalue("postgres_server")
     if isinstance(server, str):
         pytest.skip(server)
     # a server database has no file to keep the pseudonym key beside: a team sets the key in
     # the environment (README, "Deploying for a team"), and so does this test
-    request.getfixturevalue("monkeypatch").setenv("RRG_REVIEW_KEY", "ab" * 32)
-    url = server.create_database()
-    yield Settings.from_args(url, str(tmp_path / "data"))
+    request.getfixturevalue("monkeypatch").setenv("RRG_REVIEW_KEY", POSTGRES_KEY)
+    if templates is not None and kind is not None:
+        url = server.create_database(template=templates.postgres_template(kind))
+        settings = Settings.from_args(url, str(tmp_path / "data"))
+        copy_tree(templates.postgres_data(kind), settings.data_dir)
+    else:
+        url = server.create_database()
+        settings = Settings.from_args(url, str(tmp_path / "data"))
+    yield settings
     server.drop_database(url)
 
 
 @pytest.fixture
-def db(settings: Settings) -> Database:
+def db(settings: Settings) -> Iterator[Database]:
+    """The test's own database at the latest schema (opened through `open_database`, which
+    checks it and finds nothing to upgrade)."""
     database = settings.open_database()
     yield database
     database.dispose()
+
+
+@pytest.fixture
+def demo_db(db: Database) -> Database:
+    """The test's own database holding the demo studies (as `seed_demo` stores them); the same
+    object as `db`."""
+    return db
+
+
+@pytest.fixture
+def drafted_db(db: Database) -> Database:
+    """`demo_db` with the local reader's worklist assigned and every demo study drafted by
+    the retrieval preset; the same object as `db`."""
+    return db
+
+
+@pytest.fixture
+def review_session_db(db: Database, db_backend: str, database_templates: Templates
+                      ) -> tuple[Database, list[int], tuple[str, str]]:
+    """A review session (tests/export_session.py: the demo studies drafted by two models,
+    reviewed by two readers), copied; with its study ids and the two findings texts
+    `build_review_session` returns."""
+    ids, texts = database_templates.results[(db_backend, "review_session")]
+    return db, ids, texts
 
 
 @pytest.fixture

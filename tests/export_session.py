@@ -17,10 +17,13 @@ from rrg_review.db.engine import Database
 from tests.tiny_models import tiny_encoder_decoder
 
 
-def build_review_session(db: Database, settings: Settings, tmp_path: Path
-                         ) -> tuple[list[int], tuple[str, str]]:
-    """Returns the study ids and (the findings draft reader a extended, the one b rewrote)."""
-    seed_demo(db, settings)
+def build_review_session(db: Database, settings: Settings, tmp_path: Path, *,
+                         seeded: bool = False) -> tuple[list[int], tuple[str, str]]:
+    """Returns the study ids and (the findings draft reader a extended, the one b rewrote).
+
+    `seeded`: the database holds the demo studies already (the `demo_db` fixture)."""
+    if not seeded:
+        seed_demo(db, settings)
     tiny = tiny_encoder_decoder(tmp_path / "tiny")
     presets = tmp_path / "presets.json"
     presets.write_text(json.dumps({"tiny": {

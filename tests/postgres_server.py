@@ -66,16 +66,28 @@ class PostgresServer:
         return psycopg.connect(self.admin_url.replace("postgresql+psycopg://", "postgresql://"),
                                autocommit=True)
 
-    def create_database(self, prefix: str = "rrg_test") -> str:
-        """A new empty database; its SQLAlchemy URL (psycopg 3)."""
+    def create_database(self, prefix: str = "rrg_test", template: str | None = None) -> str:
+        """A new database, empty or a copy of `template`; its SQLAlchemy URL (psycopg 3)."""
         name = f"{prefix}_{os.getpid()}_{next(self._names)}"
+        copy = f' TEMPLATE "{template}"' if template else ""
         with self._admin() as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"{copy}')
         return self.admin_url.rsplit("/", 1)[0] + "/" + name
+
+    def mark_template(self, name: str) -> None:
+        """Make a database a template nobody connects to: `CREATE DATABASE ... TEMPLATE`
+        fails while anyone is connected to it."""
+        with self._admin() as conn:
+            conn.execute(f'ALTER DATABASE "{name}" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false')
 
     def drop_database(self, url: str) -> None:
         name = url.rsplit("/", 1)[1]
         with self._admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def drop_template(self, name: str) -> None:
+        with self._admin() as conn:
+            conn.execute(f'ALTER DATABASE "{name}" WITH IS_TEMPLATE false')
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def stop(self) -> None:

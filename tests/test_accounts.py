@@ -16,7 +16,6 @@ from rrg_review.app.accounts.service import (
     verify_password,
 )
 from rrg_review.app.review.service import ReviewError, ReviewService
-from rrg_review.app.setup import seed_demo
 from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.models import AuditEvent, Reader
 
@@ -127,8 +126,8 @@ def test_sessions_expire_when_idle_and_absolutely_and_on_logout():
     assert store.revoke_all("dr.a") == 1 and store.user(b) is None
 
 
-def test_saves_and_ratings_are_audited_in_the_same_transaction(db, settings):
-    seed_demo(db, settings)
+def test_saves_and_ratings_are_audited_in_the_same_transaction(demo_db):
+    db = demo_db
     review = ReviewService(db)
     reader = AccountService(review.db).add("dr.c", "c-fine-password")
     WorklistService(review.db).assign(reader)
@@ -144,10 +143,10 @@ def test_saves_and_ratings_are_audited_in_the_same_transaction(db, settings):
     assert rows[0].target == f"study {study} findings revision 1" and rows[0].at is not None
 
 
-def test_accepting_a_draft_is_audited_with_the_client_address(db, settings):
+def test_accepting_a_draft_is_audited_with_the_client_address(demo_db, settings):
     from rrg_review.app.drafting.service import DraftingService
 
-    seed_demo(db, settings)
+    db = demo_db
     review = ReviewService(db)
     reader = AccountService(review.db).add("dr.d", "d-fine-password")
     WorklistService(review.db).assign(reader)

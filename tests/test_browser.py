@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -83,10 +82,7 @@ def test_draft_on_request_and_predrafted_next_study(browser, app):
     click_row(page, "DEMO-0002")
     assert "Offline default (retrieval)" in page.locator("#draft-model").inner_text()
     # the background worker drafts the studies after this one while the reader works
-    deadline = time.monotonic() + 60
-    while not (_drafted_keys(app.db) - {"DEMO-0002"}):
-        assert time.monotonic() < deadline, "nothing was pre-drafted within 60 s"
-        time.sleep(0.5)
+    wait_until(lambda: _drafted_keys(app.db) - {"DEMO-0002"}, "a pre-drafted next study")
     press_draft(page)
     findings = page.locator("#edit-findings textarea")
     page.wait_for_function("el => el.value.length > 20", arg=findings.element_handle())

@@ -34,15 +34,15 @@ pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
 
 
 @pytest.fixture
-def desk(db, settings):
-    seed_demo(db, settings)
+def desk(drafted_db, settings):
+    """The desk on a copy of the demo studies, assigned to the local reader and drafted by the
+    retrieval preset (tests/db_templates.py)."""
+    db = drafted_db
     viewer = StudyViewer(db, settings.blobs)
     review = ReviewService(db)
     drafting = DraftingService(db, settings, decoded=viewer.decoded)
     reader = AccountService(review.db).local_reader()
-    WorklistService(review.db).assign(reader)
     ids = [w.study_id for w in WorklistService(review.db).items(reader)]
-    drafting.draft(ids, "retrieval")
     return Desk(viewer, review, drafting, None, "retrieval",
                 StudyMetrics(db, [Bleu4(), RougeL()])), reader, ids
 

@@ -21,18 +21,17 @@ from rrg_review.metrics.bertscore import BertScore
 from rrg_review.metrics.bleu import Bleu4
 from rrg_review.metrics.edits import word_error_rate
 from rrg_review.metrics.rouge import RougeL
-from tests.export_session import build_review_session
 
 SECTIONS_IDS = ("evaluated", "automatic", "review", "edits", "metric-agreement",
                 "reader-agreement", "cases")
 
 
 @pytest.fixture
-def session_db(db, settings, tmp_path, monkeypatch):
-    """Demo studies drafted by two models; readers a and b review all four studies."""
+def session_db(review_session_db, monkeypatch):
+    """Demo studies drafted by two models; readers a and b review all four studies (built once
+    per session by tests/export_session.py, copied: tests/db_templates.py)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    ids, texts = build_review_session(db, settings, tmp_path)
-    return db, ids, texts
+    return review_session_db
 
 
 def metrics_for_tests():

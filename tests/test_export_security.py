@@ -16,7 +16,6 @@ from rrg_review.app.evaluation.export import (
     safe_name,
 )
 from rrg_review.app.review.service import ReviewService
-from rrg_review.app.setup import seed_demo
 from rrg_review.app.worklist.service import WorklistService
 
 
@@ -72,8 +71,8 @@ def test_purge_skips_a_folder_removed_between_listing_and_stat(tmp_path):
 
 
 @pytest.fixture
-def two_readers(db, settings, tmp_path):
-    seed_demo(db, settings)
+def two_readers(demo_db, settings, tmp_path):
+    db = demo_db
     review, accounts, worklists = ReviewService(db), AccountService(db), WorklistService(db)
     ids = {}
     for name, role in (("dr.one", "reader"), ("dr.two", "reader"), ("dr.lead", "admin")):

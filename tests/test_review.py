@@ -29,9 +29,9 @@ pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
 
 
 @pytest.fixture
-def review(db, settings):
-    seed_demo(db, settings)
-    return ReviewService(db)
+def review(demo_db):
+    """The review service on a copy of the demo studies (tests/db_templates.py)."""
+    return ReviewService(demo_db)
 
 
 def test_passwords_are_scrypt_hashed_and_verified(review):

@@ -113,7 +113,10 @@ def test_keys_pressed_while_the_next_study_opens_reach_neither_patient(browser, 
         page.wait_for_timeout(1000)
         click_row(page, "DEMO-0002")  # back, through the restore of unsaved text
         wait_value(page, "findings", f"v.endsWith(' R{n}')")
-    assert latest_text(app, "DEMO-0002", "findings") == mine + " R0 R1 R2"
+    # on screen now; in the database once the leave's save or, when the last keys reached
+    # the box after Alt+N read it (a loaded machine), the restored text's save has landed
+    wait_until(lambda: latest_text(app, "DEMO-0002", "findings") == mine + " R0 R1 R2",
+               "the last words to be saved")
     # (an autosave may have caught the first typing part way: a prefix of the reader's text)
     assert all((t.startswith(mine) or mine.startswith(t)) and "<" not in t
                for t in revisions(app, "DEMO-0002", "findings"))

@@ -28,6 +28,8 @@ import httpx
 import numpy as np
 import pytest
 
+from tests.browser import wait_for_port
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 PHI_FOLDER = "DOE_JOHN_MRN-5550001"
@@ -68,11 +70,13 @@ class RunningApp:
             cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "HF_HUB_OFFLINE": "1", "TMPDIR": str(self.tmp)})
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        wait_for_port(self.port, self.proc, deadline, self.log_path.read_text)
+        while time.monotonic() < deadline:  # one request at a time, with the time left
             if self.proc.poll() is not None:
                 pytest.fail(f"app exited early:\n{self.log_path.read_text()[-3000:]}")
             try:
-                httpx.get(self.url + "login", timeout=2, verify=verify)
+                httpx.get(self.url + "login", timeout=max(1.0, deadline - time.monotonic()),
+                          verify=verify)
                 return
             except httpx.HTTPError:
                 time.sleep(0.5)
@@ -148,7 +152,7 @@ def _png(path: Path, pixels: np.ndarray) -> None:
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory, rg1_small):
+def team(tmp_path_factory, rg1_small, database_templates):
     """Demo studies plus a folder study named after a patient with hostile report text,
     drafted by the retrieval preset; alice and bob (readers) and root (admin) have edited."""
     work = tmp_path_factory.mktemp("team")
@@ -164,12 +168,9 @@ def team(tmp_path_factory, rg1_small):
         "patient_id": "MRN-7770002", "findings": "-2+3 Lungs clear.",
         "impression": "No acute disease."}))
     from rrg_review.app.settings import Settings
-    from rrg_review.app.setup import seed_demo
     from rrg_review.db.engine import open_database
 
-    database = open_database(db)
-    seed_demo(database, Settings.from_args(str(db)))
-    database.dispose()
+    database_templates.copy_sqlite("demo", Settings.from_args(str(db)))  # the demo studies
     cli("import", str(cases), "--format", "folder", "--db", str(db))
     cli("draft", "--model", "retrieval", "--db", str(db))
     for name in ("alice", "bob"):

@@ -80,3 +80,19 @@ def test_cli_models_reads_presets_flag_over_environment(monkeypatch, tmp_path, c
     assert cli(["models", "--presets", flag]) == 0
     out = capsys.readouterr().out
     assert "from-flag" in out and "from-env" not in out
+
+
+def test_import_workers_from_the_environment_and_a_bad_value_is_one_sentence(tmp_path, capsys):
+    """The test suite checks imported images in-process (RRG_REVIEW_IMPORT_WORKERS=1, set in
+    conftest); unset, an import uses one process per core."""
+    assert Settings.from_args(environ={}).import_workers is None
+    assert Settings.from_args(environ={"RRG_REVIEW_IMPORT_WORKERS": "3"}).import_workers == 3
+    for bad in ("0", "-2", "two"):
+        with pytest.raises(ValueError, match="RRG_REVIEW_IMPORT_WORKERS must be a whole number"):
+            Settings.from_args(environ={"RRG_REVIEW_IMPORT_WORKERS": bad})
+    (tmp_path / "ds").mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RRG_REVIEW_IMPORT_WORKERS", "none")
+        assert cli(["import", str(tmp_path / "ds"), "--db", str(tmp_path / "x.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: RRG_REVIEW_IMPORT_WORKERS must be") and "Traceback" not in err

@@ -46,6 +46,9 @@ ENV_CHEXBERT = "RRG_REVIEW_CHEXBERT"  # a chexbert.pth instead of the hub's copy
 ENV_METRIC_WORKERS = "RRG_REVIEW_METRIC_WORKERS"  # where metric workers' virtualenvs live
 ENV_KEY = "RRG_REVIEW_KEY"  # the pseudonym key, 64 hex digits (a team's server: no key file)
 ENV_BUSY_TIMEOUT = "RRG_REVIEW_BUSY_TIMEOUT"  # seconds a writer waits for another (default 10)
+# processes an import checks images in when --workers is not given (default: one per core;
+# 1: in this process, as the test suite runs imports)
+ENV_IMPORT_WORKERS = "RRG_REVIEW_IMPORT_WORKERS"
 
 
 def choose(flag: str | None, env_name: str, default: str | None = None,
@@ -83,6 +86,19 @@ def resolve_log_level(flag: str | None, default: str = "WARNING") -> str:
     return (choose(flag, ENV_LOG_LEVEL) or default).upper()
 
 
+def _positive_int(value: str | None, name: str) -> int | None:
+    """An environment variable's whole number >= 1, None when unset; a bad one is one sentence."""
+    if value is None or not value.strip():
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+    return number
+
+
 @dataclass(frozen=True)
 class Settings:
     db_url: str
@@ -94,6 +110,7 @@ class Settings:
     # the pseudonym key (hex) for a database with no key file beside it (a team's server)
     pseudonym_key: str | None = field(default=None, repr=False)
     busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
+    import_workers: int | None = None  # None: one per CPU core
     # the environment as it was when the settings were built: a worker preset names the
     # variable that holds its interpreter (`python_env`), known only once a preset is chosen
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -142,6 +159,7 @@ class Settings:
             pseudonym_key=choose(key, ENV_KEY, environ=env),
             busy_timeout_s=_seconds(choose(busy_timeout, ENV_BUSY_TIMEOUT, environ=env),
                                     ENV_BUSY_TIMEOUT, DEFAULT_BUSY_TIMEOUT_S),
+            import_workers=_positive_int(env.get(ENV_IMPORT_WORKERS), ENV_IMPORT_WORKERS),
             environ=env,
         )
 

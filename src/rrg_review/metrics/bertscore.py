@@ -51,10 +51,19 @@ def shipped_baseline(model: str) -> Path:
 
     Returns:
         The path inside the installed bert-score package; the file may not exist.
-    """
-    import bert_score
 
-    return Path(bert_score.__file__).parent / "rescale_baseline" / "en" / f"{model}.tsv"
+    Raises:
+        ModuleNotFoundError: bert-score is not installed.
+    """
+    from importlib.util import find_spec
+
+    # found, not imported: importing bert_score imports torch (seconds), and the metrics panel
+    # asks this on every page load only to say whether BERTScore is available
+    spec = find_spec("bert_score")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("No module named 'bert_score'", name="bert_score")
+    package = Path(next(iter(spec.submodule_search_locations)))
+    return package / "rescale_baseline" / "en" / f"{model}.tsv"
 
 
 @METRICS.metric

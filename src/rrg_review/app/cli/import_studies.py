@@ -31,7 +31,8 @@ def add_parser(subparsers: Any) -> None:
                    help="accept DICOM modalities besides CR/DX (e.g. DX,OT; ANY: no modality or "
                         "body-part check)")
     p.add_argument("--workers", type=int, metavar="N",
-                   help="processes that check images (default: one per CPU core)")
+                   help="processes that check images (default: $RRG_REVIEW_IMPORT_WORKERS, "
+                        "else one per CPU core)")
     add_db(p)
     p.set_defaults(func=run)
 
@@ -42,7 +43,11 @@ def run(args: argparse.Namespace) -> int:
     from rrg_review.db.engine import DatabaseProblem
     from rrg_review.studies.errors import StudyLoadError
 
-    settings = Settings.from_args(args.db, args.data_dir)
+    try:
+        settings = Settings.from_args(args.db, args.data_dir)
+    except ValueError as exc:  # a bad RRG_REVIEW_IMPORT_WORKERS
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     progress = tqdm_progress(f"import {args.source.name}", "study")
     allow = [m for part in args.allow_modality for m in part.split(",")]
     db = None
@@ -50,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
         db = settings.open_database()
         report = import_path(
             db, args.source, blobs=settings.blobs, fmt=args.format, images=args.images,
-            follow_symlinks=args.follow_symlinks, allow_modality=allow, workers=args.workers,
+            follow_symlinks=args.follow_symlinks, allow_modality=allow,
+            workers=args.workers if args.workers is not None else settings.import_workers,
             progress=progress,
         )
     except (StudyLoadError, DatabaseProblem) as exc:  # nothing stored: one sentence, exit 2

@@ -1,0 +1,67 @@
+"""The session's template databases (tests/db_templates.py) give each test a database of its
+own: what one test writes never reaches the template or another test's copy, `db` is as empty
+as a new database, and the copies hold what the real code stored."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.settings import Settings
+from rrg_review.app.worklist.service import WorklistService
+from rrg_review.db.models import Draft, Study, WorklistItem
+
+pytestmark = pytest.mark.both_databases
+
+
+def _count(db, model) -> int:
+    with db.read() as session:
+        return session.scalar(select(func.count()).select_from(model)) or 0
+
+
+def test_db_is_a_new_database_at_the_latest_schema(db, settings):
+    assert _count(db, Study) == 0
+    if settings.db_url.startswith("sqlite"):  # no pseudonym key until one is needed
+        assert not list(settings.data_dir.parent.glob("*.key"))
+
+
+def test_a_write_to_a_copy_reaches_neither_the_template_nor_the_next_copy(
+        demo_db, settings, database_templates, db_backend, tmp_path):
+    assert _count(demo_db, Study) == 4 and _count(demo_db, Draft) == 0
+    AccountService(demo_db).add("dr.copy", "a-fine-password")
+    with demo_db.write() as session:
+        session.execute(Study.__table__.update().values(indication="changed by a test"))
+    # the next test's copy of the same template
+    if db_backend == "sqlite":
+        again = Settings.from_args(str(tmp_path / "again.sqlite"))
+        database_templates.copy_sqlite("demo", again)
+        url = again.db_url
+    else:
+        server = database_templates._server
+        url = server.create_database(template=database_templates.postgres_template("demo"))
+    other = settings.open_database(url)
+    try:
+        assert AccountService(other).account("dr.copy") is None
+        with other.read() as session:
+            assert "changed by a test" not in session.scalars(select(Study.indication)).all()
+    finally:
+        other.dispose()
+        if db_backend != "sqlite":
+            server.drop_database(url)
+
+
+def test_drafted_db_holds_the_local_readers_drafted_worklist(drafted_db):
+    reader = AccountService(drafted_db).local_reader()
+    assert len(WorklistService(drafted_db).items(reader)) == _count(drafted_db, WorklistItem) == 4
+    assert _count(drafted_db, Draft) > 0
+
+
+def test_the_postgresql_template_takes_no_connections(database_templates):
+    server = database_templates.postgres()
+    if isinstance(server, str):
+        pytest.skip(server)
+    name = database_templates.postgres_template("migrated")
+    url = server.admin_url.rsplit("/", 1)[0] + "/" + name
+    with pytest.raises(Exception, match="not currently accepting connections"):
+        Settings.from_args(url).open_database().dispose()
