@@ -97,16 +97,20 @@ def test_a_save_of_another_study_does_not_wait_for_a_held_one(two, db, db_backen
     if db_backend == "sqlite":
         pytest.skip("SQLite has one writer at a time: every save waits for a held one")
     review, a, sa, b, sb = two
+    # a's second study, assigned first: an assignment is a whole-database write, which waits
+    # for every held entry
+    WorklistService(review.db, include_report_only=True).assign(a, [sb])
     held, release = threading.Event(), threading.Event()
     holder, _ = _in_thread(lambda: _hold_entry(db, a, sa, held, release))
     assert held.wait(WAIT_S)
     try:
         # another reader's study, and the same reader's other study: neither waits
-        other, box = _in_thread(lambda: review.save(b, sb, "findings", "b's words", None))
-        other.join(WAIT_S)
-        assert box and box[0][0] == "ok" and box[0][1].number == 1, box
-        # (a whole-database write: nothing is held by a then)
-        WorklistService(review.db, include_report_only=True).assign(a, [sb])
+        for reader, words in ((b, "b's words"), (a, "a's words on the other study")):
+            other, box = _in_thread(lambda r=reader, w=words: review.save(r, sb, "findings", w,
+                                                                          None))
+            other.join(WAIT_S)
+            assert not other.is_alive(), "a save of another study waited for the held one"
+            assert box and box[0][0] == "ok" and box[0][1].number == 1, box
     finally:
         release.set()
         holder.join(WAIT_S)
