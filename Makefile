@@ -28,6 +28,7 @@ bench: $(VENV)/.installed-test
 	$(PY) -m bench.drafting
 	$(PY) -m bench.scoring
 	$(PY) -m bench.ui
+	$(PY) -m bench.writers
 
 $(PY):
 	python3 -m venv $(VENV)

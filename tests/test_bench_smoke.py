@@ -44,6 +44,9 @@ SCRIPTS = {
                "values equal: True", "database, 20 studies",
                "open (database part)   PostgreSQL / SQLite (p50):",
                "save an edit           PostgreSQL / SQLite (p50):"]),
+    "writers": (["--small"],
+                ["SQLite 1 writer(s):", "SQLite 2 writer(s):", "PostgreSQL 2 writer(s):",
+                 "refused  lost  dup"]),
 }
 # printed instead of the PostgreSQL figures where no PostgreSQL server can be started
 NO_POSTGRES = "PostgreSQL: skipped"

@@ -128,12 +128,12 @@ def circles(root: Path) -> list[list[str]]:
 
 
 def long_functions(root: Path, limit: int = LONGEST_FUNCTION) -> list[str]:
-    """Functions of app/ (the command line excepted) longer than `limit` lines, each counted
+    """Functions of app/ (the command line included) longer than `limit` lines, each counted
     whole with the functions nested in it (nesting is how a long function hides)."""
     found = []
     for name, path in modules(root).items():
         parts = name.split(".")
-        if parts[:2] != [PACKAGE, "app"] or len(parts) < 3 or parts[2] == "cli":
+        if parts[:2] != [PACKAGE, "app"] or len(parts) < 3:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         for node in ast.walk(tree):
@@ -175,7 +175,8 @@ def test_the_length_check_finds_a_long_function_even_nested(tmp_path):
         "    return 1\n    return handler\n")
     (pkg / "app" / "cli" / "main.py").write_text(f"def cli():\n{body}{body}")
     (pkg / "db" / "store.py").write_text(f"def query():\n{body}{body}")
-    assert long_functions(tmp_path) == ["rrg_review/app/page.py:1 outer (62 lines)"]
+    assert long_functions(tmp_path) == ["rrg_review/app/cli/main.py:1 cli (117 lines)",
+                                        "rrg_review/app/page.py:1 outer (62 lines)"]
 
 
 def test_every_module_is_in_a_layer():
