@@ -89,3 +89,15 @@ def test_launch_refuses_non_loopback_hosts_without_readers(capsys, tmp_path):
     assert launch_main(["--host", "0.0.0.0", "--insecure-http", "--db", db, "--no-predraft"]) == 2
     assert "without reader accounts" in capsys.readouterr().err
     assert launch_main(["--login", "--db", db]) == 2
+
+
+def test_serve_is_a_command_whose_help_names_it(capsys):
+    """`rrg-review serve --help` is serve's own help (what `make run` and launch.py start)."""
+    with pytest.raises(SystemExit) as done:
+        main(["serve", "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: rrg-review serve ") and "--read-only" in out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "serve" in capsys.readouterr().out

@@ -21,7 +21,8 @@ from rrg_review.app.logs import LEVELS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Start the rrg-review workstation.")
+    parser = argparse.ArgumentParser(prog="rrg-review serve",
+                                     description="Start the rrg-review workstation.")
     parser.add_argument("--db", help="SQLite file or SQLAlchemy URL (default ./rrg-review.sqlite)")
     parser.add_argument("--data-dir", help="where embedded images are stored")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
