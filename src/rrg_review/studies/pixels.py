@@ -386,7 +386,7 @@ def _decode_dicom_bytes(data: bytes, source: ImageSource, checksum: str,
 
 
 def _display_dicom(ds: Dataset, info: ImageInfo, source: ImageSource) -> DecodedImage:
-    from pydicom.pixels import apply_modality_lut, apply_voi_lut
+    from pydicom.pixels.processing import apply_modality_lut, apply_voi_lut
 
     stored = _decoded_pixels(ds, source.name)
     if str(ds.PhotometricInterpretation).startswith("MONO"):
@@ -672,7 +672,7 @@ def _pillow_j2k(frame: bytes, reduce: int) -> np.ndarray:
 def _reduced_j2k_dicom(source: ImageSource, max_side: int) -> DecodedImage | None:
     import pydicom
     from pydicom.encaps import get_frame
-    from pydicom.pixels import apply_modality_lut, apply_voi_lut
+    from pydicom.pixels.processing import apply_modality_lut, apply_voi_lut
 
     try:
         ds = pydicom.dcmread(io.BytesIO(source.data) if source.data else _path(source))
