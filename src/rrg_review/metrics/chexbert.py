@@ -91,7 +91,7 @@ def build_labeler(config: PretrainedConfig) -> nn.Module:
     class CheXbertLabeler(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.bert = BertModel(config)  # type: ignore[no-untyped-call]  # (transformers)
+            self.bert = BertModel(config)  # untyped in transformers: see untyped_calls_exclude
             self.dropout = nn.Dropout(config.hidden_dropout_prob)
             hidden = config.hidden_size
             self.linear_heads = nn.ModuleList(
