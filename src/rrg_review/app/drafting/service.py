@@ -31,6 +31,8 @@ from rrg_review.studies.pixels import DecodedImage, decode
 from rrg_review.studies.records import ImageSource
 
 if TYPE_CHECKING:  # imported where used: numpy (under model.inputs) loads lazily
+    import numpy as np
+
     from rrg_review.model.inputs import Candidate
 
 log = logging.getLogger(__name__)
@@ -228,7 +230,7 @@ class DraftingService:
             self._drafter = None
 
     # -- inputs ---------------------------------------------------------------------------
-    def _pixels(self, image: Image):
+    def _pixels(self, image: Image) -> np.ndarray:
         if self._decoded is not None:
             return self._decoded(image).display
         path = str(resolve_uri(image.uri, self.settings.blobs))
