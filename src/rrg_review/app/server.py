@@ -212,7 +212,7 @@ class Readers:
         self.sessions = sessions
 
     def current(self, request: Request) -> str | None:
-        known: str | None | bool = getattr(request.state, "rrg_user", False)
+        known: str | bool | None = getattr(request.state, "rrg_user", False)
         if known is not False:
             return known if isinstance(known, str) else None
         user = self.sessions.user(request.cookies.get(COOKIE))

@@ -102,7 +102,8 @@ def _reset_sequences(conn: Connection, tables: Iterable[Table]) -> None:
         for column in table.primary_key.columns:
             if not isinstance(column.type, Integer) or not column.autoincrement:
                 continue
+            # table and column names from our own metadata; the values are bound
             conn.execute(text(
-                f"SELECT setval(pg_get_serial_sequence(:table, :column), "
+                f"SELECT setval(pg_get_serial_sequence(:table, :column), "  # noqa: S608
                 f"COALESCE((SELECT MAX({column.name}) FROM {table.name}), 0) + 1, false)"),
                 {"table": table.name, "column": column.name})

@@ -28,7 +28,7 @@ import os
 import re
 import sys
 import time
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, ClassVar, TypedDict
 
 if TYPE_CHECKING:
     import torch
@@ -135,8 +135,9 @@ class EncoderDecoderAdapter:
 class CheXagent2Adapter:
     """StanfordAIMI/CheXagent-2-3b through its remote code (`generate` with its prompt format)."""
 
-    PROMPTS = {"findings": "Write a structured findings section for the CXR.",
-               "impression": "Write the impression section of the radiology report for the CXR."}
+    PROMPTS: ClassVar[dict[str, str]] = {
+        "findings": "Write a structured findings section for the CXR.",
+        "impression": "Write the impression section of the radiology report for the CXR."}
 
     def __init__(self, model_id: str, device: str, dtype: torch.dtype,
                  generation: dict[str, object]) -> None:

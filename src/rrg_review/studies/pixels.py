@@ -160,7 +160,7 @@ def inspect_file(source: ImageSource, check: ImageCheck | None = None
         real = str(real_path)
     else:
         data = read_bytes(source)
-        assert source.path is not None  # read_bytes read it from this path
+        assert source.path is not None  # noqa: S101 - read_bytes read it from this path
         real = os.path.realpath(source.path)
     fmt = sniff_format(data[:132], source.name)
     checksum = hashlib.sha256(data).hexdigest()

@@ -46,7 +46,7 @@ class RayUnavailable(RuntimeError):
 def _ray() -> ModuleType:
     try:
         import ray
-        import ray.data  # noqa: F401
+        import ray.data
     except ImportError as exc:
         raise RayUnavailable("--engine ray needs Ray Data: pip install 'rrg-review[scale]'"
                              ) from exc
