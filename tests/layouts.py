@@ -380,7 +380,8 @@ def interpret_cxr_variants(root: Path, pixels: np.ndarray) -> dict[str, Path]:
     """The interpret-cxr shapes a user may point at (see the importer's docstring)."""
     import pyarrow as pa
 
-    rows = interpret_cxr_rows(pixels) + [
+    rows = [
+        *interpret_cxr_rows(pixels),
         {"source": "OpenI", "findings": None, "impression": "  ",
          "images": [{"bytes": png_bytes(pixels), "path": None}],
          "images_path": ["OpenI/empty-report.png"]},

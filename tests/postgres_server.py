@@ -149,5 +149,5 @@ def start_server() -> PostgresServer:
          "-t", "60", "start"], "pg_ctl start")
     return PostgresServer(
         f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres",
-        as_user + [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+        [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
         folder)

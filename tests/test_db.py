@@ -68,7 +68,8 @@ def test_reopening_an_upgraded_database_is_a_no_op(settings, db):
 
 
 def test_a_failed_write_leaves_nothing(db):
-    with pytest.raises(RuntimeError), db.write() as s:
+    # the failure must come after the write, inside its transaction
+    with pytest.raises(RuntimeError), db.write() as s:  # noqa: PT012
         add_study(s, record("a", "p", None), [])
         raise RuntimeError("boom")
     with db.read() as s:

@@ -79,7 +79,7 @@ def test_open_shows_the_draft_then_the_readers_own_text(desk):
 
 
 def test_a_tab_belongs_to_the_reader_who_created_it(desk):
-    d, reader, ids = desk
+    d, reader, _ids = desk
     other = AccountService(d.review.db).add("dr.b", "a long password")
     session = Session()
     assert d.bind(session, LOCAL_READER) == reader
@@ -432,7 +432,7 @@ def test_film_puts_frontal_before_lateral_side_by_side_and_escapes_everything(de
 
     from rrg_review.app.viewer.panel import film_html
 
-    d, reader, ids = desk
+    d, _reader, ids = desk
     view = d.viewer.open(ids[0])
     frontal = view.images[0]
     lateral = dataclasses.replace(frontal, image_id=frontal.image_id + 1000, label="2: LL",
@@ -457,7 +457,7 @@ def test_a_save_of_both_sections_is_one_transaction(desk, db):
     from sqlalchemy import event
 
     d, reader, ids = desk
-    session, texts = opened(d, reader, ids[1])
+    session, _texts = opened(d, reader, ids[1])
     commits = []
     listener = (db.engine, "commit", lambda conn: commits.append(1))
     event.listen(*listener)
@@ -480,7 +480,7 @@ def test_a_save_of_both_sections_is_one_transaction(desk, db):
 
 def test_a_failed_save_of_two_sections_stores_neither(desk, monkeypatch):
     d, reader, ids = desk
-    session, texts = opened(d, reader, ids[2])
+    session, _texts = opened(d, reader, ids[2])
     review = d.review
     original = review._timing_in
 

@@ -82,7 +82,7 @@ def test_builtin_presets_are_data_with_the_rrg24_card_settings():
     assert base.generation["max_length"] == 128 and base.generation["num_beams"] == 2
     assert {p.backend for p in presets.values()} == {"retrieval", "vision-encoder-decoder",
                                                      "chat", "worker", "openai"}
-    with pytest.raises(UnknownPreset, match="known presets: .*retrieval"):
+    with pytest.raises(UnknownPreset, match=r"known presets: .*retrieval"):
         get_preset(presets, "gpt-9")
 
 
@@ -226,7 +226,7 @@ def test_worker_process_speaks_json_and_matches_in_process(tiny_ed, rg1_small):
     batch = studies(rg1_small)
     drafter = WorkerDrafter(worker_preset(tiny_ed), CPU, python=sys.executable)
     try:
-        results = drafter.draft(batch + [StudyInput(99, ())], ["findings"])
+        results = drafter.draft([*batch, StudyInput(99, ())], ["findings"])
         proc = drafter._proc
     finally:
         drafter.close()

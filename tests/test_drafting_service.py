@@ -184,7 +184,7 @@ def test_predrafter_survives_an_unavailable_model(filled, settings, monkeypatch)
 
 def test_draft_and_models_commands(filled, settings, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    db, ids = filled
+    _db, _ids = filled
     args = ["--db", settings.db_url, "--data-dir", str(settings.data_dir)]
     assert cli(["draft", "--model", "retrieval", "--limit", "3", *args]) == 0
     assert "retrieval: 6 sections drafted, 0 failed" in capsys.readouterr().out
@@ -199,7 +199,7 @@ def test_draft_and_models_commands(filled, settings, capsys, monkeypatch):
 
 
 def test_the_model_stays_warm_until_unloaded(filled, settings):
-    db, ids = filled
+    db, _ids = filled
     service = DraftingService(db, settings)
     first = service.drafter("retrieval")
     assert service.drafter("retrieval") is first  # loaded once, kept warm
@@ -248,7 +248,8 @@ def test_a_readers_draft_click_goes_ahead_of_predrafting(filled, settings):
     assert pre.wait_idle(60)
     pre.stop()
     assert order[0] == [ids[1]] and order[1] == [ids[0]]  # the click went next ...
-    assert sorted(sum(order[2:], [])) == ids[2:5]  # ... and pre-drafting then went on
+    # ... and pre-drafting then went on
+    assert sorted(i for part in order[2:] for i in part) == ids[2:5]
     assert clicked[-1].done and clicked[-1].texts["impression"] == "mirror impression"
     assert service.pending(ids, "retrieval") == []
 

@@ -39,7 +39,7 @@ def metrics_for_tests():
 
 
 def test_the_evaluation_has_the_right_numbers(session_db):
-    db, ids, (draft_text, rewritten) = session_db
+    db, _ids, (draft_text, rewritten) = session_db
     ev = evaluate(db, metrics=metrics_for_tests(), n_resamples=200)
     # retrieval: studies x sections x 2 readers; tiny was reviewed by nobody: one row each
     assert len(ev.rows) == 4 * 2 * 2 + 4 * 2
@@ -74,7 +74,7 @@ def test_the_evaluation_has_the_right_numbers(session_db):
 
 
 def test_filters_narrow_the_rows(session_db):
-    db, ids, _ = session_db
+    db, _ids, _ = session_db
     only = evaluate(db, ExportFilters(model="retrieval", reader="b"), metrics=[Bleu4()],
                     n_resamples=0)
     assert {(r.preset, r.reader) for r in only.rows} == {("retrieval", "b")}
@@ -101,7 +101,7 @@ class _Collect(HTMLParser):
 
 
 def test_html_report_is_self_contained_valid_and_escaped(session_db, tmp_path):
-    db, ids, _ = session_db
+    db, _ids, _ = session_db
     out = tmp_path / "report.html"
     files = export(db, "html", out, metrics=metrics_for_tests(), n_resamples=200)
     text = out.read_text()
@@ -124,7 +124,7 @@ def test_html_report_is_self_contained_valid_and_escaped(session_db, tmp_path):
 
 
 def test_csv_json_and_prediction_files(session_db, tmp_path, capsys, settings):
-    db, ids, _ = session_db
+    db, _ids, _ = session_db
     export(db, "csv", tmp_path / "rows.csv", metrics=[Bleu4(), RougeL()], n_resamples=0)
     with (tmp_path / "rows.csv").open() as fh:
         rows = list(csv.DictReader(fh))
@@ -177,7 +177,7 @@ def test_report_screenshot_in_chromium(session_db, tmp_path):
         pytest.skip("/usr/bin/chromium not installed (make test installs Debian's chromium)")
     from playwright.sync_api import sync_playwright
 
-    db, ids, _ = session_db
+    db, _ids, _ = session_db
     out = tmp_path / "report.html"
     export(db, "html", out, metrics=metrics_for_tests(), n_resamples=200)
     with sync_playwright() as p:

@@ -380,8 +380,8 @@ def test_image_rounds_overlap_writes_and_keep_each_study_whole(db, settings, tmp
     monkeypatch.setattr(ingest, "POOL_MIN_IMAGES", 1)
     records = _records_with_images(tmp_path / "pipe", rg1_small, 12, broken=5)
     extra = layouts.write(tmp_path / "pipe" / "s3" / "2.png", layouts.png16(rg1_small[::-1]))
-    again = replace(records[3], images=records[3].images + (
-        ImageSource(name=str(extra), path=str(extra)),))
+    again = replace(records[3], images=(
+        *records[3].images, ImageSource(name=str(extra), path=str(extra))))
     report = import_records(db, [*records, again], blobs=settings.blobs, fmt="pipe", workers=2)
     assert (report.found, report.added, report.updated, report.failed, report.images) == \
         (13, 11, 1, 1, 23), report.summary()

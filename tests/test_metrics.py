@@ -103,7 +103,7 @@ def test_bertscore_wrapper_equals_a_direct_bert_score_call(monkeypatch):
 
     # every hand case, the 700-word one included: it is longer than the model's 512 tokens, so
     # the wrapper must truncate exactly as bert_score does
-    pairs = HAND_CASES + [("Stable mild cardiomegaly.", "Heart is mildly enlarged, stable.")]
+    pairs = [*HAND_CASES, ("Stable mild cardiomegaly.", "Heart is mildly enlarged, stable.")]
     hyps, refs = [h for h, _ in pairs], [r for _, r in pairs]
     metric = build(["bertscore"], MetricConfig(bertscore_model=minilm(), bertscore_layers=4,
                                                bertscore_rescale=False))[0]
@@ -144,7 +144,7 @@ def test_cache_makes_rescoring_free_in_a_file_and_in_the_database(tmp_path, db):
         assert Counting.calls == 2  # the repeated pair is computed once
         again = metric_rows(Counting(), hyps, refs, cache)  # the same lists: one lookup
         assert Counting.calls == 2 and np.array_equal(first, again)
-        more = metric_rows(Counting(), hyps + ["new"], refs + ["pair"], cache)
+        more = metric_rows(Counting(), [*hyps, "new"], [*refs, "pair"], cache)
         assert Counting.calls == 3 and np.array_equal(more[:3], first)  # only the new pair
     bleu = Bleu4()
     cache = DatabaseScoreCache(db)
@@ -275,7 +275,7 @@ def test_pairs_match_by_id_or_line_and_refuse_mismatches(tmp_path):
         read_pairs(short, refs)
     (tmp_path / "p.txt").write_text("one\ntwo\n")
     (tmp_path / "r.txt").write_text("one\n")
-    with pytest.raises(PairsError, match="p.txt has 2 lines but .*r.txt has 1"):
+    with pytest.raises(PairsError, match=r"p.txt has 2 lines but .*r.txt has 1"):
         read_pairs(tmp_path / "p.txt", tmp_path / "r.txt")
 
 

@@ -20,7 +20,8 @@ from rrg_review.metrics.scoring import score
 from rrg_review.metrics.stats import bootstrap_ci
 from tests.test_metrics import HAND_CASES, iu_pairs, tiny_chexbert, write_jsonl  # noqa: F401
 
-BLEU2_HAND = HAND_CASES + [
+BLEU2_HAND = [
+    *HAND_CASES,
     ("", ""), ("a", ""), ("", "a"), ("a", "a"), ("a b", "a"), ("Lungs.", "lungs"),
     ("x y z", "a b c"), ("...", ". . ."), ("Heart.Size.Normal.", "heart . size normal"),
     ("a  b\tc\nd", "a b c d"), ("ÉPANCHEMENT ✓ — ok", "épanchement ✓ ok"),
@@ -236,7 +237,7 @@ def test_semb_score_is_the_cosine_of_chexbert_cls_vectors(tiny_chexbert):  # noq
         pieces = tok.tokenize(" ".join(text.split()))
         ids = tok.encode_plus(pieces)["input_ids"] if pieces else [tok.cls_token_id,
                                                                    tok.sep_token_id]
-        ids = ids[:511] + [tok.sep_token_id] if len(ids) > 512 else ids
+        ids = [*ids[:511], tok.sep_token_id] if len(ids) > 512 else ids
         with torch.no_grad():
             out = model.bert(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids)))[0]
         return out[0, 0].numpy()
@@ -355,7 +356,7 @@ def test_score_rexrank_reports_every_metric_or_why_not(tmp_path, capsys, monkeyp
     printed = capsys.readouterr().out
     assert "bleu2" in printed and "higher is better" in printed
     # nothing requested can run: a non-zero exit, not an empty success
-    assert cli(args[:-1] + ["radcliq_v1"]) == 3
+    assert cli([*args[:-1], "radcliq_v1"]) == 3
     assert "every requested metric is unavailable" in capsys.readouterr().err
 
 

@@ -182,5 +182,5 @@ def test_an_unreachable_server_is_recorded_per_study_after_retries(tiny_model, r
     assert len(results) == 4
     assert all(r.text is None and url in r.error and "APIConnectionError" in r.error
                for r in results)
-    with pytest.raises(ValueError, match="needs options.base_url"):
+    with pytest.raises(ValueError, match=r"needs options.base_url"):
         OpenAIServerDrafter(Preset("x", "openai", models={"report": ModelRef("m")}))

@@ -82,7 +82,7 @@ def test_window_level_narrows_contrast_and_keeps_bone_white():
     assert spine > lungs
 
 
-@pytest.mark.parametrize("bits,rgb", [(8, False), (16, False), (8, True)])
+@pytest.mark.parametrize(("bits", "rgb"), [(8, False), (16, False), (8, True)])
 def test_png_in_8_and_16_bit_gray_and_rgb(tmp_path, rg1_small, bits, rgb):
     path = tmp_path / "x.png"
     path.write_bytes(png_bytes(rg1_small, bits=bits, rgb=rgb))
@@ -143,7 +143,7 @@ def test_multi_frame_dicom_is_refused():
 def test_text_file_and_truncated_png_are_refused(tmp_path, rg1_small):
     text = tmp_path / "notes.dcm"
     text.write_text("not an image at all " * 20)
-    with pytest.raises(StudyLoadError, match="notes.dcm"):
+    with pytest.raises(StudyLoadError, match=r"notes.dcm"):
         decode(src(str(text)))
     png = tmp_path / "cut.png"
     png.write_bytes(png_bytes(rg1_small)[:200])
@@ -168,7 +168,7 @@ def test_jpeg_ls_lossless_equals_the_uncompressed_pixels():
     assert plain.display.min() == 0 and plain.display.max() == 255
 
 
-@pytest.mark.parametrize("name,shape", [
+@pytest.mark.parametrize(("name", "shape"), [
     ("JPGLosslessP14SV1_1s_1f_8b.dcm", (768, 1024)),  # JPEG lossless, process 14
     ("SC_rgb_jpeg_dcmtk.dcm", (100, 100)),  # JPEG baseline, YBR colour -> luminance
     ("MR_small_RLE.dcm", (64, 64)),  # RLE lossless

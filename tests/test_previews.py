@@ -110,7 +110,7 @@ def test_previews_on_disk_are_served_without_reading_the_image(db, settings, tmp
     assert fresh.preview_file(view.images[0]) == written  # served from disk, nothing decoded
     from rrg_review.studies.errors import StudyLoadError
 
-    with pytest.raises(StudyLoadError, match="a.dcm"):  # window/level needs the real file
+    with pytest.raises(StudyLoadError, match=r"a.dcm"):  # window/level needs the real file
         fresh.value_range(view.images[0].image_id)
 
 

@@ -599,7 +599,7 @@ def test_logout_ends_the_session_on_the_server(team):
 
 
 def test_pseudonyms_in_the_database_and_private_runtime_files(team):
-    app, db, work = team
+    app, db, _work = team
     with sqlite3.connect(db) as conn:
         keys = [r[0] for r in conn.execute("SELECT key FROM patient")]
         studies = conn.execute("SELECT count(*) FROM study").fetchone()[0]

@@ -22,7 +22,7 @@ def _presets(path: Path, name: str) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("field, flag, env_name", [
+@pytest.mark.parametrize(("field", "flag", "env_name"), [
     ("presets_file", "presets", "RRG_REVIEW_PRESETS"),
     ("chexbert_weights", "chexbert_weights", "RRG_REVIEW_CHEXBERT"),
     ("log_level", "log_level", "RRG_REVIEW_LOG_LEVEL"),

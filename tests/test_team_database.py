@@ -55,7 +55,7 @@ def test_metric_cache_keeps_the_first_of_concurrent_duplicates(db):
     results = run_together(*[lambda: cache.put_many("bertscore", "1", "m", items)] * 4)
     assert results == [None] * 4  # no IntegrityError from the losers
     cache.put_many("bertscore", "1", "m", {("h1", "r1"): {"score": 99.0}})
-    got = cache.get_many("bertscore", "1", "m", list(items) + [("nope", "nope")])
+    got = cache.get_many("bertscore", "1", "m", [*list(items), ("nope", "nope")])
     assert len(got) == 300 and got[("h1", "r1")] == {"score": 0.1}
     with db.read() as session:
         assert session.scalar(select(func.count()).select_from(MetricResult)) == 300

@@ -393,7 +393,8 @@ def test_a_rolled_back_status_change_leaves_the_counts(db, service, image):
     ids = add_studies(db, 3, image=image)
     alice = reader(db)
     service.assign(alice)
-    with pytest.raises(RuntimeError), db.write() as s:
+    # the failure must come after the write, inside its transaction
+    with pytest.raises(RuntimeError), db.write() as s:  # noqa: PT012
         s.scalar(select_item(alice, ids[0])).status = "done"
         s.flush()  # the trigger ran inside this transaction ...
         raise RuntimeError("killed before commit")

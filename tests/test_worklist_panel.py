@@ -28,7 +28,7 @@ def filled(db):
 
 
 def test_a_page_of_rows_with_its_label_and_progress(filled):
-    db, ids, alice = filled
+    db, _ids, alice = filled
     logic = WorklistPanelLogic(WorklistService(db), page_size=10)
     v = logic.view(alice)
     assert [r[1] for r in v.rows] == [f"CXR{i}" for i in range(1, 11)]

@@ -133,7 +133,7 @@ def test_a_save_of_the_held_study_waits_and_then_lands(two, db, db_backend):
 
 
 def test_a_whole_database_write_excludes_every_save(two, db, db_backend):
-    review, a, sa, b, sb = two
+    review, _a, _sa, b, sb = two
     held, release = threading.Event(), threading.Event()
 
     def hold_all():

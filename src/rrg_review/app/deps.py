@@ -9,7 +9,7 @@ import functools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import gradio as gr
 
@@ -149,6 +149,15 @@ class Guard:
         session.address = getattr(getattr(request, "client", None), "host", None)
         return Reader(name, reader, session)
 
+    @overload
+    def __call__(self, fn: Callable[[Reader, Inputs], Any], *,
+                 lock: bool = True) -> Callable[[Inputs, gr.Request], Any]: ...
+
+    @overload
+    def __call__(self, fn: None = None, *, lock: bool = True
+                 ) -> Callable[[Callable[[Reader, Inputs], Any]],
+                               Callable[[Inputs, gr.Request], Any]]: ...
+
     def __call__(self, fn: Callable[[Reader, Inputs], Any] | None = None, *,
                  lock: bool = True) -> Any:
         """`@guard` (or `@guard(lock=False)` for read-only handlers): the handler gets the
@@ -157,7 +166,8 @@ class Guard:
             return functools.partial(self, lock=lock)
         return self._wrap(fn, lock)
 
-    def _wrap(self, fn: Callable[[Reader, Inputs], Any], lock: bool) -> Any:
+    def _wrap(self, fn: Callable[[Reader, Inputs], Any],
+              lock: bool) -> Callable[[Inputs, gr.Request], Any]:
         state = self.tab.state
 
         def handler(d: Inputs, request: gr.Request) -> Any:

@@ -103,6 +103,7 @@ def build(services: Services) -> gr.Blocks:
     if not s.login:
         # the one local reader's first study is drafted before the first page asks for it
         desk.predraft_first(s.accounts.local_reader())
+    ui: gr.Blocks  # (Gradio leaves Blocks.__enter__ unannotated)
     with gr.Blocks(title="rrg-review", fill_width=True) as ui:
         page = Page.build(s)
         _wire(ui, page, desk, s)

@@ -16,8 +16,15 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from rrg_review.app.logs import LEVELS
+
+if TYPE_CHECKING:  # imported where used: the app's modules load only when it serves
+    from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.settings import Settings
+    from rrg_review.db.engine import Database
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -70,7 +77,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _interrupt(signum, frame) -> None:
+def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
@@ -138,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(runtime, ignore_errors=True)
 
 
-def _serve(args, settings, db, accounts, runtime: Path, login: bool, tls: bool) -> int:
+def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts: AccountService,
+           runtime: Path, login: bool, tls: bool) -> int:
     from rrg_review.app.accounts.service import SessionStore
     from rrg_review.app.deps import Services
     from rrg_review.app.drafting.service import (

@@ -212,7 +212,7 @@ class Readers:
         self.sessions = sessions
 
     def current(self, request: Request) -> str | None:
-        known: str | None | bool = getattr(request.state, "rrg_user", False)
+        known: str | bool | None = getattr(request.state, "rrg_user", False)
         if known is not False:
             return known if isinstance(known, str) else None
         user = self.sessions.user(request.cookies.get(COOKIE))
@@ -229,14 +229,14 @@ def _add_login_routes(app: FastAPI, accounts: AccountService, sessions: SessionS
     """GET/POST /login and /logout (see the module's docstring)."""
 
     @app.get("/login", response_class=HTMLResponse)
-    def login_form(request: Request, msg: str = ""):
+    def login_form(request: Request, msg: str = "") -> Response:
         if readers.current(request):
             return RedirectResponse("./", status_code=303)
         notes = {"out": "You are signed out.", "expired": "Your session ended; sign in."}
         return HTMLResponse(login_page(notes.get(msg, ""), tls=options.tls, error=False))
 
     @app.post("/login")
-    async def login(request: Request):
+    async def login(request: Request) -> Response:
         form = await request.form()
         name = str(form.get("username", "")).strip()[:64]
         password = str(form.get("password", ""))[:4096]
@@ -254,7 +254,7 @@ def _add_login_routes(app: FastAPI, accounts: AccountService, sessions: SessionS
         return response
 
     @app.api_route("/logout", methods=["GET", "POST"])
-    def logout(request: Request):
+    def logout(request: Request) -> Response:
         name = sessions.revoke(request.cookies.get(COOKIE))
         if name:
             accounts.audit.record("logout", actor=name, address=client_address(request))

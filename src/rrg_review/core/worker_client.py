@@ -75,7 +75,9 @@ class WorkerProcess:
     def __init__(self, cmd: Sequence[str], env: Mapping[str, str] | None = None,
                  tail_lines: int = 40, stderr_log: Path | None = None) -> None:
         try:
-            self.proc = subprocess.Popen(list(cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            # the worker command is built by this program (a venv's python and our script)
+            self.proc = subprocess.Popen(  # noqa: S603 - our own command, no shell
+                list(cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, text=True, bufsize=1,
                                          env=dict(env) if env is not None else None)
         except OSError as exc:
@@ -132,7 +134,7 @@ class WorkerProcess:
     def send(self, message: dict[str, Any]) -> None:
         """Write one request; a worker that has gone away raises WorkerCrashed."""
         try:
-            assert self.proc.stdin is not None
+            assert self.proc.stdin is not None  # noqa: S101 - started with stdin=PIPE
             self.proc.stdin.write(json.dumps(message) + "\n")
             self.proc.stdin.flush()
         except (OSError, ValueError) as exc:

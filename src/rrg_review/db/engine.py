@@ -20,13 +20,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from rrg_review.core.files import atomic_write
 from rrg_review.db.writer_queue import WriterQueue
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +85,7 @@ def _configure_sqlite(engine: Engine, *, read_only: bool, timeout_s: float) -> N
     """
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record) -> None:
+    def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
         dbapi_connection.isolation_level = None
         cur = dbapi_connection.cursor()
         cur.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
@@ -92,7 +96,7 @@ def _configure_sqlite(engine: Engine, *, read_only: bool, timeout_s: float) -> N
         cur.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(conn) -> None:
+    def _on_begin(conn: Connection) -> None:
         options = conn.get_execution_options()
         # a measurement's transaction (Database.write(durable=False)) commits without fsync;
         # the next other transaction on the same connection restores synchronous=FULL
@@ -137,7 +141,7 @@ def _configure_postgresql(engine: Engine) -> None:
     rollback, never left behind by a dropped connection."""
 
     @event.listens_for(engine, "begin")
-    def _on_begin(conn) -> None:
+    def _on_begin(conn: Connection) -> None:
         options = conn.get_execution_options()
         mode = options.get(_PG_WRITER_OPTION)
         if mode == WHOLE_DATABASE:
@@ -339,7 +343,7 @@ def open_database(url_or_path: str | Path | None, *, upgrade: bool = True,
     url = database_url(url_or_path)
     path = sqlite_path(url)
     timeout_s = max(0.0, float(busy_timeout_s))
-    connect_args: dict = {}
+    connect_args: dict[str, object] = {}
     if path is not None:
         _prepare_file(path, read_only=read_only)
         connect_args["timeout"] = timeout_s
@@ -543,7 +547,7 @@ def backup(db: Database, out: Path) -> Path:
     return out
 
 
-def alembic_config(db: Database):
+def alembic_config(db: Database) -> Config:
     from alembic.config import Config
 
     cfg = Config()

@@ -10,7 +10,8 @@ from sqlalchemy import select, tuple_
 
 from rrg_review.db.engine import ROWS, Database
 from rrg_review.db.models import MetricCorpus, MetricResult
-from rrg_review.metrics.cache import matrix_bytes, matrix_from_bytes
+from rrg_review.metrics.base import Payload
+from rrg_review.metrics.cache import Key, matrix_bytes, matrix_from_bytes
 
 _CHUNK = 400  # pairs per IN query (two parameters each, under SQLite's variable limit)
 
@@ -20,9 +21,9 @@ class DatabaseScoreCache:
         self.db = db
 
     def get_many(self, metric: str, version: str, model_id: str,
-                 keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+                 keys: Iterable[tuple[str, str]]) -> dict[Key, Payload]:
         wanted = list(dict.fromkeys(keys))
-        found: dict[tuple[str, str], dict] = {}
+        found: dict[Key, Payload] = {}
         with self.db.read() as session:
             for start in range(0, len(wanted), _CHUNK):
                 part = wanted[start:start + _CHUNK]
@@ -32,12 +33,12 @@ class DatabaseScoreCache:
                     MetricResult.model_id == model_id,
                     tuple_(MetricResult.hyp_hash, MetricResult.ref_hash).in_(part)))
                 for row in rows:
-                    h, r, p = cast("tuple[str, str, dict[str, Any]]", tuple(row))
+                    h, r, p = cast("tuple[str, str, Payload]", tuple(row))
                     found[(h, r)] = p
         return found
 
     def put_many(self, metric: str, version: str, model_id: str,
-                 items: Mapping[tuple[str, str], dict]) -> None:
+                 items: Mapping[Key, Payload]) -> None:
         if not items:
             return
         rows = [dict(metric=metric, version=version, model_id=model_id, hyp_hash=h, ref_hash=r,

@@ -34,7 +34,7 @@ def utcnow() -> datetime:
 
 
 class Base(DeclarativeBase):
-    type_annotation_map = {dict[str, Any]: JSON}
+    type_annotation_map = {dict[str, Any]: JSON}  # noqa: RUF012 - SQLAlchemy's declared hook
 
 
 class Meta(Base):
@@ -307,7 +307,8 @@ class WorklistProgress(Base):
     0007 creates them; the ORM cannot declare triggers): never written by the application."""
 
     __tablename__ = "worklist_progress"
-    __table_args__ = {"info": {"derived": True}}  # db/transfer.py: rebuilt, never copied
+    # db/transfer.py: rebuilt, never copied (SQLAlchemy reads __table_args__ as a plain dict)
+    __table_args__ = {"info": {"derived": True}}  # noqa: RUF012
 
     reader_id: Mapped[int] = mapped_column(
         ForeignKey("reader.id", ondelete="CASCADE"), primary_key=True)
@@ -379,5 +380,5 @@ def table_of(model: type[Base]) -> Table:
     """A mapped class's Table (SQLAlchemy types `__table__` as the wider FromClause), for the
     Core INSERTs that write many rows at once."""
     table = model.__table__
-    assert isinstance(table, Table)
+    assert isinstance(table, Table)  # noqa: S101 - narrowing: every mapped class has one
     return table

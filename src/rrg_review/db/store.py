@@ -16,10 +16,10 @@ from datetime import time as dtime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import Executable, Table, func, insert, select
 from sqlalchemy.orm import Session, selectinload
 
-from rrg_review.db.engine import DatabaseProblem
+from rrg_review.db.engine import Database, DatabaseProblem
 from rrg_review.db.models import (
     Image,
     Meta,
@@ -86,7 +86,7 @@ def pseudonym_key(session: Session) -> bytes:
     A database that already has pseudonyms but whose key is gone is refused rather than given
     a new key, which would silently split every patient in two.
     """
-    db = session.info.get("database")
+    db: Database | None = session.info.get("database")
     if db is not None and db._key is not None:
         return db._key
     key_file: Path | None = getattr(db, "key_file", None)
@@ -194,11 +194,11 @@ def known_patients(session: Session) -> dict[tuple[str, str], int]:
             session.execute(select(Patient.source, Patient.key, Patient.id))}
 
 
-def _next_id(session: Session, table) -> int:
+def _next_id(session: Session, table: Table) -> int:
     return int(session.scalar(select(func.coalesce(func.max(table.c.id), 0))) or 0) + 1
 
 
-def _image_row(study_id: int, position: int, stored: StoredImage) -> dict:
+def _image_row(study_id: int, position: int, stored: StoredImage) -> dict[str, Any]:
     info = stored.info
     return dict(
         study_id=study_id, position=position, uri=stored.uri, format=info.format,
@@ -225,7 +225,7 @@ def insert_studies(
     now = utcnow()
     patient_table, study_table = table_of(Patient), table_of(Study)
     image_table, ref_table = table_of(Image), table_of(ReferenceReport)
-    new_patients: list[dict] = []
+    new_patients: list[dict[str, Any]] = []
     next_patient = None
     for record, _, _ in items:
         pkey = (record.source, record.patient_key)
@@ -357,7 +357,8 @@ def _is_prior(candidate: tuple[int, date | None, dtime | None], study: Study) ->
     return at is not None and study.study_time is not None and at < study.study_time
 
 
-def _newest_first(candidate: tuple[int, date | None, dtime | None]) -> tuple:
+def _newest_first(
+        candidate: tuple[int, date | None, dtime | None]) -> tuple[date | None, bool, dtime, int]:
     sid, day, at = candidate
     return (day, at is not None, at or dtime.min, sid)
 
@@ -425,7 +426,7 @@ class StoreCounts:
 
 
 def counts(session: Session, source: str | None = None) -> StoreCounts:
-    def n(stmt) -> int:
+    def n(stmt: Executable) -> int:
         return int(session.scalar(stmt) or 0)
 
     study_q = select(func.count(Study.id))

@@ -8,11 +8,12 @@ the target: it ends with every row copied or with nothing written. The target mu
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import DateTime, Integer, func, insert, select, text
+from sqlalchemy import Connection, DateTime, Integer, Table, func, insert, select, text
 
 from rrg_review.db.engine import Database
 from rrg_review.db.models import Base
@@ -85,7 +86,7 @@ def copy_database(source: Database, target: Database,
     return TransferReport(copied)
 
 
-def _with_utc(row: dict, columns: list[str]) -> dict:
+def _with_utc(row: dict[str, Any], columns: list[str]) -> dict[str, Any]:
     """SQLite returns the UTC timestamps the app stores without their zone: put it back."""
     for name in columns:
         value = row.get(name)
@@ -94,14 +95,15 @@ def _with_utc(row: dict, columns: list[str]) -> dict:
     return row
 
 
-def _reset_sequences(conn, tables) -> None:
+def _reset_sequences(conn: Connection, tables: Iterable[Table]) -> None:
     """Copied ids were given explicitly: move each id sequence past them, or the next row a
     reader saves on the server would collide with a copied one."""
     for table in tables:
         for column in table.primary_key.columns:
             if not isinstance(column.type, Integer) or not column.autoincrement:
                 continue
+            # table and column names from our own metadata; the values are bound
             conn.execute(text(
-                f"SELECT setval(pg_get_serial_sequence(:table, :column), "
+                f"SELECT setval(pg_get_serial_sequence(:table, :column), "  # noqa: S608
                 f"COALESCE((SELECT MAX({column.name}) FROM {table.name}), 0) + 1, false)"),
                 {"table": table.name, "column": column.name})

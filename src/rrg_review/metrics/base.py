@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -63,7 +63,7 @@ class Metric(ABC):
     # length-sort texts across the whole call, which chunking would defeat)
     chunk: int | None = 2048
     # "higher" or "lower" is better, per key; keys not listed are "higher"
-    directions: dict[str, str] = {}
+    directions: ClassVar[dict[str, str]] = {}
     reference: str = ""  # the reference implementation the values equal (README's table)
 
     @classmethod

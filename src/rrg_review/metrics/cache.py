@@ -133,7 +133,7 @@ class FileCache:
             part = wanted[start:start + _CHUNK]
             pairs = ", ".join(["(?, ?)"] * len(part))
             # CROSS JOIN keeps the asked keys as the outer loop: one primary-key search each
-            rows = con.execute(f"SELECT p.hyp, p.ref, p.value FROM (VALUES {pairs}) AS k "
+            rows = con.execute(f"SELECT p.hyp, p.ref, p.value FROM (VALUES {pairs}) AS k "  # noqa: S608 - placeholders only
                                "CROSS JOIN payload AS p ON p.metric=? AND p.version=? AND "
                                "p.model_id=? AND p.hyp=k.column1 AND p.ref=k.column2",
                                (*(x for k in part for x in k), metric, version, model_id))

@@ -91,7 +91,7 @@ def build_labeler(config: PretrainedConfig) -> nn.Module:
     class CheXbertLabeler(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.bert = BertModel(config)  # type: ignore[no-untyped-call]  # (transformers)
+            self.bert = BertModel(config)  # untyped in transformers: see untyped_calls_exclude
             self.dropout = nn.Dropout(config.hidden_dropout_prob)
             hidden = config.hidden_size
             self.linear_heads = nn.ModuleList(
@@ -229,13 +229,13 @@ class CheXbertF1(ModelMetric["nn.Module"]):
 
     def _encode(self, text: str) -> list[int]:
         tok = self._tokenizer
-        assert tok is not None, "loaded with the model"
+        assert tok is not None, "loaded with the model"  # noqa: S101 - narrowing
         pieces = tok.tokenize(" ".join(text.split()))
         if not pieces:
             return [tok.cls_token_id, tok.sep_token_id]
         ids = tok.convert_tokens_to_ids(pieces)
         ids = [tok.cls_token_id, *ids, tok.sep_token_id]
-        return ids[:511] + [tok.sep_token_id] if len(ids) > 512 else ids
+        return [*ids[:511], tok.sep_token_id] if len(ids) > 512 else ids
 
     def _batches(self, texts: Sequence[str], head: Head) -> np.ndarray:
         """Run `head(model, ids, mask)` over each distinct text once, in batches sorted by

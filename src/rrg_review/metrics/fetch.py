@@ -44,7 +44,7 @@ def fetch_metric_models() -> Iterator[str]:
     hasher = FileHasher()
     for model_id in (OFFICIAL_MODEL, REXRANK_MODEL):
         found = fetch(model_id)
-        files = model_folder_files(found.path) + [shipped_baseline(model_id)]
+        files = [*model_folder_files(found.path), shipped_baseline(model_id)]
         yield from _describe(f"{model_id} (revision {found.revision})", files, hasher)
     backbone = fetch(BACKBONE)
     yield from _describe(f"{BACKBONE} (revision {backbone.revision}; config and vocabulary: "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import pickletools
 import struct
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -87,7 +88,7 @@ class RadCliQ(Metric):
 
     name = "radcliq_v1"
     keys = ("radcliq_v1", "inv_radcliq_v1")
-    directions = {"radcliq_v1": "lower", "inv_radcliq_v1": "higher"}
+    directions: ClassVar[dict[str, str]] = {"radcliq_v1": "lower", "inv_radcliq_v1": "higher"}
     # built from these registered metrics (shared instances, so each model loads once)
     part_names = INPUTS
     version = f"radcliq-v1-{REFERENCE_COMMIT[:7]}"

@@ -179,7 +179,7 @@ class GreenAdapter:
 
         self.device = "cuda"
         self.version = f"green_score-{version('green-score')}-{self.model}"
-        self.scorer = GREEN(self.model, output_dir=os.environ.get("TMPDIR", "/tmp"))
+        self.scorer = GREEN(self.model, output_dir=os.environ.get("TMPDIR", "/tmp"))  # noqa: S108 - GREEN's scratch, as the OS
         self.batch_size = batch_size
         self.fingerprint = self.model
 

@@ -144,7 +144,7 @@ def selfcheck(name: str, folder: Path | None = None, timeout: float = 600) -> di
     folder = Path(folder) if folder else workers_root() / name
     python = venv_python(folder)
     try:
-        res = subprocess.run([str(python), str(WORKER), "--metric", name, "--selfcheck"],
+        res = subprocess.run([str(python), str(WORKER), "--metric", name, "--selfcheck"],  # noqa: S603
                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"ok": False, "error": f"the self-check of {name} gave no answer within "
@@ -164,7 +164,7 @@ def selfcheck(name: str, folder: Path | None = None, timeout: float = 600) -> di
 
 
 def _run(cmd: list[str], what: str) -> str:
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = subprocess.run(cmd, capture_output=True, text=True)  # noqa: S603 - pip/venv commands we build
     if res.returncode != 0:
         tail = "\n".join((res.stderr or res.stdout).strip().splitlines()[-5:])
         raise RuntimeError(f"{what} failed (exit {res.returncode}): {tail}")
@@ -192,7 +192,7 @@ class WorkerMetric(Metric):
                                     request_timeout or spec.request_timeout,
                                     stderr_log=self.folder / "worker.log")
         self._version = ""
-        self._version_key: tuple[int, int] | None | bool = False  # False: never read
+        self._version_key: tuple[int, int] | bool | None = False  # False: never read
         self._started_key: tuple[int, int] | None = None  # the stamp the worker started under
 
     @property

@@ -12,6 +12,7 @@ from rrg_review.model.inputs import DraftResult, Provenance, StudyInput
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 @runtime_checkable
@@ -71,12 +72,13 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc).lower()
 
 
-def run_adaptive(batch: Sequence[T], run: Callable[[Sequence[T]], list], max_size: int) -> list:
+def run_adaptive(batch: Sequence[T], run: Callable[[Sequence[T]], list[R]],
+                 max_size: int) -> list[R]:
     """Run `run` on chunks of at most `max_size`, halving the chunk on out-of-memory errors.
 
     Batches are sized to memory: the configured size is a ceiling, not a promise.
     """
-    results: list = []
+    results: list[R] = []
     size = max(1, max_size)
     start = 0
     while start < len(batch):

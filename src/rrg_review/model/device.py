@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -10,10 +14,11 @@ class Placement:
     device: str  # "cuda", "cuda:1", "mps", "cpu"
     dtype: str  # "bfloat16" | "float16" | "float32"
 
-    def torch_dtype(self):
+    def torch_dtype(self) -> torch.dtype:
         import torch
 
-        return getattr(torch, self.dtype)
+        dtype: torch.dtype = getattr(torch, self.dtype)
+        return dtype
 
 
 def select(device: str | None = None, dtype: str | None = None) -> Placement:

@@ -83,9 +83,10 @@ def hub_unreachable(environ: Mapping[str, str] | None = None,
     outcome: list[str | None] = []
 
     def attempt() -> None:
-        request = urllib.request.Request(endpoint + "/api/models?limit=1", method="HEAD")
+        request = urllib.request.Request(  # noqa: S310 - the configured http(s) hub endpoint
+            endpoint + "/api/models?limit=1", method="HEAD")
         try:
-            with urllib.request.urlopen(request, timeout=seconds):  # noqa: S310 - http(s) hub
+            with urllib.request.urlopen(request, timeout=seconds):  # noqa: S310 - as above
                 outcome.append(None)
         except urllib.error.HTTPError:  # the hub answered (even a refusal is an answer)
             outcome.append(None)

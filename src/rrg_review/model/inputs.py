@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: pixel arrays have no truth value
@@ -18,7 +21,7 @@ class InputImage:
     view_group: str | None = None  # "frontal" | "lateral" | None
     checksum: str | None = None  # stable key for feature caches
 
-    def pil(self):
+    def pil(self) -> PILImage:
         """The image as an RGB PIL image (what HF image processors expect)."""
         from PIL import Image
 

@@ -28,11 +28,39 @@ import os
 import re
 import sys
 import time
+from typing import TYPE_CHECKING, ClassVar, TypedDict
+
+if TYPE_CHECKING:
+    import torch
+    from PIL import Image
 
 log = logging.getLogger(__name__)
 
 
-def _placement(device: str, dtype: str):
+class ImageRef(TypedDict):
+    """One image of a request: a PNG the app wrote, with its view group."""
+
+    path: str
+    view: str | None
+
+
+class PriorRef(TypedDict, total=False):
+    images: list[ImageRef]
+    report: str | None
+
+
+class Request(TypedDict):
+    """One drafting request line (see the protocol above)."""
+
+    id: int
+    images: list[ImageRef]
+    indication: str | None
+    comparison: str | None
+    prior: PriorRef | None
+    sections: list[str]
+
+
+def _placement(device: str, dtype: str) -> tuple[str, str, torch.dtype]:
     import torch
 
     if device == "auto":
@@ -43,7 +71,7 @@ def _placement(device: str, dtype: str):
     return device, dtype, getattr(torch, dtype)
 
 
-def _open(path: str | None):
+def _open(path: str | None) -> Image.Image:
     from PIL import Image
 
     if path is None:
@@ -51,7 +79,7 @@ def _open(path: str | None):
     return Image.open(path).convert("RGB")
 
 
-def _first(images: list[dict], view: str) -> str | None:
+def _first(images: list[ImageRef], view: str) -> str | None:
     for image in images:
         if image.get("view") == view:
             return image["path"]
@@ -75,7 +103,8 @@ def _local_path(model_id: str) -> str:
 class EncoderDecoderAdapter:
     """A VisionEncoderDecoderModel, one frontal image per section (the stand-in used in tests)."""
 
-    def __init__(self, model_id: str, device: str, dtype, generation: dict) -> None:
+    def __init__(self, model_id: str, device: str, dtype: torch.dtype,
+                 generation: dict[str, object]) -> None:
         from transformers import AutoImageProcessor, AutoTokenizer, VisionEncoderDecoderModel
 
         self.path = _local_path(model_id)
@@ -90,7 +119,7 @@ class EncoderDecoderAdapter:
                            else self.tokenizer.pad_token_id,
                            "decoder_start_token_id": self.tokenizer.cls_token_id, **generation}
 
-    def run(self, request: dict) -> dict[str, str]:
+    def run(self, request: Request) -> dict[str, str]:
         import torch
 
         frontal = _first(request["images"], "frontal")
@@ -106,10 +135,12 @@ class EncoderDecoderAdapter:
 class CheXagent2Adapter:
     """StanfordAIMI/CheXagent-2-3b through its remote code (`generate` with its prompt format)."""
 
-    PROMPTS = {"findings": "Write a structured findings section for the CXR.",
-               "impression": "Write the impression section of the radiology report for the CXR."}
+    PROMPTS: ClassVar[dict[str, str]] = {
+        "findings": "Write a structured findings section for the CXR.",
+        "impression": "Write the impression section of the radiology report for the CXR."}
 
-    def __init__(self, model_id: str, device: str, dtype, generation: dict) -> None:
+    def __init__(self, model_id: str, device: str, dtype: torch.dtype,
+                 generation: dict[str, object]) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.path = _local_path(model_id)
@@ -120,11 +151,11 @@ class CheXagent2Adapter:
         self.device = device
         self.generation = {"do_sample": False, "max_new_tokens": 512, **generation}
 
-    def run(self, request: dict) -> dict[str, str]:
+    def run(self, request: Request) -> dict[str, str]:
         import torch
 
         paths = [im["path"] for im in request["images"]]
-        out = {}
+        out: dict[str, str] = {}
         for section in request["sections"]:
             query = self.tokenizer.from_list_format(
                 [*[{"image": p} for p in paths], {"text": self.PROMPTS[section]}])
@@ -141,7 +172,8 @@ class CheXagent2Adapter:
 class Maira2Adapter:
     """microsoft/maira-2 findings (frontal, lateral, prior, indication); it writes no impression."""
 
-    def __init__(self, model_id: str, device: str, dtype, generation: dict) -> None:
+    def __init__(self, model_id: str, device: str, dtype: torch.dtype,
+                 generation: dict[str, object]) -> None:
         from transformers import AutoModelForCausalLM, AutoProcessor
 
         self.path = _local_path(model_id)
@@ -152,7 +184,7 @@ class Maira2Adapter:
         self.device = device
         self.generation = {"max_new_tokens": 300, "do_sample": False, **generation}
 
-    def run(self, request: dict) -> dict[str, str]:
+    def run(self, request: Request) -> dict[str, str]:
         import torch
 
         images = request["images"]
@@ -171,7 +203,7 @@ class Maira2Adapter:
         prompt_length = inputs["input_ids"].shape[-1]
         text = self.processor.decode(ids[0][prompt_length:], skip_special_tokens=True).strip()
         findings = self.processor.convert_output_to_plaintext_or_grounded_sequence(text)
-        out = {}
+        out: dict[str, str] = {}
         for section in request["sections"]:
             if section == "findings":
                 out[section] = findings
@@ -198,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     protocol = sys.stdout
     sys.stdout = sys.stderr
 
-    def send(message: dict) -> None:
+    def send(message: dict[str, object]) -> None:
         protocol.write(json.dumps(message) + "\n")
         protocol.flush()
 

@@ -160,7 +160,7 @@ def inspect_file(source: ImageSource, check: ImageCheck | None = None
         real = str(real_path)
     else:
         data = read_bytes(source)
-        assert source.path is not None  # read_bytes read it from this path
+        assert source.path is not None  # noqa: S101 - read_bytes read it from this path
         real = os.path.realpath(source.path)
     fmt = sniff_format(data[:132], source.name)
     checksum = hashlib.sha256(data).hexdigest()
@@ -386,7 +386,7 @@ def _decode_dicom_bytes(data: bytes, source: ImageSource, checksum: str,
 
 
 def _display_dicom(ds: Dataset, info: ImageInfo, source: ImageSource) -> DecodedImage:
-    from pydicom.pixels import apply_modality_lut, apply_voi_lut
+    from pydicom.pixels.processing import apply_modality_lut, apply_voi_lut
 
     stored = _decoded_pixels(ds, source.name)
     if str(ds.PhotometricInterpretation).startswith("MONO"):
@@ -672,7 +672,7 @@ def _pillow_j2k(frame: bytes, reduce: int) -> np.ndarray:
 def _reduced_j2k_dicom(source: ImageSource, max_side: int) -> DecodedImage | None:
     import pydicom
     from pydicom.encaps import get_frame
-    from pydicom.pixels import apply_modality_lut, apply_voi_lut
+    from pydicom.pixels.processing import apply_modality_lut, apply_voi_lut
 
     try:
         ds = pydicom.dcmread(io.BytesIO(source.data) if source.data else _path(source))

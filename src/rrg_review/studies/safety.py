@@ -189,7 +189,7 @@ class Guard:
         size = os.stat(real).st_size
         if size > self.limits.metadata_bytes:
             raise StudyLoadError(name, f"metadata file too large ({size:,} bytes)")
-        return open(real, "rb")  # noqa: SIM115
+        return open(real, "rb")
 
 
 def _kind(mode: int) -> str:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete, not_, or_, select, update
+from sqlalchemy import ColumnElement, CursorResult, delete, not_, or_, select, update
 
 from rrg_review.app.accounts.audit import AuditLog
 from rrg_review.db.engine import ROWS, Database
@@ -338,7 +338,7 @@ class SessionStore:
                              seen_s=now))
         return token
 
-    def _expired(self, now: float):
+    def _expired(self, now: float) -> ColumnElement[bool]:
         return or_(WebSession.seen_s < now - self.idle_s,
                    WebSession.created_s < now - self.absolute_s)
 
@@ -378,7 +378,8 @@ class SessionStore:
                 s.execute(update(WebSession).where(WebSession.token_hash == digest,
                                                    WebSession.seen_s < now)
                           .values(seen_s=now))
-        return row.name
+        name: str = row.name
+        return name
 
     def revoke(self, token: str | None) -> str | None:
         """End one session (logout).

@@ -8,13 +8,13 @@ import sys
 from typing import Any
 
 from rrg_review.app.cli.options import (
-    Progress,
     add_db,
     add_ray,
     add_runtime,
     runtime,
     tqdm_progress,
 )
+from rrg_review.core.progress import Progress
 
 
 def add_parser(subparsers: Any) -> None:

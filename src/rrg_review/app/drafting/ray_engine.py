@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
@@ -23,8 +24,8 @@ from rrg_review.app.settings import Settings
 from rrg_review.core.progress import Progress
 
 if TYPE_CHECKING:  # the metric code loads only when a scoring run asks for it
-    from rrg_review.metrics.base import Metric
-    from rrg_review.metrics.cache import ScoreCache
+    from rrg_review.metrics.base import Metric, Payload
+    from rrg_review.metrics.cache import Key, ScoreCache
     from rrg_review.metrics.registry import MetricConfig
 
 logger = logging.getLogger(__name__)
@@ -42,10 +43,10 @@ class RayUnavailable(RuntimeError):
     """Ray is not installed (the `scale` extra)."""
 
 
-def _ray():
+def _ray() -> ModuleType:
     try:
         import ray
-        import ray.data  # noqa: F401
+        import ray.data
     except ImportError as exc:
         raise RayUnavailable("--engine ray needs Ray Data: pip install 'rrg-review[scale]'"
                              ) from exc
@@ -66,7 +67,8 @@ class DraftActor:
                                        RuntimeConfig(**runtime))
         self.preset, self.sections, self.redo = preset, tuple(sections), redo
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
+    def __call__(self, batch: dict[str, Any]
+                 ) -> dict[str, list[int] | list[bool] | list[str]]:
         ids = [int(i) for i in batch["study_id"]]
         run = self.service.draft(ids, self.preset, self.sections, redo=self.redo,
                                  batch_size=len(ids))
@@ -182,7 +184,7 @@ class ScoreActor:
 
         self.metrics = {m.name: m for m in build(list(names), MetricConfig(**config))}
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
         import json
 
         names = [str(n) for n in batch["metric"]]
@@ -259,7 +261,7 @@ def fill_score_cache_on_ray(metrics: Sequence[Metric], config: MetricConfig,
                                    config=asdict(config)))
     done = 0
     for batch in scored.iter_batches(batch_size=None, batch_format="numpy"):
-        fresh: dict[str, dict] = {}
+        fresh: dict[str, dict[Key, Payload]] = {}
         for name, hh, rh, payload in zip(batch["metric"], batch["hyp_hash"], batch["ref_hash"],
                                          batch["payload"], strict=True):
             fresh.setdefault(str(name), {})[(str(hh), str(rh))] = json.loads(str(payload))

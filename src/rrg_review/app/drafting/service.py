@@ -30,8 +30,10 @@ from rrg_review.model.presets import DEFAULT_ORDER, Preset, get_preset, load_pre
 from rrg_review.studies.pixels import DecodedImage, decode
 from rrg_review.studies.records import ImageSource
 
-if TYPE_CHECKING:  # imported where used: numpy and the retrieval index load lazily
-    from rrg_review.model.backends.retrieval import Candidate
+if TYPE_CHECKING:  # imported where used: numpy (under model.inputs) loads lazily
+    import numpy as np
+
+    from rrg_review.model.inputs import Candidate
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +230,7 @@ class DraftingService:
             self._drafter = None
 
     # -- inputs ---------------------------------------------------------------------------
-    def _pixels(self, image: Image):
+    def _pixels(self, image: Image) -> np.ndarray:
         if self._decoded is not None:
             return self._decoded(image).display
         path = str(resolve_uri(image.uri, self.settings.blobs))
@@ -287,7 +289,7 @@ class DraftingService:
             frontal one); a study without images yields an empty image tuple. Pixels are
             decoded only when the candidate's image loader is called.
         """
-        from rrg_review.model.backends.retrieval import Candidate
+        from rrg_review.model.inputs import Candidate
 
         rows = {}
         with self.db.read() as session:

@@ -66,7 +66,8 @@ class ExportPanel:
 def wire_export(panel: ExportPanel, services: Services, guard: Guard) -> None:
     state = guard.tab.state
 
-    def on_export(d: Inputs, request: gr.Request, progress=gr.Progress()):  # noqa: B008
+    def on_export(d: Inputs, request: gr.Request,
+                  progress: gr.Progress = gr.Progress()) -> Outputs:  # noqa: B008
         """The same files as `rrg-review export`, scoped on the server: a reader gets only
         their own work, an admin everyone's unless "Only my reviews"."""
         reader = guard.reader(d[state], request)  # not under the tab's lock: it takes a while

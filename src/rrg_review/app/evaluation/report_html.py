@@ -7,7 +7,10 @@ import base64
 import html
 import io
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 from rrg_review.app.evaluation.results import Evaluation, ReviewRow, ReviewSummary
 from rrg_review.core.vocabulary import REXVAL_CATEGORIES, rexval_label
@@ -47,7 +50,7 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _figure(fig, alt: str) -> str:
+def _figure(fig: Figure, alt: str) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()

@@ -129,7 +129,7 @@ class Session:
         # not a dataclass field: Gradio serialises a State's initial value with asdict()
         self.lock = threading.RLock()  # one handler of this tab at a time
 
-    def __deepcopy__(self, memo: dict) -> Session:
+    def __deepcopy__(self, memo: dict[int, object]) -> Session:
         # Gradio deep-copies a State's initial value for each new tab: a fresh, unbound state.
         return Session()
 

@@ -51,8 +51,8 @@ def _diff(draft: str, text: str) -> list[tuple[str, str | None]]:
 
 
 def diff_of(drafts: dict[str, str], texts: dict[str, str]) -> list[tuple[str, str | None]]:
-    return (_diff(drafts["findings"], texts["findings"]) + [("| ", None)]
-            + _diff(drafts["impression"], texts["impression"]))
+    return [*_diff(drafts["findings"], texts["findings"]), ("| ", None),
+            *_diff(drafts["impression"], texts["impression"])]
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import flag_modified
 
 from rrg_review.app.accounts.audit import AuditLog
@@ -176,7 +177,7 @@ class ReviewService:
         self.db = db
         self.audit = audit or AuditLog(db)
 
-    def _item(self, s, reader_id: int, study_id: int, lock: bool = False) -> WorklistItem:
+    def _item(self, s: Session, reader_id: int, study_id: int, lock: bool = False) -> WorklistItem:
         """The reader's worklist entry of the study; `lock`: FOR UPDATE, taken first by every
         write of this service (`scope=ROWS`), so on PostgreSQL the writes of one reader's study
         (next revision or rating number, "was this edited since?", the status, time counted)
@@ -389,7 +390,7 @@ class ReviewService:
                 out[section] = current
         return out
 
-    def _editor(self, s, reader_id: int, study_id: int) -> tuple[WorklistItem, str]:
+    def _editor(self, s: Session, reader_id: int, study_id: int) -> tuple[WorklistItem, str]:
         """The worklist entry an edit goes to and the reader's name (for the audit log)."""
         item = self._item(s, reader_id, study_id, lock=True)
         reader = s.get(Reader, reader_id)
@@ -397,7 +398,7 @@ class ReviewService:
             raise ReviewError(f"no reader with id {reader_id}")
         return item, reader.name
 
-    def _save_in(self, s, item: WorklistItem, section: str, text: str,
+    def _save_in(self, s: Session, item: WorklistItem, section: str, text: str,
                  base_number: int | None, draft_id: int | None,
                  autosave: bool) -> RevisionView:
         latest = s.scalar(select(Revision).where(
@@ -435,7 +436,7 @@ class ReviewService:
         s.flush()
         return _revision(revision)
 
-    def _timing_in(self, s, reader_id: int, study_id: int, section: str,
+    def _timing_in(self, s: Session, reader_id: int, study_id: int, section: str,
                    keys: Keystrokes | None, submitted: bool) -> None:
         if keys is None and not submitted:
             return
@@ -535,16 +536,18 @@ class ReviewService:
                         f"study {study_id} rating {rating.number}")
             return rating
 
-    def _audit(self, s, action: str, reader_id: int, address: str | None, target: str) -> None:
+    def _audit(self, s: Session, action: str, reader_id: int, address: str | None,
+               target: str) -> None:
         """An audit row in the same transaction as the work it records."""
-        self.audit.record(action, session=s, actor=s.get(Reader, reader_id).name,
+        self.audit.record(action, session=s, actor=s.get_one(Reader, reader_id).name,
                           address=address, target=target)
 
-    def _rating_in(self, s, item: WorklistItem, likert: int | None, acceptable: bool | None,
+    def _rating_in(self, s: Session, item: WorklistItem, likert: int | None,
+                   acceptable: bool | None,
                    errors: dict[str, dict[str, int]], comment: str | None,
                    preset: str | None) -> RatingView:
         number = int(s.scalar(select(func.coalesce(func.max(Rating.number), 0)).where(
-            Rating.reader_id == item.reader_id, Rating.study_id == item.study_id))) + 1
+            Rating.reader_id == item.reader_id, Rating.study_id == item.study_id)) or 0) + 1
         rating = Rating(reader_id=item.reader_id, study_id=item.study_id, number=number,
                         preset=preset, likert=likert, acceptable=acceptable, errors=errors,
                         comment=(comment or "").strip() or None)

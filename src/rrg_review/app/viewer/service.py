@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 from sqlalchemy import func, select
-from sqlalchemy.orm import joinedload, selectinload
+from sqlalchemy.orm import Session, joinedload, selectinload
 
 from rrg_review.core.files import atomic_write
 from rrg_review.db.blobs import BlobStore, resolve_uri
@@ -286,7 +286,7 @@ class StudyViewer:
             )
 
     @staticmethod
-    def _prior_ids(session, study: Study) -> tuple[int, ...]:
+    def _prior_ids(session: Session, study: Study) -> tuple[int, ...]:
         """The same patient's earlier studies, newest first (ids only, on the patient index;
         the rule and order of db.store.priors, same-day studies by time included)."""
         return tuple(store_prior_ids(session, study))

@@ -247,11 +247,15 @@ class _Views:
         progress = gr.update() if v.progress is None else v.progress
         return [v.rows, v.page, v.label, progress, v.message]
 
-    def refresh(self, search, status, source, split, images, page, request: gr.Request):
+    def refresh(self, search: str | None, status: str | None, source: str | None,
+                split: str | None, images: str | None, page: float | None,
+                request: gr.Request) -> list[Any]:
         return self.as_view(self.logic.view(self.reader_of(request), search, status, source,
                                             split, images, page))
 
-    def refresh_all(self, search, status, source, split, images, page, request: gr.Request):
+    def refresh_all(self, search: str | None, status: str | None, source: str | None,
+                    split: str | None, images: str | None,
+                    page: float | None, request: gr.Request) -> list[Any]:
         """After a status change: the rows, and the progress line whatever the filter."""
         reader = self.reader_of(request)
         v = self.logic.view(reader, search, status, source, split, images, page)
@@ -260,7 +264,9 @@ class _Views:
             out[3] = progress_line(self.logic.worklists.progress(reader))
         return out
 
-    def on_load(self, search, status, source, split, images, page, request: gr.Request):
+    def on_load(self, search: str | None, status: str | None, source: str | None,
+                split: str | None, images: str | None, page: float | None,
+                request: gr.Request) -> list[Any]:
         if self.prepare_reader is not None:
             self.prepare_reader(self.reader_of(request))
         choices = ["all", *self.logic.worklists.sources()]
@@ -268,11 +274,15 @@ class _Views:
         return [gr.update(choices=choices), gr.update(choices=splits),
                 *self.refresh_all(search, status, source, split, images, page, request)]
 
-    def first(self, search, status, source, split, images, request: gr.Request):
+    def first(self, search: str | None, status: str | None, source: str | None,
+              split: str | None, images: str | None,
+              request: gr.Request) -> list[Any]:
         return self.refresh(search, status, source, split, images, 1, request)
 
     def paged(self, delta: int | None) -> Callable[..., Any]:
-        def handler(search, status, source, split, images, page, request: gr.Request):
+        def handler(search: str | None, status: str | None, source: str | None,
+                    split: str | None, images: str | None,
+                    page: float | None, request: gr.Request) -> list[Any]:
             try:
                 number = LAST_PAGE if delta is None else int(page or 1) + delta
             except (TypeError, ValueError, OverflowError):  # NaN, inf: back to the start
@@ -291,13 +301,15 @@ class _Steps:
         self.panel, self.logic, self.reader_of = panel, panel.logic, reader_of
         self.open_study, self.outputs, self.current_of = open_study, outputs, current_of
 
-    def opened(self, session, study_id: int | None, request) -> dict:
+    def opened(self, session: object, study_id: int | None,
+               request: gr.Request) -> dict[Any, Any]:
         result = self.open_study(session, study_id, request)
         if isinstance(result, dict):
             return dict(result)
         return dict(zip(self.outputs, result, strict=True))
 
-    def on_select(self, session, evt: gr.SelectData, request: gr.Request):
+    def on_select(self, session: object, evt: gr.SelectData,
+                  request: gr.Request) -> dict[Any, Any]:
         value: Any = evt.row_value[0] if evt.row_value else None  # from the browser
         try:
             study_id = int(value)
@@ -308,13 +320,16 @@ class _Steps:
         return out
 
     def stepper(self, step: int) -> Callable[..., Any]:
-        def handler(session, search, status, source, split, images, table,
-                    request: gr.Request):
+        def handler(session: object, search: str | None, status: str | None, source: str | None,
+                    split: str | None, images: str | None,
+                    table: object, request: gr.Request) -> dict[Any, Any]:
             return self.step(step, session, (search, status, source, split, images), table,
                              request)
         return handler
 
-    def step(self, step: int, session, filters: tuple, table, request: gr.Request) -> dict:
+    def step(self, step: int, session: object,
+             filters: tuple[str | None, str | None, str | None, str | None, str | None],
+             table: object, request: gr.Request) -> dict[Any, Any]:
         panel, logic = self.panel, self.logic
         reader, current = self.reader_of(request), self.current_of(session)
         target = logic.target(reader, current, step, *filters)

@@ -19,8 +19,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import Any, TypeVarTuple, cast
 
 from sqlalchemy import (
+    CursorResult,
     DateTime,
     Float,
     Integer,
@@ -33,7 +35,8 @@ from sqlalchemy import (
     select,
     union,
 )
-from sqlalchemy.sql import CompoundSelect, Select
+from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.sql import ColumnElement, CompoundSelect, Select
 
 from rrg_review.db.engine import Database
 from rrg_review.db.models import (
@@ -46,6 +49,7 @@ from rrg_review.db.models import (
     utcnow,
 )
 
+_Ts = TypeVarTuple("_Ts")  # the column types of a Select passed through
 log = logging.getLogger(__name__)
 
 STATUSES = ("new", "drafted", "in_review", "done")
@@ -184,7 +188,7 @@ def escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _prefix_ranges(column, text: str):
+def _prefix_ranges(column: InstrumentedAttribute[str], text: str) -> ColumnElement[bool]:
     """`column` starts with `text`, as index range scans: the text as typed, upper- and
     lower-case (keys are usually one case). Range comparisons, not LIKE: % _ ' and \\ in the
     search are ordinary characters, and the plain index on the key serves the query."""
@@ -192,7 +196,7 @@ def _prefix_ranges(column, text: str):
     return or_(*[and_(column >= v, column < v + _AFTER) for v in variants])
 
 
-def _search_ids(text: str) -> CompoundSelect:
+def _search_ids(text: str) -> CompoundSelect[int]:
     """Ids of studies whose study key, or whose patient's key, starts with `text`."""
     by_study = select(Study.id).where(_prefix_ranges(Study.study_key, text))
     by_patient = (select(Study.id).join(Patient, Patient.id == Study.patient_id)
@@ -245,7 +249,7 @@ class WorklistService:
             return added
 
     @staticmethod
-    def _insert(s, reader_id: int, start: int, ids: Sequence[int] | None,
+    def _insert(s: Session, reader_id: int, start: int, ids: Sequence[int] | None,
                 include_report_only: bool) -> int:
         on_list = select(WorklistItem.id).where(WorklistItem.reader_id == reader_id,
                                                 WorklistItem.study_id == Study.id).exists()
@@ -268,7 +272,9 @@ class WorklistService:
             ["reader_id", "study_id", "position", "status", "active_seconds", "updated_at"],
             chosen)
         # SQLAlchemy keeps an INSERT's rowcount only when asked (else -1 on PostgreSQL)
-        return int(s.execute(stmt.execution_options(preserve_rowcount=True)).rowcount or 0)
+        # an INSERT's result is a CursorResult (rowcount), typed as the general Result
+        done = cast("CursorResult[Any]", s.execute(stmt.execution_options(preserve_rowcount=True)))
+        return int(done.rowcount or 0)
 
     def items(self, reader_id: int, status: str | None = None,
               source: str | None = None) -> list[WorkItem]:
@@ -313,8 +319,8 @@ class WorklistService:
                 WorklistItem.reader_id == reader_id).limit(1)) is not None
 
     # -- reading --------------------------------------------------------------------------
-    def _filtered(self, stmt: Select, reader_id: int, flt: WorklistFilter,
-                  joined: bool = False) -> Select:
+    def _filtered(self, stmt: Select[*_Ts], reader_id: int, flt: WorklistFilter,
+                  joined: bool = False) -> Select[*_Ts]:
         stmt = stmt.where(WorklistItem.reader_id == reader_id)
         if flt.status:
             stmt = stmt.where(WorklistItem.status == flt.status)
@@ -390,7 +396,7 @@ class WorklistService:
         return WorklistPage(rows, page, pages, page_size, total, flt)
 
     @staticmethod
-    def _dense(s, reader_id: int, total: int) -> bool:
+    def _dense(s: Session, reader_id: int, total: int) -> bool:
         """True when the reader's positions are exactly 0..total-1 (no study removed)."""
         top = s.scalar(select(func.max(WorklistItem.position)).where(
             WorklistItem.reader_id == reader_id))
@@ -489,7 +495,7 @@ class WorklistService:
 
     # -- moving through the list ----------------------------------------------------------
     @staticmethod
-    def _position(s, reader_id: int, study_id: int | None) -> int | None:
+    def _position(s: Session, reader_id: int, study_id: int | None) -> int | None:
         if study_id is None:
             return None
         return s.scalar(select(WorklistItem.position).where(

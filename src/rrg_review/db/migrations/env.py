@@ -1,7 +1,7 @@
 """Alembic environment: runs on the connection handed over by db.engine.upgrade_schema."""
 
 from alembic import context
-from sqlalchemy import create_engine
+from sqlalchemy import Connection, create_engine
 
 from rrg_review.db.models import Base
 
@@ -22,7 +22,7 @@ def run() -> None:
     _run_on(connection)
 
 
-def _run_on(connection) -> None:
+def _run_on(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,

@@ -7,7 +7,7 @@ import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.model.backends.hf import (
@@ -25,10 +25,14 @@ from rrg_review.model.options import DrafterOptions
 from rrg_review.model.presets import Preset, load_prompts
 from rrg_review.studies.reports import split_sections
 
+if TYPE_CHECKING:
+    import torch
+    from transformers import BatchFeature
+
 _VIEW_WORDS = {"frontal": "a frontal", "lateral": "a lateral", "prior": "the prior study's frontal"}
 
 
-class _Blank(dict):
+class _Blank(dict[str, str]):
     def __missing__(self, key: str) -> str:
         return "not given"
 
@@ -158,12 +162,13 @@ class ChatDrafter(ChatPrompting, InProcessDrafter):
                 self._loaded = _Loaded(resolved, model, processor)
             return self._loaded
 
-    def _inputs(self, loaded: _Loaded, studies: Sequence[StudyInput], key: str):
+    def _inputs(self, loaded: _Loaded, studies: Sequence[StudyInput], key: str) -> BatchFeature:
         processor = loaded.processor
         texts = [processor.apply_chat_template(self.messages(s, key), add_generation_prompt=True,
                                                tokenize=False) for s in studies]
         images = [[im.pil() for im in self.images_for(s)] for s in studies]
-        inputs = processor(text=texts, images=images, padding=True, return_tensors="pt")
+        inputs: BatchFeature = processor(text=texts, images=images, padding=True,
+                                         return_tensors="pt")
         if "token_type_ids" in inputs and not _accepts(loaded.model, "token_type_ids"):
             inputs.pop("token_type_ids")  # e.g. LLaVA: the tokenizer returns them, forward doesn't
         inputs = inputs.to(self.placement.device)
@@ -185,7 +190,8 @@ class ChatDrafter(ChatPrompting, InProcessDrafter):
         with torch.inference_mode():
             out = loaded.model.generate(**inputs, **self._generation(loaded))
         new_tokens = out[:, inputs["input_ids"].shape[1]:]
-        return loaded.processor.batch_decode(new_tokens, skip_special_tokens=True)
+        texts: list[str] = loaded.processor.batch_decode(new_tokens, skip_special_tokens=True)
+        return texts
 
     def provenance(self, section: str | None = None) -> Provenance:
         loaded = self._load()
@@ -264,7 +270,7 @@ def _visible_sections(text: str, sections: Sequence[str]) -> dict[str, str]:
     return {s: parsed.get(s, "") for s in sections}
 
 
-def _accepts(model, name: str) -> bool:
+def _accepts(model: torch.nn.Module, name: str) -> bool:
     import inspect
 
     return name in inspect.signature(model.forward).parameters

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.model.backends.hf import (
@@ -23,6 +23,11 @@ from rrg_review.model.inputs import DraftResult, Provenance, StudyInput
 from rrg_review.model.options import DrafterOptions
 from rrg_review.model.presets import ModelRef, Preset
 
+if TYPE_CHECKING:
+    import torch
+    from PIL.Image import Image as PILImage
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
 
 @dataclass
 class _Loaded:
@@ -35,7 +40,7 @@ class _Loaded:
     generation: dict[str, Any]
 
 
-def _frontal_pil(study: StudyInput, processor=None):
+def _frontal_pil(study: StudyInput, processor: object | None = None) -> PILImage:
     """The frontal image as RGB PIL, already at the processor's fixed size when it has one.
 
     Resizing the grayscale image first (same filter) gives the processor identical pixels at a
@@ -78,13 +83,15 @@ class EncoderDecoderDrafter(InProcessDrafter):
             self._loaded[ref.model_id] = loaded
             return loaded
 
-    def _generation(self, model, tokenizer) -> dict[str, Any]:
+    def _generation(self, model: PreTrainedModel,
+                    tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
         """The card's settings: bos/eos/pad from the model config, decoding starts at [CLS]."""
         cfg = model.config
 
-        def token(name: str):
-            value = getattr(cfg, name, None)
-            return value if value is not None else getattr(cfg.decoder, name, None)
+        def token(name: str) -> int | None:
+            value: int | None = getattr(cfg, name, None)
+            fallback: int | None = getattr(cfg.decoder, name, None) if value is None else None
+            return value if value is not None else fallback
 
         settings = {"bos_token_id": token("bos_token_id"), "eos_token_id": token("eos_token_id"),
                     "pad_token_id": token("pad_token_id"),
@@ -100,9 +107,10 @@ class EncoderDecoderDrafter(InProcessDrafter):
         return Provenance(self.preset, ref.model_id, loaded.resolved.revision,
                           dict(loaded.generation), self.placement.device, self.placement.dtype)
 
-    def _pixels(self, loaded: _Loaded, studies: Sequence[StudyInput]):
-        pixel_values = loaded.processor(images=[_frontal_pil(s, loaded.processor) for s in studies],
-                                        return_tensors="pt").pixel_values
+    def _pixels(self, loaded: _Loaded, studies: Sequence[StudyInput]) -> torch.Tensor:
+        images = [_frontal_pil(s, loaded.processor) for s in studies]
+        pixel_values: torch.Tensor = loaded.processor(images=images,
+                                                      return_tensors="pt").pixel_values
         return pixel_values.to(self.placement.device, self.placement.torch_dtype())
 
     def _generate(self, loaded: _Loaded, studies: Sequence[StudyInput]) -> list[str]:
@@ -110,7 +118,8 @@ class EncoderDecoderDrafter(InProcessDrafter):
 
         with torch.inference_mode():
             out = loaded.model.generate(self._pixels(loaded, studies), **loaded.generation)
-        return loaded.tokenizer.batch_decode(out, skip_special_tokens=True)
+        texts: list[str] = loaded.tokenizer.batch_decode(out, skip_special_tokens=True)
+        return texts
 
     def draft(self, batch: Sequence[StudyInput],
               sections: Sequence[str] = SECTIONS) -> list[DraftResult]:

@@ -6,12 +6,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rrg_review.model.base import run_adaptive
 from rrg_review.model.device import Placement
 from rrg_review.model.inputs import DraftResult, Provenance, StudyInput
 from rrg_review.model.presets import Preset
+
+if TYPE_CHECKING:
+    from transformers import GenerationMixin, TextIteratorStreamer
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,8 @@ def isolate_errors(
     texts: list[str | None] = [None] * len(studies)
     errors: list[str | None] = [None] * len(studies)
     try:
-        texts = list(run_adaptive(studies, run, batch_size))
+        drafted = run_adaptive(studies, run, batch_size)
+        texts = list(drafted)
     except Exception:
         log.info("a batch of %d failed; drafting one study at a time", len(studies),
                  exc_info=True)
@@ -63,7 +67,8 @@ def isolate_errors(
     return texts, errors, seconds
 
 
-def results_for(section: str, studies: Sequence[StudyInput], texts, errors,
+def results_for(section: str, studies: Sequence[StudyInput], texts: Sequence[str | None],
+                errors: Sequence[str | None],
                 provenance: Provenance) -> list[DraftResult]:
     out = []
     for study, text, error in zip(studies, texts, errors, strict=True):
@@ -72,7 +77,8 @@ def results_for(section: str, studies: Sequence[StudyInput], texts, errors,
     return out
 
 
-def stream_generate(model, streamer, kwargs: dict[str, Any]) -> Iterator[str]:
+def stream_generate(model: GenerationMixin, streamer: TextIteratorStreamer,
+                    kwargs: dict[str, Any]) -> Iterator[str]:
     """Run generate in a thread and yield the accumulated text as tokens arrive."""
     import torch
 

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.model.backends.chat import ChatPrompting, _strip_header, report_results
@@ -32,6 +32,10 @@ from rrg_review.model.base import check_sections
 from rrg_review.model.inputs import DraftResult, InputImage, Provenance, StudyInput
 from rrg_review.model.options import DrafterOptions
 from rrg_review.model.presets import Preset, load_prompts
+
+if TYPE_CHECKING:
+    from openai import OpenAI
+    from openai.types.chat import ChatCompletionMessageParam
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +71,10 @@ class OpenAIServerDrafter(ChatPrompting):
             raise ValueError(f"preset {preset.name}: prompt_mode must be 'report' or 'sections'")
         self._served_model: str | None = None  # what the server says it ran
         self._client_lock = threading.Lock()
-        self._client = None
+        self._client: OpenAI | None = None
 
     # -- the server ---------------------------------------------------------------------------
-    def client(self):
+    def client(self) -> OpenAI:
         with self._client_lock:
             if self._client is None:
                 from openai import OpenAI
@@ -118,8 +122,11 @@ class OpenAIServerDrafter(ChatPrompting):
         from openai import OpenAIError
 
         try:
+            # the messages come from the preset's prompt file (JSON) in the OpenAI shape, which
+            # the SDK's TypedDict union cannot see: the one cast of this module
+            messages = cast("list[ChatCompletionMessageParam]", self.server_messages(study, key))
             stream = self.client().chat.completions.create(
-                model=self.model, messages=self.server_messages(study, key), stream=True,
+                model=self.model, messages=messages, stream=True,
                 **self.request_settings())
             text = ""
             with stream:

@@ -28,6 +28,7 @@ import numpy as np
 from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.model.base import check_sections, stream_whole
 from rrg_review.model.comparison import without_comparisons
+from rrg_review.model.device import Placement
 from rrg_review.model.inputs import (  # Candidate: where it was, for its users
     Candidate,
     DraftResult,
@@ -147,7 +148,7 @@ class ThumbnailFeatures:
 class EncoderFeatures:
     """Pooled embeddings of a local vision encoder (AutoModel + AutoImageProcessor)."""
 
-    def __init__(self, model_id: str, placement, download: bool = True) -> None:
+    def __init__(self, model_id: str, placement: Placement, download: bool = True) -> None:
         import torch
         from transformers import AutoImageProcessor, AutoModel
 
@@ -172,7 +173,8 @@ class EncoderFeatures:
         if pooled is None:
             pooled = out.last_hidden_state.mean(dim=1)
         v = pooled.float().cpu().numpy().reshape(len(images), -1)
-        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        unit: np.ndarray = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        return unit
 
 
 class RetrievalDrafter:
@@ -215,8 +217,9 @@ class RetrievalDrafter:
 
     @staticmethod
     def _study_vector(rows: np.ndarray) -> np.ndarray:
-        v = rows.mean(axis=0)
-        return v / (np.linalg.norm(v) or 1.0)
+        v: np.ndarray = rows.mean(axis=0)
+        unit: np.ndarray = v / (np.linalg.norm(v) or 1.0)
+        return unit
 
     def _index(self) -> tuple[list[Candidate], np.ndarray]:
         """The index, brought up to date with the studies stored since the last call (one

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -87,7 +88,7 @@ class WorkerDrafter:
         return self._client.process
 
     @property
-    def _proc(self):
+    def _proc(self) -> subprocess.Popen[str] | None:
         """The current worker's Popen (None when none is running)."""
         return self._client.process.proc if self._client.process is not None else None
 
