@@ -27,12 +27,13 @@ from rrg_review.app.cli import (
     score,
     serve,
     studies,
+    study,
 )
 from rrg_review.app.logs import LEVELS, configure_logging
 
 # in the order `rrg-review --help` lists them
 COMMANDS = (serve, import_studies, draft, score, models, metrics, export, backup, check, audit,
-            readers, migrate_db, studies)
+            readers, migrate_db, studies, study)
 
 
 def build_parser() -> argparse.ArgumentParser:
