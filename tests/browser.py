@@ -124,6 +124,18 @@ def handler_tracebacks(log: str) -> list[str]:
             and ("process_api" in b or ours.search(b))]
 
 
+def sign_in(http: Any, base: str, name: str, password: str,
+            headers: dict[str, str] | None = None) -> Any:
+    """Sign in through the login form the way a browser does: ask for the form first (its CSRF
+    token and the pre-login cookie it is bound to, kept in `http`'s cookie jar), then post it.
+    `http` is an httpx.Client."""
+    form = http.get(base + "login")
+    token = re.search(r'name=csrf value="([^"]+)"', form.text)
+    return http.post(base + "login", data={"username": name, "password": password,
+                                           "csrf": token.group(1) if token else ""},
+                     headers=headers)
+
+
 def launch_browser(playwright):
     return playwright.chromium.launch(
         executable_path=CHROMIUM,

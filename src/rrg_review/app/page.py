@@ -289,5 +289,7 @@ class Navigation:
 
 def launch_options() -> dict[str, str]:
     """Page-level additions that Gradio 6 takes at launch: the page script and styles."""
-    script = (STATIC / "page.js").read_text()
-    return {"head": f"<script>\n{script}\n</script>", "css": (STATIC / "page.css").read_text()}
+    # a file of its own (server.py serves it), not inline: the page's CSP allows no inline
+    # script without the nonce
+    return {"head": '<script src="rrg/page.js"></script>',
+            "css": (STATIC / "page.css").read_text()}

@@ -52,6 +52,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ssl-keyfile", metavar="PEM", help="TLS private key file")
     parser.add_argument("--insecure-http", action="store_true",
                         help="allow plain HTTP beyond 127.0.0.1 (only behind a TLS proxy)")
+    parser.add_argument("--trusted-proxy", action="append", default=[], metavar="CIDR",
+                        help="a reverse proxy's address or network (repeatable): only from it "
+                             "are X-Forwarded-For and X-Forwarded-Proto believed, and the "
+                             "client is the rightmost address not in these networks")
     parser.add_argument("--read-only", action="store_true",
                         help="browse a database without writing it (no saves, no drafts)")
     parser.add_argument("--session-idle-minutes", type=float, default=30.0,
@@ -100,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         return _refuse(f"refusing to serve {args.host} over plain HTTP: passwords and reports "
                        "would cross the network unencrypted; give --ssl-certfile and "
                        "--ssl-keyfile (or --insecure-http when a TLS proxy sits in front)")
+    try:
+        proxies = tuple(str(ipaddress.ip_network(c, strict=False)) for c in args.trusted_proxy)
+    except ValueError as exc:
+        return _refuse(f"--trusted-proxy: {exc}")
+    args.trusted_proxy = proxies
     from rrg_review.app.server import TLSFilesError, check_tls_files
 
     if tls:
@@ -186,7 +195,8 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
                             absolute_s=args.session_max_hours * 3600)
     options = ServerOptions(host=args.host, port=args.port, login=login,
                             ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
-                            gradio_cache=runtime / "gradio")
+                            gradio_cache=runtime / "gradio",
+                            trusted_proxies=args.trusted_proxy)
     app = build_app(ui, accounts, sessions, options, launch_kwargs={
         "allowed_paths": [str(viewer.preview_dir)], "show_error": True, **launch_options()},
         on_export_download=lambda: exports.spool.purge(older_than_s=0))
