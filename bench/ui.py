@@ -358,12 +358,12 @@ def sign_in(http: Any, base: str, name: str, password: str) -> Any:
 class HttpPage:
     """One signed-in browser tab talking to a served page the way the page's script does."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, name: str = READER, password: str = PASSWORD) -> None:
         import httpx
 
         self.base = base.rstrip("/")
         self.http = httpx.Client(timeout=60)
-        got = sign_in(self.http, self.base, READER, PASSWORD)
+        got = sign_in(self.http, self.base, name, password)
         got.raise_for_status()
         config = self.http.get(f"{self.base}/config").json()
         self.components = {c["id"]: (c.get("props", {}).get("elem_id") or "", c["type"])

@@ -56,6 +56,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rrg_review.app.accounts.service import AccountService, SessionStore
+from rrg_review.app.fair import FairQueue
 from rrg_review.app.web_policy import (
     CORS_PREFIX,
     LOGIN_FIELD,
@@ -79,6 +80,7 @@ PUBLIC_PREFIXES = ("/assets/", "/static/", "/svelte/", "/pwa_icon")
 _HASH_IN_PATH = (re.compile(r"^/gradio_api/heartbeat/([^/]+)/?$"),
                  re.compile(r"^/gradio_api/call/(?:v2/)?[^/]+/([^/]+)/?$"))
 PAGE_SCRIPT = Path(__file__).with_name("static") / "page.js"
+JOIN = "/gradio_api/queue/join"
 _BODY_LIMIT = 8 * 1024 * 1024  # an event's inputs are text; uploads go to /upload (multipart)
 
 
@@ -231,7 +233,7 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
         return Response(PAGE_SCRIPT.read_bytes(), media_type="text/javascript",
                         headers={"Cache-Control": "no-cache"})
 
-    check = RequestCheck(accounts, readers, options, TabOwners(), blocks)
+    check = RequestCheck(accounts, readers, options, TabOwners(), blocks, FairQueue(blocks))
     app.add_middleware(Guard, check=check, options=options,
                        on_export_download=on_export_download)
     gr.mount_gradio_app(app, blocks, path="/",
@@ -352,9 +354,9 @@ class RequestCheck:
     own account's tabs. `refusal` answers the response that refuses it, or None."""
 
     def __init__(self, accounts: AccountService, readers: Readers, options: ServerOptions,
-                 tabs: TabOwners, blocks: Any) -> None:
+                 tabs: TabOwners, blocks: Any, fair: FairQueue) -> None:
         self.accounts, self.readers, self.options = accounts, readers, options
-        self.tabs, self.blocks = tabs, blocks
+        self.tabs, self.blocks, self.fair = tabs, blocks, fair
 
     def reads_body(self, request: Request) -> bool:
         """Whether `refusal` needs the request's body (it is read once, then replayed)."""
@@ -402,7 +404,8 @@ class RequestCheck:
             # a form body could name a session hash where `session_hashes` does not look
             # (component_server accepts one); the page sends forms only to /upload
             return JSONResponse({"detail": "Unsupported media type"}, status_code=415)
-        for session_hash in session_hashes(request, body):
+        hashes = session_hashes(request, body)
+        for session_hash in hashes:
             owner = self.tabs.claim(session_hash, user)
             if owner is not None:
                 log.warning("refused: %s used a tab of %s (%s)", user, owner, path)
@@ -412,7 +415,24 @@ class RequestCheck:
                     detail=f"tab of {owner}")
                 return JSONResponse({"detail": "This tab belongs to another reader; "
                                                "reload the page."}, status_code=403)
+        if request.method == "POST" and path == JOIN:
+            slow = self.fair.join_refusal(user, hashes)
+            if slow is not None:
+                return slow_down(slow)
         return None
+
+
+def slow_down(message: str) -> Response:
+    """429 with the sentence where Gradio's page looks for it (`detail`, `error`)."""
+    return JSONResponse({"detail": message, "error": message}, status_code=429,
+                        headers={"Retry-After": "2"})
+
+
+def counted(request: Request) -> bool:
+    """Whether a request counts towards its reader's requests in progress: not the long-lived
+    event stream and heartbeat of an open tab."""
+    path = request.url.path
+    return not (path == "/gradio_api/queue/data" or path.startswith("/gradio_api/heartbeat/"))
 
 
 class _ClientGone(Exception):
@@ -466,10 +486,31 @@ class Guard:
         if refused is not None:
             await refused(scope, receive, self._with_headers(send, sent, request))
             return
-        await self.app(scope, receive, self._with_headers(send, sent, request))
+        user = getattr(request.state, "rrg_user", None) if self.options.login else None
+        if isinstance(user, str) and counted(request):
+            await self._fairly(user, request, scope, receive, self._with_headers(send, sent,
+                                                                                 request))
+        else:
+            await self.app(scope, receive, self._with_headers(send, sent, request))
         served = _export_file(request.url.path, self.cache)
         if served is not None and sent.get("status") == 200:
             await run_in_threadpool(_delete, served, self.on_export_download)
+
+    async def _fairly(self, user: str, request: Request, scope: Scope, receive: Receive,
+                      send: Send) -> None:
+        """Run a signed-in request within its reader's limit of requests in progress; a
+        queued event's join then puts Gradio's queue in fair order (fair.FairQueue)."""
+        fair = self.check.fair
+        slow = fair.enter(user)
+        if slow is not None:
+            await slow_down(slow)(scope, receive, send)
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            fair.leave(user)
+        if request.url.path == JOIN:
+            fair.reorder()
 
     def _with_headers(self, send: Send, sent: dict[str, int], request: Request) -> Send:
         """`send` with our headers on the response, no CORS headers, and on an HTML page the
