@@ -53,6 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--insecure-http", action="store_true",
                         help="allow plain HTTP beyond 127.0.0.1 (only behind a TLS proxy)")
     parser.add_argument("--trusted-proxy", action="append", default=[], metavar="CIDR",
+                        type=network,
                         help="a reverse proxy's address or network (repeatable): only from it "
                              "are X-Forwarded-For and X-Forwarded-Proto believed, and the "
                              "client is the rightmost address not in these networks")
@@ -70,6 +71,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="our packages' log level (default $RRG_REVIEW_LOG_LEVEL or INFO); "
                              "the log also goes to <db name>.log beside the database")
     return parser.parse_args(argv)
+
+
+def network(value: str) -> str:
+    """A --trusted-proxy value as a network ("10.0.0.5" -> "10.0.0.5/32"), or argparse's
+    one-line error."""
+    try:
+        return str(ipaddress.ip_network(value, strict=False))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def is_loopback(host: str) -> bool:
@@ -104,11 +114,6 @@ def main(argv: list[str] | None = None) -> int:
         return _refuse(f"refusing to serve {args.host} over plain HTTP: passwords and reports "
                        "would cross the network unencrypted; give --ssl-certfile and "
                        "--ssl-keyfile (or --insecure-http when a TLS proxy sits in front)")
-    try:
-        proxies = tuple(str(ipaddress.ip_network(c, strict=False)) for c in args.trusted_proxy)
-    except ValueError as exc:
-        return _refuse(f"--trusted-proxy: {exc}")
-    args.trusted_proxy = proxies
     from rrg_review.app.server import TLSFilesError, check_tls_files
 
     if tls:
@@ -196,7 +201,7 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
     options = ServerOptions(host=args.host, port=args.port, login=login,
                             ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
                             gradio_cache=runtime / "gradio",
-                            trusted_proxies=args.trusted_proxy)
+                            trusted_proxies=tuple(args.trusted_proxy))
     app = build_app(ui, accounts, sessions, options, launch_kwargs={
         "allowed_paths": [str(viewer.preview_dir)], "show_error": True, **launch_options()},
         on_export_download=lambda: exports.spool.purge(older_than_s=0))
