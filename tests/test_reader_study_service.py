@@ -1,0 +1,285 @@
+"""Reader studies stored in a real database (SQLite and PostgreSQL): `study create` checks the
+design against the accounts, presets and studies, stores everything in one transaction or
+nothing, never re-allocates a started study; `show`, `status` (washout by an injected clock) and
+a reader's worklist; the CLI's one-sentence refusals."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, update
+
+from rrg_review.app.accounts.audit import AuditLog
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.cli import main
+from rrg_review.app.reader_study.service import ReaderStudyError, ReaderStudyService
+from rrg_review.db.models import (
+    Patient,
+    ReaderStudy,
+    ReaderStudyArm,
+    ReaderStudyCase,
+    ReaderStudyReader,
+    Reading,
+    ReferenceReport,
+    Study,
+)
+from rrg_review.reader_study.design import load_design
+
+pytestmark = pytest.mark.both_databases
+
+T0 = datetime(2026, 11, 2, 8, tzinfo=UTC)
+PRESETS = ("retrieval", "rrg24-baseline")
+
+
+def _cases(db, n, *, source="ds", split="test", images=1, reference=True, prefix="K"):
+    """n imaging studies (as an importer leaves them: patient, study, reference report)."""
+    with db.write() as s:
+        patient = Patient(source=source, key=f"p-{source}-{prefix}")
+        s.add(patient)
+        s.flush()
+        for i in range(n):
+            study = Study(patient_id=patient.id, source=source, study_key=f"{prefix}{i:03d}",
+                          split=split, image_count=images, sort_key=f"{prefix}{i:03d}")
+            s.add(study)
+            s.flush()
+            if reference:
+                s.add(ReferenceReport(study_id=study.id, findings=f"Findings {i}.",
+                                      impression="No acute disease."))
+
+
+def _readers(db, *names):
+    accounts = AccountService(db)
+    for name in names:
+        accounts.add(name, None)
+
+
+def _design(tmp_path, name="s1", **overrides):
+    design = {"name": name, "cases": {"source": "ds", "split": "test"},
+              "readers": ["ann", "bob"],
+              "arms": ["unassisted", "draft:rrg24-baseline"], "design": "crossover",
+              "sessions": 2, "washout_days": 14, "seed": 11}
+    design.update(overrides)
+    path = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}.json"
+    path.write_text(json.dumps(design))
+    return load_design(path)
+
+
+@pytest.fixture
+def study_db(db):
+    _cases(db, 7)
+    _readers(db, "ann", "bob", "cy")
+    return db
+
+
+def _service(db, now=T0):
+    return ReaderStudyService(db, PRESETS, clock=lambda: now)
+
+
+def _count(db, model):
+    with db.read() as s:
+        return s.scalar(select(func.count()).select_from(model))
+
+
+def test_create_stores_the_design_and_a_balanced_allocation(study_db, tmp_path):
+    service = _service(study_db)
+    design_file = _design(tmp_path)
+    created = service.create(design_file, actor="cli:test")
+    assert (created.outcome, created.readers, created.cases, created.readings) == \
+        ("created", 2, 7, 2 * 7 * 2)
+    with study_db.read() as s:
+        study = s.scalar(select(ReaderStudy))
+        assert study.design_text == design_file.text
+        assert study.design_sha256 == design_file.sha256
+        arms = {a.spec: a.code for a in s.scalars(select(ReaderStudyArm))}
+        readings = list(s.execute(select(Reading.reader_id, Reading.study_id, Reading.session,
+                                         Reading.arm_id)))
+    assert sorted(arms.values()) == ["A", "B"]
+    per_case = Counter((r, c) for r, c, _, _ in readings)
+    assert set(per_case.values()) == {2}  # each reader reads each case once per session
+    overview = service.overview("s1")
+    assert overview.balance.spread <= 1 and overview.key is None
+    assert set(overview.balance.cells) == {3, 4}  # 7 cases over 2 arms, per session
+    assert AuditLog(study_db).recent(1)[0].action == "study_create"
+
+
+def test_the_same_design_again_changes_nothing(study_db, tmp_path):
+    service = _service(study_db)
+    service.create(_design(tmp_path))
+    with study_db.read() as s:
+        before = list(s.execute(select(Reading.id, Reading.arm_id, Reading.position)))
+    again = service.create(_design(tmp_path))
+    assert again.outcome == "unchanged" and again.readings == 28
+    with study_db.read() as s:
+        assert list(s.execute(select(Reading.id, Reading.arm_id, Reading.position))) == before
+
+
+def test_a_changed_design_is_refused_then_replaced_only_before_reading_starts(study_db,
+                                                                               tmp_path):
+    service = _service(study_db)
+    service.create(_design(tmp_path))
+    changed = _design(tmp_path, seed=12)
+    with pytest.raises(ReaderStudyError, match="--replace"):
+        service.create(changed)
+    replaced = service.create(changed, replace=True)
+    assert replaced.outcome == "replaced" and _count(study_db, Reading) == 28
+    assert _count(study_db, ReaderStudy) == 1 and _count(study_db, ReaderStudyArm) == 2
+    with study_db.write() as s:  # a reader opens one reading
+        s.execute(update(Reading).where(Reading.id == s.scalar(select(func.min(Reading.id))))
+                  .values(opened_at=T0))
+        seed_before = s.scalar(select(ReaderStudy.seed))
+    with pytest.raises(ReaderStudyError, match="1 of its readings have started"):
+        service.create(_design(tmp_path, seed=13), replace=True)
+    with study_db.read() as s:
+        assert s.scalar(select(ReaderStudy.seed)) == seed_before == 12
+        assert s.scalar(select(func.count()).where(Reading.opened_at.is_not(None))) == 1
+
+
+def test_unknown_readers_presets_and_keys_are_all_named_and_nothing_is_stored(study_db,
+                                                                              tmp_path):
+    bad = _design(tmp_path, readers=["ann", "zed", "yan"],
+                  arms=["unassisted", "draft:no-such-model"],
+                  cases={"source": "ds", "keys": ["K000", "K001", "NOPE", "NADA"]})
+    with pytest.raises(ReaderStudyError) as caught:
+        _service(study_db).create(bad)
+    problems = caught.value.problems
+    assert len(problems) == 3, problems
+    assert all(p.startswith(f"{bad.path}: ") for p in problems)
+    text = "\n".join(problems)
+    for word in ("'zed'", "'yan'", "'no-such-model'", "'NOPE'", "'NADA'", "2 study keys"):
+        assert word in text, (word, text)
+    for model in (ReaderStudy, ReaderStudyArm, ReaderStudyReader, ReaderStudyCase, Reading):
+        assert _count(study_db, model) == 0
+
+
+def test_cases_without_images_or_a_reference_for_the_reference_arm_are_refused(study_db,
+                                                                                tmp_path):
+    _cases(study_db, 2, images=0, prefix="R")
+    _cases(study_db, 1, reference=False, prefix="N")
+    with pytest.raises(ReaderStudyError) as caught:
+        _service(study_db).create(_design(
+            tmp_path, cases={"source": "ds", "keys": ["R000", "N000", "K001"]},
+            arms=["reference", "unassisted"]))
+    text = str(caught.value)
+    assert "no images" in text and "'R000'" in text
+    assert "no reference report" in text and "'N000'" in text
+
+
+def test_a_failure_inside_the_transaction_leaves_nothing(study_db, tmp_path, monkeypatch):
+    """The readings go in last: a failure there must take the study, arms and readers with it."""
+    service = _service(study_db)
+
+    def boom(*_args, **_kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(ReaderStudyService, "_insert_readings", staticmethod(boom))
+    with pytest.raises(RuntimeError, match="disk full"):
+        service.create(_design(tmp_path))
+    for model in (ReaderStudy, ReaderStudyArm, ReaderStudyReader, ReaderStudyCase, Reading):
+        assert _count(study_db, model) == 0
+
+
+def test_session_two_opens_per_reader_after_the_washout(study_db, tmp_path):
+    service = _service(study_db)
+    service.create(_design(tmp_path))
+    first = service.worklist("s1", "ann", T0)
+    assert first.schedule.open_session == 1 and len(first.readings) == 7
+    assert [r.position for r in first.readings] == list(range(1, 8))
+    assert {r.arm_code for r in first.readings} == {"A", "B"}
+    signed_at = T0 + timedelta(hours=2)
+    with study_db.write() as s:
+        s.execute(update(Reading).where(Reading.id.in_([r.reading_id for r in first.readings]))
+                  .values(signed_at=signed_at))
+    waiting = service.worklist("s1", "ann", signed_at + timedelta(days=13))
+    assert waiting.schedule.open_session is None and waiting.readings == ()
+    assert waiting.washout_left == timedelta(days=1)
+    status = service.status("s1", signed_at + timedelta(days=13))
+    by_reader = {r.reader: r for r in status.readers}
+    assert [(p.session, p.signed, p.total) for p in by_reader["ann"].sessions] == \
+        [(1, 7, 7), (2, 0, 7)]
+    assert by_reader["bob"].schedule.open_session == 1  # bob is not held by ann's washout
+    opened = service.worklist("s1", "ann", signed_at + timedelta(days=14))
+    assert opened.schedule.open_session == 2 and len(opened.readings) == 7
+    # the arm of each case switches between the sessions
+    arm_1 = {r.study_id: r.arm_code for r in first.readings}
+    assert all(arm_1[r.study_id] != r.arm_code for r in opened.readings)
+    # the clock given to the service is the default "now"
+    assert _service(study_db, signed_at + timedelta(days=15)).worklist(
+        "s1", "ann").schedule.open_session == 2
+
+
+def test_worklists_carry_no_arm_name(study_db, tmp_path):
+    service = _service(study_db)
+    service.create(_design(tmp_path))
+    worklist = service.worklist("s1", "bob", T0)
+    assert "rrg24" not in repr(worklist) and "unassisted" not in repr(worklist)
+    with pytest.raises(ReaderStudyError, match="not a reader"):
+        service.worklist("s1", "cy", T0)
+
+
+def test_unblinding_is_audited(study_db, tmp_path):
+    service = _service(study_db)
+    service.create(_design(tmp_path))
+    overview = service.overview("s1", unblind=True, actor="cli:admin")
+    assert {k.arm for k in overview.key} == {"unassisted", "draft:rrg24-baseline"}
+    assert AuditLog(study_db).recent(1)[0].action == "study_unblind"
+    with pytest.raises(ReaderStudyError, match="no reader study named 'nope'"):
+        service.overview("nope")
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+def _cli(settings, *argv):
+    return main(["study", *argv, "--db", settings.db_url, "--data-dir", str(settings.data_dir)])
+
+
+def test_cli_create_list_show_status(study_db, settings, tmp_path, capsys):
+    path = tmp_path / "study.yaml"
+    path.write_text("name: cli-study\ncases: {source: ds}\nreaders: [ann, bob, cy]\n"
+                    "arms: [unassisted, draft:retrieval, reference]\ndesign: parallel\n"
+                    "seed: 3\n")
+    assert _cli(settings, "create", str(path)) == 0
+    assert "created: 3 readers, 7 cases, 21 readings" in capsys.readouterr().out
+    assert _cli(settings, "list") == 0
+    assert "cli-study\tparallel" in capsys.readouterr().out
+    assert _cli(settings, "show", "cli-study") == 0
+    shown = capsys.readouterr().out
+    assert "A s1" in shown and "spread (largest - smallest cell): 1" in shown
+    assert "arm key" not in shown and "= draft:retrieval" not in shown
+    assert _cli(settings, "show", "cli-study", "--unblind") == 0
+    assert "= draft:retrieval" in capsys.readouterr().out
+    assert _cli(settings, "status", "cli-study", "--now", "2026-11-02T08:00") == 0
+    assert "ann\ts1 0/7\tsession 1 open" in capsys.readouterr().out
+    assert _cli(settings, "worklist", "cli-study", "ann") == 0
+    assert len(capsys.readouterr().out.splitlines()) == 7
+
+
+def test_cli_refusals_are_sentences_without_a_traceback(study_db, settings, tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\ncases: {source: ds}\nreaders: [ann, nobody]\n"
+                    "arms: [unassisted, draft:nope]\ndesign: parallel\nseed: 1\n")
+    assert _cli(settings, "create", str(path)) == 2
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 2 and "Traceback" not in err
+    assert f"error: {path}: readers: no such account: 'nobody'" in err
+    path.write_text("name: x\nseed: -1\n")
+    assert _cli(settings, "create", str(path)) == 2
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 5 and "Traceback" not in err, err
+    assert _cli(settings, "status", "absent") == 2
+    assert "no reader study named 'absent'" in capsys.readouterr().err
+
+
+def test_design_files_can_be_read_from_relative_keys_files(study_db, settings, tmp_path,
+                                                           capsys):
+    folder = tmp_path / "designs"
+    folder.mkdir()
+    (folder / "keys.txt").write_text("K002\nK004\nK006\n")
+    (folder / "d.yaml").write_text("name: keyed\ncases: {keys_file: keys.txt}\n"
+                                   "readers: [ann]\narms: [unassisted]\ndesign: parallel\n"
+                                   "seed: 9\n")
+    assert _cli(settings, "create", str(folder / "d.yaml")) == 0
+    assert "1 readers, 3 cases, 3 readings" in capsys.readouterr().out
+    assert Path(folder / "d.yaml").is_file()
