@@ -261,3 +261,15 @@ def test_an_empty_session_passes_on_the_washout_of_the_one_before():
                 SessionProgress(3, 2, 0, None)]
     assert schedule(sessions, WASHOUT, T0 + timedelta(days=1)).next_session == 3
     assert schedule(sessions, WASHOUT, T0 + WASHOUT).open_session == 3
+
+
+def test_the_readme_example_is_a_valid_design(tmp_path):
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("### The design file", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "cases.txt").write_text("CXR1\nCXR2\n")
+    path = tmp_path / "drafts-vs-none.yaml"
+    path.write_text(example)
+    design = load_design(path).design
+    assert design.name == "drafts-vs-none-2026" and design.cases.keys == ("CXR1", "CXR2")
+    assert [a.spec for a in design.arms] == ["unassisted", "draft:rrg24-baseline", "reference"]
