@@ -283,3 +283,26 @@ def test_design_files_can_be_read_from_relative_keys_files(study_db, settings, t
     assert _cli(settings, "create", str(folder / "d.yaml")) == 0
     assert "1 readers, 3 cases, 3 readings" in capsys.readouterr().out
     assert Path(folder / "d.yaml").is_file()
+
+
+def test_only_an_admin_account_is_given_the_arm_key(study_db, tmp_path):
+    service = _service(study_db)
+    service.create(_design(tmp_path))
+    accounts = AccountService(study_db)
+    with pytest.raises(ReaderStudyError, match="only an admin"):
+        service.overview("s1", unblind=True, account=accounts.account("ann"))
+    refused = AuditLog(study_db).recent(1)[0]
+    assert (refused.action, refused.ok, refused.actor) == ("study_unblind", False, "ann")
+    accounts.set_role("cy", "admin")
+    shown = service.overview("s1", unblind=True, account=accounts.account("cy"))
+    assert shown.key is not None and len(shown.key) == 2
+    assert service.overview("s1", account=accounts.account("ann")).key is None
+
+
+def test_a_study_too_large_to_be_meant_is_refused(study_db, tmp_path, monkeypatch):
+    from rrg_review.app.reader_study import service as module
+
+    monkeypatch.setattr(module, "MAX_READINGS", 27)
+    with pytest.raises(ReaderStudyError, match="2 readers x 7 cases make 28 readings"):
+        _service(study_db).create(_design(tmp_path))
+    assert _count(study_db, ReaderStudy) == 0

@@ -25,6 +25,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from rrg_review.app.accounts.audit import AuditLog
+from rrg_review.app.accounts.service import Account
 from rrg_review.app.reader_study.resolve import Resolved, resolve
 from rrg_review.db.engine import Database
 from rrg_review.db.models import (
@@ -139,6 +140,19 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+MAX_READINGS = 2_000_000  # 100 readers x 10,000 cases x 2 sessions; more is a mistake
+
+
+def _too_large(design_file: DesignFile, cases: int) -> list[str]:
+    design = design_file.design
+    readings = len(design.readers) * cases * (design.sessions if design.design == "crossover"
+                                              else 1)
+    if readings <= MAX_READINGS:
+        return []
+    return [f"{design_file.path}: cases: {len(design.readers)} readers x {cases} cases make "
+            f"{readings} readings; a study holds at most {MAX_READINGS}"]
+
+
 def _aware(value: datetime | None) -> datetime | None:
     """SQLite returns stored UTC times without their zone; PostgreSQL with it."""
     return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
@@ -177,6 +191,7 @@ class ReaderStudyService:
                     if unchanged is not None:
                         return unchanged
                 resolved, problems = resolve(s, design, design_file.path, self.presets)
+                problems += _too_large(design_file, len(resolved.cases))
                 if problems:
                     raise ReaderStudyError(problems)
                 created = self._store(s, design_file, resolved, actor)
@@ -295,14 +310,27 @@ class ReaderStudyService:
                                     f"{known or 'none yet'})"])
         return study
 
-    def overview(self, name: str, *, unblind: bool = False, actor: str | None = None,
-                 address: str | None = None) -> StudyOverview:
+    def overview(self, name: str, *, unblind: bool = False, account: Account | None = None,
+                 actor: str | None = None, address: str | None = None) -> StudyOverview:
         """The stored design, its balance table and, when `unblind` (an admin's request,
         audited), the arm key.
 
+        Args:
+            name: the study's name.
+            unblind: include the arm key.
+            account: who asks in the app (only an admin is given the key); None: the command
+                line, whose user holds the database itself.
+            actor, address: for the audit trail.
+
         Raises:
-            ReaderStudyError: no study by that name.
+            ReaderStudyError: no study by that name, or a reader asking for the key.
         """
+        if unblind and account is not None and not account.is_admin:
+            AuditLog(self.db).record("study_unblind", actor=account.name, address=address,
+                                     target=f"reader study {name}", ok=False,
+                                     detail="refused: not an admin")
+            raise ReaderStudyError([f"only an admin may see the arm key of study {name!r}"])
+        actor = account.name if account is not None else actor
         with self.db.read() as s:
             study = self._find(s, name)
             arms = list(s.scalars(select(ReaderStudyArm).where(
