@@ -241,7 +241,9 @@ def test_cli_create_list_show_status(study_db, settings, tmp_path, capsys):
                     "arms: [unassisted, draft:retrieval, reference]\ndesign: parallel\n"
                     "seed: 3\n")
     assert _cli(settings, "create", str(path)) == 0
-    assert "created: 3 readers, 7 cases, 21 readings" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "created: 3 readers, 7 cases, 21 readings" in out
+    assert "cases have no draft yet" in out  # the retrieval arm is not drafted
     assert _cli(settings, "list") == 0
     assert "cli-study\tparallel" in capsys.readouterr().out
     assert _cli(settings, "show", "cli-study") == 0
@@ -306,3 +308,27 @@ def test_a_study_too_large_to_be_meant_is_refused(study_db, tmp_path, monkeypatc
     with pytest.raises(ReaderStudyError, match="2 readers x 7 cases make 28 readings"):
         _service(study_db).create(_design(tmp_path))
     assert _count(study_db, ReaderStudy) == 0
+
+
+def test_status_counts_the_cases_a_draft_arm_has_no_draft_for(study_db, tmp_path, capsys,
+                                                              settings):
+    from rrg_review.db.models import Draft
+
+    service = _service(study_db)
+    service.create(_design(tmp_path))
+    key = {k.arm: k.code for k in service.overview("s1", unblind=True).key}
+    code = key["draft:rrg24-baseline"]
+    assert service.status("s1").missing_drafts == {code: 7}
+    with study_db.read() as s:
+        ids = list(s.scalars(select(ReaderStudyCase.study_id).order_by(
+            ReaderStudyCase.study_id)))
+    with study_db.write() as s:
+        for study_id, text, error in ((ids[0], "Clear.", None), (ids[1], "Clear.", None),
+                                      (ids[2], None, "out of memory")):
+            s.add(Draft(study_id=study_id, section="findings", preset="rrg24-baseline",
+                        text=text, error=error, model_id="m"))
+        s.add(Draft(study_id=ids[3], section="findings", preset="retrieval", text="x",
+                    model_id="m"))
+    assert service.status("s1").missing_drafts == {code: 5}
+    assert _cli(settings, "status", "s1") == 0
+    assert f"warning: arm {code}: 5 cases have no draft yet" in capsys.readouterr().out

@@ -87,7 +87,14 @@ def _create(args: argparse.Namespace, service: Any) -> int:
             "reading started)", "unchanged": "already exists with this design: unchanged"}
     print(f"study {created.name} {what[created.outcome]}: {created.readers} readers, "
           f"{created.cases} cases, {created.readings} readings")
+    _warn_missing_drafts(service.status(created.name).missing_drafts)
     return 0
+
+
+def _warn_missing_drafts(missing: dict[str, int]) -> None:
+    for code, n in missing.items():
+        print(f"warning: arm {code}: {n} cases have no draft yet (draft them before reading "
+              "starts: rrg-review draft --model PRESET; `study show --unblind` names it)")
 
 
 def _list(args: argparse.Namespace, service: Any) -> int:
@@ -151,6 +158,7 @@ def _status(args: argparse.Namespace, service: Any) -> int:
             state = (f"session {plan.next_session} opens {plan.opens_at:%Y-%m-%d %H:%M} UTC "
                      f"(washout left {_left(r.washout_left)})")
         print(f"{r.reader}\t{done}\t{state}")
+    _warn_missing_drafts(status.missing_drafts)
     return 0
 
 

@@ -29,6 +29,7 @@ from rrg_review.app.accounts.service import Account
 from rrg_review.app.reader_study.resolve import Resolved, resolve
 from rrg_review.db.engine import Database
 from rrg_review.db.models import (
+    Draft,
     Reader,
     ReaderStudy,
     ReaderStudyArm,
@@ -112,6 +113,9 @@ class StudyStatus:
     now: datetime
     washout: timedelta
     readers: tuple[ReaderStatus, ...]
+    # blinded code of each draft arm -> cases still without a draft of its preset: such a
+    # reading would show empty boxes (draft them first: rrg-review draft --model PRESET)
+    missing_drafts: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,21 @@ def _too_large(design_file: DesignFile, cases: int) -> list[str]:
         return []
     return [f"{design_file.path}: cases: {len(design.readers)} readers x {cases} cases make "
             f"{readings} readings; a study holds at most {MAX_READINGS}"]
+
+
+def _missing_drafts(s: Session, study_id: int) -> dict[str, int]:
+    """Per draft arm (by code), the study's cases without a successful draft of its preset."""
+    drafted = (select(Draft.id).where(Draft.study_id == ReaderStudyCase.study_id,
+                                      Draft.preset == ReaderStudyArm.preset,
+                                      Draft.error.is_(None), Draft.text.is_not(None))
+               .exists())
+    rows = s.execute(
+        select(ReaderStudyArm.code, func.count(ReaderStudyCase.study_id))
+        .join(ReaderStudyCase, ReaderStudyCase.reader_study_id == ReaderStudyArm.reader_study_id)
+        .where(ReaderStudyArm.reader_study_id == study_id, ReaderStudyArm.kind == "draft",
+               ~drafted)
+        .group_by(ReaderStudyArm.code).order_by(ReaderStudyArm.code))
+    return {code: n for code, n in rows}
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -361,12 +380,13 @@ class ReaderStudyService:
                 .where(ReaderStudyReader.reader_study_id == study.id)
                 .order_by(ReaderStudyReader.position)))
             progress = self._progress(s, study)
+            missing = _missing_drafts(s, study.id)
         rows = []
         for reader_id, reader_name in readers:
             sessions = progress.get(reader_id, ())
             plan = schedule(sessions, washout, now)
             rows.append(ReaderStatus(reader_name, sessions, plan, plan.wait(now)))
-        return StudyStatus(name, now, washout, tuple(rows))
+        return StudyStatus(name, now, washout, tuple(rows), missing)
 
     def _progress(self, s: Session, study: ReaderStudy,
                   reader_id: int | None = None) -> dict[int, tuple[SessionProgress, ...]]:
