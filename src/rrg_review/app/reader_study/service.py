@@ -219,6 +219,8 @@ class ReaderStudyService:
                                          target=f"reader study {design.name}", session=s,
                                          detail=f"{outcome}; design sha256 {design_file.sha256}")
         except IntegrityError:
+            if design.name not in self.names():
+                raise  # not the race below: a defect, not the user's doing
             raise ReaderStudyError([f"{design_file.path}: name: a study named {design.name!r} "
                                     "was created meanwhile; nothing was stored"]) from None
         log.info("reader study %s %s: %d readings", design.name, outcome, created.readings)
