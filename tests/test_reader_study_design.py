@@ -273,3 +273,17 @@ def test_the_readme_example_is_a_valid_design(tmp_path):
     design = load_design(path).design
     assert design.name == "drafts-vs-none-2026" and design.cases.keys == ("CXR1", "CXR2")
     assert [a.spec for a in design.arms] == ["unassisted", "draft:rrg24-baseline", "reference"]
+
+
+@pytest.mark.parametrize("n_arms", [2, 4, 6])
+def test_crossovers_with_an_even_number_of_arms_balance_carry_over(n_arms):
+    """Williams squares: over the readers and cases, every arm is followed by every other arm
+    equally often (here R x C is a multiple of A, so exactly)."""
+    readers, cases, arms = _names("r", 3), _names("c", 2 * n_arms), _names("a", n_arms)
+    got = allocate(readers, cases, arms, design="crossover", sessions=n_arms, seed=4)
+    arm = {(a.reader, a.case, a.session): a.arm for a in got.readings}
+    follows = Counter((arm[(r, c, s)], arm[(r, c, s + 1)])
+                      for r in readers for c in cases for s in range(1, n_arms))
+    assert set(follows) == {(a, b) for a in arms for b in arms if a != b}
+    assert len(set(follows.values())) == 1, follows
+    assert got.balance.spread <= 1

@@ -2,8 +2,11 @@
 seed alone, balanced like a Latin square.
 
 Readers, cases and arms are each put in a seeded order, and reader r (its place in that order)
-reads case c (its place) under arm `(r + c + session) mod A` for a crossover, `(r + c) mod A`
-for a parallel design. Consequences, checked by tests over many seeds and sizes:
+reads case c (its place) under arm `(r + c) mod A` for a parallel design; in a crossover,
+sequence `(r + c) mod A` of a Latin square gives the arm of each session (a Williams square
+for an even number of arms, so carry-over from one arm to the next is balanced too; the
+cyclic square `(r + c + session) mod A` for an odd number). Consequences, checked by tests
+over many seeds and sizes:
 - every reader reads every case once (parallel) or once per session (crossover), and in a
   crossover the arm of a case changes from one session to the next;
 - per reader and session the arms differ by at most one case, and since every reader's counts
@@ -142,7 +145,8 @@ def allocate(readers: Sequence[str], cases: Sequence[str], arms: Sequence[str], 
     for r, reader in enumerate(reader_order):
         if design == "crossover":
             for s in range(sessions):
-                cells[(reader, s + 1)] = [(c, arm_order[(r + place[c] + s) % n_arms])
+                cells[(reader, s + 1)] = [(c, arm_order[_crossover_arm(r + place[c], s,
+                                                                       n_arms)])
                                           for c in case_order]
         else:
             for s in range(sessions):
@@ -161,6 +165,20 @@ def allocate(readers: Sequence[str], cases: Sequence[str], arms: Sequence[str], 
     codes = tuple((arm, _code(i)) for i, arm in enumerate(arm_order))
     return StudyAllocation(tuple(readings), balance_of(readings, readers, arms, sessions),
                            codes)
+
+
+def _crossover_arm(row: int, session: int, n_arms: int) -> int:
+    """The arm (index) of sequence `row` in `session` (from 0). With an even number of arms the
+    sequences are the rows of a Williams square (first row 0, 1, n-1, 2, n-2, ...; row k adds
+    k), so every arm follows every other arm equally often and first-order carry-over is
+    balanced as well; with an odd number the plain cyclic square (a Williams design would need
+    2n sequences, and the +-1 cell balance would no longer hold for case counts that are not a
+    multiple of 2n). With two arms both are AB / BA."""
+    row, column = row % n_arms, session % n_arms
+    if n_arms % 2:
+        return (row + column) % n_arms
+    first = 0 if column == 0 else (column + 1) // 2 if column % 2 else n_arms - column // 2
+    return (first + row) % n_arms
 
 
 def balance_of(readings: Iterable[Allocated], readers: Sequence[str], arms: Sequence[str],
