@@ -332,3 +332,28 @@ def test_status_counts_the_cases_a_draft_arm_has_no_draft_for(study_db, tmp_path
     assert service.status("s1").missing_drafts == {code: 5}
     assert _cli(settings, "status", "s1") == 0
     assert f"warning: arm {code}: 5 cases have no draft yet" in capsys.readouterr().out
+
+
+def test_the_stored_readings_are_the_allocation_the_seed_gives(study_db, tmp_path):
+    """Anyone can re-derive a stored study from its design: same readers, cases, arms,
+    sessions and order."""
+    from rrg_review.db.models import Reader
+    from rrg_review.reader_study.allocation import allocate
+
+    design_file = _design(tmp_path, arms=["unassisted", "draft:rrg24-baseline", "reference"],
+                          sessions=3, readers=["ann", "bob", "cy"])
+    _service(study_db).create(design_file)
+    with study_db.read() as s:
+        stored = {(reader, f"{source}:{key}", spec, session, position)
+                  for reader, source, key, spec, session, position in s.execute(
+                      select(Reader.name, Study.source, Study.study_key, ReaderStudyArm.spec,
+                             Reading.session, Reading.position)
+                      .join(Reader, Reader.id == Reading.reader_id)
+                      .join(Study, Study.id == Reading.study_id)
+                      .join(ReaderStudyArm, ReaderStudyArm.id == Reading.arm_id))}
+    design = design_file.design
+    again = allocate(design.readers, [f"ds:K{i:03d}" for i in range(7)],
+                     [a.spec for a in design.arms], design=design.design,
+                     sessions=design.sessions, seed=design.seed)
+    assert stored == {(a.reader, a.case, a.arm, a.session, a.order) for a in again.readings}
+    assert len(stored) == 3 * 7 * 3
