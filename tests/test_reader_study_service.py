@@ -357,3 +357,17 @@ def test_the_stored_readings_are_the_allocation_the_seed_gives(study_db, tmp_pat
                      sessions=design.sessions, seed=design.seed)
     assert stored == {(a.reader, a.case, a.arm, a.session, a.order) for a in again.readings}
     assert len(stored) == 3 * 7 * 3
+
+
+def test_long_key_lists_are_looked_up_in_chunks_and_unknown_keys_summarised(db, tmp_path):
+    _cases(db, 1203, prefix="L")
+    _readers(db, "ann")
+    keys = [f"L{i:03d}" for i in range(1203)] + ["X1", "X2", "X3", "X4", "X5", "X6", "X7"]
+    with pytest.raises(ReaderStudyError) as caught:
+        _service(db).create(_design(tmp_path, readers=["ann"], cases={"keys": keys},
+                                    design="parallel", sessions=1))
+    (problem,) = caught.value.problems
+    assert "7 study keys match no stored study" in problem and "and 2 more" in problem
+    created = _service(db).create(_design(tmp_path, readers=["ann"], cases={"keys": keys[:-7]},
+                                          design="parallel", sessions=2))
+    assert (created.cases, created.readings) == (1203, 1203)

@@ -201,7 +201,7 @@ class _Checker:
         if design not in DESIGNS:
             self.problem("design", f"must be one of {', '.join(DESIGNS)} (got {design!r})")
         sessions = self.sessions(raw, design, len(arms or ()))
-        washout = self.washout(raw, sessions)
+        washout = self.washout(raw, design)
         seed = self.seed(raw.get("seed"))
         blinded = raw.get("blinded", True)
         if not isinstance(blinded, bool):
@@ -360,12 +360,12 @@ class _Checker:
             return None
         return int(value)
 
-    def washout(self, raw: dict[str, Any], sessions: int | None) -> float | None:
+    def washout(self, raw: dict[str, Any], design: Any) -> float | None:
         value = raw.get("washout_days")
         if value is None:
-            if sessions is not None and sessions > 1:
+            if design == "crossover":  # a parallel design never shows a reader a case twice
                 self.problem("washout_days", "missing: days between a reader's sessions (a "
-                                             "study with more than one session needs one)")
+                                             "crossover reads every case again)")
                 return None
             return 0.0
         if isinstance(value, bool) or not isinstance(value, int | float) or not \
