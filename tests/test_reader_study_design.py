@@ -121,6 +121,15 @@ def test_single_problems_get_one_sentence(tmp_path, text, field):
         assert message.startswith(f"{path}: {field}: "), message
 
 
+def test_an_empty_case_filter_is_named_beside_other_problems(tmp_path):
+    path = _write(tmp_path, "name: bad name\ncases: {}\nreaders: []\narms: [reference]\n"
+                            "design: parallel\nseed: 1\n")
+    with pytest.raises(DesignError) as caught:
+        load_design(path)
+    fields = [p.removeprefix(f"{path}: ").split(":")[0] for p in caught.value.problems]
+    assert fields == ["name", "cases", "readers"], caught.value.problems
+
+
 def test_unreadable_and_non_mapping_files_are_one_sentence(tmp_path):
     with pytest.raises(DesignError, match="cannot read the design file"):
         load_design(tmp_path / "absent.yaml")

@@ -242,6 +242,7 @@ class _Checker:
             self.problem("cases", "must be a filter {source, split, keys | keys_file} or a "
                                   "list of study keys")
             return None
+        before = len(self.problems)
         for key in value:
             if key not in CASE_FIELDS:
                 self.problem(f"cases.{key}", f"unknown field (known: {', '.join(CASE_FIELDS)})")
@@ -253,7 +254,7 @@ class _Checker:
             keys = self.keys("cases.keys", value["keys"])
         elif "keys_file" in value:
             keys = self.keys_file(value["keys_file"])
-        if source is None and split is None and keys is None and not self.problems:
+        if source is None and split is None and keys is None and len(self.problems) == before:
             self.problem("cases", "names no source, split or keys (every study of every "
                                   "dataset is never meant)")
         return CaseSelection(source, split, keys)
