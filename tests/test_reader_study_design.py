@@ -106,6 +106,8 @@ extra: 1
     ("name: x\ncases: {source: s}\nreaders: [r]\narms: [reference, reference]\n"
      "design: parallel\nseed: 1", "arms"),
     ("name: x\ncases: {source: s}\nreaders: [r]\narms: [reference]\ndesign: parallel", "seed"),
+    ("name: x\ncases: {source: s}\nreaders: [r]\narms: [magic]\ndesign: crossover\n"
+     "washout_days: 1\nseed: 1", "arms[0]"),
     ("name: [x\n", None),
 ])
 def test_single_problems_get_one_sentence(tmp_path, text, field):

@@ -200,7 +200,7 @@ class _Checker:
         design = raw.get("design")
         if design not in DESIGNS:
             self.problem("design", f"must be one of {', '.join(DESIGNS)} (got {design!r})")
-        sessions = self.sessions(raw, design, len(arms or ()))
+        sessions = self.sessions(raw, design, len(arms) if arms is not None else None)
         washout = self.washout(raw, design)
         seed = self.seed(raw.get("seed"))
         blinded = raw.get("blinded", True)
@@ -349,13 +349,14 @@ class _Checker:
             return None
         return Arm("draft", preset=preset)
 
-    def sessions(self, raw: dict[str, Any], design: Any, n_arms: int) -> int | None:
-        default = n_arms if design == "crossover" else 1
+    def sessions(self, raw: dict[str, Any], design: Any, n_arms: int | None) -> int | None:
+        """`n_arms` None: the arms have problems of their own (not counted against this)."""
+        default = max(n_arms or 2, 2) if design == "crossover" else 1
         value = raw.get("sessions", default)
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 20:
             self.problem("sessions", f"must be a whole number from 1 to 20 (got {value!r})")
             return None
-        if design == "crossover" and (value < 2 or n_arms < 2):
+        if design == "crossover" and (value < 2 or (n_arms is not None and n_arms < 2)):
             self.problem("sessions", "a crossover needs at least 2 sessions and 2 arms "
                                      f"(got {value} sessions, {n_arms} arms)")
             return None
