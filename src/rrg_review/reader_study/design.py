@@ -224,7 +224,7 @@ class _Checker:
         return None
 
     def text(self, raw: dict[str, Any], field: str) -> str:
-        value = raw.get(field, "")
+        value = raw.get(field) or ""  # YAML's empty `description:` is null
         if not isinstance(value, str):
             self.problem(field, "must be text")
             return ""
