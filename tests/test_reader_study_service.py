@@ -371,3 +371,12 @@ def test_long_key_lists_are_looked_up_in_chunks_and_unknown_keys_summarised(db, 
     created = _service(db).create(_design(tmp_path, readers=["ann"], cases={"keys": keys[:-7]},
                                           design="parallel", sessions=2))
     assert (created.cases, created.readings) == (1203, 1203)
+
+
+def test_a_bad_design_file_creates_no_database(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\n")
+    target = tmp_path / "never.sqlite"
+    assert main(["study", "create", str(path), "--db", str(target)]) == 2
+    assert "error: " in capsys.readouterr().err
+    assert not target.exists()

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rrg_review.app.cli.options import add_db
+
+if TYPE_CHECKING:
+    from rrg_review.app.reader_study.service import ReaderStudyService
+
+Action = Callable[[argparse.Namespace, "ReaderStudyService"], int]
 
 
 def add_actions(actions: Any) -> None:
@@ -44,25 +50,28 @@ def add_actions(actions: Any) -> None:
     _common(p, _worklist)
 
 
-def _common(p: argparse.ArgumentParser, body: Any) -> None:
+def _common(p: argparse.ArgumentParser, body: Action) -> None:
     add_db(p)
     p.set_defaults(func=lambda args: _run(args, body))
 
 
-def _run(args: argparse.Namespace, body: Any) -> int:
-    """Open the service and run one action; a refusal is its sentences and exit status 2."""
+def _run(args: argparse.Namespace, body: Action) -> int:
+    """Open the service and run one action; a refusal is its sentences and exit status 2.
+    A design file is read and checked before the database is opened (a bad file creates no
+    database)."""
     from rrg_review.app.reader_study.service import ReaderStudyError, ReaderStudyService
     from rrg_review.app.settings import Settings
     from rrg_review.model.presets import load_presets
-    from rrg_review.reader_study.design import DesignError
+    from rrg_review.reader_study.design import DesignError, load_design
 
     try:
+        if args.action == "create":
+            args.design_file = load_design(args.file)
         settings = Settings.from_args(args.db, args.data_dir,
                                       presets=getattr(args, "presets", None))
         presets = load_presets(settings.presets_file) if args.action == "create" else {}
         service = ReaderStudyService(settings.open_database(), presets)
-        status: int = body(args, service)
-        return status
+        return body(args, service)
     except (DesignError, ReaderStudyError) as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -78,10 +87,8 @@ def _actor() -> str:
     return f"cli:{getpass.getuser()}"
 
 
-def _create(args: argparse.Namespace, service: Any) -> int:
-    from rrg_review.reader_study.design import load_design
-
-    created = service.create(load_design(args.file), replace=args.replace, actor=_actor(),
+def _create(args: argparse.Namespace, service: ReaderStudyService) -> int:
+    created = service.create(args.design_file, replace=args.replace, actor=_actor(),
                              address="cli")
     what = {"created": "created", "replaced": "re-allocated (its design changed before any "
             "reading started)", "unchanged": "already exists with this design: unchanged"}
@@ -97,7 +104,7 @@ def _warn_missing_drafts(missing: dict[str, int]) -> None:
               "starts: rrg-review draft --model PRESET; `study show --unblind` names it)")
 
 
-def _list(args: argparse.Namespace, service: Any) -> int:
+def _list(args: argparse.Namespace, service: ReaderStudyService) -> int:
     studies = service.studies()
     if not studies:
         print("no reader studies yet (rrg-review study create FILE)")
@@ -108,7 +115,7 @@ def _list(args: argparse.Namespace, service: Any) -> int:
     return 0
 
 
-def _show(args: argparse.Namespace, service: Any) -> int:
+def _show(args: argparse.Namespace, service: ReaderStudyService) -> int:
     o = service.overview(args.name, unblind=args.unblind, actor=_actor(), address="cli")
     st = o.summary
     print(f"study {st.name}: {st.design}, {st.sessions} session(s), washout "
@@ -143,7 +150,7 @@ def _left(wait: timedelta) -> str:
     return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} hours"
 
 
-def _status(args: argparse.Namespace, service: Any) -> int:
+def _status(args: argparse.Namespace, service: ReaderStudyService) -> int:
     status = service.status(args.name, _now(args))
     print(f"study {status.name} at {status.now:%Y-%m-%d %H:%M} UTC "
           f"(washout {status.washout.total_seconds() / 86400:g} days)")
@@ -162,7 +169,7 @@ def _status(args: argparse.Namespace, service: Any) -> int:
     return 0
 
 
-def _worklist(args: argparse.Namespace, service: Any) -> int:
+def _worklist(args: argparse.Namespace, service: ReaderStudyService) -> int:
     worklist = service.worklist(args.name, args.reader, _now(args))
     plan = worklist.schedule
     if plan.open_session is None:
