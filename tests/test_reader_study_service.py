@@ -380,3 +380,41 @@ def test_a_bad_design_file_creates_no_database(tmp_path, capsys):
     assert main(["study", "create", str(path), "--db", str(target)]) == 2
     assert "error: " in capsys.readouterr().err
     assert not target.exists()
+
+
+def test_the_server_refuses_readings_of_a_session_that_is_not_open(study_db, tmp_path):
+    service = _service(study_db)
+    service.create(_design(tmp_path))
+    first = service.worklist("s1", "ann", T0).readings
+    with pytest.raises(ReaderStudyError, match="session 2 is not open: session 1 is not "
+                                               "signed yet"):
+        service.open_reading(_reading_of(study_db, "ann", 2), "ann", T0)
+    with pytest.raises(ReaderStudyError, match="is not one of 'bob'"):
+        service.open_reading(first[0].reading_id, "bob", T0)
+    with pytest.raises(ReaderStudyError, match="has not been opened"):
+        service.sign_reading(first[0].reading_id, "ann", T0)
+    for i, reading in enumerate(first):
+        opened = service.open_reading(reading.reading_id, "ann", T0 + timedelta(minutes=i))
+        signed = service.sign_reading(reading.reading_id, "ann", T0 + timedelta(minutes=i + 1))
+        assert opened.opened_at == signed.opened_at == T0 + timedelta(minutes=i)
+    last = T0 + timedelta(minutes=len(first))
+    again = service.sign_reading(first[0].reading_id, "ann", last + timedelta(days=1))
+    assert again.signed_at == T0 + timedelta(minutes=1)  # the first signature stays
+    with pytest.raises(ReaderStudyError, match=r"session 2 opens .* after the washout "
+                                               r"\(1 day, 0:00:00 left\)"):
+        service.open_reading(_reading_of(study_db, "ann", 2), "ann", last + timedelta(days=13))
+    opened = service.open_reading(_reading_of(study_db, "ann", 2), "ann",
+                                  last + timedelta(days=14))
+    assert opened.session == 2 and opened.opened_at == last + timedelta(days=14)
+    # a started study is never re-allocated
+    with pytest.raises(ReaderStudyError, match="have started"):
+        service.create(_design(tmp_path, seed=99), replace=True)
+
+
+def _reading_of(db, reader, session):
+    from rrg_review.db.models import Reader
+
+    with db.read() as s:
+        return s.scalar(select(Reading.id).join(Reader, Reader.id == Reading.reader_id)
+                        .where(Reader.name == reader, Reading.session == session)
+                        .order_by(Reading.position).limit(1))

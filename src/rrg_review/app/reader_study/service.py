@@ -435,3 +435,67 @@ class ReaderStudyService:
                                     _aware(r.opened_at), _aware(r.signed_at))
                     for r, code in rows)
         return StudyWorklist(name, plan, plan.wait(now), readings)
+
+    # -- a reader's readings ---------------------------------------------------------------------
+    def open_reading(self, reading_id: int, reader: str,
+                     now: datetime | None = None) -> WorklistReading:
+        """Record that `reader` opened one of their readings (the first time only).
+
+        The server decides, not the page: a reading of another reader, or of a session that is
+        not open to the reader now (its washout has not passed, or an earlier session is not
+        signed yet), is refused.
+
+        Raises:
+            ReaderStudyError: the refusal, in one sentence.
+        """
+        return self._mark(reading_id, reader, now or self.clock(), sign=False)
+
+    def sign_reading(self, reading_id: int, reader: str,
+                     now: datetime | None = None) -> WorklistReading:
+        """Record `reader`'s signature of an opened reading of their open session (a signed
+        reading stays signed at its first signature). The last signature of a session starts
+        the reader's washout before the next.
+
+        Raises:
+            ReaderStudyError: the refusal, in one sentence.
+        """
+        return self._mark(reading_id, reader, now or self.clock(), sign=True)
+
+    def _mark(self, reading_id: int, reader: str, now: datetime, *,
+              sign: bool) -> WorklistReading:
+        with self.db.write() as s:
+            row = s.execute(
+                select(Reading, ReaderStudy, ReaderStudyArm.code)
+                .join(ReaderStudy, ReaderStudy.id == Reading.reader_study_id)
+                .join(ReaderStudyArm, ReaderStudyArm.id == Reading.arm_id)
+                .join(Reader, Reader.id == Reading.reader_id)
+                .where(Reading.id == reading_id, Reader.name == reader)).first()
+            if row is None:
+                raise ReaderStudyError([f"reading {reading_id} is not one of {reader!r}'s"])
+            reading, study, code = row
+            sessions = self._progress(s, study, reading.reader_id).get(reading.reader_id, ())
+            plan = schedule(sessions, timedelta(days=study.washout_days), now)
+            if reading.signed_at is None and plan.open_session != reading.session:
+                raise ReaderStudyError([_closed(reading.session, plan, now)])
+            if sign and reading.opened_at is None:
+                raise ReaderStudyError([f"reading {reading_id} has not been opened; a reading "
+                                        "is signed after it is read"])
+            if reading.opened_at is None:
+                reading.opened_at = now
+            if sign and reading.signed_at is None:
+                reading.signed_at = now
+            s.flush()
+            return WorklistReading(reading.id, reading.study_id, reading.session,
+                                   reading.position, code, _aware(reading.opened_at),
+                                   _aware(reading.signed_at))
+
+
+def _closed(session: int, plan: ReaderSchedule, now: datetime) -> str:
+    """Why a reading of `session` cannot be worked on now."""
+    if plan.open_session is not None and plan.open_session < session:
+        return (f"session {session} is not open: session {plan.open_session} is not signed "
+                "yet")
+    if plan.next_session == session and plan.opens_at is not None:
+        return (f"session {session} opens {plan.opens_at:%Y-%m-%d %H:%M} UTC, after the "
+                f"washout ({plan.wait(now)} left)")
+    return f"session {session} is not open now"
