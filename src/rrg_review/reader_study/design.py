@@ -9,7 +9,7 @@ is checked when the study is created (app/reader_study/service.py), not here.
 Example (YAML)::
 
     name: drafts-vs-none-2026
-    cases: {source: iu_xray, split: test, keys_file: cases.txt}
+    cases: {source: iu-xray, split: test, keys_file: cases.txt}
     readers: [alice, bob]
     arms:
       - unassisted
