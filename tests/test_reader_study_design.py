@@ -298,3 +298,15 @@ def test_crossovers_with_an_even_number_of_arms_balance_carry_over(n_arms):
     assert set(follows) == {(a, b) for a in arms for b in arms if a != b}
     assert len(set(follows.values())) == 1, follows
     assert got.balance.spread <= 1
+
+
+def test_the_balance_table_renders_blinded_codes_in_code_order():
+    got = allocate(["ann", "bob"], _names("c", 5), ["unassisted", "draft:m"],
+                   design="parallel", sessions=1, seed=2)
+    codes = dict(got.arm_codes)
+    lines = got.balance.render(codes).splitlines()
+    assert lines[0].split() == ["reader", "A", "s1", "B", "s1"]
+    by_code = {code: arm for arm, code in codes.items()}
+    ann = [int(n) for n in lines[1].split()[1:]]
+    assert ann == [got.balance.count("ann", by_code[c], 1) for c in ("A", "B")]
+    assert "draft:m" in got.balance.render() and "draft:m" not in got.balance.render(codes)

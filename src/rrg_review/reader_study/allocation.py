@@ -81,14 +81,16 @@ class BalanceTable:
 
     def render(self, labels: dict[str, str] | None = None) -> str:
         """A text table: one row per reader, one column per arm and session (arms shown by
-        `labels[arm]` when given, e.g. blinded codes)."""
-        heads = [f"{(labels or {}).get(arm, arm)} s{s}" for arm in self.arms
-                 for s in range(1, self.sessions + 1)]
+        `labels[arm]` when given, e.g. blinded codes, and then in the labels' order)."""
+        names = [(labels or {}).get(arm, arm) for arm in self.arms]
+        columns = sorted(range(len(self.arms)), key=lambda a: names[a]) if labels else \
+            list(range(len(self.arms)))
+        heads = [f"{names[a]} s{s}" for a in columns for s in range(1, self.sessions + 1)]
         width = max([len(r) for r in self.readers] + [6])
         lines = ["reader".ljust(width) + "  " + "  ".join(heads)]
         for reader, per_reader in zip(self.readers, self.counts, strict=True):
-            cells = [str(n).rjust(len(h)) for h, n in
-                     zip(heads, (n for per_arm in per_reader for n in per_arm), strict=True)]
+            counts = [per_reader[a][s] for a in columns for s in range(self.sessions)]
+            cells = [str(n).rjust(len(h)) for h, n in zip(heads, counts, strict=True)]
             lines.append(reader.ljust(width) + "  " + "  ".join(cells))
         lines.append(f"spread (largest - smallest cell): {self.spread}")
         return "\n".join(lines)
