@@ -13,7 +13,7 @@ import pytest
 
 from rrg_review.reader_study.allocation import allocate, seeded_order
 from rrg_review.reader_study.design import DesignError, load_design
-from rrg_review.reader_study.sessions import SessionProgress, schedule
+from rrg_review.reader_study.sessions import SessionProgress, describe_wait, schedule
 
 GOOD = """\
 name: drafts-vs-none
@@ -310,3 +310,9 @@ def test_the_balance_table_renders_blinded_codes_in_code_order():
     ann = [int(n) for n in lines[1].split()[1:]]
     assert ann == [got.balance.count("ann", by_code[c], 1) for c in ("A", "B")]
     assert "draft:m" in got.balance.render() and "draft:m" not in got.balance.render(codes)
+
+
+def test_waits_read_as_people_say_them():
+    assert describe_wait(timedelta(days=3)) == "3.0 days"
+    assert describe_wait(timedelta(hours=30)) == "30.0 hours"
+    assert describe_wait(timedelta(minutes=12, seconds=20)) == "12 minutes"

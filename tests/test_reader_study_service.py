@@ -382,7 +382,8 @@ def test_a_bad_design_file_creates_no_database(tmp_path, capsys):
     assert not target.exists()
 
 
-def test_the_server_refuses_readings_of_a_session_that_is_not_open(study_db, tmp_path):
+def test_the_server_refuses_readings_of_a_session_that_is_not_open(study_db, tmp_path,
+                                                                   settings, capsys):
     service = _service(study_db)
     service.create(_design(tmp_path))
     first = service.worklist("s1", "ann", T0).readings
@@ -400,8 +401,13 @@ def test_the_server_refuses_readings_of_a_session_that_is_not_open(study_db, tmp
     last = T0 + timedelta(minutes=len(first))
     again = service.sign_reading(first[0].reading_id, "ann", last + timedelta(days=1))
     assert again.signed_at == T0 + timedelta(minutes=1)  # the first signature stays
+    at = (last + timedelta(days=11)).isoformat()
+    assert _cli(settings, "status", "s1", "--now", at) == 0
+    assert "ann\ts1 7/7  s2 0/7\tsession 2 opens" in capsys.readouterr().out
+    assert _cli(settings, "worklist", "s1", "ann", "--now", at) == 0
+    assert "(washout left 3.0 days)" in capsys.readouterr().out
     with pytest.raises(ReaderStudyError, match=r"session 2 opens .* after the washout "
-                                               r"\(1 day, 0:00:00 left\)"):
+                                               r"\(24.0 hours left\)"):
         service.open_reading(_reading_of(study_db, "ann", 2), "ann", last + timedelta(days=13))
     opened = service.open_reading(_reading_of(study_db, "ann", 2), "ann",
                                   last + timedelta(days=14))

@@ -70,3 +70,13 @@ def schedule(progress: Sequence[SessionProgress], washout: timedelta,
             return ReaderSchedule(session.session, None, opens_at, finished=False)
         return ReaderSchedule(None, session.session, opens_at, finished=False)
     return ReaderSchedule(None, None, None, finished=True)
+
+
+def describe_wait(wait: timedelta) -> str:
+    """A wait as people say it: "3.0 days", "5.5 hours", "12 minutes"."""
+    seconds = wait.total_seconds()
+    if seconds >= 48 * 3600:
+        return f"{seconds / 86400:.1f} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} hours"
+    return f"{max(seconds, 0) / 60:.0f} minutes"

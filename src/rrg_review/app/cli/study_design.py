@@ -146,8 +146,9 @@ def _now(args: argparse.Namespace) -> datetime | None:
 
 
 def _left(wait: timedelta) -> str:
-    hours = wait.total_seconds() / 3600
-    return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} hours"
+    from rrg_review.reader_study.sessions import describe_wait
+
+    return describe_wait(wait)
 
 
 def _status(args: argparse.Namespace, service: ReaderStudyService) -> int:

@@ -40,7 +40,12 @@ from rrg_review.db.models import (
 )
 from rrg_review.reader_study.allocation import BalanceTable, StudyAllocation, allocate
 from rrg_review.reader_study.design import DesignFile
-from rrg_review.reader_study.sessions import ReaderSchedule, SessionProgress, schedule
+from rrg_review.reader_study.sessions import (
+    ReaderSchedule,
+    SessionProgress,
+    describe_wait,
+    schedule,
+)
 
 log = logging.getLogger(__name__)
 
@@ -497,5 +502,5 @@ def _closed(session: int, plan: ReaderSchedule, now: datetime) -> str:
                 "yet")
     if plan.next_session == session and plan.opens_at is not None:
         return (f"session {session} opens {plan.opens_at:%Y-%m-%d %H:%M} UTC, after the "
-                f"washout ({plan.wait(now)} left)")
+                f"washout ({describe_wait(plan.wait(now))} left)")
     return f"session {session} is not open now"
