@@ -316,3 +316,25 @@ def test_waits_read_as_people_say_them():
     assert describe_wait(timedelta(days=3)) == "3.0 days"
     assert describe_wait(timedelta(hours=30)) == "30.0 hours"
     assert describe_wait(timedelta(minutes=12, seconds=20)) == "12 minutes"
+
+
+def test_yaml_that_would_run_code_or_explode_is_refused_in_one_sentence(tmp_path):
+    path = _write(tmp_path, "name: !!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(DesignError, match="not valid YAML") as caught:
+        load_design(path)
+    assert len(caught.value.problems) == 1
+    laughs = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi", strict=True)) + "readers: *i\n"
+    with pytest.raises(DesignError) as caught:
+        load_design(_write(tmp_path, laughs))
+    assert any("readers[0]" in p for p in caught.value.problems)
+    assert all(len(p) < 300 for p in caught.value.problems)  # quoted values are cut short
+    laughs = laughs.replace("readers: *i\n", "? *i\n: 1\ncases: {? *i\n : 1}\n")
+    with pytest.raises(DesignError, match="found unhashable key") as caught:
+        load_design(_write(tmp_path, laughs))  # a list as a key
+    assert len(caught.value.problems) == 1
+    big = tmp_path / "big.yaml"
+    big.write_text("#" * (2 << 20))
+    with pytest.raises(DesignError, match="at most 1048576 bytes"):
+        load_design(big)

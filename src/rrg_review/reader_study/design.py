@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import reprlib
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,6 +42,19 @@ MAX_FILE_BYTES = 1 << 20  # a design is a page of text; a larger file is a mista
 MAX_SEED = 2**63  # fits the database's BIGINT
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+def _shown(value: Any) -> str:
+    """A value quoted in a problem, cut short: a hostile file's nested aliases would take
+    minutes (and gigabytes) to print in full."""
+    cut = reprlib.Repr()
+    cut.maxlevel, cut.maxlist, cut.maxdict, cut.maxstring, cut.maxother = 2, 4, 4, 60, 60
+    return cut.repr(value)
+
+
+def _key(key: Any) -> str:
+    """A mapping key named as a field (YAML allows any value as a key)."""
+    return key if isinstance(key, str) else _shown(key)
 
 
 class DesignError(ValueError):
@@ -191,7 +205,7 @@ class _Checker:
     def design(self, raw: dict[str, Any]) -> StudyDesign | None:
         for key in raw:
             if key not in FIELDS:
-                self.problem(str(key), f"unknown field (known: {', '.join(FIELDS)})")
+                self.problem(_key(key), f"unknown field (known: {', '.join(FIELDS)})")
         name = self.name(raw.get("name"))
         description = self.text(raw, "description")
         cases = self.cases(raw.get("cases"))
@@ -199,13 +213,13 @@ class _Checker:
         arms = self.arms(raw.get("arms"))
         design = raw.get("design")
         if design not in DESIGNS:
-            self.problem("design", f"must be one of {', '.join(DESIGNS)} (got {design!r})")
+            self.problem("design", f"must be one of {', '.join(DESIGNS)} (got {_shown(design)})")
         sessions = self.sessions(raw, design, len(arms) if arms is not None else None)
         washout = self.washout(raw, design)
         seed = self.seed(raw.get("seed"))
         blinded = raw.get("blinded", True)
         if not isinstance(blinded, bool):
-            self.problem("blinded", f"must be true or false (got {blinded!r})")
+            self.problem("blinded", f"must be true or false (got {_shown(blinded)})")
         if (name is None or cases is None or readers is None or arms is None
                 or sessions is None or washout is None or seed is None or self.problems):
             return None
@@ -217,8 +231,8 @@ class _Checker:
         if value is None:
             self.problem("name", "missing (the study's name, e.g. drafts-vs-none-2026)")
         elif not isinstance(value, str) or not _NAME_RE.match(value):
-            self.problem("name", f"{value!r} must be 1-64 letters, digits, '_', '.' or '-', "
-                                 "starting with a letter or digit (quote it in YAML)")
+            self.problem("name", f"{_shown(value)} must be 1-64 letters, digits, '_', '.' "
+                                 "or '-', starting with a letter or digit (quote it in YAML)")
         else:
             return value
         return None
@@ -245,7 +259,8 @@ class _Checker:
         before = len(self.problems)
         for key in value:
             if key not in CASE_FIELDS:
-                self.problem(f"cases.{key}", f"unknown field (known: {', '.join(CASE_FIELDS)})")
+                self.problem(f"cases.{_key(key)}",
+                             f"unknown field (known: {', '.join(CASE_FIELDS)})")
         source, split = (self.optional_text(value, f) for f in ("source", "split"))
         keys = None
         if "keys" in value and "keys_file" in value:
@@ -264,7 +279,7 @@ class _Checker:
         if value is None:
             return None
         if not isinstance(value, str) or not value.strip():
-            self.problem(f"cases.{field}", f"must be text (got {value!r})")
+            self.problem(f"cases.{field}", f"must be text (got {_shown(value)})")
             return None
         return value.strip()
 
@@ -275,14 +290,14 @@ class _Checker:
         bad = [i for i, k in enumerate(value) if not isinstance(k, str | int) or
                isinstance(k, bool) or not str(k).strip()]
         for i in bad[:5]:
-            self.problem(f"{field}[{i}]", f"{value[i]!r} is not a study key")
+            self.problem(f"{field}[{i}]", f"{_shown(value[i])} is not a study key")
         keys = [str(k).strip() for k in value]
         return self.unique(field, keys) if not bad else None
 
     def unique(self, field: str, keys: list[str]) -> tuple[str, ...] | None:
         twice = [k for k, n in Counter(keys).items() if n > 1]
         if twice:
-            self.problem(field, f"{len(twice)} listed more than once (first: {twice[0]!r})")
+            self.problem(field, f"{len(twice)} listed more than once (first: {_shown(twice[0])})")
             return None
         return tuple(keys)
 
@@ -310,7 +325,7 @@ class _Checker:
             return None
         bad = [i for i, r in enumerate(value) if not isinstance(r, str) or not r.strip()]
         for i in bad:
-            self.problem(f"readers[{i}]", f"{value[i]!r} is not an account name")
+            self.problem(f"readers[{i}]", f"{_shown(value[i])} is not an account name")
         return self.unique("readers", [r.strip() for r in value]) if not bad else None
 
     def arms(self, value: Any) -> tuple[Arm, ...] | None:
@@ -331,7 +346,8 @@ class _Checker:
         if isinstance(item, dict):
             extra = set(item) - {"arm", "template"}
             if extra:
-                self.problem(field, f"unknown field {sorted(extra)[0]!r} (known: arm, template)")
+                first = sorted(map(str, extra))[0]
+                self.problem(field, f"unknown field {_shown(first)} (known: arm, template)")
                 return None
             template = item.get("template")
             item = item.get("arm")
@@ -339,13 +355,15 @@ class _Checker:
                 self.problem(field, "a template is text, and only an unassisted arm has one")
                 return None
         if not isinstance(item, str):
-            self.problem(field, f"{item!r} is not an arm (unassisted, draft:<preset>, reference)")
+            self.problem(field, f"{_shown(item)} is not an arm (unassisted, draft:<preset>, "
+                                "reference)")
             return None
         if item in ("unassisted", "reference"):
             return Arm(item, template=template)
         kind, _, preset = item.partition(":")
         if kind != "draft" or not _PRESET_RE.match(preset):
-            self.problem(field, f"unknown arm {item!r} (unassisted, draft:<preset>, reference)")
+            self.problem(field, f"unknown arm {_shown(item)} (unassisted, draft:<preset>, "
+                                "reference)")
             return None
         return Arm("draft", preset=preset)
 
@@ -354,7 +372,7 @@ class _Checker:
         default = max(n_arms or 2, 2) if design == "crossover" else 1
         value = raw.get("sessions", default)
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 20:
-            self.problem("sessions", f"must be a whole number from 1 to 20 (got {value!r})")
+            self.problem("sessions", f"must be a whole number from 1 to 20 (got {_shown(value)})")
             return None
         if design == "crossover" and (value < 2 or (n_arms is not None and n_arms < 2)):
             self.problem("sessions", "a crossover needs at least 2 sessions and 2 arms "
@@ -373,7 +391,7 @@ class _Checker:
         if isinstance(value, bool) or not isinstance(value, int | float) or not \
                 0 <= value <= 3650:
             self.problem("washout_days", f"must be a number of days from 0 to 3650 "
-                                         f"(got {value!r})")
+                                         f"(got {_shown(value)})")
             return None
         return float(value)
 
@@ -381,7 +399,7 @@ class _Checker:
         if value is None:
             self.problem("seed", "missing (a whole number: the allocation is made from it)")
         elif isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_SEED:
-            self.problem("seed", f"must be a whole number from 0 to 2^63-1 (got {value!r})")
+            self.problem("seed", f"must be a whole number from 0 to 2^63-1 (got {_shown(value)})")
         else:
             return int(value)
         return None
