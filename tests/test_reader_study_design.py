@@ -334,6 +334,11 @@ def test_yaml_that_would_run_code_or_explode_is_refused_in_one_sentence(tmp_path
     with pytest.raises(DesignError, match="found unhashable key") as caught:
         load_design(_write(tmp_path, laughs))  # a list as a key
     assert len(caught.value.problems) == 1
+    with (tmp_path / "huge.txt").open("wb") as f:
+        f.truncate((64 << 20) + 1)  # sparse: no disk used
+    with pytest.raises(DesignError, match=r"huge\.txt is over 67108864 bytes"):
+        load_design(_write(tmp_path, "name: x\ncases: {keys_file: huge.txt}\nreaders: [r]\n"
+                                     "arms: [unassisted]\ndesign: parallel\nseed: 1\n"))
     big = tmp_path / "big.yaml"
     big.write_text("#" * (2 << 20))
     with pytest.raises(DesignError, match="at most 1048576 bytes"):

@@ -39,6 +39,7 @@ FIELDS = ("name", "description", "cases", "readers", "arms", "design", "sessions
           "washout_days", "seed", "blinded")
 CASE_FIELDS = ("source", "split", "keys", "keys_file")
 MAX_FILE_BYTES = 1 << 20  # a design is a page of text; a larger file is a mistake
+MAX_KEYS_FILE_BYTES = 64 << 20
 MAX_SEED = 2**63  # fits the database's BIGINT
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -308,6 +309,10 @@ class _Checker:
         path = Path(value).expanduser()
         path = path if path.is_absolute() else self.base_dir / path
         try:
+            if path.stat().st_size > MAX_KEYS_FILE_BYTES:
+                self.problem("cases.keys_file", f"{path} is over {MAX_KEYS_FILE_BYTES} bytes "
+                                                "(a million keys fit in less)")
+                return None
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             reason = getattr(exc, "strerror", None) or "not UTF-8 text"
