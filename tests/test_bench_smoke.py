@@ -47,6 +47,9 @@ SCRIPTS = {
     "writers": (["--small"],
                 ["SQLite 1 writer(s):", "SQLite 2 writer(s):", "PostgreSQL 2 writer(s):",
                  "refused  lost  dup"]),
+    "study_create": (["--readers", "3", "--cases", "20"],
+                     ["3 readers x 20 cases x 2 sessions", "SQLite create: 120 readings",
+                      "PostgreSQL create: 120 readings", "balance spread 0"]),
 }
 # printed instead of the PostgreSQL figures where no PostgreSQL server can be started
 NO_POSTGRES = "PostgreSQL: skipped"
