@@ -103,7 +103,7 @@ def load(path: Path) -> Readings:
     """Read a CSV (or Parquet, by its suffix) readings table and check it (ReadingsError)."""
     frame = _read_frame(path)
     return from_columns({str(c): [_text(v) for v in frame[c].tolist()] for c in frame.columns},
-                        source=str(path), row_offset=0 if _is_parquet(path) else 2,
+                        source=str(path), row_offset=1 if _is_parquet(path) else 2,
                         row_word="row" if _is_parquet(path) else "line")
 
 
@@ -147,7 +147,7 @@ def from_columns(columns: Mapping[str, list[str]], source: str, row_offset: int 
     """Check the text columns of a readings table and build the analysable Readings.
 
     `row_offset` turns a 0-based data row into the number a user sees (2 for a CSV line under
-    its header; 0 for a Parquet row)."""
+    its header; 1 for a Parquet row, counted from 1)."""
     names = {c.strip().lower(): c for c in columns}
     missing = [c for c in REQUIRED if c not in names]
     if missing:
@@ -265,6 +265,12 @@ def _flag(value: str, name: str, source: str, where: Any, i: int,
         return 1.0
     if text in FALSE:
         return 0.0
+    try:  # a numeric column (Parquet, spreadsheets) holds 1.0 and 0.0
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if number in (0.0, 1.0):
+        return number
     raise ReadingsError(f"{source}: {where(i)}: column {name} is {value!r}, not 0/1 "
                         "(or true/false, yes/no)")
 
