@@ -194,7 +194,7 @@ def analyze(readings: Readings, reference: str | None = None) -> StudyAnalysis:
     if reference not in arms:
         raise AnalysisError(f"{readings.source}: no arm {reference!r} to compare against (arms: "
                             f"{', '.join(arms)}); choose one with --reference")
-    design = _Design(readings, reference)
+    design = Design(readings, reference)
     outcomes: dict[str, OutcomeResult] = {"seconds": _time_model(design, readings.seconds,
                                                                  "seconds", per_reader=True)}
     if readings.first_to_last is not None:
@@ -215,7 +215,7 @@ def analyze(readings: Readings, reference: str | None = None) -> StudyAnalysis:
         ignored_columns=readings.ignored_columns, software=_software())
 
 
-class _Design:
+class Design:
     """Codes and dummy columns shared by every outcome's model: reference arm first, then the
     other arms in order; the first session is the baseline."""
 
@@ -255,7 +255,7 @@ class _Design:
         return found, notes
 
 
-def _fit_mixed(design: _Design, y: FloatArray, rows: npt.NDArray[np.bool_],
+def _fit_mixed(design: Design, y: FloatArray, rows: npt.NDArray[np.bool_],
                outcome: str, transform: Callable[[float], float],
                scale: str) -> tuple[OutcomeResult, mixed.MixedFit | None]:
     x, names, notes = design.matrix(rows)
@@ -291,7 +291,7 @@ def _fit_mixed(design: _Design, y: FloatArray, rows: npt.NDArray[np.bool_],
     return result, fit
 
 
-def _time_model(design: _Design, values: FloatArray, outcome: str,
+def _time_model(design: Design, values: FloatArray, outcome: str,
                 per_reader: bool = False) -> OutcomeResult:
     rows = np.isfinite(values) & (values > 0)
     skipped = int(np.isfinite(values).sum() - rows.sum())
@@ -304,12 +304,12 @@ def _time_model(design: _Design, values: FloatArray, outcome: str,
                          result.converged, notes)
 
 
-def _linear_model(design: _Design, values: FloatArray, outcome: str) -> OutcomeResult:
+def _linear_model(design: Design, values: FloatArray, outcome: str) -> OutcomeResult:
     rows = np.isfinite(values)
     return _fit_mixed(design, values[rows], rows, outcome, float, "difference")[0]
 
 
-def _binary_model(design: _Design, values: FloatArray, outcome: str) -> OutcomeResult:
+def _binary_model(design: Design, values: FloatArray, outcome: str) -> OutcomeResult:
     """Marginal logistic model with two-way (reader, case) clustered standard errors."""
     import statsmodels.api as sm
 
@@ -327,7 +327,7 @@ def _binary_model(design: _Design, values: FloatArray, outcome: str) -> OutcomeR
     if reference is None or len(present) < 2:
         return OutcomeResult(outcome, model, int(rows.sum()), (), notes=(
             *notes, f"{outcome} is present in fewer than 2 arms: no contrast"))
-    sub = _Design(design.readings, reference)
+    sub = Design(design.readings, reference)
     x, names, more = sub.matrix(rows)
     notes += more
     y = values[rows]
@@ -353,7 +353,7 @@ def _binary_model(design: _Design, values: FloatArray, outcome: str) -> OutcomeR
                          converged=bool(getattr(res, "converged", True)), notes=tuple(notes))
 
 
-def _per_reader(design: _Design, y: FloatArray, rows: npt.NDArray[np.bool_],
+def _per_reader(design: Design, y: FloatArray, rows: npt.NDArray[np.bool_],
                 fit: mixed.MixedFit) -> tuple[ReaderEffect, ...]:
     """Each reader's ratio per arm: least squares of (log time - the case's conditional mode)
     on arm and session within the reader, t-based 95 % interval."""
