@@ -110,6 +110,10 @@ def _effects(analysis: StudyAnalysis) -> list[str]:
         for c in o.contrasts:
             rows.append([LABELS.get(name, name), c.arm, c.reference, c.scale.replace("_", " "),
                          _fmt(c.estimate), f"{_fmt(c.ci95[0])} – {_fmt(c.ci95[1])}", _p(c.p)])
+        for c in o.session_effects if name == "seconds" else ():
+            rows.append([LABELS.get(name, name), f"session {c.arm}", f"session {c.reference}",
+                         c.scale, _fmt(c.estimate), f"{_fmt(c.ci95[0])} – {_fmt(c.ci95[1])}",
+                         _p(c.p)])
         notes += [f"{LABELS.get(name, name)}: {note}" for note in o.notes]
     out = ["<h2>Effects against the reference arm</h2>",
            _table(["outcome", "arm", "against", "scale", "estimate", "95 % CI", "p"], rows,
