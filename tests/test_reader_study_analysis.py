@@ -191,3 +191,9 @@ def test_the_interval_covers_the_known_effect_at_about_the_nominal_rate():
         estimates.append(wald.estimate)
     assert 0.91 <= covered / 200 <= 0.99, covered
     assert abs(np.mean(estimates) - math.log(0.85)) < 0.01  # unbiased
+
+
+def test_a_spreadsheet_csv_with_a_byte_order_mark_loads(tmp_path):
+    path = write_csv(SMALL, tmp_path / "r.csv")
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert len(load(tmp_path / "bom.csv")) == len(load(path)) == 6 * 30 * 2

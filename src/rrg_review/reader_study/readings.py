@@ -124,7 +124,9 @@ def _read_frame(path: Path) -> Any:
                 raise ReadingsError(f"{path}: reading Parquet needs pyarrow (pip install "
                                     "pyarrow), or give the table as CSV") from exc
             return pd.read_parquet(path)
-        return pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+        # utf-8-sig: a spreadsheet's byte-order mark must not become part of the first name
+        return pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True,
+                           encoding="utf-8-sig")
     except ReadingsError:
         raise
     except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
