@@ -57,7 +57,8 @@ def test_cli_writes_the_json_contract_and_a_self_contained_html(tmp_path):
     assert seconds["n"] == result["n"]["readings"] == 8 * 60 * 2
     assert {r["reader"] for r in seconds["per_reader"]} == {f"R{i:03d}" for i in range(8)}
     [odds] = result["outcomes"]["accepted"]["contrasts"]
-    assert odds["odds_ratio"] > 1 and odds["ci95"][0] > 1  # 0.6 vs 0.3 accepted
+    # accepted 0.6 vs 0.3: the odds ratio is (0.6 / 0.4) / (0.3 / 0.7) = 3.5
+    assert odds["ci95"][0] < 3.5 < odds["ci95"][1] and odds["ci95"][0] > 1
     ftl = result["outcomes"]["first_to_last_seconds"]["contrasts"][0]
     assert ftl["ratio"] < 1
     assert [a["arm"] for a in result["arms"]] == ["unassisted", "draft:model-a"]
@@ -197,3 +198,36 @@ def test_a_spreadsheet_csv_with_a_byte_order_mark_loads(tmp_path):
     path = write_csv(SMALL, tmp_path / "r.csv")
     (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     assert len(load(tmp_path / "bom.csv")) == len(load(path)) == 6 * 30 * 2
+
+
+def test_every_numeric_outcome_gets_its_model_and_a_tiny_table_no_traceback():
+    table = columns(SMALL)
+    n = len(table["reader"])
+    rng = np.random.default_rng(0)
+    drafted = np.array(table["arm"]) == "draft:model-a"
+    table["likert"] = [str(int(v)) for v in rng.integers(1, 4, n) + drafted]  # +1 with a draft
+    table["metric_bleu4"] = [f"{v:.4f}" for v in rng.normal(-0.1, 0.05, n)]  # may be negative
+    result = analyze(from_columns(table, "outcomes"))
+    [likert] = result.outcomes["likert"].contrasts
+    assert likert.scale == "difference" and likert.ci95[0] < 1.0 < likert.ci95[1]
+    assert "difference" in likert.to_json() and "log_difference" not in likert.to_json()
+    assert result.outcomes["metric_bleu4"].contrasts[0].scale == "difference"
+    assert {a.arm: round(a.outcomes["likert"].mean) for a in result.arms} == {
+        "unassisted": 2, "draft:model-a": 3}
+    tiny = {k: v[:3] for k, v in columns(SMALL).items()}
+    small = analyze(from_columns(tiny, "tiny"))
+    assert small.outcomes["seconds"].contrasts == ()
+    assert "too few readings" in small.outcomes["seconds"].notes[-1]
+    json.dumps(small.to_json(), allow_nan=False)
+
+
+def test_the_html_escapes_what_the_table_says():
+    from rrg_review.reader_study.report import render
+
+    table = columns(SMALL)
+    table["arm"] = ["<script>alert(1)</script>" if a != "unassisted" else a
+                    for a in table["arm"]]
+    table["reader"] = [f'{r}"><img src=x>' for r in table["reader"]]
+    page = render(analyze(from_columns(table, "<b>file</b>.csv")))
+    assert "<script" not in page and "<img" not in page and "<b>file" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page

@@ -269,9 +269,16 @@ def _fit_mixed(design: Design, y: FloatArray, rows: npt.NDArray[np.bool_],
         return OutcomeResult(outcome, model, int(rows.sum()), (), notes=(
             *notes, f"no readings of both {design.reference!r} and another arm with "
                     f"{outcome}: no contrast"),), None
-    if not factors:
-        return OutcomeResult(outcome, model, int(rows.sum()), (), notes=tuple(notes)), None
-    fit = mixed.fit(y, x, names, factors)
+    if not factors or len(y) <= x.shape[1] + 1:
+        return OutcomeResult(outcome, model, int(rows.sum()), (), notes=(
+            *notes, f"too few readings or readers and cases for a model of {outcome}")), None
+    try:
+        fit = mixed.fit(y, x, names, factors)
+    except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
+        logger.warning("%s: the mixed model of %s failed: %s", design.readings.source, outcome,
+                       exc)
+        return OutcomeResult(outcome, model, int(rows.sum()), (), converged=False, notes=(
+            *notes, f"the model could not be fitted ({exc})")), None
 
     def contrast(name: str, label: str, reference: str) -> Contrast:
         w = fit.wald(name)
