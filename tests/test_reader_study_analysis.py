@@ -103,6 +103,11 @@ def test_unknown_reference_arm_and_unreadable_files(tmp_path, capsys):
         capsys.readouterr().err)
     assert main(["study", "analyze", "--readings", str(tmp_path / "none.csv")]) == 2
     assert "none.csv: no such readings file" in capsys.readouterr().err
+    assert main(["study", "analyze", "--readings", str(tmp_path)]) == 2
+    assert "a folder, not a readings file" in capsys.readouterr().err
+    (tmp_path / "empty.csv").write_bytes(b"")
+    assert main(["study", "analyze", "--readings", str(tmp_path / "empty.csv")]) == 2
+    assert "empty.csv: not a readable CSV table" in capsys.readouterr().err
     (tmp_path / "bad.parquet").write_bytes(b"not parquet at all")
     assert main(["study", "analyze", "--readings", str(tmp_path / "bad.parquet")]) == 2
     assert "bad.parquet: not a readable Parquet table" in capsys.readouterr().err

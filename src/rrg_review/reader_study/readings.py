@@ -114,6 +114,8 @@ def _is_parquet(path: Path) -> bool:
 def _read_frame(path: Path) -> Any:
     import pandas as pd
 
+    if path.is_dir():
+        raise ReadingsError(f"{path}: a folder, not a readings file")
     if not path.is_file():
         raise ReadingsError(f"{path}: no such readings file")
     try:
