@@ -119,7 +119,7 @@ def test_unknown_reference_arm_and_unreadable_files(tmp_path, capsys):
 def test_exclusions_are_counted_with_their_reasons(tmp_path):
     table = columns(SMALL)
     n = len(table["reader"])
-    table["signed"] = ["1"] * n
+    table["signed"] = ["1", "2026-11-24T10:15:00+00:00", "yes"] * (n // 3)
     table["signed"][0] = table["signed"][5] = "0"
     table["seconds"][1] = ""
     table["seconds"][2] = "0"

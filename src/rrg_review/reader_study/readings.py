@@ -9,7 +9,8 @@ runs (the analysis never sees a half-valid table). Columns (README, "Reader stud
   `errors_total`, `first_to_last_seconds` or the pair `first_keystroke_seconds` and
   `last_keystroke_seconds` (seconds from opening the reading; first-to-last = last - first),
   and metric columns `metric_<name>` (a metric of the final report against the reference);
-- `signed` (0/1, true/false, yes/no; empty = unsigned): unsigned readings are excluded.
+- `signed` (0/1, true/false, yes/no, or the ISO 8601 time of signing; empty = unsigned):
+  unsigned readings are excluded.
 
 A reading whose `seconds` is empty or 0 has no time and is excluded with that reason; a
 non-numeric or negative value is an error, not an exclusion (it means the table is broken).
@@ -182,7 +183,7 @@ def from_columns(columns: Mapping[str, list[str]], source: str, row_offset: int 
             keep[hit] = False
 
     if SIGNED in col:
-        signed = np.array([_flag(v, SIGNED, source, where, i)
+        signed = np.array([1.0 if _is_timestamp(v) else _flag(v, SIGNED, source, where, i)
                            for i, v in enumerate(col[SIGNED])], dtype=float)
         exclude(signed != 1, "unsigned reading")
     exclude(np.isnan(seconds) | (seconds == 0), "no reading time (seconds empty or 0)")
@@ -277,6 +278,19 @@ def _flag(value: str, name: str, source: str, where: Any, i: int,
         return number
     raise ReadingsError(f"{source}: {where(i)}: column {name} is {value!r}, not 0/1 "
                         "(or true/false, yes/no)")
+
+
+def _is_timestamp(value: str) -> bool:
+    """A signing time (ISO 8601, as a database export writes it) means signed."""
+    from datetime import datetime
+
+    if len(value) < 10:  # not a date: leaves "1", "0", "yes" to _flag
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _first_to_last(col: Mapping[str, list[str]], source: str, where: Any) -> FloatArray | None:
