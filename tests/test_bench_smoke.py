@@ -44,6 +44,11 @@ SCRIPTS = {
                "values equal: True", "database, 20 studies",
                "open (database part)   PostgreSQL / SQLite (p50):",
                "save an edit           PostgreSQL / SQLite (p50):"]),
+    "reader_study": (["--readers", "4", "--cases", "30"],
+                     ["reader study, 4 readers x 30 cases x 2 sessions: 240 readings",
+                      "study analyze --readings, end to end", "in process: load",
+                      "mixed model fit alone (reading time):", "lme4 lmer (REML) fit:",
+                      "ours / lme4, fit:", "estimate equal to lme4 (1e-3, log scale): True"]),
     "writers": (["--small"],
                 ["SQLite 1 writer(s):", "SQLite 2 writer(s):", "PostgreSQL 2 writer(s):",
                  "refused  lost  dup"]),
@@ -53,6 +58,8 @@ SCRIPTS = {
 }
 # printed instead of the PostgreSQL figures where no PostgreSQL server can be started
 NO_POSTGRES = "PostgreSQL: skipped"
+# printed instead of the lme4 figures where R or its lme4 package is not installed
+NO_LME4 = "lme4: skipped"
 
 
 @pytest.mark.parametrize("script", list(SCRIPTS))
@@ -69,6 +76,8 @@ def test_bench_script_runs_and_prints_its_figures(script, tmp_path):
     if NO_POSTGRES in run.stdout:
         expected = [line for line in expected if "PostgreSQL" not in line
                     and not line.startswith("database,")]
+    if NO_LME4 in run.stdout:
+        expected = [line for line in expected if "lme4" not in line]
     missing = [line for line in expected if line not in run.stdout]
     assert missing == [], f"missing {missing} in:\n{run.stdout[-3000:]}"
     assert "Traceback" not in run.stderr, run.stderr[-3000:]
