@@ -1,0 +1,216 @@
+"""ReXVal error counts suggested by a reader's edit: the draft's findings aligned with the final's
+(the reader's final text is the truth here), each difference that matters named by its ReXVal
+category (`core.vocabulary.REXVAL_CATEGORIES`) with the sentence(s) it comes from.
+
+The rules (issue #22):
+- a reported (positive or uncertain) finding of the draft that the final does not report:
+  `false_finding`; one the final reports and the draft does not: `missing_finding`;
+- the same finding reported on both sides with another side or zone: `wrong_location`; with
+  another severity or size: `wrong_severity`;
+- a change or comparison statement of the draft that the final drops or contradicts:
+  `false_comparison`; one the final adds: `omitted_comparison`. A statement that goes with a
+  finding counted as false or missing is not counted again.
+Edits that change no finding suggest nothing: order, spacing, case, punctuation, typos of the
+observation words, "There is no X" for "No X", the synonyms of `lexicon.OBSERVATIONS`.
+
+What it cannot know: a finding the extractor has no word for, a change of meaning its rules
+miss (double negation, a side stated in another sentence), and whether an error is clinically
+significant (ReXVal's second axis stays the reader's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rrg_review.core.vocabulary import REXVAL_CATEGORIES
+from rrg_review.metrics.findings.extract import (
+    Comparison,
+    Finding,
+    FindingExtractor,
+    ReportFindings,
+)
+
+__all__ = ["SuggestedError", "Suggestion", "suggest_errors"]
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class SuggestedError:
+    """One suggested error: its category, the observation it is about (None for a comparison
+    statement without one), a short reason, and the sentence spans in the draft and in the final
+    (None where the sentence exists on one side only)."""
+
+    category: str
+    observation: str | None
+    reason: str
+    draft: Span | None
+    final: Span | None
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    errors: tuple[SuggestedError, ...]
+
+    def counts(self) -> dict[str, int]:
+        """Count per ReXVal category, in the vocabulary's order, categories without a
+        suggestion left out."""
+        found = {c: sum(1 for e in self.errors if e.category == c) for c in REXVAL_CATEGORIES}
+        return {c: n for c, n in found.items() if n}
+
+
+def suggest_errors(draft: str, final: str,
+                   extractor: FindingExtractor | None = None) -> Suggestion:
+    """The ReXVal errors the edit from `draft` to `final` suggests (see the module docstring).
+
+    Args:
+        draft: the model's text of one section.
+        final: the reader's text of the same section (the truth).
+        extractor: reuse one across calls (building it takes a few milliseconds).
+    """
+    ex = extractor if extractor is not None else FindingExtractor()
+    before, after = ex.extract(draft), ex.extract(final)
+    errors = _finding_errors(_distinct(before.findings), _distinct(after.findings))
+    errors += _comparison_errors(before, after, errors)
+    order = {c: i for i, c in enumerate(REXVAL_CATEGORIES)}
+    errors.sort(key=lambda e: (order[e.category], (e.draft or e.final or (0, 0))[0]))
+    return Suggestion(tuple(errors))
+
+
+def _distinct(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings less the bare repeats ("Small right effusion. The effusion is unchanged."):
+    a reported mention with no side, zone, severity or size of an observation already reported
+    elsewhere in the text refers back to it."""
+    items = list(findings)
+    out: list[Finding] = []
+    for f in items:
+        bare = (f.laterality is None and not f.zones and f.severity is None
+                and f.size_mm is None)
+        if f.reported and bare and any(g is not f and g.reported and g.observation ==
+                                       f.observation and (not _bare(g) or items.index(g) <
+                                                          items.index(f)) for g in items):
+            continue
+        out.append(f)
+    return out
+
+
+def _bare(f: Finding) -> bool:
+    return f.laterality is None and not f.zones and f.severity is None and f.size_mm is None
+
+
+def _span(f: Finding | Comparison) -> Span:
+    return (f.sentence_start, f.sentence_end)
+
+
+def _score(d: Finding, f: Finding) -> float:
+    return (4.0 * (d.reported == f.reported) + 2.0 * (d.laterality == f.laterality)
+            + (d.zones == f.zones) + (d.severity == f.severity) + (d.size_mm == f.size_mm))
+
+
+def _align(draft: list[Finding], final: list[Finding]) -> tuple[list[tuple[Finding, Finding]],
+                                                                 list[Finding], list[Finding]]:
+    """Greedy best-first pairing of the mentions of each observation: (pairs, draft left over,
+    final left over)."""
+    candidates = sorted(((d, f) for d in draft for f in final if d.observation == f.observation),
+                        key=lambda p: (-_score(*p), abs(p[0].sentence - p[1].sentence)))
+    used_d: set[int] = set()
+    used_f: set[int] = set()
+    pairs = []
+    for d, f in candidates:
+        if id(d) in used_d or id(f) in used_f:
+            continue
+        used_d.add(id(d))
+        used_f.add(id(f))
+        pairs.append((d, f))
+    return (pairs, [d for d in draft if id(d) not in used_d],
+            [f for f in final if id(f) not in used_f])
+
+
+def _size_differs(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is not b
+    return abs(a - b) > max(0.5, 0.1 * max(a, b))
+
+
+def _finding_errors(draft: list[Finding], final: list[Finding]) -> list[SuggestedError]:
+    pairs, only_draft, only_final = _align(draft, final)
+    out: list[SuggestedError] = []
+    for d, f in pairs:
+        obs = d.observation
+        if d.reported and not f.reported:
+            out.append(SuggestedError("false_finding", obs, f"{obs}: reported in the draft, "
+                                      "negated in the final", _span(d), _span(f)))
+        elif f.reported and not d.reported:
+            out.append(SuggestedError("missing_finding", obs, f"{obs}: negated in the draft, "
+                                      "reported in the final", _span(d), _span(f)))
+        elif d.reported:
+            if d.laterality != f.laterality or d.zones != f.zones:
+                where = " ".join(x for x in (d.laterality, *sorted(d.zones)) if x) or "unstated"
+                now = " ".join(x for x in (f.laterality, *sorted(f.zones)) if x) or "unstated"
+                out.append(SuggestedError("wrong_location", obs,
+                                          f"{obs}: {where} -> {now}", _span(d), _span(f)))
+            if d.severity != f.severity or _size_differs(d.size_mm, f.size_mm):
+                out.append(SuggestedError("wrong_severity", obs, f"{obs}: "
+                                          f"{_grade(d)} -> {_grade(f)}", _span(d), _span(f)))
+    out += [SuggestedError("false_finding", d.observation, f"{d.observation}: not in the final",
+                           _span(d), None) for d in only_draft if d.reported]
+    out += [SuggestedError("missing_finding", f.observation, f"{f.observation}: not in the "
+                           "draft", None, _span(f)) for f in only_final if f.reported]
+    return out
+
+
+def _grade(f: Finding) -> str:
+    size = f"{f.size_mm:g} mm" if f.size_mm is not None else None
+    return " ".join(x for x in (f.severity, size) if x) or "ungraded"
+
+
+def _same_subject(a: Comparison, b: Comparison) -> float:
+    if a.observations or b.observations:
+        return float(len(a.observations & b.observations)) / max(
+            1, len(a.observations | b.observations))
+    union = a.words | b.words
+    return float(len(a.words & b.words)) / len(union) if union else 1.0
+
+
+def _comparison_errors(before: ReportFindings, after: ReportFindings,
+                       finding_errors: list[SuggestedError]) -> list[SuggestedError]:
+    """Change statements of the draft vs the final, matched by what they are about; the ones
+    left over (or contradicted) are comparison errors unless they go with a false or missing
+    finding already counted."""
+    pairs = sorted(((d, f, _same_subject(d, f)) for d in before.comparisons
+                    for f in after.comparisons), key=lambda p: -p[2])
+    used_d: set[int] = set()
+    used_f: set[int] = set()
+    out: list[SuggestedError] = []
+    for d, f, overlap in pairs:
+        if overlap < 0.5 or id(d) in used_d or id(f) in used_f:
+            continue
+        used_d.add(id(d))
+        used_f.add(id(f))
+        core_d, core_f = d.kinds - {"comparison"}, f.kinds - {"comparison"}
+        if core_d != core_f:
+            subject = ", ".join(sorted(d.observations)) or None
+            out.append(SuggestedError(
+                "false_comparison", subject, f"{subject or 'statement'}: "
+                f"{'/'.join(sorted(core_d)) or 'compared'} -> "
+                f"{'/'.join(sorted(core_f)) or 'compared'}", _span(d), _span(f)))
+    counted_d = {(e.draft, e.observation) for e in finding_errors if e.category ==
+                 "false_finding"}
+    counted_f = {(e.final, e.observation) for e in finding_errors if e.category ==
+                 "missing_finding"}
+    for d in before.comparisons:
+        if id(d) not in used_d and not (d.observations and all(
+                (_span(d), o) in counted_d for o in d.observations)):
+            subject = ", ".join(sorted(d.observations)) or None
+            out.append(SuggestedError("false_comparison", subject, f"{subject or 'statement'}: "
+                                      "change stated in the draft only", _span(d), None))
+    for f in after.comparisons:
+        if id(f) not in used_f and not (f.observations and all(
+                (_span(f), o) in counted_f for o in f.observations)):
+            subject = ", ".join(sorted(f.observations)) or None
+            what = subject or "statement"
+            out.append(SuggestedError("omitted_comparison", subject,
+                                      f"{what}: change stated in the final only", None,
+                                      _span(f)))
+    return out
