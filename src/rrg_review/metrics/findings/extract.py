@@ -101,8 +101,8 @@ class Finding:
 @dataclass(frozen=True)
 class Comparison:
     """A sentence that states a change or a comparison with a prior study: the kinds it states,
-    the observations the sentence names, and (for sentences without one) its content words, by
-    which the same statement is found in another version of the report."""
+    the observations the sentence names, and its content words, by which the same statement is
+    found in another version of the report."""
 
     kinds: frozenset[str]
     observations: frozenset[str]
@@ -181,13 +181,15 @@ class FindingExtractor:
     # --- tokens -------------------------------------------------------------------------
     def tokens(self, text: str, offset: int = 0) -> list[Token]:
         """Normalised tokens of `text` with spans shifted by `offset`."""
-        return [Token(self._correct(normalise(m.group())), offset + m.start(), offset + m.end())
+        return [Token(self._correct(m.group()), offset + m.start(), offset + m.end())
                 for m in _TOKEN.finditer(text.lower())]
 
-    def _correct(self, word: str) -> str:
-        """An observation word the writer mistyped ("efusion", "pnuemothorax") as that word;
-        other words unchanged. Only words of 7+ letters, at most 1 edit (2 from 10 letters)."""
-        if len(word) < 7 or word in self._known or not word.isalpha():
+    def _correct(self, raw: str) -> str:
+        """The normalised word, or the observation word the writer mistyped ("efusion",
+        "oacities") as that word. Only words of 6+ letters as written (targets of 7+), at most
+        1 edit (2 from 10 letters)."""
+        word = normalise(raw)
+        if len(raw) < 6 or word in self._known or not word.isalpha():
             return word
         cached = self._corrections.get(word)
         if cached is not None:
@@ -195,7 +197,7 @@ class FindingExtractor:
         from rapidfuzz import process
         from rapidfuzz.distance import OSA
 
-        limit = 2 if len(word) >= 10 else 1
+        limit = 2 if len(raw) >= 10 else 1
         best = process.extractOne(word, self._fuzzy_targets, scorer=OSA.distance,
                                   score_cutoff=limit)
         fixed = best[0] if best is not None else word
@@ -225,7 +227,7 @@ class FindingExtractor:
             kinds = frozenset(kind for _, kind in changes)
             if kinds:
                 observations = frozenset(m.observation for m in mentions)
-                words = frozenset() if observations else frozenset(
+                words = frozenset(
                     n for i, n in enumerate(norms) if n.isalpha() and len(n) > 2
                     and n not in _STOPWORDS and not any(i in r for r, _ in changes))
                 comparisons.append(Comparison(kinds, observations, words, index,

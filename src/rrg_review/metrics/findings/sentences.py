@@ -26,12 +26,13 @@ _ABBREVIATIONS = frozenset({
 # abbreviations that do end a sentence when what follows starts a new one ("... 2 cm. No ...")
 _ENDING_ABBREVIATIONS = frozenset({"mm", "cm", "etc", "x", "ap", "pa", "lat", "post", "hx"})
 # a run of terminal punctuation, then white space or the end
-_END = re.compile(r"[.!?]+(?=\s|$)|\n\s*\n")
+_END = re.compile(r"[.!?;]+(?=\s|$)|\n\s*\n")
 _LIST_MARKER = re.compile(r"(?:^|(?<=\s))(?:\d{1,2}[.)]|[-*\u2022])(?=\s)")
 # a line break ends a sentence when the next line starts like a new one
 _LINE_BREAK = re.compile(r"\n(?=[ \t]*(?:[A-Z]|\d{1,2}[.)]\s|[-*\u2022]\s))")
-# run-on dictation: a capitalised negation or sentence opener after a lower-case word
-_RUN_ON = re.compile(r"(?<=[a-z]) (?=(?:No|There|The|Heart|Lungs)\s+[a-z])")
+# run-on dictation: a capitalised word after a lower-case one ("... effusions Overexpanded
+# lungs"); acronyms (PICC, XXXX) and eponyms of findings are not capitalised words here
+_RUN_ON = re.compile(r"(?<=[a-z]) (?=(?!Kerley|Swan)[A-Z][a-z]+\b)")
 _WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z.]*|\d+)$")
 
 
@@ -77,7 +78,7 @@ def _protected(text: str, dot: int, end: int) -> bool:
     """Whether the period at `dot` belongs to a word (abbreviation, list number) rather than
     ending a sentence."""
     if end - dot > 1 or text[dot] != ".":
-        return False  # "..", "!", "?" always end
+        return False  # "..", "!", "?", ";" always end
     before = _WORD_BEFORE.search(text, 0, dot)
     if before is None:
         return False

@@ -165,12 +165,21 @@ def _grade(f: Finding) -> str:
     return " ".join(x for x in (f.severity, size) if x) or "ungraded"
 
 
-def _same_subject(a: Comparison, b: Comparison) -> float:
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    union = a | b
+    return float(len(a & b)) / len(union) if union else 1.0
+
+
+def _same_subject(a: Comparison, b: Comparison) -> tuple[float, bool, float]:
+    """How surely two statements are about the same thing: the overlap of their observations
+    (of their words where neither names one), then whether they state the same change, then
+    the overlap of their words (two statements about tubes: the one that is "stable" in both)."""
     if a.observations or b.observations:
-        return float(len(a.observations & b.observations)) / max(
-            1, len(a.observations | b.observations))
-    union = a.words | b.words
-    return float(len(a.words & b.words)) / len(union) if union else 1.0
+        subject = _jaccard(a.observations, b.observations)
+    else:
+        subject = _jaccard(a.words, b.words)
+    return (subject, a.kinds - {"comparison"} == b.kinds - {"comparison"},
+            _jaccard(a.words, b.words))
 
 
 def _comparison_errors(before: ReportFindings, after: ReportFindings,
@@ -179,12 +188,12 @@ def _comparison_errors(before: ReportFindings, after: ReportFindings,
     left over (or contradicted) are comparison errors unless they go with a false or missing
     finding already counted."""
     pairs = sorted(((d, f, _same_subject(d, f)) for d in before.comparisons
-                    for f in after.comparisons), key=lambda p: -p[2])
+                    for f in after.comparisons), key=lambda p: p[2], reverse=True)
     used_d: set[int] = set()
     used_f: set[int] = set()
     out: list[SuggestedError] = []
     for d, f, overlap in pairs:
-        if overlap < 0.5 or id(d) in used_d or id(f) in used_f:
+        if overlap[0] < 0.5 or id(d) in used_d or id(f) in used_f:
             continue
         used_d.add(id(d))
         used_f.add(id(f))
