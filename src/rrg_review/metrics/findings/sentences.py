@@ -32,7 +32,7 @@ _LIST_MARKER = re.compile(r"(?:^|(?<=\s))(?:\d{1,2}[.)]|[-*\u2022])(?=\s)")
 _LINE_BREAK = re.compile(r"\n(?=[ \t]*(?:[A-Z]|\d{1,2}[.)]\s|[-*\u2022]\s))")
 # run-on dictation: a capitalised word after a lower-case one ("... effusions Overexpanded
 # lungs"); acronyms (PICC, XXXX) and eponyms of findings are not capitalised words here
-_RUN_ON = re.compile(r"(?<=[a-z]) (?=(?!Kerley|Swan)[A-Z][a-z]+\b)")
+_RUN_ON = re.compile(r"(?<=[a-z]) (?=(?!(?:Kerley|Swan|Dr|Drs|Mr|Mrs|Ms)\b)[A-Z][a-z]+\b)")
 _WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z.]*|\d+)$")
 
 
