@@ -34,6 +34,7 @@ from rrg_review.metrics.findings.extract import (
 __all__ = ["SuggestedError", "Suggestion", "suggest_errors"]
 
 Span = tuple[int, int]
+_MAX_CANDIDATES = 10_000
 
 
 @dataclass(frozen=True)
@@ -80,17 +81,17 @@ def suggest_errors(draft: str, final: str,
 
 def _distinct(findings: Iterable[Finding]) -> list[Finding]:
     """The findings less the bare repeats ("Small right effusion. The effusion is unchanged."):
-    a reported mention with no side, zone, severity or size of an observation already reported
-    elsewhere in the text refers back to it."""
+    a reported mention with no side, zone, severity or size of an observation reported before
+    it, or described anywhere in the text, refers back to it."""
     items = list(findings)
+    described = {f.observation for f in items if f.reported and not _bare(f)}
+    seen: set[str] = set()
     out: list[Finding] = []
     for f in items:
-        bare = (f.laterality is None and not f.zones and f.severity is None
-                and f.size_mm is None)
-        if f.reported and bare and any(g is not f and g.reported and g.observation ==
-                                       f.observation and (not _bare(g) or items.index(g) <
-                                                          items.index(f)) for g in items):
+        if f.reported and _bare(f) and (f.observation in described or f.observation in seen):
             continue
+        if f.reported:
+            seen.add(f.observation)
         out.append(f)
     return out
 
@@ -110,21 +111,33 @@ def _score(d: Finding, f: Finding) -> float:
 
 def _align(draft: list[Finding], final: list[Finding]) -> tuple[list[tuple[Finding, Finding]],
                                                                  list[Finding], list[Finding]]:
-    """Greedy best-first pairing of the mentions of each observation: (pairs, draft left over,
-    final left over)."""
-    candidates = sorted(((d, f) for d in draft for f in final if d.observation == f.observation),
-                        key=lambda p: (-_score(*p), abs(p[0].sentence - p[1].sentence)))
-    used_d: set[int] = set()
-    used_f: set[int] = set()
-    pairs = []
-    for d, f in candidates:
-        if id(d) in used_d or id(f) in used_f:
+    """Best-first pairing of the mentions of each observation: (pairs, draft left over, final
+    left over). Beyond `_MAX_CANDIDATES` pairs of one observation (hostile text, not a report)
+    the mentions are paired in order instead."""
+    pairs: list[tuple[Finding, Finding]] = []
+    only_draft: list[Finding] = []
+    only_final: list[Finding] = []
+    for obs in dict.fromkeys(f.observation for f in [*draft, *final]):
+        ds = [d for d in draft if d.observation == obs]
+        fs = [f for f in final if f.observation == obs]
+        if len(ds) * len(fs) > _MAX_CANDIDATES:
+            n = min(len(ds), len(fs))
+            pairs += list(zip(ds[:n], fs[:n], strict=True))
+            only_draft += ds[n:]
+            only_final += fs[n:]
             continue
-        used_d.add(id(d))
-        used_f.add(id(f))
-        pairs.append((d, f))
-    return (pairs, [d for d in draft if id(d) not in used_d],
-            [f for f in final if id(f) not in used_f])
+        candidates = sorted(((d, f) for d in ds for f in fs),
+                            key=lambda p: (-_score(*p), abs(p[0].sentence - p[1].sentence)))
+        used_d: set[int] = set()
+        used_f: set[int] = set()
+        for d, f in candidates:
+            if id(d) not in used_d and id(f) not in used_f:
+                used_d.add(id(d))
+                used_f.add(id(f))
+                pairs.append((d, f))
+        only_draft += [d for d in ds if id(d) not in used_d]
+        only_final += [f for f in fs if id(f) not in used_f]
+    return pairs, only_draft, only_final
 
 
 def _size_differs(a: float | None, b: float | None) -> bool:
