@@ -12,8 +12,9 @@ draft carries the inserted sentence and whose final is the report; an error the 
 a pair whose final carries it. Targets: macro-F1 >= 0.8 over the six categories, <= 5 % of
 edits that change no finding with any suggestion, < 20 ms p95 per pair.
 
-Run: `.venv/bin/python -m bench.suggest_errors [--n 3955] [--seed 22] [--show-misses 10]`
-(quick check: `--n 200`; the reports are read from ../shared/data/NLMCXR_reports.tgz).
+Run: `.venv/bin/python -m bench.suggest_errors [--n 3955] [--seed 22] [--held-out]
+[--show-misses 10]` (the reports are read from ../shared/data/NLMCXR_reports.tgz; quick check
+without it: `--synthetic --n 200`).
 """
 
 from __future__ import annotations
@@ -422,15 +423,24 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=None, help="reports used (default all)")
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--archive", type=Path, default=IU, help=f"default {IU}")
+    parser.add_argument("--synthetic", action="store_true",
+                        help="report-like texts from bench.scoring's sentences instead of "
+                             "Open-i (a quick check where ../shared is absent)")
     parser.add_argument("--held-out", action="store_true",
                         help="also measure on the held-out phrasings (HELD_OUT)")
     parser.add_argument("--show-misses", type=int, default=0, metavar="K",
                         help="print K pairs whose suggestion differs from the answer")
     args = parser.parse_args()
-    if not args.archive.is_file():
-        print(f"error: the Open-i reports are not at {args.archive}", file=sys.stderr)
+    if args.synthetic:
+        from bench.scoring import synthetic_texts
+
+        texts = [(f"synthetic-{i}", t) for i, t in enumerate(synthetic_texts())]
+    elif not args.archive.is_file():
+        print(f"error: the Open-i reports are not at {args.archive} (or use --synthetic)",
+              file=sys.stderr)
         return 1
-    texts = load_texts(args.archive)
+    else:
+        texts = load_texts(args.archive)
     if args.n is not None:
         texts = random.Random(args.seed).sample(texts, min(args.n, len(texts)))
     cases = build_cases(texts, args.seed)
@@ -438,7 +448,8 @@ def main() -> int:
     ev = evaluate(cases)
     wall = time.perf_counter() - t0
     times = sorted(ev.times_ms)
-    print(f"{len(cases)} Open-i edit pairs from {len(texts)} reports (seed {args.seed})")
+    source = "synthetic" if args.synthetic else "Open-i"
+    print(f"{len(cases)} {source} edit pairs from {len(texts)} reports (seed {args.seed})")
     print("\n".join(report(ev)))
     p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
     print(f"speed: {len(cases) / wall:.0f} pairs/s; per pair p50 {statistics.median(times):.2f} "
