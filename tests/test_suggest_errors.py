@@ -213,3 +213,13 @@ def test_the_open_i_edit_set_reaches_the_targets():
     finally:
         bench._TEMPLATES[0] = bench.TEMPLATES
     print("held-out phrasings:\n" + "\n".join(bench.report(held)[:8]))
+
+
+def test_a_sentence_that_refers_back_is_not_a_second_finding(extractor):
+    """"The effusion" after "Small right effusion" is the same effusion: merging the two
+    sentences deletes no finding."""
+    draft = "Small right pleural effusion. The effusion is unchanged. No pneumothorax."
+    final = "Small right pleural effusion, unchanged. No pneumothorax."
+    assert suggest_errors(draft, final, extractor).errors == ()
+    assert suggest_errors(draft, "No pneumothorax.", extractor).counts() == {
+        "false_finding": 1}

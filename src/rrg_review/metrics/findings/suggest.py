@@ -217,19 +217,15 @@ def _comparison_errors(before: ReportFindings, after: ReportFindings,
                 "false_comparison", subject, f"{subject or 'statement'}: "
                 f"{'/'.join(sorted(core_d)) or 'compared'} -> "
                 f"{'/'.join(sorted(core_f)) or 'compared'}", _span(d), _span(f)))
-    counted_d = {(e.draft, e.observation) for e in finding_errors if e.category ==
-                 "false_finding"}
-    counted_f = {(e.final, e.observation) for e in finding_errors if e.category ==
-                 "missing_finding"}
+    counted_d = {e.observation for e in finding_errors if e.category == "false_finding"}
+    counted_f = {e.observation for e in finding_errors if e.category == "missing_finding"}
     for d in before.comparisons:
-        if id(d) not in used_d and not (d.observations and all(
-                (_span(d), o) in counted_d for o in d.observations)):
+        if id(d) not in used_d and not (d.observations and d.observations <= counted_d):
             subject = ", ".join(sorted(d.observations)) or None
             out.append(SuggestedError("false_comparison", subject, f"{subject or 'statement'}: "
                                       "change stated in the draft only", _span(d), None))
     for f in after.comparisons:
-        if id(f) not in used_f and not (f.observations and all(
-                (_span(f), o) in counted_f for o in f.observations)):
+        if id(f) not in used_f and not (f.observations and f.observations <= counted_f):
             subject = ", ".join(sorted(f.observations)) or None
             what = subject or "statement"
             out.append(SuggestedError("omitted_comparison", subject,
