@@ -29,6 +29,7 @@ bench: $(VENV)/.installed-test
 	$(PY) -m bench.scoring
 	$(PY) -m bench.ui
 	$(PY) -m bench.writers
+	$(PY) -m bench.suggest_errors --held-out
 
 $(PY):
 	python3 -m venv $(VENV)
