@@ -8,9 +8,13 @@ others written); 2: the input cannot be read or the output cannot be written (no
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
+_LOG_EVERY = 10_000  # pairs between progress lines in the log (the bar needs a terminal)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -58,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
                 done += 1
                 if progress is not None:
                     progress(done, None)
+                if done % _LOG_EVERY == 0:
+                    log.info("%s: %d pairs done", args.pairs, done)
 
     try:
         atomic_write(args.out, write, mode=0o644)

@@ -4,7 +4,9 @@ A general-purpose splitter (or `str.split(".")`) breaks CXR text in the wrong pl
 "approx.", decimals ("2.5 cm"), numbered impressions ("1. Emphysema. 2. No effusion."), doubled
 periods ("pleural effusion..") and Open-i's `XXXX` de-identification, and it misses the
 boundaries a dictated report leaves without a period (a line break, "Normal chest No evidence of
-tuberculosis"). The rules here are the few that this text needs; every sentence keeps its
+tuberculosis"). A semicolon ends a sentence too (its clauses are statements of their own, and a
+reader replacing ". " with "; " changes no finding). The rules here are the few that this text
+needs; every sentence keeps its
 character span in the original text, so what is derived from it (a finding, a suggested error)
 can point back at the words the reader sees.
 """
