@@ -6,9 +6,8 @@ periods ("pleural effusion..") and Open-i's `XXXX` de-identification, and it mis
 boundaries a dictated report leaves without a period (a line break, "Normal chest No evidence of
 tuberculosis"). A semicolon ends a sentence too (its clauses are statements of their own, and a
 reader replacing ". " with "; " changes no finding). The rules here are the few that this text
-needs; every sentence keeps its
-character span in the original text, so what is derived from it (a finding, a suggested error)
-can point back at the words the reader sees.
+needs; every sentence keeps its character span in the original text, so what is derived from it
+(a finding, a suggested error) can point back at the words the reader sees.
 """
 
 from __future__ import annotations
