@@ -203,3 +203,15 @@ def test_fifty_kilobytes_without_a_period_in_well_under_a_second(extractor):
     assert time.perf_counter() - t0 < 2.0
     assert {f.observation for f in report.findings} >= {"effusion", "pneumothorax",
                                                         "granuloma"}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("The right hemidiaphragm remains elevated.",
+     [("elevated_diaphragm", "positive", "right", (), None, None)]),
+    ("The mediastinum is not widened.",
+     [("mediastinal_widening", "negated", None, (), None, None)]),
+    ("Calcified granuloma, left lung base.",
+     [("granuloma", "positive", "left", ("lower",), None, None)]),
+])
+def test_findings_named_apart_and_places_after_a_comma(extractor, text, expected):
+    assert _facts(extractor, text) == expected

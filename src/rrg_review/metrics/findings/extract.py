@@ -177,7 +177,9 @@ class FindingExtractor:
         self._change = _PhraseTable(lexicon.CHANGE.items())
         known = self._observations.words() | self._triggers.words() | self._change.words()
         known |= set(lexicon.LATERALITY) | set(lexicon.ZONES) | set(lexicon.SEVERITY)
-        known |= lexicon.HEART_WORDS | lexicon.ENLARGED_WORDS | _STOPWORDS
+        for _, subjects, states in lexicon.SPLIT_FINDINGS:
+            known |= subjects | states
+        known |= _STOPWORDS
         self._known = frozenset(known)
         self._fuzzy_targets = sorted(w for w in self._observations.words() if len(w) >= 7)
         self._corrections: dict[str, str] = {}
@@ -251,28 +253,32 @@ class FindingExtractor:
                 i += n
             else:
                 i += 1
-        if not any(m.observation == "cardiomegaly" for m in mentions):
-            heart = self._heart(norms, used)
-            if heart is not None:
-                mentions.append(heart)
+        for observation, subjects, states in lexicon.SPLIT_FINDINGS:
+            if any(m.observation == observation for m in mentions):
+                continue
+            split = self._split(norms, used, observation, subjects, states)
+            if split is not None:
+                mentions.append(split)
                 mentions.sort(key=lambda m: m.first)
-                used.update(heart.words)
+                used.update(split.words)
         return mentions, used
 
     @staticmethod
-    def _heart(norms: list[str], used: set[int]) -> _Mention | None:
-        """"The heart is (mildly) enlarged", "enlarged cardiac silhouette": cardiomegaly from a
-        heart word and an enlargement word at most five tokens apart, nothing between them
-        ending the clause. Anchored at the enlargement word, so "not enlarged" negates it."""
+    def _split(norms: list[str], used: set[int], observation: str, subjects: frozenset[str],
+               states: frozenset[str]) -> _Mention | None:
+        """"The heart is (mildly) enlarged", "enlarged cardiac silhouette", "the right
+        hemidiaphragm remains elevated": a finding from a subject word and a state word at most
+        five tokens apart, nothing between them ending the clause. Anchored at the state word,
+        so "not enlarged" negates it."""
         for j, word in enumerate(norms):
-            if word not in lexicon.ENLARGED_WORDS or j in used:
+            if word not in states or j in used:
                 continue
             for h in range(max(0, j - 6), min(len(norms), j + 6)):
-                if norms[h] not in lexicon.HEART_WORDS or h in used:
+                if norms[h] not in subjects or h in used:
                     continue
                 lo, hi = min(h, j), max(h, j)
                 if not any(norms[x] in (",", ";", ":", "and", "but") for x in range(lo, hi)):
-                    return _Mention("cardiomegaly", lo, hi + 1, j, frozenset({h, j}))
+                    return _Mention(observation, lo, hi + 1, j, frozenset({h, j}))
         return None
 
     def _roles(self, norms: list[str], used: set[int]) -> list[tuple[int, int, frozenset[str],
@@ -322,7 +328,8 @@ class FindingExtractor:
         while pre_start > lo and norms[pre_start - 1] not in _CONJUNCTIONS:
             pre_start -= 1
         post_end = m.last
-        while post_end < hi and norms[post_end] not in _CONJUNCTIONS:
+        while post_end < hi and (norms[post_end] not in _CONJUNCTIONS or _apposition(
+                norms, post_end, hi)):
             post_end += 1
         words = norms[pre_start:post_end]
         found, starts = changes
@@ -398,6 +405,12 @@ class _Scope:
         if best[2] and negated:
             return "negated"
         return "negated" if best[1] == "negated" else "uncertain"
+
+
+def _apposition(norms: list[str], i: int, hi: int) -> bool:
+    """A comma that introduces the finding's place ("Calcified granuloma, left lung base")."""
+    return (norms[i] == "," and i + 1 < hi
+            and (norms[i + 1] in lexicon.LATERALITY or norms[i + 1] in lexicon.ZONES))
 
 
 def _laterality(words: list[str]) -> str | None:

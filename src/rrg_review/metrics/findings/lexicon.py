@@ -114,9 +114,17 @@ OBSERVATIONS: dict[str, tuple[str, ...]] = {
                          "prominent hilar"),
 }
 
-# words that make "heart"-words a cardiomegaly when they describe them in one clause
+# findings named by a subject and a state word apart ("the heart is mildly enlarged", "the right
+# hemidiaphragm remains elevated"): (observation, subject words, state words)
 HEART_WORDS = frozenset({"heart", "cardiac", "cardiomediastinal", "cardiopericardial"})
 ENLARGED_WORDS = frozenset({"enlarged", "enlargement", "large", "prominent"})
+SPLIT_FINDINGS = (
+    ("cardiomegaly", HEART_WORDS, ENLARGED_WORDS),
+    ("elevated_diaphragm", frozenset({"hemidiaphragm", "diaphragm", "hemidiaphragms"}),
+     frozenset({"elevated", "elevation", "raised", "high"})),
+    ("mediastinal_widening", frozenset({"mediastinum", "mediastinal"}),
+     frozenset({"widened", "widening", "wide"})),
+)
 
 # NegEx triggers (normalised tokens). Pre-triggers scope forward, post-triggers backward, both
 # to the clause's end (a terminator or the sentence's end). Pseudo-triggers look like triggers
