@@ -210,16 +210,13 @@ def _fill(t: Template, rng: random.Random, grade: str | None = None, side: str |
     return t.text.format(**values)
 
 
-def _templates(text: str, need: str = "") -> list[Template]:
-    return [t for t in _TEMPLATES[0] if not re.search(t.names, text, re.I) and need in t.text]
+def _templates(templates: tuple[Template, ...], text: str, need: str = "") -> list[Template]:
+    return [t for t in templates if not re.search(t.names, text, re.I) and need in t.text]
 
 
-# the templates in use (the bench swaps in HELD_OUT for its second figure)
-_TEMPLATES: list[tuple[Template, ...]] = [TEMPLATES]
-
-
-def _finding_case(kind: str, name: str, text: str, rng: random.Random) -> Case | None:
-    pool = _templates(text)
+def _finding_case(kind: str, name: str, text: str, rng: random.Random,
+                  templates: tuple[Template, ...]) -> Case | None:
+    pool = _templates(templates, text)
     if not pool:
         return None
     t = rng.choice(pool)
@@ -232,9 +229,10 @@ def _finding_case(kind: str, name: str, text: str, rng: random.Random) -> Case |
     return Case(name, kind, draft, _insert(text, sentence, random.Random(1)), {kind: 1})
 
 
-def _modifier_case(kind: str, name: str, text: str, rng: random.Random) -> Case | None:
+def _modifier_case(kind: str, name: str, text: str, rng: random.Random,
+                   templates: tuple[Template, ...]) -> Case | None:
     if kind == "wrong_location":
-        pool = _templates(text, "{side}")
+        pool = _templates(templates, text, "{side}")
         if not pool:
             return None
         t = rng.choice(pool)
@@ -246,8 +244,8 @@ def _modifier_case(kind: str, name: str, text: str, rng: random.Random) -> Case 
         b = _fill(t, random.Random(5), grade, sides[0] if change_zone else sides[1],
                   ("lower" if zone == "upper" else "upper") if change_zone else zone, size)
     else:
-        pool = [t for t in _templates(text) if "{sev}" in t.text.lower() or "{adv}" in t.text
-                or "{size}" in t.text.lower()]
+        pool = [t for t in _templates(templates, text) if "{sev}" in t.text.lower()
+                or "{adv}" in t.text or "{size}" in t.text.lower()]
         if not pool:
             return None
         t = rng.choice(pool)
@@ -262,14 +260,15 @@ def _modifier_case(kind: str, name: str, text: str, rng: random.Random) -> Case 
     return Case(name, kind, draft, final, {kind: 1})
 
 
-def _comparison_case(kind: str, name: str, text: str, rng: random.Random) -> Case | None:
+def _comparison_case(kind: str, name: str, text: str, rng: random.Random,
+                     templates: tuple[Template, ...]) -> Case | None:
     stable = [s for s in _sentences(text) if re.match(r"Stable [a-z]", s)
               and not re.search(r"unchanged|prior|previous|interval|again|new|stable .*stable",
                                 s[7:], re.I)]
     if kind == "false_comparison" and stable and rng.random() < 0.4:
         s = rng.choice(stable)
         return Case(name, kind, text, text.replace(s, s[7].upper() + s[8:], 1), {kind: 1})
-    pool = _templates(text)
+    pool = _templates(templates, text)
     if not pool:
         return None
     with_change = rng.random() < 0.7
@@ -327,25 +326,27 @@ def _no_change_case(kind: str, name: str, text: str, rng: random.Random) -> Case
     return Case(name, kind, text, re.sub(rf"\b{a}\b", b, text, count=1, flags=re.I))
 
 
-def make_case(kind: str, name: str, text: str, rng: random.Random) -> Case | None:
+def make_case(kind: str, name: str, text: str, rng: random.Random,
+              templates: tuple[Template, ...] = TEMPLATES) -> Case | None:
     """One pair of this kind from one report, or None where the report does not allow it."""
     if kind in ("false_finding", "missing_finding"):
-        return _finding_case(kind, name, text, rng)
+        return _finding_case(kind, name, text, rng, templates)
     if kind in ("wrong_location", "wrong_severity"):
-        return _modifier_case(kind, name, text, rng)
+        return _modifier_case(kind, name, text, rng, templates)
     if kind in ("false_comparison", "omitted_comparison"):
-        return _comparison_case(kind, name, text, rng)
+        return _comparison_case(kind, name, text, rng, templates)
     return _no_change_case(kind, name, text, rng)
 
 
-def build_cases(texts: list[tuple[str, str]], seed: int = 22) -> list[Case]:
+def build_cases(texts: list[tuple[str, str]], seed: int = 22,
+                templates: tuple[Template, ...] = TEMPLATES) -> list[Case]:
     """One case per report, the kinds taken in turn (a report that does not allow a kind
     gets the next one that it allows)."""
     rng = random.Random(seed)
     cases = []
     for i, (name, text) in enumerate(texts):
         for k in range(len(KINDS)):
-            case = make_case(KINDS[(i + k) % len(KINDS)], name, text, rng)
+            case = make_case(KINDS[(i + k) % len(KINDS)], name, text, rng, templates)
             if case is not None:
                 cases.append(case)
                 break
@@ -496,8 +497,7 @@ def main() -> int:
           f"ms, p95 {p95:.2f} ms, max {times[-1]:.2f} ms (target p95 < 20 ms)")
     shown = list(ev.misses[:args.show_misses])
     if args.held_out:
-        _TEMPLATES[0] = HELD_OUT
-        held = evaluate(build_cases(texts, args.seed))
+        held = evaluate(build_cases(texts, args.seed, HELD_OUT))
         print("held-out phrasings (written after the lexicon was frozen; no-change edits as "
               "above):")
         print("\n".join(report(held)[:8]))

@@ -4,8 +4,10 @@ uncertain, where, how severe, and what change is stated.
 Word-overlap metrics cannot say *what kind* of error an edit fixed; findings can: a positive
 effusion the reader deleted is a false finding, a side changed from right to left is a location
 error. The extraction is rule-based and offline (tables in `lexicon.py`, a NegEx-style scope
-here, see lexicon's docstring for why not medspaCy/negspaCy), fast enough to run on every edit
-(well under a millisecond per sentence), and deterministic.
+here), fast enough to run on every edit (well under a millisecond per sentence), and
+deterministic. Not medspaCy: it pins numpy < 2 and does not fit our venv; not negspaCy, which
+would fit but negates only and would bring spaCy's import into every command for the same
+tables (lexicon's docstring says more).
 
 Per sentence: tokens (lower case, singular, typos of the observation words corrected with
 rapidfuzz's OSA distance), the longest observation phrase at each place, then the NegEx scope
