@@ -147,7 +147,9 @@ def test_the_command_writes_counts_and_spans_and_reports_bad_lines(tmp_path):
         json.dumps({"id": "e", "draft": "Épanchement. Small right pneumothorax.",
                     "final": "Épanchement."}),
     ]
-    pairs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    pairs.write_bytes(("\n".join(lines) + "\n").encode("utf-8") + b'{"id": "\xff"}\n'
+                      + (json.dumps({"id": "big", "draft": "Small right effusion. " * 3000,
+                                     "final": ""}) + "\n").encode("utf-8"))
     out = tmp_path / "out.jsonl"
     run = _cli("--pairs", str(pairs), "--out", str(out), cwd=tmp_path)
     assert run.returncode == 1, run.stderr
@@ -155,9 +157,11 @@ def test_the_command_writes_counts_and_spans_and_reports_bad_lines(tmp_path):
     assert f"{pairs}:4: skipped: missing final" in run.stderr
     assert f"{pairs}:6: skipped: not a JSON object" in run.stderr
     assert f"{pairs}:7: skipped: final is not a string" in run.stderr
-    assert "3 pair(s) written" in run.stderr and "Traceback" not in run.stderr
+    assert f"{pairs}:9: skipped: not UTF-8" in run.stderr
+    assert "4 pair(s) written" in run.stderr and "Traceback" not in run.stderr
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert [r["id"] for r in rows] == ["a", "7", "e"]
+    assert [r["id"] for r in rows] == ["a", "7", "e", "big"]
+    assert rows[3]["errors"] == {"false_finding": 1}  # one effusion, said 3,000 times
     assert rows[0]["errors"] == {"wrong_location": 1}
     (span,) = rows[0]["spans"]
     assert span["draft_text"] == "Small right pleural effusion."

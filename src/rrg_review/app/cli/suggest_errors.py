@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from rrg_review.metrics.findings.suggest import suggest_errors
 
     if not args.pairs.is_file():
-        print(f"error: {args.pairs}: no such file", file=sys.stderr)
+        print(f"error: {args.pairs}: no such file (or not a file)", file=sys.stderr)
         return 2
     if not args.out.parent.is_dir():
         print(f"error: {args.out}: its folder does not exist", file=sys.stderr)

@@ -34,16 +34,20 @@ def read_edit_pairs(path: Path) -> Iterator[EditPair | BadLine]:
     Raises:
         OSError: the file cannot be opened (a problem of the whole input, not of a line).
     """
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open(path, "rb") as fh:
         for number, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
             yield _parse(number, raw)
 
 
-def _parse(number: int, raw: str) -> EditPair | BadLine:
+def _parse(number: int, raw: bytes) -> EditPair | BadLine:
     try:
-        value = json.loads(raw)
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return BadLine(number, f"not UTF-8 (byte {exc.start + 1})")
+    try:
+        value = json.loads(line)
     except json.JSONDecodeError as exc:
         return BadLine(number, f"not JSON ({exc.msg} at column {exc.colno})")
     if not isinstance(value, dict):

@@ -80,15 +80,16 @@ def _protected(text: str, dot: int, end: int) -> bool:
     ending a sentence."""
     if end - dot > 1 or text[dot] != ".":
         return False  # "..", "!", "?", ";" always end
-    before = _WORD_BEFORE.search(text, 0, dot)
+    before = _WORD_BEFORE.search(text, max(0, dot - 40), dot)  # bounded: linear in the text
     if before is None:
         return False
     word = before.group(1).lower().rstrip(".")
-    line_start = text.rfind("\n", 0, before.start()) + 1
-    prefix = text[line_start:before.start()].strip()
     if word.isdigit():
         # "1." opening a line or following a finished sentence is a list marker
-        return len(word) <= 2 and (prefix == "" or prefix[-1] in ".:!?")
+        k = before.start() - 1
+        while k >= 0 and text[k] in " \t":
+            k -= 1
+        return len(word) <= 2 and (k < 0 or text[k] in "\n.:!?")
     if word not in _ABBREVIATIONS:
         return False
     following = text[end:].lstrip()

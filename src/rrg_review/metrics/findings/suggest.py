@@ -80,16 +80,22 @@ def suggest_errors(draft: str, final: str,
 
 
 def _distinct(findings: Iterable[Finding]) -> list[Finding]:
-    """The findings less the bare repeats ("Small right effusion. The effusion is unchanged."):
-    a reported mention with no side, zone, severity or size of an observation reported before
-    it, or described anywhere in the text, refers back to it."""
+    """The findings less the repeats: a reported mention with no side, zone, severity or size
+    of an observation reported before it, or described anywhere in the text, refers back to it
+    ("Small right effusion. The effusion is unchanged."), and a finding stated twice alike is
+    one finding."""
     items = list(findings)
     described = {f.observation for f in items if f.reported and not _bare(f)}
     seen: set[str] = set()
+    stated: set[tuple[object, ...]] = set()
     out: list[Finding] = []
     for f in items:
         if f.reported and _bare(f) and (f.observation in described or f.observation in seen):
             continue
+        key = (f.observation, f.reported, f.laterality, f.zones, f.severity, f.size_mm)
+        if key in stated:  # the same finding said twice is one finding
+            continue
+        stated.add(key)
         if f.reported:
             seen.add(f.observation)
         out.append(f)
