@@ -187,6 +187,46 @@ def load_texts(archive: Path = IU) -> list[tuple[str, str]]:
     return out
 
 
+def load_studies(archive: Path = IU) -> list[tuple[str, str, str]]:
+    """(file name, findings, impression) of every Open-i report with both."""
+    from rrg_review.studies.importers.base import get_importer
+    from rrg_review.studies.records import StudyRecord
+
+    return [(r.origin.rsplit("/", 1)[-1], r.reference.findings, r.reference.impression)
+            for r in get_importer("iu-xray").read(archive)
+            if isinstance(r, StudyRecord) and r.reference is not None
+            and r.reference.findings and r.reference.impression]
+
+
+def flag_figures(studies: list[tuple[str, str, str]]) -> tuple[list[str], list[str]]:
+    """Draft flags on real reports (the radiologists' own, so a flag is mostly a false alarm
+    or a real inconsistency of the report): lines to print, and a few flagged examples."""
+    from rrg_review.metrics.findings.extract import FindingExtractor
+    from rrg_review.metrics.findings.flags import FLAG_KINDS, flag_draft
+
+    extractor = FindingExtractor()
+    times, per_kind, flagged, examples = [], dict.fromkeys(FLAG_KINDS, 0), 0, []
+    for name, findings, impression in studies:
+        t0 = time.perf_counter()
+        flags = flag_draft(findings, impression, extractor=extractor)
+        times.append((time.perf_counter() - t0) * 1000)
+        flagged += bool(flags)
+        for kind in {f.kind for f in flags}:
+            per_kind[kind] += 1
+        if flags and len(examples) < 6:
+            f = flags[0]
+            text = findings if f.section == "findings" else impression
+            examples.append(f"{name} {f.kind}: {f.reason}: {text[f.span[0]:f.span[1]]!r}")
+    times.sort()
+    n = max(1, len(studies))
+    lines = [f"draft flags on {len(studies)} Open-i studies (findings + impression, prior "
+             f"unknown): {flagged} studies flagged ({100 * flagged / n:.1f} %): "
+             + ", ".join(f"{k} {v}" for k, v in per_kind.items() if v),
+             f"draft flags per study: p50 {statistics.median(times):.2f} ms, p95 "
+             f"{times[min(len(times) - 1, int(0.95 * len(times)))]:.2f} ms (target p95 < 50 ms)"]
+    return lines, examples
+
+
 def _sentences(text: str) -> list[str]:
     return [s for s in re.split(r"(?<=[.?!])\s+", text.strip()) if s]
 
@@ -496,6 +536,11 @@ def main() -> int:
     print(f"speed: {len(cases) / wall:.0f} pairs/s; per pair p50 {statistics.median(times):.2f} "
           f"ms, p95 {p95:.2f} ms, max {times[-1]:.2f} ms (target p95 < 20 ms)")
     shown = list(ev.misses[:args.show_misses])
+    if not args.synthetic:
+        lines, examples = flag_figures(load_studies(args.archive))
+        print("\n".join(lines))
+        for line in examples[:args.show_misses]:
+            print("  flagged:", line)
     if args.held_out:
         held = evaluate(build_cases(texts, args.seed, HELD_OUT))
         print("held-out phrasings (written after the lexicon was frozen; no-change edits as "

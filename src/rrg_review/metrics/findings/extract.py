@@ -82,7 +82,8 @@ class Finding:
     span of its sentence (what a suggestion points at). `zones` are normalised ("upper" for
     upper lobe and apex, "lower" for lower lobe and base); `severity` one of minimal, mild,
     moderate, severe; `size_mm` the largest stated dimension; `change` the change kinds stated
-    in its own words (new, worse, better, resolved, unchanged, comparison)."""
+    in its own words (new, worse, better, resolved, unchanged, comparison); `qualifiers` the
+    words that narrow it ("focal", "acute": `lexicon.QUALIFIERS`)."""
 
     observation: str
     presence: Presence
@@ -91,6 +92,7 @@ class Finding:
     severity: str | None
     size_mm: float | None
     change: frozenset[str]
+    qualifiers: frozenset[str]
     sentence: int
     start: int
     end: int
@@ -181,7 +183,7 @@ class FindingExtractor:
         known |= set(lexicon.LATERALITY) | set(lexicon.ZONES) | set(lexicon.SEVERITY)
         for _, subjects, states in lexicon.SPLIT_FINDINGS:
             known |= subjects | states
-        known |= _STOPWORDS
+        known |= _STOPWORDS | lexicon.QUALIFIERS
         self._known = frozenset(known)
         self._fuzzy_targets = sorted(w for w in self._observations.words() if len(w) >= 7)
         self._corrections: dict[str, str] = {}
@@ -344,6 +346,7 @@ class FindingExtractor:
             severity=_severity(norms, pre_start, m.first, post_end),
             size_mm=_size(words),
             change=frozenset(kind for _, kind in own),
+            qualifiers=frozenset(w for w in words if w in lexicon.QUALIFIERS),
             sentence=index,
             start=toks[m.first].start,
             end=toks[m.last - 1].end,

@@ -198,6 +198,12 @@ SEVERITY = {"trace": "minimal", "tiny": "minimal", "minimal": "minimal", "minute
             "markedly": "severe", "extensive": "severe", "massive": "severe", "big": "severe",
             "substantial": "severe", "considerable": "severe", "huge": "severe",
             "gross": "severe"}
+# words that narrow what a denial denies ("no focal consolidation" leaves streaky opacity
+# possible, "no acute fracture" an old one): a flag does not call such a denial a contradiction
+QUALIFIERS = frozenset({"focal", "acute", "definite", "definitive", "suspicious", "discrete",
+                        "confluent", "significant", "displaced", "active", "overt", "frank",
+                        "obvious", "typical", "dense", "lobar", "visible", "convincing",
+                        "evident", "appreciable", "measurable", "sizable", "sizeable"})
 UNITS_MM = {"mm": 1.0, "cm": 10.0, "millimeter": 1.0, "centimeter": 10.0}
 # change words -> the kind of change they state ("comparison": one is made, no direction)
 CHANGE = {"new": "new", "newly": "new", "interval development": "new", "developed": "new",
