@@ -31,6 +31,7 @@ bench: $(VENV)/.installed-test
 	$(PY) -m bench.ui
 	$(PY) -m bench.writers
 	$(PY) -m bench.reader_study
+	$(PY) -m bench.suggest_errors --held-out
 
 $(PY):
 	python3 -m venv $(VENV)
