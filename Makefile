@@ -15,6 +15,7 @@ run: $(VENV)/.installed-run
 test: $(VENV)/.installed-test
 	@command -v chromium >/dev/null 2>&1 || $(MAKE) --no-print-directory chromium
 	@$(HAVE_POSTGRES) || $(MAKE) --no-print-directory postgres
+	@$(HAVE_LME4) || $(MAKE) --no-print-directory lme4
 	$(PY) -m ruff check --quiet .
 	$(PY) -m mypy
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -29,6 +30,8 @@ bench: $(VENV)/.installed-test
 	$(PY) -m bench.scoring
 	$(PY) -m bench.ui
 	$(PY) -m bench.writers
+	$(PY) -m bench.reader_study
+	$(PY) -m bench.suggest_errors --held-out
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -74,3 +77,12 @@ HAVE_POSTGRES := ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command 
 .PHONY: postgres
 postgres:
 	$(call apt_install,postgresql,PostgreSQL server not found: install Debian's postgresql package (or set RRG_TEST_POSTGRES_URL) for the PostgreSQL half of the database tests)
+
+# R and its lme4 package (Debian's r-base-core and r-cran-lme4, without the recommended extras)
+# for the check of the reader-study mixed model against the implementation the field trusts
+# (tests/test_reader_study_lme4.py) and the lme4 ratio of `python -m bench.reader_study`; the
+# analysis itself does not need R.
+HAVE_LME4 := Rscript -e 'suppressMessages(library(lme4))' >/dev/null 2>&1
+.PHONY: lme4
+lme4:
+	$(call apt_install,--no-install-recommends r-base-core r-cran-lme4,R's lme4 not found: install Debian's r-base-core and r-cran-lme4 for the reader-study model check against lme4)

@@ -151,13 +151,40 @@ def launch_browser(playwright):
         args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
 
 
+# Playwright's own default (30 s) is shorter than what a loaded machine needs for an answer
+# that involves the app (a full image, a draft); waits are on conditions, so a long limit
+# costs nothing when the machine is quick.
+DEFAULT_TIMEOUT_MS = 90_000
+
+
+class PatientBrowser:
+    """The module's Chromium, handing out pages and contexts with DEFAULT_TIMEOUT_MS as their
+    default wait (everything else is Playwright's `Browser`)."""
+
+    def __init__(self, browser: Any) -> None:
+        self._browser = browser
+
+    def new_context(self, **options: Any) -> Any:
+        context = self._browser.new_context(**options)
+        context.set_default_timeout(DEFAULT_TIMEOUT_MS)
+        return context
+
+    def new_page(self, **options: Any) -> Any:
+        page = self._browser.new_page(**options)
+        page.context.set_default_timeout(DEFAULT_TIMEOUT_MS)
+        return page
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._browser, name)
+
+
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         b = launch_browser(p)
-        yield b
+        yield PatientBrowser(b)
         b.close()
 
 

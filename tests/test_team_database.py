@@ -132,6 +132,13 @@ def test_migrate_db_copies_a_single_user_database_into_postgresql(
     review.save(reader, study, "findings", "edited on the workstation", None)
     review.rate(reader, study, likert=4, acceptable=True)
     DatabaseScoreCache(source).put_many("bleu4", "1", "", {("h", "r"): {"score": 0.5}})
+    # a reader study (its composite-key tables and JSON balance table travel too)
+    from rrg_review.app.reader_study.service import ReaderStudyService
+    from rrg_review.reader_study.design import load_design
+    design = tmp_path / "rs.yaml"
+    design.write_text("name: rs\ncases: {source: demo}\nreaders: [local]\n"
+                      "arms: [unassisted, reference]\ndesign: parallel\nseed: 4\n")
+    assert ReaderStudyService(source, ()).create(load_design(design)).readings == 4
     # a signed-in browser and a login back-off on the workstation: neither travels to the team
     # server (its readers sign in again there)
     from rrg_review.app.accounts.service import LOCAL_READER, LoginThrottle, SessionStore

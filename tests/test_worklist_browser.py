@@ -11,7 +11,7 @@ from bench.synthetic import SyntheticImage, add_studies
 from rrg_review.app.accounts.service import AccountService
 from rrg_review.app.review.service import ReviewService
 from rrg_review.app.worklist.service import WorklistService
-from tests.browser import CHROMIUM, launch_browser
+from tests.browser import CHROMIUM, PatientBrowser, launch_browser
 from tests.conftest import rg1
 from tests.worklist_app import panel_app as launch_panel
 
@@ -53,7 +53,7 @@ def page():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = launch_browser(p)
+        browser = PatientBrowser(launch_browser(p))
         yield browser.new_page(viewport={"width": 1400, "height": 1000})
         browser.close()
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     CheckConstraint,
     Date,
@@ -374,6 +375,112 @@ class MetricCorpus(Base):
     digest: Mapped[str] = mapped_column(String(64))
     matrix: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+
+# -- controlled reader studies (issue #20; `study` above is an imaging study) --------------------
+class ReaderStudy(Base):
+    """A controlled reader study: its design file as given (text and hash, so what was run can
+    be shown and checked) and what it means, and the balance table of its allocation. Its
+    readings are made once, when it is created, in the same transaction."""
+
+    __tablename__ = "reader_study"
+    __table_args__ = (
+        CheckConstraint("design IN ('parallel', 'crossover')", name="ck_reader_study_design"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="", server_default="")
+    design: Mapped[str] = mapped_column(String(16))
+    sessions: Mapped[int] = mapped_column(Integer)
+    washout_days: Mapped[float] = mapped_column(Float)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    blinded: Mapped[bool] = mapped_column(Boolean)
+    design_text: Mapped[str] = mapped_column(Text)  # the file as given
+    design_format: Mapped[str] = mapped_column(String(8))  # json | yaml
+    design_sha256: Mapped[str] = mapped_column(String(64))  # of design_text
+    # of the validated design (comments and key order aside): "the same study" on a re-create
+    canonical_sha256: Mapped[str] = mapped_column(String(64))
+    balance: Mapped[dict[str, Any]] = mapped_column()  # allocation.BalanceTable.to_json()
+    created_by: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ReaderStudyArm(Base):
+    """One arm of a reader study and its blinded code (the code -> arm map is the study's
+    unblinding key)."""
+
+    __tablename__ = "reader_study_arm"
+    __table_args__ = (
+        UniqueConstraint("reader_study_id", "code", name="uq_reader_study_arm_code"),
+        UniqueConstraint("reader_study_id", "spec", name="uq_reader_study_arm_spec"),
+        CheckConstraint("kind IN ('unassisted', 'draft', 'reference')",
+                        name="ck_reader_study_arm_kind"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    reader_study_id: Mapped[int] = mapped_column(
+        ForeignKey("reader_study.id", ondelete="CASCADE"))
+    code: Mapped[str] = mapped_column(String(8))  # A, B, ... (seeded order)
+    spec: Mapped[str] = mapped_column(String(80))  # unassisted | draft:<preset> | reference
+    kind: Mapped[str] = mapped_column(String(16))
+    preset: Mapped[str | None] = mapped_column(String(64))
+    template: Mapped[str | None] = mapped_column(Text)
+
+
+class ReaderStudyReader(Base):
+    """A reader account taking part in a reader study."""
+
+    __tablename__ = "reader_study_reader"
+
+    reader_study_id: Mapped[int] = mapped_column(
+        ForeignKey("reader_study.id", ondelete="CASCADE"), primary_key=True)
+    reader_id: Mapped[int] = mapped_column(ForeignKey("reader.id", ondelete="CASCADE"),
+                                           primary_key=True, index=True)
+    position: Mapped[int] = mapped_column(Integer)  # as the design file lists them
+
+
+class ReaderStudyCase(Base):
+    """An imaging study that is a case of a reader study."""
+
+    __tablename__ = "reader_study_case"
+
+    reader_study_id: Mapped[int] = mapped_column(
+        ForeignKey("reader_study.id", ondelete="CASCADE"), primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"),
+                                          primary_key=True, index=True)
+    position: Mapped[int] = mapped_column(Integer)  # source, key order
+
+
+class Reading(Base):
+    """One reading: a reader reads a case under an arm in a session, at a place in their
+    session's order. Allocated when the study is created; `opened_at` and `signed_at` record
+    its start and its signature (a reading once opened means the study has started: its design
+    can no longer be replaced)."""
+
+    __tablename__ = "reading"
+    __table_args__ = (
+        UniqueConstraint("reader_study_id", "reader_id", "study_id", "session",
+                         name="uq_reading_case_session"),
+        UniqueConstraint("reader_study_id", "reader_id", "session", "position",
+                         name="uq_reading_order"),
+        CheckConstraint("session >= 1 AND position >= 1", name="ck_reading_counts"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    reader_study_id: Mapped[int] = mapped_column(
+        ForeignKey("reader_study.id", ondelete="CASCADE"))
+    reader_id: Mapped[int] = mapped_column(ForeignKey("reader.id", ondelete="CASCADE"),
+                                           index=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"),
+                                          index=True)
+    arm_id: Mapped[int] = mapped_column(ForeignKey("reader_study_arm.id", ondelete="CASCADE"),
+                                        index=True)
+    session: Mapped[int] = mapped_column(Integer)
+    position: Mapped[int] = mapped_column(Integer)
+    opened_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    signed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 def table_of(model: type[Base]) -> Table:

@@ -28,12 +28,13 @@ from rrg_review.app.cli import (
     serve,
     studies,
     study,
+    suggest_errors,
 )
 from rrg_review.app.logs import LEVELS, configure_logging
 
 # in the order `rrg-review --help` lists them
 COMMANDS = (serve, import_studies, draft, score, models, metrics, export, backup, check, audit,
-            readers, migrate_db, studies, study)
+            readers, migrate_db, studies, study, suggest_errors)
 
 
 def build_parser() -> argparse.ArgumentParser:
