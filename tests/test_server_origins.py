@@ -66,7 +66,7 @@ def team(tmp_path_factory, database_templates, certificate):
     app = App(path, "--login", "--no-predraft", "--trusted-proxy", "127.0.0.1/32",
               tls=certificate)
     yield app
-    app.stop(tracebacks=True)
+    app.stop()  # and fail on a traceback in its log
 
 
 class AttackPages:
