@@ -287,9 +287,12 @@ class Navigation:
             navigation.then(**ARRIVED)
 
 
-def launch_options() -> dict[str, str]:
-    """Page-level additions that Gradio 6 takes at launch: the page script and styles."""
-    # a file of its own (server.py serves it), not inline: the page's CSP allows no inline
-    # script without the nonce
-    return {"head": '<script src="rrg/page.js"></script>',
-            "css": (STATIC / "page.css").read_text()}
+def launch_options(nonce: str = "") -> dict[str, str]:
+    """Page-level additions that Gradio 6 takes at launch: the page script and styles.
+
+    The script is inline, so it runs the moment Gradio inserts it (the page load's first
+    event already calls it); `nonce` is server.py's placeholder for the page's CSP nonce,
+    which Gradio copies onto the script element it inserts."""
+    script = (STATIC / "page.js").read_text()
+    tag = f'<script nonce="{nonce}">' if nonce else "<script>"
+    return {"head": f"{tag}\n{script}\n</script>", "css": (STATIC / "page.css").read_text()}

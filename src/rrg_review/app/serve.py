@@ -203,7 +203,8 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
                             gradio_cache=runtime / "gradio",
                             trusted_proxies=tuple(args.trusted_proxy))
     app = build_app(ui, accounts, sessions, options, launch_kwargs={
-        "allowed_paths": [str(viewer.preview_dir)], "show_error": True, **launch_options()},
+        "allowed_paths": [str(viewer.preview_dir)], "show_error": True,
+        **launch_options(options.nonce_placeholder)},
         on_export_download=lambda: exports.spool.purge(older_than_s=0))
     mode = " (read-only)" if args.read_only else ""
     print(f"rrg-review: database {settings.db_url}{mode}; drafting with preset {preset}",

@@ -45,7 +45,7 @@ import time
 import urllib.parse
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,7 @@ from rrg_review.app.web_policy import (
     LoginToken,
     add_nonce,
     content_security_policy,
+    nonce_placeholder,
     refusal_reason,
     security_headers,
 )
@@ -74,12 +75,11 @@ EXPORT_PREFIX = "rrg-review-report"
 # served without a session: the login form, logout, and the page's static files (the same
 # JavaScript, CSS and fonts for everyone; nothing of a reader's)
 PUBLIC_PATHS = frozenset({"/login", "/logout", "/favicon.ico", "/theme.css", "/robots.txt",
-                          "/manifest.json", "/rrg/page.js"})
+                          "/manifest.json"})
 PUBLIC_PREFIXES = ("/assets/", "/static/", "/svelte/", "/pwa_icon")
 # routes whose path names a session hash (the "call" API uses its event id as one)
 _HASH_IN_PATH = (re.compile(r"^/gradio_api/heartbeat/([^/]+)/?$"),
                  re.compile(r"^/gradio_api/call/(?:v2/)?[^/]+/([^/]+)/?$"))
-PAGE_SCRIPT = Path(__file__).with_name("static") / "page.js"
 JOIN = "/gradio_api/queue/join"
 _BODY_LIMIT = 8 * 1024 * 1024  # an event's inputs are text; uploads go to /upload (multipart)
 
@@ -92,6 +92,9 @@ class ServerOptions:
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     gradio_cache: Path | None = None  # Gradio's private temp folder (GRADIO_TEMP_DIR)
+    # written where the page's script tag in Gradio's `head` needs the page's CSP nonce
+    # (web_policy.nonce_placeholder); each page gets its own nonce in its place
+    nonce_placeholder: str = field(default_factory=nonce_placeholder)
     # networks of the reverse proxies whose X-Forwarded-For/-Proto are believed (uvicorn's
     # ProxyHeadersMiddleware: the client is the rightmost address not in them)
     trusted_proxies: tuple[str, ...] = ()
@@ -225,13 +228,6 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
     readers = Readers(sessions)
     if options.login:
         _add_login_routes(app, accounts, sessions, readers, options)
-
-    @app.get("/rrg/page.js")
-    def page_script() -> Response:
-        """The page's script as a file of its own: an inline one would need the page's
-        nonce, which Gradio's client-side insertion of `head` does not carry."""
-        return Response(PAGE_SCRIPT.read_bytes(), media_type="text/javascript",
-                        headers={"Cache-Control": "no-cache"})
 
     check = RequestCheck(accounts, readers, options, TabOwners(), blocks, FairQueue(blocks))
     app.add_middleware(Guard, check=check, options=options,
@@ -537,18 +533,21 @@ class Guard:
                 held.append(message)
                 if message.get("more_body", False):
                     return
-                await _send_page(send, held)
+                await _send_page(send, held, self.options.nonce_placeholder)
                 held.clear()
                 return
             await send(message)
         return send_with_headers
 
 
-async def _send_page(send: Send, held: list[Message]) -> None:
-    """Send a held HTML response with a fresh nonce in its scripts and its CSP."""
+async def _send_page(send: Send, held: list[Message], placeholder: str) -> None:
+    """Send a held HTML response with a fresh nonce in its scripts and its CSP (and in place
+    of the placeholder: Gradio inserts the page script of `head` from the page's config,
+    copying its attributes, nonce included)."""
     start, parts = held[0], held[1:]
     nonce = secrets.token_urlsafe(16)
     body = add_nonce(b"".join(m.get("body", b"") for m in parts), nonce)
+    body = body.replace(placeholder.encode(), nonce.encode())
     headers = MutableHeaders(scope=start)
     headers["Content-Length"] = str(len(body))
     headers["Content-Security-Policy"] = content_security_policy(nonce)

@@ -142,6 +142,13 @@ def add_nonce(page: bytes, nonce: str) -> bytes:
         pos = end
 
 
+def nonce_placeholder() -> str:
+    """A per-process stand-in for the page's nonce in the page script's tag (Gradio keeps that
+    tag in the page's config and inserts it after the page loaded). Random, so text stored in
+    the page (a report) cannot plant it and be given the nonce."""
+    return "rrgnonce" + secrets.token_hex(12)
+
+
 def security_headers(*, tls: bool) -> dict[str, str]:
     """The headers every response carries (the CSP is added per response)."""
     headers = {"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
