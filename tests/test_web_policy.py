@@ -68,3 +68,16 @@ def test_the_login_token_must_match_its_cookie():
     assert not tokens.valid({"rrg-login": value}, value)  # not the __Host- cookie under TLS
     assert not tokens.valid({}, value)
     assert not tokens.valid({"__Host-rrg-login": value}, None)
+
+
+def test_behind_a_tls_proxy_not_named_the_browsers_https_origin_is_still_the_apps():
+    """--insecure-http behind a TLS proxy without --trusted-proxy: the app sees http and the
+    Host the proxy passed on; the page's own https origin passes, other hosts do not."""
+    proxied = {"host": "rrg.hospital.test"}
+    assert refusal_reason("POST", "http", {**proxied,
+                                           "origin": "https://rrg.hospital.test"}) is None
+    assert refusal_reason("POST", "http", {**proxied,
+                                           "origin": "https://wiki.hospital.test"}) is not None
+    assert refusal_reason("POST", "http", {**proxied,
+                                           "origin": "https://rrg.hospital.test:8443"}) \
+        is not None

@@ -67,7 +67,12 @@ def refusal_reason(method: str, scheme: str, headers: Mapping[str, str]) -> str 
     if origin is not None:
         split = urllib.parse.urlsplit(origin) if origin != "null" else None
         theirs = _origin_key(split.scheme, split.netloc) if split else None
-        if theirs is None or theirs != own_origin(scheme, headers.get("host")):
+        host = headers.get("host")
+        # plain HTTP here and https in the browser: a TLS proxy in front that was not named
+        # with --trusted-proxy (so its X-Forwarded-Proto is not believed); the same host
+        # and port as the browser addressed it is still the app's own origin
+        behind_tls = scheme == "http" and theirs is not None and theirs[0] == "https"
+        if theirs is None or theirs != own_origin("https" if behind_tls else scheme, host):
             return f"origin {origin[:100]}"
     site = headers.get("sec-fetch-site")
     if site in ("same-site", "cross-site"):
