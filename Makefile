@@ -6,6 +6,10 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 ARGS   ?=
 PYTEST_ARGS ?=
+# the suite runs on every core (pytest-xdist), a whole test module per worker so each module's
+# browser and app fixtures are made once; modules go out longest first (tests/conftest.py).
+# TEST_WORKERS= runs it in one process.
+TEST_WORKERS ?= -n auto --dist loadfile --no-loadscope-reorder
 
 .PHONY: run test lint bench
 
@@ -18,7 +22,7 @@ test: $(VENV)/.installed-test
 	@$(HAVE_LME4) || $(MAKE) --no-print-directory lme4
 	$(PY) -m ruff check --quiet .
 	$(PY) -m mypy
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(TEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test
 	$(PY) -m ruff check .
@@ -30,6 +34,7 @@ bench: $(VENV)/.installed-test
 	$(PY) -m bench.scoring
 	$(PY) -m bench.ui
 	$(PY) -m bench.writers
+	$(PY) -m bench.study_create
 	$(PY) -m bench.reader_study
 	$(PY) -m bench.suggest_errors --held-out
 

@@ -31,6 +31,24 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("RRG_REVIEW_IMPORT_WORKERS", "1")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with browser tests first, then the other slow ones, then the rest (each group in
+    file order). `make test` hands whole modules to its pytest-xdist workers in this order
+    (`--dist loadfile --no-loadscope-reorder`): the longest modules start first, so the short
+    ones fill the gaps at the end instead of one worker running a long module alone."""
+
+    def weight(item: pytest.Item) -> int:
+        if item.get_closest_marker("browser"):
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    by_module: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        by_module[module] = min(by_module.get(module, 2), weight(item))
+    items.sort(key=lambda item: by_module[item.nodeid.split("::", 1)[0]])
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests marked `both_databases` that use a database run on SQLite and on PostgreSQL."""
     if ("db_backend" in metafunc.fixturenames
