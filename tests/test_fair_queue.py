@@ -21,6 +21,7 @@ from rrg_review.app.fair import FairLimits
 from tests.browser import free_port, sign_in, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # a server subprocess (~6 s)
 PASSWORDS = {"alice": "tulip-river-0451", "mallory": "granite-owl-7732"}
 SLOW_APP = """
 import sys, time

@@ -27,7 +27,7 @@ import pytest
 
 from tests.browser import CHROMIUM, App, sign_in
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 APP_HOST, SIBLING, OTHER_SITE = "rrg.hospital.test", "wiki.hospital.test", "evil.test"
 PASSWORDS = {"alice": "tulip-river-0451", "bob": "granite-owl-7732",
