@@ -29,6 +29,12 @@ login). FastAPI is imported at module level because it resolves the route annota
 - `POST /logout` revokes the session (audited) and returns to the login form; `GET /logout`
   signs nobody out (an `<img src=.../logout>` on another page must not): it shows a button
   that posts.
+- A signed-in reader's requests go through fair.FairQueue: limits on a tab's and a reader's
+  queued events and requests in progress (429 "Slow down" beyond them), and Gradio's queue
+  in fair order after each join, so one reader cannot starve the others.
+- Behind a reverse proxy named with `--trusted-proxy`, uvicorn's proxy-headers middleware
+  makes the client address (throttling, audit, tabs) the rightmost untrusted X-Forwarded-For
+  hop, and the scheme the proxy's.
 - A downloaded export (`rrg-review-report.*` in Gradio's private cache) is deleted once sent.
 """
 
