@@ -100,10 +100,19 @@ def test_logins_are_throttled_per_account_and_per_address_and_audited(db, accoun
     shared = accounts.authenticate("dr.b", "b-fine-password", "10.6.6.6")
     assert shared.outcome == "ok"
     assert accounts.authenticate("nobody1", "guess", "10.6.6.6").outcome == "throttled"
+    # an account that already failed from there is refused unchecked, unless its browser
+    # proves an earlier sign-in (a device cookie): then the address throttle does not apply
+    assert accounts.authenticate("dr.b", "typo-password", "10.6.6.6").outcome == \
+        "bad_credentials"
+    assert accounts.authenticate("dr.b", "b-fine-password", "10.6.6.6").outcome == "throttled"
+    known = accounts.authenticate("dr.b", "b-fine-password", "10.6.6.6", known_device=True)
+    assert known.outcome == "ok"
     assert accounts.authenticate("dr.b", "b-fine-password", "10.0.0.11").outcome == "ok"
     events = AuditLog(db).recent(200)
     assert any(e.action == "login" and e.actor == "dr.b" and e.address == "10.6.6.6"
                and "address throttled" in (e.detail or "") for e in events)
+    assert any(e.action == "login" and e.actor == "dr.b" and e.detail == "known device"
+               for e in events)
     assert any(e.action == "login_throttled" and e.actor == "nobody0"
                and (e.detail or "").startswith("address back-off") for e in events)
     kinds = {e.action for e in events}

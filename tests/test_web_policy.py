@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rrg_review.app.web_policy import LoginToken, add_nonce, refusal_reason
+from rrg_review.app.web_policy import DeviceCookies, LoginToken, add_nonce, refusal_reason
 
 APP = {"host": "rrg.hospital.test"}
 
@@ -81,3 +81,16 @@ def test_behind_a_tls_proxy_not_named_the_browsers_https_origin_is_still_the_app
     assert refusal_reason("POST", "http", {**proxied,
                                            "origin": "https://rrg.hospital.test:8443"}) \
         is not None
+
+
+def test_a_device_cookie_proves_only_its_own_accounts_earlier_sign_in():
+    devices = DeviceCookies()
+    token = devices.issue("dr.a")
+    assert devices.valid(token, "dr.a")
+    assert not devices.valid(token, "dr.b")  # another account
+    assert not devices.valid(token.replace("dr.a", "dr.b", 1), "dr.b")  # renamed: bad mac
+    assert not DeviceCookies().valid(token, "dr.a")  # another process's key (a restart)
+    name, issued, _ = token.rsplit(".", 2)
+    old = int(issued) - DeviceCookies.LIFETIME_S - 10
+    assert not devices.valid(f"{name}.{old}.{devices._mac(name, old)}", "dr.a")  # expired
+    assert not devices.valid(None, "dr.a") and not devices.valid("x.y", "dr.a")

@@ -40,6 +40,7 @@ login). FastAPI is imported at module level because it resolves the route annota
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import logging
@@ -66,6 +67,7 @@ from rrg_review.app.fair import FairQueue
 from rrg_review.app.web_policy import (
     CORS_PREFIX,
     LOGIN_FIELD,
+    DeviceCookies,
     LoginToken,
     add_nonce,
     content_security_policy,
@@ -290,6 +292,7 @@ def _form_with_token(request: Request, options: ServerOptions, message: str = ""
 def _add_login_routes(app: FastAPI, accounts: AccountService, sessions: SessionStore,
                       readers: Readers, options: ServerOptions) -> None:
     """GET/POST /login and /logout (see the module's docstring)."""
+    devices = DeviceCookies()
 
     @app.get("/login", response_class=HTMLResponse)
     def login_form(request: Request, msg: str = "") -> Response:
@@ -310,10 +313,12 @@ def _add_login_routes(app: FastAPI, accounts: AccountService, sessions: SessionS
             return JSONResponse({"detail": message}, status_code=403)
         name = str(form.get("username", "")).strip()[:64]
         password = str(form.get("password", ""))[:4096]
+        known = devices.valid(request.cookies.get(DeviceCookies.COOKIE), name)
         # scrypt takes a fraction of a second: off the event loop, so other readers' requests
         # are not held up by someone's login
-        result = await run_in_threadpool(accounts.authenticate, name, password,
-                                         client_address(request))
+        result = await run_in_threadpool(functools.partial(
+            accounts.authenticate, name, password, client_address(request),
+            known_device=known))
         if result.account is None:
             return _login_refused(request, result, options)
         token = sessions.create(result.account.name)
@@ -322,6 +327,9 @@ def _add_login_routes(app: FastAPI, accounts: AccountService, sessions: SessionS
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict",
                             secure=_secure(request, options), path="/")
         response.delete_cookie(tokens.cookie, path="/", secure=tokens.secure)  # used up
+        response.set_cookie(DeviceCookies.COOKIE, devices.issue(result.account.name),
+                            max_age=DeviceCookies.LIFETIME_S, httponly=True,
+                            samesite="strict", secure=tokens.secure, path="/login")
         return response
 
     @app.get("/logout", response_class=HTMLResponse)

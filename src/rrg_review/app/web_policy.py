@@ -20,9 +20,11 @@ get the reader's cookie on every request they make, so the app itself must refus
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import re
 import secrets
+import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -107,6 +109,37 @@ class LoginToken:
         expected = self.current(cookies)
         return (expected is not None and isinstance(submitted, str)
                 and hmac.compare_digest(expected.encode(), submitted.encode()))
+
+
+class DeviceCookies:
+    """A browser's proof that an account signed in from it before (OWASP's "device cookies"):
+    "name.issued.mac", HMAC-SHA256 under a key of this process. With it, a login of that
+    account skips its address's throttle, so a flood from the same address (a shared proxy
+    or NAT) cannot keep the account's own reader out; without it (a new browser, or after a
+    restart, which draws a new key) the login is throttled as before."""
+
+    COOKIE = "rrg-device"
+    LIFETIME_S = 30 * 24 * 3600
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self._key = key or secrets.token_bytes(32)
+
+    def _mac(self, name: str, issued: int) -> str:
+        message = f"{name}.{issued}".encode()
+        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
+
+    def issue(self, name: str) -> str:
+        issued = int(time.time())
+        return f"{name}.{issued}.{self._mac(name, issued)}"
+
+    def valid(self, token: str | None, name: str) -> bool:
+        """Whether `token` was issued by this process to `name` within LIFETIME_S."""
+        parts = (token or "").rsplit(".", 2)
+        if len(parts) != 3 or parts[0] != name or not parts[1].isdigit():
+            return False
+        issued = int(parts[1])
+        return (0 <= time.time() - issued <= self.LIFETIME_S
+                and hmac.compare_digest(parts[2], self._mac(name, issued)))
 
 
 def content_security_policy(nonce: str | None) -> str:

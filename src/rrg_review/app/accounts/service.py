@@ -551,7 +551,8 @@ class AccountService:
             reader.role = role
             s.execute(delete(WebSession).where(WebSession.reader_id == reader.id))
 
-    def authenticate(self, name: str, password: str, address: str | None = None) -> LoginResult:
+    def authenticate(self, name: str, password: str, address: str | None = None, *,
+                     known_device: bool = False) -> LoginResult:
         """Check a login, throttled per account and per address, audited either way.
 
         An unknown name costs the same hashing time as a wrong password, so names cannot be
@@ -564,6 +565,9 @@ class AccountService:
             password: the password tried.
             address: the client's address (None: throttled per account only); an address
                 gets ADDRESS_FREE_FAILURES free failures, as several readers may share it.
+            known_device: the browser proved an earlier sign-in of this account (server.py's
+                device cookie): its address's throttle does not apply (OWASP's device
+                cookies), so a flood from a shared address cannot keep the account out.
 
         Returns:
             The outcome ("ok", "bad_credentials" or "throttled"), the account when "ok", and
@@ -572,7 +576,8 @@ class AccountService:
         # (a key column holds 160 characters: names are at most 64, addresses at most 45)
         account_key = f"account:{name.lower()[:150]}"
         address_key = f"address:{address[:150]}" if address else None
-        refused = self._throttled(name, address, account_key, address_key)
+        refused = self._throttled(name, address, account_key,
+                                  None if known_device else address_key)
         if isinstance(refused, LoginResult):
             return refused
         under_throttle = refused > 0
@@ -583,7 +588,8 @@ class AccountService:
         finally:
             if under_throttle:
                 self._checks_under_throttle.release()
-        note = "address throttled, account in good standing" if under_throttle else None
+        note = ("address throttled, account in good standing" if under_throttle
+                else "known device" if known_device else None)
         if not ok or reader is None or reader.password_hash is None:  # (ok implies a reader)
             delays = [self.throttle.failure(account_key)]
             if address_key:
