@@ -208,3 +208,50 @@ def test_timing_and_the_table_from_the_database(study_db, tmp_path, settings, ca
     assert sum(reasons.values()) == 14  # 2 unsigned + 12 never opened (no time)
     assert main(["study", "analyze", "s1", "--readings", str(out)]) == 2
     assert "one of them" in capsys.readouterr().err
+
+
+def test_racing_saves_of_one_reading_lose_no_edit(study_db, tmp_path):
+    """Two tabs save the same reading at once from the same base: one is stored, the other
+    gets its EditConflict (the reading's row serialises them), never a silent overwrite."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _service(study_db).create(_design(tmp_path))
+    desk = _desk(study_db)
+    item = desk.studies.worklist("s1", "ann", T0).readings[0]
+    desk.open(item.reading_id, "ann", T0)
+
+    def save(text):
+        return desk.save(item.reading_id, "ann", {"findings": ReadingEdit(text, None)},
+                         now=T0)["findings"]
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(save, ["Tab one.", "Tab two."]))
+    conflicts = [r for r in results if isinstance(r, EditConflict)]
+    stored = [r for r in results if not isinstance(r, EditConflict)]
+    assert len(conflicts) == 1 and len(stored) == 1
+    assert conflicts[0].current.text == stored[0].text
+    assert [r.text for r in desk.history(item.reading_id, "ann", "findings")] == \
+        [stored[0].text]
+
+
+def test_a_rating_belongs_to_its_reading_and_names_no_model(study_db, tmp_path, settings,
+                                                            capsys):
+    _service(study_db).create(_design(tmp_path))
+    desk = _desk(study_db)
+    item = desk.studies.worklist("s1", "ann", T0).readings[0]
+    with pytest.raises(ReaderStudyError, match="not been opened"):
+        desk.rate(item.reading_id, "ann", likert=4, now=T0)
+    desk.open(item.reading_id, "ann", T0)
+    rating = desk.rate(item.reading_id, "ann", likert=4,
+                       errors={"false_finding": {"significant": 1}}, now=T0)
+    assert rating.preset is None and rating.likert == 4
+    with study_db.read() as s:
+        ann = s.scalar(select(Reader.id).where(Reader.name == "ann"))
+    assert ReviewService(study_db).latest_rating(ann, item.study_id) is None
+    columns = readings_table(study_db, "s1", unblind=False).columns
+    row = columns["opened"].index(next(v for v in columns["opened"] if v))
+    assert (columns["likert"][row], columns["errors_significant"][row],
+            columns["errors_total"][row]) == ("4", "1", "1")
+    assert main(["study", "analyze", "nope", "--db", settings.db_url, "--data-dir",
+                 str(settings.data_dir)]) == 2
+    assert "error: no reader study named 'nope'" in capsys.readouterr().err

@@ -462,6 +462,10 @@ class ReaderStudyService:
         reading stays signed at its first signature). The last signature of a session starts
         the reader's washout before the next.
 
+        The bare mark, without the report: a reader's Sign goes through
+        `reading.ReadingDesk.sign_preview` and `sign` (a confirmation, and the final report
+        stored as the reading's revisions).
+
         Raises:
             ReaderStudyError: the refusal, in one sentence.
         """
