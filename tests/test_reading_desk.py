@@ -255,3 +255,21 @@ def test_a_rating_belongs_to_its_reading_and_names_no_model(study_db, tmp_path, 
     assert main(["study", "analyze", "nope", "--db", settings.db_url, "--data-dir",
                  str(settings.data_dir)]) == 2
     assert "error: no reader study named 'nope'" in capsys.readouterr().err
+
+
+def test_a_readers_evaluation_export_holds_none_of_their_study_readings(study_db, tmp_path):
+    """The review-session export names the model of each draft; a reader's study work (edited
+    from a blinded draft, rated) must not appear in it, or it would unblind the arm."""
+    from rrg_review.app.evaluation.results import ExportFilters
+    from rrg_review.app.evaluation.rows import collect_rows
+
+    _service(study_db).create(_design(tmp_path, design="parallel", sessions=1, washout_days=0))
+    desk = _desk(study_db)
+    for item in desk.studies.worklist("s1", "ann", T0).readings:
+        opened = desk.open(item.reading_id, "ann", T0)
+        desk.save(item.reading_id, "ann",
+                  {"findings": ReadingEdit(opened.sections[0].text + " Edited.", None)}, now=T0)
+        desk.rate(item.reading_id, "ann", likert=3, now=T0)
+    with study_db.read() as s:
+        assert s.scalar(select(Revision.id).where(Revision.draft_id.is_not(None)).limit(1))
+    assert collect_rows(study_db, ExportFilters(reader="ann")) == []
