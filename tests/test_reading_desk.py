@@ -208,6 +208,12 @@ def test_timing_and_the_table_from_the_database(study_db, tmp_path, settings, ca
     assert sum(reasons.values()) == 14  # 2 unsigned + 12 never opened (no time)
     assert main(["study", "analyze", "s1", "--readings", str(out)]) == 2
     assert "one of them" in capsys.readouterr().err
+    # the same table as Parquet (typed numbers) analyses to the same result
+    parquet = readings_table(study_db, "s1", unblind=True).write(tmp_path / "t.parquet")
+    assert main(["study", "analyze", "--readings", str(parquet), "--out",
+                 str(tmp_path / "p.json")]) == 0
+    again = json.loads((tmp_path / "p.json").read_text())
+    assert again["outcomes"]["seconds"]["contrasts"] == result["outcomes"]["seconds"]["contrasts"]
 
 
 def test_racing_saves_of_one_reading_lose_no_edit(study_db, tmp_path):

@@ -29,7 +29,8 @@ def add_actions(actions: Any) -> None:
     p.add_argument("--readings", type=Path, metavar="FILE",
                    help="long-format readings table (.csv, or .parquet) instead of NAME")
     p.add_argument("--csv", type=Path, metavar="readings.csv",
-                   help="with NAME: also write the study's readings table (arms unblinded)")
+                   help="with NAME: also write the study's readings table (arms unblinded; "
+                        "Parquet when it ends in .parquet)")
     p.add_argument("--reference", metavar="ARM", default=None,
                    help="the arm every other arm is compared with (default: unassisted)")
     p.add_argument("--out", type=Path, metavar="result.json", help="write the JSON result here")
@@ -63,7 +64,7 @@ def _from_database(args: argparse.Namespace) -> Any:
     AuditLog(db).record("study_unblind", actor=f"cli:{getpass.getuser()}", address="cli",
                         target=f"reader study {args.name}", detail="study analyze")
     if args.csv is not None:
-        print(table.write_csv(args.csv))
+        print(table.write(args.csv))
     return from_columns(table.columns, source=f"study {args.name}")
 
 

@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -43,6 +44,8 @@ COLUMNS = ("reader", "case", "arm", "session", "position", "seconds", "signed",
            "opened", "first_keystroke_seconds", "last_keystroke_seconds", "keystrokes",
            "edits", "accepted", "words_changed", "wer", "likert", "errors_significant",
            "errors_total")
+TEXT = frozenset({"reader", "case", "arm", "signed", "opened"})
+REAL = frozenset({"seconds", "first_keystroke_seconds", "last_keystroke_seconds", "wer"})
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,30 @@ class ReadingsTable:
     def __len__(self) -> int:
         return len(self.columns["reader"])
 
-    def write_csv(self, path: Path) -> Path:
+    def write(self, path: Path) -> Path:
+        """CSV, or Parquet by the suffix (`.parquet`, `.pq`): numbers typed, empty = null."""
+        if path.suffix.lower() in (".parquet", ".pq"):
+            return self._write_parquet(path)
         with path.open("w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
             writer.writerow(COLUMNS)
             writer.writerows(zip(*(self.columns[c] for c in COLUMNS), strict=True))
+        return path
+
+    def _write_parquet(self, path: Path) -> Path:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        def typed(c: str) -> Any:
+            if c in TEXT:
+                return pa.array(self.columns[c], type=pa.string())
+            if c in REAL:
+                return pa.array([float(v) if v else None for v in self.columns[c]],
+                                type=pa.float64())
+            return pa.array([int(v) if v else None for v in self.columns[c]], type=pa.int64())
+
+        arrays = {c: typed(c) for c in COLUMNS}
+        pq.write_table(pa.table(arrays), path)
         return path
 
 
