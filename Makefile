@@ -35,6 +35,7 @@ bench: $(VENV)/.installed-test
 	$(PY) -m bench.ui
 	$(PY) -m bench.writers
 	$(PY) -m bench.study_create
+	$(PY) -m bench.reading_desk
 	$(PY) -m bench.reader_study
 	$(PY) -m bench.suggest_errors --held-out
 

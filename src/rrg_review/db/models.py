@@ -250,6 +250,11 @@ class Revision(Base):
     draft_id: Mapped[int | None] = mapped_column(ForeignKey("draft.id", ondelete="SET NULL"))
     autosave: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # the reader-study reading this save belongs to; None: reading outside studies. Numbers
+    # stay unique per reader, case and section across readings (one sequence), so a revision
+    # number names one save; each reading's history is its own rows.
+    reading_id: Mapped[int | None] = mapped_column(
+        ForeignKey("reading.id", ondelete="CASCADE"), index=True)
 
 
 class Rating(Base):
@@ -272,6 +277,9 @@ class Rating(Base):
     errors: Mapped[dict[str, Any]] = mapped_column(default=dict)
     comment: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # the reader-study reading rated; None: outside studies (numbers as for Revision)
+    reading_id: Mapped[int | None] = mapped_column(
+        ForeignKey("reading.id", ondelete="CASCADE"), index=True)
 
 
 class WorklistItem(Base):
@@ -481,6 +489,35 @@ class Reading(Base):
     position: Mapped[int] = mapped_column(Integer)
     opened_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     signed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # active seconds by the review screen's rule (heartbeats capped at 60 s, counted once
+    # across tabs up to `active_until`, epoch seconds), for this reading alone
+    active_seconds: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    active_until: Mapped[float | None] = mapped_column(Float)
+
+
+class ReadingSection(Base):
+    """Timing of one section of one reading: what was on screen when it opened (the draft of
+    the reading's arm, if any: its id, never shown to the reader), first and last keystroke,
+    and how many keystroke events and edit operations the page counted (counts only: no
+    keystroke text is kept beyond the revisions). Its own table, not a `reading_id` on
+    `section_timing`: that table's key (reader, case, section) is one row per case outside
+    studies, and a NULL in a unique key would no longer keep it one."""
+
+    __tablename__ = "reading_section"
+    __table_args__ = (
+        CheckConstraint("section IN ('findings', 'impression')",
+                        name="ck_reading_section_section"),
+        CheckConstraint("keystrokes >= 0 AND edits >= 0", name="ck_reading_section_counts"),
+    )
+
+    reading_id: Mapped[int] = mapped_column(ForeignKey("reading.id", ondelete="CASCADE"),
+                                            primary_key=True)
+    section: Mapped[str] = mapped_column(String(16), primary_key=True)
+    draft_id: Mapped[int | None] = mapped_column(ForeignKey("draft.id", ondelete="SET NULL"))
+    first_keystroke_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_keystroke_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    keystrokes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    edits: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 def table_of(model: type[Base]) -> Table:

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 ACTIONS = ("login", "login_failed", "login_throttled", "logout", "session_expired", "save",
            "rate", "accept", "take_theirs", "export", "export_refused", "unload_model",
-           "tab_refused", "study_create", "study_unblind")
+           "tab_refused", "study_create", "study_unblind", "reading_open", "reading_sign")
 
 
 @dataclass(frozen=True)

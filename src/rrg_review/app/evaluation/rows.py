@@ -74,10 +74,12 @@ def _load(s: Session, filters: ExportFilters) -> _Session:
         select(Study).where(Study.id.in_({k[0] for k in drafts}))
         .options(selectinload(Study.reference)))}
     revisions: dict[tuple[int, int, str], Revision] = {}
-    for r in s.scalars(select(Revision).order_by(Revision.number)):
+    for r in s.scalars(select(Revision).where(Revision.reading_id.is_(None))
+                       .order_by(Revision.number)):
         revisions[(r.reader_id, r.study_id, r.section)] = r
     ratings: dict[tuple[int, int], list[Rating]] = defaultdict(list)
-    for rating in s.scalars(select(Rating).order_by(Rating.number)):
+    for rating in s.scalars(select(Rating).where(Rating.reading_id.is_(None))
+                            .order_by(Rating.number)):
         ratings[(rating.reader_id, rating.study_id)].append(rating)
     return _Session(
         drafts=drafts, studies=studies,

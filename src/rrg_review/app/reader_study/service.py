@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from rrg_review.app.accounts.audit import AuditLog
 from rrg_review.app.accounts.service import Account
 from rrg_review.app.reader_study.resolve import Resolved, resolve
-from rrg_review.db.engine import Database
+from rrg_review.db.engine import ROWS, Database
 from rrg_review.db.models import (
     Draft,
     Reader,
@@ -386,7 +386,7 @@ class ReaderStudyService:
                     ReaderStudyReader, ReaderStudyReader.reader_id == Reader.id)
                 .where(ReaderStudyReader.reader_study_id == study.id)
                 .order_by(ReaderStudyReader.position)))
-            progress = self._progress(s, study)
+            progress = self.progress(s, study)
             missing = _missing_drafts(s, study.id)
         rows = []
         for reader_id, reader_name in readers:
@@ -395,7 +395,8 @@ class ReaderStudyService:
             rows.append(ReaderStatus(reader_name, sessions, plan, plan.wait(now)))
         return StudyStatus(name, now, washout, tuple(rows), missing)
 
-    def _progress(self, s: Session, study: ReaderStudy,
+    @staticmethod
+    def progress(s: Session, study: ReaderStudy,
                   reader_id: int | None = None) -> dict[int, tuple[SessionProgress, ...]]:
         stmt = (select(Reading.reader_id, Reading.session, func.count(Reading.id),
                        func.count(Reading.signed_at), func.max(Reading.signed_at))
@@ -425,7 +426,7 @@ class ReaderStudyService:
                 ReaderStudyReader.reader_study_id == study.id, Reader.name == reader))
             if reader_id is None:
                 raise ReaderStudyError([f"{reader!r} is not a reader of study {name!r}"])
-            sessions = self._progress(s, study, reader_id).get(reader_id, ())
+            sessions = self.progress(s, study, reader_id).get(reader_id, ())
             plan = schedule(sessions, timedelta(days=study.washout_days), now)
             readings: tuple[WorklistReading, ...] = ()
             if plan.open_session is not None:
@@ -461,6 +462,10 @@ class ReaderStudyService:
         reading stays signed at its first signature). The last signature of a session starts
         the reader's washout before the next.
 
+        The bare mark, without the report: a reader's Sign goes through
+        `reading.ReadingDesk.sign_preview` and `sign` (a confirmation, and the final report
+        stored as the reading's revisions).
+
         Raises:
             ReaderStudyError: the refusal, in one sentence.
         """
@@ -468,20 +473,8 @@ class ReaderStudyService:
 
     def _mark(self, reading_id: int, reader: str, now: datetime, *,
               sign: bool) -> WorklistReading:
-        with self.db.write() as s:
-            row = s.execute(
-                select(Reading, ReaderStudy, ReaderStudyArm.code)
-                .join(ReaderStudy, ReaderStudy.id == Reading.reader_study_id)
-                .join(ReaderStudyArm, ReaderStudyArm.id == Reading.arm_id)
-                .join(Reader, Reader.id == Reading.reader_id)
-                .where(Reading.id == reading_id, Reader.name == reader)).first()
-            if row is None:
-                raise ReaderStudyError([f"reading {reading_id} is not one of {reader!r}'s"])
-            reading, study, code = row
-            sessions = self._progress(s, study, reading.reader_id).get(reading.reader_id, ())
-            plan = schedule(sessions, timedelta(days=study.washout_days), now)
-            if reading.signed_at is None and plan.open_session != reading.session:
-                raise ReaderStudyError([_closed(reading.session, plan, now)])
+        with self.db.write(scope=ROWS) as s:
+            reading, _, code = reading_for(s, reading_id, reader, now)
             if sign and reading.opened_at is None:
                 raise ReaderStudyError([f"reading {reading_id} has not been opened; a reading "
                                         "is signed after it is read"])
@@ -490,9 +483,39 @@ class ReaderStudyService:
             if sign and reading.signed_at is None:
                 reading.signed_at = now
             s.flush()
-            return WorklistReading(reading.id, reading.study_id, reading.session,
-                                   reading.position, code, _aware(reading.opened_at),
-                                   _aware(reading.signed_at))
+            return worklist_reading(reading, code)
+
+
+def worklist_reading(reading: Reading, code: str) -> WorklistReading:
+    return WorklistReading(reading.id, reading.study_id, reading.session, reading.position,
+                           code, _aware(reading.opened_at), _aware(reading.signed_at))
+
+
+def reading_for(s: Session, reading_id: int, reader: str,
+                now: datetime) -> tuple[Reading, ReaderStudy, str]:
+    """One of `reader`'s readings that they may work on now, locked (FOR UPDATE on
+    PostgreSQL: every write of a reading is serialised by its row), with its study and arm
+    code. The server decides, not the page: another reader's reading, or one of a session not
+    open to the reader now (washout, an earlier session unsigned), is refused; a signed
+    reading stays readable.
+
+    Raises:
+        ReaderStudyError: the refusal, in one sentence.
+    """
+    reader_id = s.scalar(select(Reader.id).where(Reader.name == reader))
+    reading = s.scalar(select(Reading).where(Reading.id == reading_id,
+                                             Reading.reader_id == reader_id)
+                       .with_for_update()) if reader_id is not None else None
+    if reading is None:
+        raise ReaderStudyError([f"reading {reading_id} is not one of {reader!r}'s"])
+    study = s.get_one(ReaderStudy, reading.reader_study_id)
+    code = s.get_one(ReaderStudyArm, reading.arm_id).code
+    sessions = ReaderStudyService.progress(s, study, reading.reader_id).get(reading.reader_id,
+                                                                            ())
+    plan = schedule(sessions, timedelta(days=study.washout_days), now)
+    if reading.signed_at is None and plan.open_session != reading.session:
+        raise ReaderStudyError([_closed(reading.session, plan, now)])
+    return reading, study, code
 
 
 def _closed(session: int, plan: ReaderSchedule, now: datetime) -> str:

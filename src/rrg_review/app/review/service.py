@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -133,7 +134,7 @@ def _count(value: object, where: str) -> int:
     return int(number)
 
 
-def _likert(value: object) -> int:
+def likert_score(value: object) -> int:
     if value is None or value == "":
         raise ReviewError("choose an overall quality score (Likert 1-5) before submitting")
     try:
@@ -146,7 +147,7 @@ def _likert(value: object) -> int:
     return int(number)
 
 
-def _validate_errors(errors: dict[str, dict[str, object]]) -> dict[str, dict[str, int]]:
+def rexval_counts(errors: dict[str, dict[str, object]]) -> dict[str, dict[str, int]]:
     """Every count checked; all the bad ones named at once, by the labels readers see."""
     clean: dict[str, dict[str, int]] = {}
     problems: list[str] = []
@@ -165,6 +166,66 @@ def _validate_errors(errors: dict[str, dict[str, object]]) -> dict[str, dict[str
     if problems:
         raise ReviewError("; ".join(problems))
     return {c: clean.get(c, {"significant": 0, "insignificant": 0}) for c in REXVAL_CATEGORIES}
+
+
+@dataclass(frozen=True)
+class RevisionScope:
+    """Whose history a save extends: a reader's case outside studies (`reading_id` None) or
+    one reader-study reading of it. Numbers run in one sequence per reader, case and section
+    (unique), while "the latest revision" and conflicts are judged within the scope, so a case
+    read in two sessions keeps two histories."""
+
+    reader_id: int
+    study_id: int
+    reading_id: int | None
+
+    def of(self, section: str) -> Any:
+        """The WHERE clause of this scope's revisions of one section."""
+        reading = (Revision.reading_id.is_(None) if self.reading_id is None
+                   else Revision.reading_id == self.reading_id)
+        return (Revision.reader_id == self.reader_id) & (Revision.study_id == self.study_id) \
+            & (Revision.section == section) & reading
+
+
+def save_revision(s: Session, scope: RevisionScope, section: str, text: str,
+                  base_number: int | None, draft_id: int | None,
+                  autosave: bool) -> tuple[RevisionView, bool]:
+    """Store `text` as the next revision of `section` in `scope` unless it is already the
+    latest; refuse (EditConflict) when another save came in since `base_number` with other
+    words. The caller holds the row lock that serialises this scope's writes.
+
+    Returns:
+        The revision (new, or the latest when its text is already this text) and whether it
+        is new.
+    """
+    where = scope.of(section)
+    latest = s.scalar(select(Revision).where(where).order_by(Revision.number.desc()).limit(1))
+    latest_number = latest.number if latest else None
+    if latest_number != base_number:
+        if latest is not None and latest.text == text:
+            return _revision(latest), False  # the other save wrote the same words
+        if latest is None:
+            raise ReviewError(f"{section}: revision {base_number} does not exist")
+        base = (s.scalar(select(Revision.text).where(where, Revision.number == base_number))
+                if base_number is not None else None)
+        if base is None or base != latest.text:
+            raise EditConflict(section, _revision(latest))
+        # the newer revisions end on the very words this edit started from (another tab's
+        # "take theirs" stores them again): nothing to choose between, so the edit goes on
+        # top (a third new-user trial was asked to choose its own words)
+    if latest is not None and latest.text == text:
+        return _revision(latest), False
+    if draft_id is not None and s.get(Draft, draft_id) is None:
+        raise ReviewError(f"draft {draft_id} does not exist")
+    number = int(s.scalar(select(func.coalesce(func.max(Revision.number), 0)).where(
+        Revision.reader_id == scope.reader_id, Revision.study_id == scope.study_id,
+        Revision.section == section)) or 0) + 1
+    revision = Revision(reader_id=scope.reader_id, study_id=scope.study_id, section=section,
+                        number=number, text=text, draft_id=draft_id, autosave=autosave,
+                        created_at=utcnow(), reading_id=scope.reading_id)
+    s.add(revision)
+    s.flush()
+    return _revision(revision), True
 
 
 class ReviewService:
@@ -247,8 +308,8 @@ class ReviewService:
         """
         with self.db.read() as s:
             rows = s.scalars(select(Revision).where(
-                Revision.reader_id == reader_id, Revision.study_id == study_id)
-                .order_by(Revision.number))
+                Revision.reader_id == reader_id, Revision.study_id == study_id,
+                Revision.reading_id.is_(None)).order_by(Revision.number))
             return {r.section: _revision(r) for r in rows}
 
     def history(self, reader_id: int, study_id: int, section: str) -> list[RevisionView]:
@@ -265,8 +326,8 @@ class ReviewService:
         """
         with self.db.read() as s:
             return [_revision(r) for r in s.scalars(select(Revision).where(
-                Revision.reader_id == reader_id, Revision.study_id == study_id,
-                Revision.section == section).order_by(Revision.number))]
+                RevisionScope(reader_id, study_id, None).of(section))
+                .order_by(Revision.number))]
 
     def save(self, reader_id: int, study_id: int, section: str, text: str,
              base_number: int | None, draft_id: int | None = None,
@@ -373,8 +434,8 @@ class ReviewService:
                 if section not in SECTIONS:
                     raise ReviewError(f"unknown section {section!r}")
                 theirs = s.scalar(select(Revision).where(
-                    Revision.reader_id == reader_id, Revision.study_id == study_id,
-                    Revision.section == section, Revision.number == theirs_number))
+                    RevisionScope(reader_id, study_id, None).of(section),
+                    Revision.number == theirs_number))
                 if theirs is None:
                     raise ReviewError(f"{section}: revision {theirs_number} does not exist")
                 try:
@@ -401,40 +462,16 @@ class ReviewService:
     def _save_in(self, s: Session, item: WorklistItem, section: str, text: str,
                  base_number: int | None, draft_id: int | None,
                  autosave: bool) -> RevisionView:
-        latest = s.scalar(select(Revision).where(
-            Revision.reader_id == item.reader_id, Revision.study_id == item.study_id,
-            Revision.section == section).order_by(Revision.number.desc()).limit(1))
-        latest_number = latest.number if latest else None
-        if latest_number != base_number:
-            if latest is not None and latest.text == text:
-                return _revision(latest)  # the other save wrote the same words
-            if latest is None:
-                raise ReviewError(f"{section}: revision {base_number} does not exist")
-            base = (s.scalar(select(Revision.text).where(
-                Revision.reader_id == item.reader_id, Revision.study_id == item.study_id,
-                Revision.section == section, Revision.number == base_number))
-                if base_number is not None else None)
-            if base is None or base != latest.text:
-                raise EditConflict(section, _revision(latest))
-            # the newer revisions end on the very words this edit started from (another
-            # tab's "take theirs" stores them again): nothing to choose between, so the
-            # edit goes on top (a third new-user trial was asked to choose its own words)
-        if latest is not None and latest.text == text:
-            return _revision(latest)
-        if draft_id is not None and s.get(Draft, draft_id) is None:
-            raise ReviewError(f"draft {draft_id} does not exist")
-        revision = Revision(reader_id=item.reader_id, study_id=item.study_id, section=section,
-                            number=(latest_number or 0) + 1, text=text, draft_id=draft_id,
-                            autosave=autosave, created_at=utcnow())
-        s.add(revision)
-        if item.status in ("new", "drafted"):
-            item.status = "in_review"
-        # every save is work on the study: `resume` reopens the one saved last (the on-update
-        # default fired only when the status changed, so a re-login opened an older study;
-        # found in a new-user trial)
-        item.updated_at = utcnow()
-        s.flush()
-        return _revision(revision)
+        revision, created = save_revision(s, RevisionScope(item.reader_id, item.study_id, None),
+                                          section, text, base_number, draft_id, autosave)
+        if created:
+            if item.status in ("new", "drafted"):
+                item.status = "in_review"
+            # every save is work on the study: `resume` reopens the one saved last (the
+            # on-update default fired only when the status changed, so a re-login opened an
+            # older study; found in a new-user trial)
+            item.updated_at = utcnow()
+        return revision
 
     def _timing_in(self, s: Session, reader_id: int, study_id: int, section: str,
                    keys: Keystrokes | None, submitted: bool) -> None:
@@ -526,8 +563,8 @@ class ReviewService:
             ReviewError: no or an invalid Likert score, an unknown ReXVal category, a count that
                 is not a non-negative whole number, or the study not on the worklist.
         """
-        score = _likert(likert)
-        clean = _validate_errors(errors or {})
+        score = likert_score(likert)
+        clean = rexval_counts(errors or {})
         with self.db.write(scope=ROWS) as s:
             item = self._item(s, reader_id, study_id, lock=True)
             rating = self._rating_in(s, item, score, acceptable, clean, comment, preset)
@@ -565,7 +602,8 @@ class ReviewService:
         """
         with self.db.read() as s:
             r = s.scalar(select(Rating).where(Rating.reader_id == reader_id,
-                                              Rating.study_id == study_id)
+                                              Rating.study_id == study_id,
+                                              Rating.reading_id.is_(None))
                          .order_by(Rating.number.desc()).limit(1))
             return _rating(r) if r else None
 
@@ -598,7 +636,7 @@ class ReviewService:
             for section, (draft_id, text) in drafts.items():
                 self._save_in(s, item, section, text, bases.get(section), draft_id, False)
                 self._timing_in(s, reader_id, study_id, section, None, submitted=True)
-            rating = self._rating_in(s, item, None, True, _validate_errors({}), None, preset)
+            rating = self._rating_in(s, item, None, True, rexval_counts({}), None, preset)
             self._audit(s, "accept", reader_id, address,
                         f"study {study_id} rating {rating.number}")
             return rating
