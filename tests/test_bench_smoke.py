@@ -64,11 +64,23 @@ SCRIPTS = {
     "study_create": (["--readers", "3", "--cases", "20"],
                      ["3 readers x 20 cases x 2 sessions", "SQLite create: 120 readings",
                       "PostgreSQL create: 120 readings", "balance spread 0"]),
+    "reading_desk": (["--readers", "3", "--cases", "12", "--steps", "5"],
+                     ["open: median", "save: median", "sign: median",
+                      "table of 72 readings from the database"]),
 }
+# modules of bench/ that are helpers of the scripts, not scripts
+NOT_SCRIPTS = {"synthetic"}
 # printed instead of the PostgreSQL figures where no PostgreSQL server can be started
 NO_POSTGRES = "PostgreSQL: skipped"
 # printed instead of the lme4 figures where R or its lme4 package is not installed
 NO_LME4 = "lme4: skipped"
+
+
+def test_every_bench_script_is_checked_here():
+    """A new bench script cannot be left out of the smoke test (issue #23: every script runs as
+    README documents it, checked in CI)."""
+    scripts = {p.stem for p in (ROOT / "bench").glob("*.py")} - {"__init__"} - NOT_SCRIPTS
+    assert scripts - set(SCRIPTS) == set()
 
 
 @pytest.mark.parametrize("script", list(SCRIPTS))
