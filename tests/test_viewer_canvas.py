@@ -21,6 +21,18 @@ from tests.conftest import rg1
 pytest_plugins = ["tests.browser"]  # the browser fixture
 
 BIG = (2500, 2000)  # rows, cols
+SPACING = (0.2, 0.15)  # (row, column) mm of the calibrated film
+
+
+def calibrated_dicom(path: Path, keyword: str = "PixelSpacing") -> Path:
+    """pydicom-data's RG1 radiograph with a known, unequal pixel spacing (RG1's own is 0\\0)."""
+    import pydicom
+
+    ds = pydicom.dcmread(rg1("RG1_UNCR.dcm"))
+    del ds.PixelSpacing
+    setattr(ds, keyword, list(SPACING))
+    ds.save_as(path)
+    return path
 
 
 def big_png(path: Path) -> Path:
@@ -50,11 +62,14 @@ def films(tmp_path_factory, database_templates, browser):
                     image=SyntheticImage(rg1("RG1_UNCI.dcm"), 1955, 1841, 15, "MONOCHROME1"))
         add_studies(db, 1, source="j2k", prefix="JTK",
                     image=SyntheticImage(rg1("RG1_J2KR.dcm"), 1955, 1841, 15, "MONOCHROME1"))
+        cal = calibrated_dicom(root / "calibrated.dcm")
+        add_studies(db, 1, source="cal", prefix="CAL",
+                    image=SyntheticImage(str(cal), 1955, 1841, 15, "MONOCHROME1"))
     finally:
         db.dispose()
     running = App(root / "app.sqlite", "--no-demo", "--no-predraft")
     files = {"BIG2": str(png), "BIG1": str(png), "MONO1": rg1("RG1_UNCI.dcm"),
-             "JTK1": rg1("RG1_J2KR.dcm")}
+             "JTK1": rg1("RG1_J2KR.dcm"), "CAL1": str(cal)}
     yield running, files
     running.stop(close_first=lambda: close_pages(browser))
 
@@ -285,3 +300,43 @@ def test_the_prior_opens_as_its_own_viewport_filling_the_window(browser, films):
     enlarge(page, "BIG2")  # the current study's film: the current study
     assert page.evaluate("() => rrgViewer.img.study") == current
     assert requests.outside() == []
+
+
+@pytest.mark.parametrize("keyword", ["PixelSpacing", "ImagerPixelSpacing"])
+def test_pixel_spacing_is_read_and_a_zero_one_is_none(tmp_path, keyword):
+    path = str(calibrated_dicom(tmp_path / "c.dcm", keyword))
+    assert decode(ImageSource(name=path, path=path)).info.pixel_spacing == SPACING
+    rg = rg1("RG1_UNCI.dcm")  # PixelSpacing 0.000\\0.000: not mm
+    assert decode(ImageSource(name=rg, path=rg)).info.pixel_spacing is None
+
+
+def _measure(page, a: tuple[int, int], b: tuple[int, int]) -> dict:
+    """Drag the measuring tool from image pixel a to image pixel b (x, y); what it says."""
+    s, tx, ty = page.evaluate("() => [rrgViewer.s, rrgViewer.tx, rrgViewer.ty]")
+    at = [(tx + x * s, ty + y * s) for x, y in (a, b)]
+    page.mouse.move(*at[0])
+    page.mouse.down()
+    page.mouse.move(*at[1], steps=5)
+    page.mouse.up()
+    return page.evaluate("() => ({...rrgViewer.length, "
+                         "text: document.querySelector('#wl-length').innerText})")
+
+
+def test_a_distance_is_measured_in_mm_within_one_percent(browser, films):
+    app, _ = films
+    page, _ = open_page(browser, app, 1920, 1080)
+    enlarge(page, "CAL1")
+    page.locator("#wl-measure").click()
+    # 1,200 columns x 0.15 mm and 900 rows x 0.2 mm: 180 mm each way
+    true_mm = float(np.hypot(1200 * SPACING[1], 900 * SPACING[0]))
+    got = _measure(page, (300, 400), (1500, 1300))
+    print(f"\nmeasured {got['mm']:.2f} mm, true {true_mm:.2f} mm")
+    assert abs(got["mm"] - true_mm) / true_mm < 0.01, (got, true_mm)
+    assert got["text"].endswith(" mm")
+    # a film without a spacing says so instead of inventing mm
+    page.keyboard.press("Escape")
+    enlarge(page, "BIG1")
+    assert page.locator("#wl-measure").get_attribute("aria-pressed") == "true"  # a tool stays
+    got = _measure(page, (100, 100), (1100, 100))
+    assert got["mm"] is None and "uncalibrated" in got["text"], got
+    assert abs(got["px"] - 1000) < 10, got

@@ -7,7 +7,8 @@
 // Hand-written rather than Cornerstone3D: see README ("The enlarged view").
 (() => {
   const V = window.rrgViewer = {pick: null, img: null, full: false, c: 0, w: 1, inv: false,
-                                s: 1, tx: 0, ty: 0, frames: 0, requested: null, presets: {}};
+                                s: 1, tx: 0, ty: 0, frames: 0, requested: null, presets: {},
+                                measuring: false, line: null, length: null};
   const $ = (sel) => document.querySelector(sel);
   const HINTS = 'right-drag window/level · wheel zoom · drag pan · double-click fits · ' +
                 '← → other images · Esc closes';
@@ -40,6 +41,32 @@
   const schedule = () => { if (!queued) { queued = true; requestAnimationFrame(render); } };
   const place = () => {
     canvas.style.transform = `translate(${V.tx}px, ${V.ty}px) scale(${V.s})`;
+    drawLine();
+  };
+
+  // -- distance in mm from the file's pixel spacing ("uncalibrated" without one) -------------
+  const drawLine = () => {
+    const line = el('wl-line'), L = V.line;
+    line.style.display = L ? '' : 'none';
+    if (!L) return;
+    const at = (x, y) => [V.tx + x * V.s, V.ty + y * V.s];
+    const [x1, y1] = at(L[0], L[1]), [x2, y2] = at(L[2], L[3]);
+    for (const [k, v] of Object.entries({x1, y1, x2, y2})) line.setAttribute(k, v);
+  };
+  const measure = () => {
+    const L = V.line, sp = V.img && V.img.spacing;
+    if (!L) { V.length = null; el('wl-length').textContent = ''; return; }
+    const dx = L[2] - L[0], dy = L[3] - L[1], px = Math.hypot(dx, dy);
+    // spacing is (row, column) mm: rows are y, columns are x
+    const mm = sp ? Math.hypot(dx * sp[1], dy * sp[0]) : null;
+    V.length = {mm, px};
+    el('wl-length').textContent = mm === null ? `${px.toFixed(0)} px (uncalibrated)`
+                                              : `${mm.toFixed(1)} mm`;
+    drawLine();
+  };
+  const imageAt = (e) => {
+    const r = stage.getBoundingClientRect();
+    return [(e.clientX - r.left - V.tx) / V.s, (e.clientY - r.top - V.ty) / V.s];
   };
   const fit = () => {
     const r = stage.getBoundingClientRect(), top = el('enlarged-tools').offsetHeight;
@@ -78,7 +105,8 @@
     if (root) return;
     root = document.createElement('div');
     root.id = 'enlarged';
-    root.innerHTML = `<div id="wl-stage"><canvas id="wl-canvas"></canvas></div>
+    root.innerHTML = `<div id="wl-stage"><canvas id="wl-canvas"></canvas>
+        <svg id="wl-overlay"><line id="wl-line" style="display: none"></line></svg></div>
       <div id="enlarged-tools">
         <button type="button" id="prev-image">◀ image</button>
         <button type="button" id="next-image">image ▶</button>
@@ -86,6 +114,8 @@
         <label><input type="checkbox" id="wl-invert"> Invert</label>
         <label>Level <input type="text" inputmode="decimal" id="wl-center" size="9"></label>
         <label>Window <input type="text" inputmode="decimal" id="wl-width" size="9"></label>
+        <button type="button" id="wl-measure" aria-pressed="false">Measure</button>
+        <span id="wl-length"></span>
         <span id="wl-status"></span>
         <button type="button" id="close-enlarged">Close (Esc)</button>
       </div>
@@ -95,6 +125,11 @@
     el('close-enlarged').addEventListener('click', () => window.rrgEnlarged(false));
     el('next-image').addEventListener('click', () => step(1));
     el('prev-image').addEventListener('click', () => step(-1));
+    el('wl-measure').addEventListener('click', (e) => {
+      V.measuring = !V.measuring;
+      e.target.setAttribute('aria-pressed', String(V.measuring));
+      stage.classList.toggle('measuring', V.measuring);
+    });
     el('wl-invert').addEventListener('change', (e) => {
       V.inv = e.target.checked; if (V.img) render(); else sync();
     });
@@ -114,6 +149,11 @@
     stage.addEventListener('mousedown', (e) => {
       e.preventDefault();
       drag = {button: e.button, x: e.clientX, y: e.clientY, c: V.c, w: V.w, tx: V.tx, ty: V.ty};
+      if (e.button === 0 && V.measuring && V.img) {
+        drag.measure = true;
+        const [x, y] = imageAt(e);
+        V.line = [x, y, x, y]; measure();
+      }
     });
     window.addEventListener('mousemove', (e) => {
       if (!drag) return;
@@ -124,6 +164,9 @@
         const k = Math.max(V.img.max * V.img.slope, 1) / 600;
         setWindow(drag.c + (V.img.inverted ? -dy : dy) * k, drag.w + dx * k);
         schedule();
+      } else if (drag.measure) {
+        const [x, y] = imageAt(e);
+        V.line[2] = x; V.line[3] = y; measure();
       } else if (drag.button === 0) {
         V.tx = drag.tx + dx; V.ty = drag.ty + dy; place();
       }
@@ -147,7 +190,7 @@
     build();
     const [film, at] = pick.split(':'), figs = figures(film), index = Number(at);
     const fig = figs[index]; if (!fig) return;
-    V.pick = pick; V.img = null; V.full = false; V.presets = {};
+    V.pick = pick; V.img = null; V.full = false; V.presets = {}; V.line = null; measure();
     root.setAttribute('data-open', '');
     const head = fig.closest('.film-study').querySelector('.film-head');
     el('wl-caption').textContent = `${head ? head.innerText : ''} · ` +
@@ -192,7 +235,7 @@
     let max = 0;
     for (let i = 0; i < data.length; i++) if (data[i] > max) max = data[i];
     V.img = {data, max, width: d.width, height: d.height, offset: d.offset, slope: d.slope,
-             inverted: d.inverted, image: d.image, study: d.study};
+             inverted: d.inverted, image: d.image, study: d.study, spacing: d.spacing};
     lut = new Uint32Array(max + 1);
     canvas.width = d.width; canvas.height = d.height;
     imageData = ctx.createImageData(d.width, d.height);

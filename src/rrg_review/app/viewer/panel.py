@@ -167,7 +167,8 @@ def image_data(viewer: StudyViewer, desk: Desk, pick: str, view: StudyView, inde
         "pick": pick, "image": img.image_id, "study": view.study_id,
         "url": "/gradio_api/file=" + str(full.path), "width": full.width,
         "height": full.height, "offset": full.offset, "slope": full.slope,
-        "inverted": full.inverted, "presets": presets, "label": img.label})
+        "inverted": full.inverted, "presets": presets, "label": img.label,
+        "spacing": full.pixel_spacing})
 
 
 def wire_enlarged(panel: EnlargedPanel, viewer: StudyViewer, desk: Desk, guard: Guard) -> None:

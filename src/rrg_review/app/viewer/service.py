@@ -119,6 +119,7 @@ class FullDepth:
     offset: float
     slope: float
     inverted: bool  # MONOCHROME1: high raw values are shown dark
+    pixel_spacing: tuple[float, float] | None  # (row, column) mm; None: uncalibrated
 
 
 def full_depth_u16(raw: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -470,7 +471,8 @@ class StudyViewer:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, np.ascontiguousarray(values).tobytes())
         rows, cols = values.shape[:2]
-        return FullDepth(path, int(cols), int(rows), offset, slope, decoded.inverted)
+        return FullDepth(path, int(cols), int(rows), offset, slope, decoded.inverted,
+                         decoded.info.pixel_spacing)
 
     def value_range(self, image_id: int) -> ValueRange:
         """The range of an image's full-bit-depth values, its default window and polarity.
