@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from rrg_review.app.deps import PRIVATE, Guard, Inputs, Outputs, Reader
-from rrg_review.app.review.desk import WINDOW_PRESETS, Desk, film_order
+from rrg_review.app.review.desk import Desk, film_order
 from rrg_review.app.viewer.service import ImageView, StudyView, StudyViewer
 
 
@@ -161,8 +161,8 @@ def image_data(viewer: StudyViewer, desk: Desk, pick: str, view: StudyView, inde
     default window and the presets (rounded to 0.01: a level of 12164.26000000001 was shown)."""
     img = film_order(view)[index]
     full = viewer.full_depth(img)
-    presets = {name: [round(v, 2) for v in desk.window_preset(img.image_id, name)]
-               for name in WINDOW_PRESETS}
+    presets = {name: [round(v, 2) for v in window]
+               for name, window in desk.window_presets(img.image_id).items()}
     return json.dumps({
         "pick": pick, "image": img.image_id, "study": view.study_id,
         "url": "/gradio_api/file=" + str(full.path), "width": full.width,
