@@ -45,6 +45,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -343,17 +344,26 @@ serve(build_app(ui, AccountService(db), SessionStore(), options), options)
 """
 
 
+def sign_in(http: Any, base: str, name: str, password: str) -> Any:
+    """Sign in through the login form as a browser does: the form first (its CSRF token and
+    the pre-login cookie kept in `http`'s jar), then the post. `http` is an httpx.Client."""
+    base = base.rstrip("/")
+    form = http.get(f"{base}/login")
+    token = re.search(r'name=csrf value="([^"]+)"', form.text)
+    return http.post(f"{base}/login", data={"username": name, "password": password,
+                                            "csrf": token.group(1) if token else ""},
+                     headers={"accept": "application/json"})
+
+
 class HttpPage:
     """One signed-in browser tab talking to a served page the way the page's script does."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, name: str = READER, password: str = PASSWORD) -> None:
         import httpx
 
         self.base = base.rstrip("/")
         self.http = httpx.Client(timeout=60)
-        got = self.http.post(f"{self.base}/login", data={"username": READER,
-                                                         "password": PASSWORD},
-                             headers={"accept": "application/json"})
+        got = sign_in(self.http, self.base, name, password)
         got.raise_for_status()
         config = self.http.get(f"{self.base}/config").json()
         self.components = {c["id"]: (c.get("props", {}).get("elem_id") or "", c["type"])

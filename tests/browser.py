@@ -10,6 +10,7 @@ import os
 import re
 import socket
 import sqlite3
+import ssl
 import subprocess
 import sys
 import time
@@ -53,13 +54,20 @@ def wait_for_port(port: int, proc: subprocess.Popen, deadline: float,
 
 
 class App:
-    def __init__(self, db: Path, *args: str, start_s: float = 120) -> None:
+    """`tls`: (certificate, key) files to serve https with (README's team set-up)."""
+
+    def __init__(self, db: Path, *args: str, start_s: float = 120,
+                 tls: tuple[Path, Path] | None = None) -> None:
         if not os.path.exists(CHROMIUM):
             pytest.skip(f"{CHROMIUM} not installed (make test installs Debian's chromium)")
         self.db = db
         self.log = db.with_suffix(".log")
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}/"
+        port = self.port = free_port()
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}/"
+        self.ssl_context = None
+        if tls:
+            args = (*args, "--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1]))
+            self.ssl_context = ssl.create_default_context(cafile=str(tls[0]))
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(
@@ -76,7 +84,8 @@ class App:
         while True:
             try:
                 with urllib.request.urlopen(self.url, timeout=max(1.0, deadline
-                                                                   - time.monotonic())):
+                                                                   - time.monotonic()),
+                                            context=self.ssl_context):
                     return time.monotonic() - began
             except OSError as exc:
                 if self.proc.poll() is not None:
@@ -122,6 +131,18 @@ def handler_tracebacks(log: str) -> list[str]:
     blocks = re.split(r"\n(?=\d{4}-\d\d-\d\d |ERROR: |INFO: |WARNING: )", log)
     return [b for b in blocks if "Traceback (most recent call last)" in b
             and ("process_api" in b or ours.search(b))]
+
+
+def sign_in(http: Any, base: str, name: str, password: str,
+            headers: dict[str, str] | None = None) -> Any:
+    """Sign in through the login form the way a browser does: ask for the form first (its CSRF
+    token and the pre-login cookie it is bound to, kept in `http`'s cookie jar), then post it.
+    `http` is an httpx.Client."""
+    form = http.get(base + "login")
+    token = re.search(r'name=csrf value="([^"]+)"', form.text)
+    return http.post(base + "login", data={"username": name, "password": password,
+                                           "csrf": token.group(1) if token else ""},
+                     headers=headers)
 
 
 def launch_browser(playwright):

@@ -89,12 +89,32 @@ def test_logins_are_throttled_per_account_and_per_address_and_audited(db, accoun
     assert refused.outcome == "throttled" and refused.retry_after_s > 0
     clock.now += 60
     assert accounts.authenticate("dr.a", "a-fine-password", "10.0.0.10").outcome == "ok"
-    # one address guessing many accounts is throttled on its own
+    # one address guessing many accounts is throttled on its own: a name it already guessed
+    # is refused unchecked ...
     for i in range(AccountService.ADDRESS_FREE_FAILURES + 1):
         accounts.authenticate(f"nobody{i}", "guess", "10.6.6.6")
+    again = accounts.authenticate("nobody0", "guess", "10.6.6.6")
+    assert again.outcome == "throttled" and again.retry_after_s > 0
+    # ... but a reader sharing that address (a reading room behind one NAT), whose account is
+    # in good standing, still signs in with the right password
+    shared = accounts.authenticate("dr.b", "b-fine-password", "10.6.6.6")
+    assert shared.outcome == "ok"
+    assert accounts.authenticate("nobody1", "guess", "10.6.6.6").outcome == "throttled"
+    # an account that already failed from there is refused unchecked, unless its browser
+    # proves an earlier sign-in (a device cookie): then the address throttle does not apply
+    assert accounts.authenticate("dr.b", "typo-password", "10.6.6.6").outcome == \
+        "bad_credentials"
     assert accounts.authenticate("dr.b", "b-fine-password", "10.6.6.6").outcome == "throttled"
+    known = accounts.authenticate("dr.b", "b-fine-password", "10.6.6.6", known_device=True)
+    assert known.outcome == "ok"
     assert accounts.authenticate("dr.b", "b-fine-password", "10.0.0.11").outcome == "ok"
     events = AuditLog(db).recent(200)
+    assert any(e.action == "login" and e.actor == "dr.b" and e.address == "10.6.6.6"
+               and "address throttled" in (e.detail or "") for e in events)
+    assert any(e.action == "login" and e.actor == "dr.b" and e.detail == "known device"
+               for e in events)
+    assert any(e.action == "login_throttled" and e.actor == "nobody0"
+               and (e.detail or "").startswith("address back-off") for e in events)
     kinds = {e.action for e in events}
     assert {"login", "login_failed", "login_throttled"} <= kinds
     failed = [e for e in events if e.action == "login_failed" and e.actor == "dr.a"]

@@ -24,6 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.browser import sign_in
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "quiet-harbour-4410"
@@ -64,7 +66,8 @@ def served(tmp_path_factory):
             except httpx.HTTPError:
                 assert time.monotonic() < deadline, "the app did not start within 180 s"
                 time.sleep(0.3)
-        signed_in = httpx.post(url + "login", data={"username": "ana", "password": PASSWORD})
+        with httpx.Client() as http:
+            signed_in = sign_in(http, url, "ana", PASSWORD)
         cookie = signed_in.cookies.get("rrg-session")
         assert cookie, signed_in.text
         yield url, cookie, log

@@ -28,7 +28,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.browser import wait_for_port
+from tests.browser import sign_in, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -100,8 +100,8 @@ class Tab:
         self.http = httpx.Client(base_url=app.url, cookies=cookies, timeout=120, verify=verify)
         self.session_hash = uuid.uuid4().hex[:11]
 
-    def login(self, name: str, password: str) -> httpx.Response:
-        return self.http.post("login", data={"username": name, "password": password})
+    def login(self, name: str, password: str, **headers: str) -> httpx.Response:
+        return sign_in(self.http, "", name, password, headers=headers or None)
 
     def config(self) -> dict:
         r = self.http.get("config")
@@ -282,7 +282,7 @@ def test_every_route_but_the_login_form_and_static_files_needs_a_session(team):
     assert checked > 40  # Gradio's API, files, queue, heartbeat, streams, monitoring, ...
     # the public ones give nothing of a reader's: the form, and the same static files for all
     assert anon.http.get("login").status_code == 200
-    assert anon.http.get("logout").status_code == 303
+    assert anon.http.get("logout").status_code == 200  # a form: a GET signs nobody out
 
 
 def _component_values(config: dict) -> dict[int, object]:
@@ -427,8 +427,7 @@ def test_wrong_passwords_are_throttled_and_audited(team):
     refused = tab.login("bob", PASSWORDS["bob"])  # right password, but bob must wait now
     assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
     assert "try again" in refused.json()["detail"]
-    html = tab.http.post("login", data={"username": "bob", "password": "x"},
-                         headers={"accept": "text/html"})
+    html = tab.login("bob", "x", accept="text/html")
     assert html.status_code == 429 and "Too many failed attempts" in html.text
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT action, address, ok FROM audit_event WHERE actor='bob' "
@@ -452,7 +451,7 @@ def test_sessions_logouts_and_throttling_survive_a_restart(team):
     try:
         alice, bob = logged_in(first, "alice"), logged_in(first, "bob")
         kept, dropped = (t.http.cookies.get("rrg-session") for t in (alice, bob))
-        assert bob.http.get("logout").status_code == 303
+        assert bob.http.post("logout").status_code == 303
         carol = Tab(first)
         assert [carol.login("carol", "wrong-guess").status_code for _ in range(4)] == [401] * 4
         assert carol.login("carol", "amber-falcon-2210").status_code == 429
@@ -589,7 +588,9 @@ def test_logout_ends_the_session_on_the_server(team):
     page = alice.http.get("config")
     # the page's "Log out" button (it saves pending text, then goes to /logout)
     assert page.status_code == 200 and '"elem_id":"logout"' in page.text.replace(" ", "")
-    out = alice.http.get("logout")
+    assert alice.http.get("logout").status_code == 200  # a GET signs nobody out
+    assert alice.http.get("config").status_code == 200
+    out = alice.http.post("logout")
     assert out.status_code == 303 and out.headers["location"].startswith("login")
     replay = Tab(app, cookies=httpx.Cookies({"rrg-session": cookie}))
     assert replay.http.get("config").status_code == 401

@@ -288,8 +288,13 @@ class Navigation:
             navigation.then(**ARRIVED)
 
 
-def launch_options() -> dict[str, str]:
-    """Page-level additions that Gradio 6 takes at launch: the page script and styles."""
-    # the viewer's window/level runs in the browser (static/viewer.js, on a canvas)
+def launch_options(nonce: str = "") -> dict[str, str]:
+    """Page-level additions that Gradio 6 takes at launch: the page script and styles.
+
+    The script is inline, so it runs the moment Gradio inserts it (the page load's first
+    event already calls it); `nonce` is server.py's placeholder for the page's CSP nonce,
+    which Gradio copies onto the script element it inserts. The viewer's window/level runs
+    in the browser (static/viewer.js, on a canvas), in the same element."""
     script = "\n".join((STATIC / name).read_text() for name in ("page.js", "viewer.js"))
-    return {"head": f"<script>\n{script}\n</script>", "css": (STATIC / "page.css").read_text()}
+    tag = f'<script nonce="{nonce}">' if nonce else "<script>"
+    return {"head": f"{tag}\n{script}\n</script>", "css": (STATIC / "page.css").read_text()}

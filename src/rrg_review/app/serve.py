@@ -52,6 +52,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ssl-keyfile", metavar="PEM", help="TLS private key file")
     parser.add_argument("--insecure-http", action="store_true",
                         help="allow plain HTTP beyond 127.0.0.1 (only behind a TLS proxy)")
+    parser.add_argument("--trusted-proxy", action="append", default=[], metavar="CIDR",
+                        type=network,
+                        help="a reverse proxy's address or network (repeatable): only from it "
+                             "are X-Forwarded-For and X-Forwarded-Proto believed, and the "
+                             "client is the rightmost address not in these networks")
     parser.add_argument("--read-only", action="store_true",
                         help="browse a database without writing it (no saves, no drafts)")
     parser.add_argument("--session-idle-minutes", type=float, default=30.0,
@@ -66,6 +71,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="our packages' log level (default $RRG_REVIEW_LOG_LEVEL or INFO); "
                              "the log also goes to <db name>.log beside the database")
     return parser.parse_args(argv)
+
+
+def network(value: str) -> str:
+    """A --trusted-proxy value as a network ("10.0.0.5" -> "10.0.0.5/32"), or argparse's
+    one-line error."""
+    try:
+        return str(ipaddress.ip_network(value, strict=False))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def is_loopback(host: str) -> bool:
@@ -186,9 +200,11 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
                             absolute_s=args.session_max_hours * 3600)
     options = ServerOptions(host=args.host, port=args.port, login=login,
                             ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
-                            gradio_cache=runtime / "gradio")
+                            gradio_cache=runtime / "gradio",
+                            trusted_proxies=tuple(args.trusted_proxy))
     app = build_app(ui, accounts, sessions, options, launch_kwargs={
-        "allowed_paths": [str(viewer.preview_dir)], "show_error": True, **launch_options()},
+        "allowed_paths": [str(viewer.preview_dir)], "show_error": True,
+        **launch_options(options.nonce_placeholder)},
         on_export_download=lambda: exports.spool.purge(older_than_s=0))
     mode = " (read-only)" if args.read_only else ""
     print(f"rrg-review: database {settings.db_url}{mode}; drafting with preset {preset}",

@@ -6,9 +6,15 @@ instead (`gr.mount_gradio_app(..., auth_dependency=...)`, Gradio's public API fo
 login). FastAPI is imported at module level because it resolves the route annotations
 (`Request`) from this module's globals:
 
-- `GET /login` shows a plain form; `POST /login` checks the password through
+- `GET /login` shows a plain form with a CSRF token bound to a pre-login cookie
+  (web_policy.LoginToken); `POST /login` checks the token, then the password through
   `AccountService.authenticate` (throttled per account and per address, audited) and sets an
   HttpOnly, SameSite=Strict cookie (Secure under TLS) holding a server-side session token.
+- Before anything else, a browser request from another origin (a sibling subdomain or another
+  port of the same host is same-site, so SameSite cookies do not stop it) is refused with 403
+  (web_policy.refusal_reason), and every response carries the headers of
+  web_policy.security_headers, a Content-Security-Policy with a per-page script nonce, and no
+  CORS headers (Gradio's own CORS middleware reflects other origins with credentials).
 - Every other route (Gradio's API, files and queue, and its heartbeat, cancel and stream
   routes, which Gradio itself leaves open) asks `SessionStore.user(token)` who is calling,
   once per request: an unknown, idle or too old session gets 401, and the page redirects to
@@ -20,23 +26,33 @@ login). FastAPI is imported at module level because it resolves the route annota
   `queue/data?session_hash=`, run its events, cancel them or close it; any request naming
   another account's session hash, in the path, the query or the JSON body, gets 403 and is
   audited (`tab_refused`). Gradio's media-stream routes, which the page does not use, are off.
-- `GET|POST /logout` revokes the session (audited) and returns to the login form.
+- `POST /logout` revokes the session (audited) and returns to the login form; `GET /logout`
+  signs nobody out (an `<img src=.../logout>` on another page must not): it shows a button
+  that posts.
+- A signed-in reader's requests go through fair.FairQueue: limits on a tab's and a reader's
+  queued events and requests in progress (429 "Slow down" beyond them), and Gradio's queue
+  in fair order after each join, so one reader cannot starve the others.
+- Behind a reverse proxy named with `--trusted-proxy`, uvicorn's proxy-headers middleware
+  makes the client address (throttling, audit, tabs) the rightmost untrusted X-Forwarded-For
+  hop, and the scheme the proxy's.
 - A downloaded export (`rrg-review-report.*` in Gradio's private cache) is deleted once sent.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import logging
 import re
+import secrets
 import ssl
 import threading
 import time
 import urllib.parse
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +63,18 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rrg_review.app.accounts.service import AccountService, SessionStore
+from rrg_review.app.fair import FairQueue
+from rrg_review.app.web_policy import (
+    CORS_PREFIX,
+    LOGIN_FIELD,
+    DeviceCookies,
+    LoginToken,
+    add_nonce,
+    content_security_policy,
+    nonce_placeholder,
+    refusal_reason,
+    security_headers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +88,7 @@ PUBLIC_PREFIXES = ("/assets/", "/static/", "/svelte/", "/pwa_icon")
 # routes whose path names a session hash (the "call" API uses its event id as one)
 _HASH_IN_PATH = (re.compile(r"^/gradio_api/heartbeat/([^/]+)/?$"),
                  re.compile(r"^/gradio_api/call/(?:v2/)?[^/]+/([^/]+)/?$"))
+JOIN = "/gradio_api/queue/join"
 _BODY_LIMIT = 8 * 1024 * 1024  # an event's inputs are text; uploads go to /upload (multipart)
 
 
@@ -71,6 +100,12 @@ class ServerOptions:
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     gradio_cache: Path | None = None  # Gradio's private temp folder (GRADIO_TEMP_DIR)
+    # written where the page's script tag in Gradio's `head` needs the page's CSP nonce
+    # (web_policy.nonce_placeholder); each page gets its own nonce in its place
+    nonce_placeholder: str = field(default_factory=nonce_placeholder)
+    # networks of the reverse proxies whose X-Forwarded-For/-Proto are believed (uvicorn's
+    # ProxyHeadersMiddleware: the client is the rightmost address not in them)
+    trusted_proxies: tuple[str, ...] = ()
 
     @property
     def tls(self) -> bool:
@@ -163,6 +198,7 @@ input{{font-size:1em;padding:.4em}}button{{font-size:1em;padding:.5em}}
 <form method=post action="{action}">
 <h1>rrg-review</h1>
 {message}
+<input type=hidden name=csrf value="{token}">
 <label for=username>username</label>
 <input id=username name=username autocomplete=username required autofocus>
 <label for=password>password</label>
@@ -172,12 +208,19 @@ input{{font-size:1em;padding:.4em}}button{{font-size:1em;padding:.5em}}
 </form></body></html>"""
 
 
-def login_page(message: str = "", *, tls: bool, error: bool = True) -> str:
+LOGOUT_PAGE = """<!doctype html><html lang=en><head><meta charset=utf-8>
+<title>rrg-review: sign out</title></head><body>
+<form method=post action="logout"><button type=submit>Sign out</button></form>
+<p><a href="./">Back to the workstation</a></p></body></html>"""
+
+
+def login_page(message: str = "", *, tls: bool, error: bool = True, token: str = "") -> str:
     css = "error" if error else "note"
     shown = f'<p class="{css}" role=alert>{html.escape(message)}</p>' if message else ""
     transport = ("Connection encrypted (TLS)." if tls else
                  "Not encrypted: use this only on this machine.")
-    return LOGIN_PAGE.format(action="login", message=shown, transport=transport)
+    return LOGIN_PAGE.format(action="login", message=shown, transport=transport,
+                             token=html.escape(token))
 
 
 def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
@@ -193,7 +236,8 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
     readers = Readers(sessions)
     if options.login:
         _add_login_routes(app, accounts, sessions, readers, options)
-    check = RequestCheck(accounts, readers, options, TabOwners(), blocks)
+
+    check = RequestCheck(accounts, readers, options, TabOwners(), blocks, FairQueue(blocks))
     app.add_middleware(Guard, check=check, options=options,
                        on_export_download=on_export_download)
     gr.mount_gradio_app(app, blocks, path="/",
@@ -224,36 +268,75 @@ def _wants_html(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
 
+def _secure(request: Request, options: ServerOptions) -> bool:
+    """Whether the browser reached the app over TLS (ours, or a trusted proxy's)."""
+    return options.tls or request.url.scheme == "https"
+
+
+def _form_with_token(request: Request, options: ServerOptions, message: str = "", *,
+                     error: bool = True, status: int = 200,
+                     headers: dict[str, str] | None = None) -> Response:
+    """The login form carrying the pre-login token (a new one when the cookie has none)."""
+    tokens = LoginToken(_secure(request, options))
+    token = tokens.current(request.cookies)
+    fresh = token is None
+    token = token or LoginToken.new()
+    response = HTMLResponse(login_page(message, tls=options.tls, error=error, token=token),
+                            status_code=status, headers=headers)
+    if fresh:
+        response.set_cookie(tokens.cookie, token, max_age=3600, httponly=True,
+                            samesite="strict", secure=tokens.secure, path="/")
+    return response
+
+
 def _add_login_routes(app: FastAPI, accounts: AccountService, sessions: SessionStore,
                       readers: Readers, options: ServerOptions) -> None:
     """GET/POST /login and /logout (see the module's docstring)."""
+    devices = DeviceCookies()
 
     @app.get("/login", response_class=HTMLResponse)
     def login_form(request: Request, msg: str = "") -> Response:
         if readers.current(request):
             return RedirectResponse("./", status_code=303)
         notes = {"out": "You are signed out.", "expired": "Your session ended; sign in."}
-        return HTMLResponse(login_page(notes.get(msg, ""), tls=options.tls, error=False))
+        return _form_with_token(request, options, notes.get(msg, ""), error=False)
 
     @app.post("/login")
     async def login(request: Request) -> Response:
         form = await request.form()
+        tokens = LoginToken(_secure(request, options))
+        if not tokens.valid(request.cookies, form.get(LOGIN_FIELD)):
+            log.warning("login refused from %s: no valid form token", client_address(request))
+            message = "The sign-in form expired or came from another page; sign in again."
+            if _wants_html(request):
+                return _form_with_token(request, options, message, status=403)
+            return JSONResponse({"detail": message}, status_code=403)
         name = str(form.get("username", "")).strip()[:64]
         password = str(form.get("password", ""))[:4096]
+        known = devices.valid(request.cookies.get(DeviceCookies.COOKIE), name)
         # scrypt takes a fraction of a second: off the event loop, so other readers' requests
         # are not held up by someone's login
-        result = await run_in_threadpool(accounts.authenticate, name, password,
-                                         client_address(request))
+        result = await run_in_threadpool(functools.partial(
+            accounts.authenticate, name, password, client_address(request),
+            known_device=known))
         if result.account is None:
             return _login_refused(request, result, options)
         token = sessions.create(result.account.name)
         response = (RedirectResponse("./", status_code=303) if _wants_html(request)
                     else JSONResponse({"success": True}))
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict",
-                            secure=options.tls, path="/")
+                            secure=_secure(request, options), path="/")
+        response.delete_cookie(tokens.cookie, path="/", secure=tokens.secure)  # used up
+        response.set_cookie(DeviceCookies.COOKIE, devices.issue(result.account.name),
+                            max_age=DeviceCookies.LIFETIME_S, httponly=True,
+                            samesite="strict", secure=tokens.secure, path="/login")
         return response
 
-    @app.api_route("/logout", methods=["GET", "POST"])
+    @app.get("/logout", response_class=HTMLResponse)
+    def logout_form() -> Response:
+        return HTMLResponse(LOGOUT_PAGE)
+
+    @app.post("/logout")
     def logout(request: Request) -> Response:
         name = sessions.revoke(request.cookies.get(COOKIE))
         if name:
@@ -271,8 +354,7 @@ def _login_refused(request: Request, result: Any, options: ServerOptions) -> Res
     else:
         message, status, headers = "Incorrect username or password.", 401, {}
     if _wants_html(request):
-        return HTMLResponse(login_page(message, tls=options.tls), status_code=status,
-                            headers=headers)
+        return _form_with_token(request, options, message, status=status, headers=headers)
     return JSONResponse({"detail": message}, status_code=status, headers=headers)
 
 
@@ -282,9 +364,9 @@ class RequestCheck:
     own account's tabs. `refusal` answers the response that refuses it, or None."""
 
     def __init__(self, accounts: AccountService, readers: Readers, options: ServerOptions,
-                 tabs: TabOwners, blocks: Any) -> None:
+                 tabs: TabOwners, blocks: Any, fair: FairQueue) -> None:
         self.accounts, self.readers, self.options = accounts, readers, options
-        self.tabs, self.blocks = tabs, blocks
+        self.tabs, self.blocks, self.fair = tabs, blocks, fair
 
     def reads_body(self, request: Request) -> bool:
         """Whether `refusal` needs the request's body (it is read once, then replayed)."""
@@ -332,7 +414,8 @@ class RequestCheck:
             # a form body could name a session hash where `session_hashes` does not look
             # (component_server accepts one); the page sends forms only to /upload
             return JSONResponse({"detail": "Unsupported media type"}, status_code=415)
-        for session_hash in session_hashes(request, body):
+        hashes = session_hashes(request, body)
+        for session_hash in hashes:
             owner = self.tabs.claim(session_hash, user)
             if owner is not None:
                 log.warning("refused: %s used a tab of %s (%s)", user, owner, path)
@@ -342,7 +425,24 @@ class RequestCheck:
                     detail=f"tab of {owner}")
                 return JSONResponse({"detail": "This tab belongs to another reader; "
                                                "reload the page."}, status_code=403)
+        if request.method == "POST" and path == JOIN:
+            slow = self.fair.join_refusal(user, hashes)
+            if slow is not None:
+                return slow_down(slow)
         return None
+
+
+def slow_down(message: str) -> Response:
+    """429 with the sentence where Gradio's page looks for it (`detail`, `error`)."""
+    return JSONResponse({"detail": message, "error": message}, status_code=429,
+                        headers={"Retry-After": "2"})
+
+
+def counted(request: Request) -> bool:
+    """Whether a request counts towards its reader's requests in progress: not the long-lived
+    event stream and heartbeat of an open tab."""
+    path = request.url.path
+    return not (path == "/gradio_api/queue/data" or path.startswith("/gradio_api/heartbeat/"))
 
 
 class _ClientGone(Exception):
@@ -367,16 +467,22 @@ class Guard:
         self.app, self.check, self.options = app, check, options
         self.cache = options.gradio_cache.resolve() if options.gradio_cache else None
         self.on_export_download = on_export_download
-        self.headers = {"X-Content-Type-Options": "nosniff", "X-Frame-Options": "SAMEORIGIN",
-                        "Referrer-Policy": "same-origin"}
-        if options.tls:
-            self.headers["Strict-Transport-Security"] = "max-age=31536000"
+        self.headers = security_headers(tls=options.tls)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         request = Request(scope)
+        sent: dict[str, int] = {}
+        reason = refusal_reason(request.method, request.url.scheme, request.headers)
+        if reason is not None:
+            log.warning("refused %s %s from another origin (%s)", request.method,
+                        request.url.path, reason)
+            foreign = JSONResponse({"detail": "Refused: this request came from another "
+                                              "web page."}, status_code=403)
+            await foreign(scope, receive, self._with_headers(send, sent, request))
+            return
         body, too_large = None, False
         if self.check.reads_body(request):
             try:
@@ -387,25 +493,80 @@ class Guard:
             if body is not None:
                 receive = _replay(body, receive)
         refused = await self.check.refusal(request, body, too_large=too_large)
-        sent: dict[str, int] = {}
         if refused is not None:
-            await refused(scope, receive, self._with_headers(send, sent))
+            await refused(scope, receive, self._with_headers(send, sent, request))
             return
-        await self.app(scope, receive, self._with_headers(send, sent))
+        user = getattr(request.state, "rrg_user", None) if self.options.login else None
+        if isinstance(user, str) and counted(request):
+            await self._fairly(user, request, scope, receive, self._with_headers(send, sent,
+                                                                                 request))
+        else:
+            await self.app(scope, receive, self._with_headers(send, sent, request))
         served = _export_file(request.url.path, self.cache)
         if served is not None and sent.get("status") == 200:
             await run_in_threadpool(_delete, served, self.on_export_download)
 
-    def _with_headers(self, send: Send, sent: dict[str, int]) -> Send:
+    async def _fairly(self, user: str, request: Request, scope: Scope, receive: Receive,
+                      send: Send) -> None:
+        """Run a signed-in request within its reader's limit of requests in progress; a
+        queued event's join then puts Gradio's queue in fair order (fair.FairQueue)."""
+        fair = self.check.fair
+        slow = fair.enter(user)
+        if slow is not None:
+            await slow_down(slow)(scope, receive, send)
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            fair.leave(user)
+        if request.url.path == JOIN:
+            fair.reorder()
+
+    def _with_headers(self, send: Send, sent: dict[str, int], request: Request) -> Send:
+        """`send` with our headers on the response, no CORS headers, and on an HTML page the
+        CSP's script nonce written into its script tags (the page is held until complete)."""
+        held: list[Message] = []
+        https = request.url.scheme == "https"
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 sent["status"] = message["status"]
-                message["headers"] = list(message.get("headers", []))
+                message["headers"] = [(k, v) for k, v in message.get("headers", [])
+                                      if not k.lower().startswith(CORS_PREFIX)]
                 headers = MutableHeaders(scope=message)
                 for name, value in self.headers.items():
                     headers.setdefault(name, value)
+                if https:
+                    headers.setdefault("Strict-Transport-Security", "max-age=31536000")
+                if (headers.get("content-type", "").startswith("text/html")
+                        and request.method != "HEAD"):
+                    held.append(message)
+                    return
+                headers.setdefault("Content-Security-Policy", content_security_policy(None))
+            elif held and message["type"] == "http.response.body":
+                held.append(message)
+                if message.get("more_body", False):
+                    return
+                await _send_page(send, held, self.options.nonce_placeholder)
+                held.clear()
+                return
             await send(message)
         return send_with_headers
+
+
+async def _send_page(send: Send, held: list[Message], placeholder: str) -> None:
+    """Send a held HTML response with a fresh nonce in its scripts and its CSP (and in place
+    of the placeholder: Gradio inserts the page script of `head` from the page's config,
+    copying its attributes, nonce included)."""
+    start, parts = held[0], held[1:]
+    nonce = secrets.token_urlsafe(16)
+    body = add_nonce(b"".join(m.get("body", b"") for m in parts), nonce)
+    body = body.replace(placeholder.encode(), nonce.encode())
+    headers = MutableHeaders(scope=start)
+    headers["Content-Length"] = str(len(body))
+    headers["Content-Security-Policy"] = content_security_policy(nonce)
+    await send(start)
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
@@ -465,7 +626,9 @@ def serve(app: Any, options: ServerOptions) -> None:
                             module=r"gradio\.")
     config = uvicorn.Config(app, host=options.host, port=options.port, log_level="warning",
                             ssl_certfile=options.ssl_certfile, ssl_keyfile=options.ssl_keyfile,
-                            proxy_headers=False, server_header=False,
+                            proxy_headers=bool(options.trusted_proxies),
+                            forwarded_allow_ips=list(options.trusted_proxies) or None,
+                            server_header=False,
                             timeout_graceful_shutdown=5)
     scheme = "https" if options.tls else "http"
     host = f"[{options.host}]" if ":" in options.host else options.host

@@ -5,8 +5,12 @@
 - Policy (enforced here, not only by the CLI): at least 10 characters, not the account name,
   not one repeated character, not a well-known password.
 - Throttling: after a few failures an account, and separately a client address, must wait
-  1 s, 2 s, 4 s ... (at most 15 min) before the next attempt is even checked; each refusal is
-  logged and audited. The counters are kept in the database: a restart does not reset them.
+  1 s, 2 s, 4 s ... (at most 15 min) before the next attempt is even checked. An address
+  throttle never locks out the innocent sharing that address (a reading room behind one
+  proxy or NAT): an account with no failure on record still has its password checked (one
+  such check at a time, so a flood cannot spend every core on scrypt), and a correct one signs
+  in. Every decision is logged and audited. The counters are kept in the database: a restart
+  does not reset them.
 - Sessions: server-side tokens (only their SHA-256 is stored, in the database) with an idle and
   an absolute lifetime, checked in the query; logout revokes them; a new password or role ends
   every session of the account. All of it survives a restart of the app.
@@ -214,6 +218,25 @@ class LoginThrottle:
                 not_before = s.scalar(select(LoginThrottleState.not_before_s).where(
                     LoginThrottleState.key == key)) or 0.0
         return max(0.0, not_before - now)
+
+    def failures(self, key: str) -> int:
+        """How many failures a key has on record (0: in good standing).
+
+        Args:
+            key: e.g. "account:alice".
+
+        Returns:
+            The count since its last success, 0 for a key never seen or forgotten.
+        """
+        now = self.clock()
+        if self.db is None:
+            with self._lock:
+                failures, _, last = self._state.get(key, (0, 0.0, now))
+        else:
+            with self.db.read() as s:
+                row = s.get(LoginThrottleState, key)
+                failures, last = (row.failures, row.last_failure_s) if row else (0, now)
+        return 0 if now - last > self.forget_s else failures
 
     def failure(self, key: str, free: int | None = None) -> float:
         """Count a failure; returns the wait now imposed on the key.
@@ -442,6 +465,10 @@ def revoke_sessions(db: Database, name: str) -> int:
 
 
 # -- accounts ----------------------------------------------------------------------------------
+def _joined(*parts: str | None) -> str | None:
+    return "; ".join(p for p in parts if p) or None
+
+
 class AccountService:
     ADDRESS_FREE_FAILURES = 10  # several readers may share one address (NAT, a reading room)
 
@@ -450,6 +477,9 @@ class AccountService:
         self.db = db
         self.audit = audit or AuditLog(db)
         self.throttle = throttle or LoginThrottle(db)
+        # password checks while an address is throttled: one at a time (scrypt costs ~0.1 s
+        # of a core and 128 MiB; a flood must not take them all)
+        self._checks_under_throttle = threading.BoundedSemaphore(1)
 
     def add(self, name: str, password: str | None, role: str = "reader") -> int:
         """Create an account, checked against the name and password policies first.
@@ -521,55 +551,91 @@ class AccountService:
             reader.role = role
             s.execute(delete(WebSession).where(WebSession.reader_id == reader.id))
 
-    def authenticate(self, name: str, password: str, address: str | None = None) -> LoginResult:
+    def authenticate(self, name: str, password: str, address: str | None = None, *,
+                     known_device: bool = False) -> LoginResult:
         """Check a login, throttled per account and per address, audited either way.
 
         An unknown name costs the same hashing time as a wrong password, so names cannot be
-        found by timing; a correct login with an old-cost hash upgrades it.
+        found by timing; a correct login with an old-cost hash upgrades it. While the address
+        is throttled, an account in good standing (no failure on record) is still checked, so
+        one bad client cannot lock out the other readers behind its address.
 
         Args:
             name: the login name.
             password: the password tried.
             address: the client's address (None: throttled per account only); an address
                 gets ADDRESS_FREE_FAILURES free failures, as several readers may share it.
+            known_device: the browser proved an earlier sign-in of this account (server.py's
+                device cookie): its address's throttle does not apply (OWASP's device
+                cookies), so a flood from a shared address cannot keep the account out.
 
         Returns:
             The outcome ("ok", "bad_credentials" or "throttled"), the account when "ok", and
             the seconds before the next attempt is looked at otherwise.
         """
         # (a key column holds 160 characters: names are at most 64, addresses at most 45)
-        keys = [f"account:{name.lower()[:150]}"] + ([f"address:{address[:150]}"] if address
-                                                    else [])
-        wait = max(self.throttle.wait(k) for k in keys)
-        if wait > 0:
-            log.warning("login for %r from %s refused: throttled for %.0f s more", name,
-                        address, wait)
-            self.audit.record("login_throttled", actor=name, address=address, ok=False,
-                              detail=f"retry after {wait:.0f} s")
-            return LoginResult(None, "throttled", wait)
-        with self.db.read() as s:
-            reader = s.scalar(select(Reader).where(Reader.name == name))
-        if reader is None or reader.password_hash is None:
-            hash_password(password)  # same cost either way: no account enumeration by timing
-            ok = False
-        else:
-            ok = verify_password(password, reader.password_hash)
+        account_key = f"account:{name.lower()[:150]}"
+        address_key = f"address:{address[:150]}" if address else None
+        refused = self._throttled(name, address, account_key,
+                                  None if known_device else address_key)
+        if isinstance(refused, LoginResult):
+            return refused
+        under_throttle = refused > 0
+        if under_throttle and not self._checks_under_throttle.acquire(blocking=False):
+            return self._refuse(name, address, refused, "address throttled, a check running")
+        try:
+            reader, ok = self._check(name, password)
+        finally:
+            if under_throttle:
+                self._checks_under_throttle.release()
+        note = ("address throttled, account in good standing" if under_throttle
+                else "known device" if known_device else None)
         if not ok or reader is None or reader.password_hash is None:  # (ok implies a reader)
-            delays = [self.throttle.failure(keys[0])]
-            if address:
-                delays.append(self.throttle.failure(keys[1], self.ADDRESS_FREE_FAILURES))
+            delays = [self.throttle.failure(account_key)]
+            if address_key:
+                delays.append(self.throttle.failure(address_key, self.ADDRESS_FREE_FAILURES))
             log.warning("failed login for %r from %s (next attempt in %.0f s)", name, address,
                         max(delays))
-            self.audit.record("login_failed", actor=name, address=address, ok=False)
+            self.audit.record("login_failed", actor=name, address=address, ok=False,
+                              detail=_joined(note, f"next attempt in {max(delays):.0f} s"
+                                             if max(delays) > 0 else None))
             return LoginResult(None, "bad_credentials", max(delays))
-        for k in keys:
-            self.throttle.success(k)
+        self.throttle.success(account_key)
+        if address_key and not under_throttle:
+            self.throttle.success(address_key)  # (a flooding address stays throttled)
         if needs_rehash(reader.password_hash) and not self.db.read_only:
             with self.db.write() as s:
                 s.get_one(Reader, reader.id).password_hash = hash_password(password)
             log.info("password hash of %s upgraded to scrypt N=2^17", name)
-        self.audit.record("login", actor=name, address=address)
+        self.audit.record("login", actor=name, address=address, detail=note)
         return LoginResult(Account(reader.id, reader.name, reader.role), "ok")
+
+    def _throttled(self, name: str, address: str | None, account_key: str,
+                   address_key: str | None) -> LoginResult | float:
+        """The refusal of a throttled attempt, or the address's remaining wait (> 0: the
+        address is throttled but the account is in good standing, so it is checked)."""
+        wait = self.throttle.wait(account_key)
+        if wait > 0:
+            return self._refuse(name, address, wait, "account back-off")
+        address_wait = self.throttle.wait(address_key) if address_key else 0.0
+        if address_wait > 0 and self.throttle.failures(account_key) > 0:
+            return self._refuse(name, address, address_wait, "address back-off")
+        return address_wait
+
+    def _refuse(self, name: str, address: str | None, wait: float, why: str) -> LoginResult:
+        log.warning("login for %r from %s refused (%s): throttled for %.0f s more", name,
+                    address, why, wait)
+        self.audit.record("login_throttled", actor=name, address=address, ok=False,
+                          detail=f"{why}: retry after {wait:.0f} s")
+        return LoginResult(None, "throttled", wait)
+
+    def _check(self, name: str, password: str) -> tuple[Reader | None, bool]:
+        with self.db.read() as s:
+            reader = s.scalar(select(Reader).where(Reader.name == name))
+        if reader is None or reader.password_hash is None:
+            hash_password(password)  # same cost either way: no account enumeration by timing
+            return reader, False
+        return reader, verify_password(password, reader.password_hash)
 
     def account(self, name: str) -> Account | None:
         """Args:

@@ -18,7 +18,14 @@ window.rrgWithPick = (args, i) => {
   v[i] = window.rrgPick ? window.rrgPick() : '';
   return v;
 };
-window.rrgLogout = () => { window.location.href = '/logout'; };
+// a POST from this page (a GET of /logout signs nobody out, so no other page can)
+window.rrgLogout = () => {
+  const form = document.createElement('form');
+  form.method = 'post';
+  form.action = 'logout';
+  document.body.appendChild(form);
+  form.submit();
+};
 
 (() => {
   const rrg = window.rrg = {study: null, reader: null, keys: {}, seq: 0, last: Date.now(),

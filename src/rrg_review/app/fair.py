@@ -1,0 +1,123 @@
+"""Fair service: one reader (or one tab) flooding events cannot starve the other readers.
+
+Gradio's queue is first come, first served per event function, one at a time by default: a
+client sending events faster than they run (the issue measured ~840 a minute) grew the queue
+to 777 waiting events, and another reader's Next waited 57.7 s behind them. Here, per signed-in
+request (server.py's `RequestCheck`):
+
+- Limits: a tab may have `tab_limit` queued or running events, a reader `reader_limit` over
+  all their tabs, and `inflight_limit` other requests in progress (unqueued events run in the
+  request itself); beyond that the request gets 429 with a "slow down" sentence, which Gradio's
+  page shows as an error notice (never a silent stall).
+- Order: after each join, every lane of Gradio's queue is put in fair order: a reader's k-th
+  waiting event (counting their running ones) goes after every other reader's events of lower
+  rank, so another reader's first event waits at most for the events already running.
+
+Gradio's queue internals (`_queue.event_queue_per_concurrency_id`, `active_jobs`, each
+event's `username` and `session_hash`) are read with `getattr`: on a Gradio without them the
+limits and the order are skipped, and the queue is Gradio's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SLOW_DOWN = ("Slow down: this {what} has {n} requests waiting. Wait for them to finish, "
+             "then try again.")
+
+
+@dataclass(frozen=True)
+class FairLimits:
+    tab_limit: int = 12  # queued + running events of one browser tab
+    reader_limit: int = 24  # ... of one reader, over all their tabs
+    inflight_limit: int = 12  # a reader's other requests in progress at once
+
+
+def _key(event: Any) -> str:
+    return str(getattr(event, "username", None) or getattr(event, "session_hash", ""))
+
+
+class FairQueue:
+    """The limits and the fair order over one Gradio app's queue (see the module)."""
+
+    def __init__(self, blocks: Any, limits: FairLimits = FairLimits()) -> None:
+        self.blocks, self.limits = blocks, limits
+        self._inflight: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._warned: dict[str, float] = {}
+
+    def _lanes(self) -> list[Any]:
+        queue = getattr(self.blocks, "_queue", None)
+        lanes = getattr(queue, "event_queue_per_concurrency_id", None)
+        return list(lanes.values()) if isinstance(lanes, dict) else []
+
+    def _running(self) -> Iterator[Any]:
+        queue = getattr(self.blocks, "_queue", None)
+        for job in list(getattr(queue, "active_jobs", None) or []):
+            yield from job or []
+
+    def join_refusal(self, user: str, session_hashes: set[str]) -> str | None:
+        """The "slow down" sentence when a new event of `user` from these tabs would go over
+        a limit, else None."""
+        tab = reader = 0
+        waiting = (e for lane in self._lanes() for e in list(getattr(lane, "queue", [])))
+        for event in [*waiting, *self._running()]:
+            if getattr(event, "username", None) == user:
+                reader += 1
+                tab += getattr(event, "session_hash", None) in session_hashes
+        if tab >= self.limits.tab_limit:
+            return self._refused(user, "tab", tab)
+        if reader >= self.limits.reader_limit:
+            return self._refused(user, "reader", reader)
+        return None
+
+    def _refused(self, user: str, what: str, n: int) -> str:
+        now = time.monotonic()
+        if now - self._warned.get(user, -60.0) >= 60:  # once a minute per reader, not per hit
+            self._warned[user] = now
+            log.warning("%s sends events faster than they run (%d of this %s waiting): "
+                        "refused with 'slow down'", user, n, what)
+        return SLOW_DOWN.format(what=what, n=n)
+
+    def reorder(self) -> None:
+        """Put every lane of the queue in fair order (stable: a reader's own events keep
+        their order). Synchronous, on the event loop: Gradio takes events off the queue on
+        the same loop, so it never sees a half-sorted lane."""
+        running = Counter(_key(e) for e in self._running())
+        for lane in self._lanes():
+            waiting = getattr(lane, "queue", None)
+            if not isinstance(waiting, list) or len(waiting) < 2:
+                continue
+            seen = Counter(running)
+            ranks = []
+            for event in waiting:
+                key = _key(event)
+                ranks.append(seen[key])
+                seen[key] += 1
+            order = sorted(range(len(waiting)), key=ranks.__getitem__)
+            waiting[:] = [waiting[i] for i in order]
+
+    def enter(self, user: str) -> str | None:
+        """Count one more request of `user` in progress, or the "slow down" sentence (and
+        nothing counted) when they have `inflight_limit` already; `leave` after a None."""
+        with self._lock:
+            if self._inflight[user] >= self.limits.inflight_limit:
+                n = self._inflight[user]
+            else:
+                self._inflight[user] += 1
+                return None
+        return self._refused(user, "reader", n)
+
+    def leave(self, user: str) -> None:
+        with self._lock:
+            self._inflight[user] -= 1
+            if self._inflight[user] <= 0:
+                del self._inflight[user]
