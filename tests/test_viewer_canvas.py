@@ -219,6 +219,15 @@ def test_quick_invert_preset_and_typed_values_never_disagree_with_the_image(brow
     page.locator("#wl-center").click()  # blur applies too
     got = canvas_matches(page, path)
     assert got["w"] == 5000 and got["shown"]["preset"] == "custom", got["shown"]
+    # a value typed and then a drag on the image: the typed value is applied first, and the
+    # box follows the drag (a focused box kept its typed text while the image changed)
+    page.locator("#wl-center").fill("12000")
+    page.mouse.move(600, 400)
+    page.mouse.down(button="right")
+    page.mouse.move(630, 380, steps=3)
+    page.mouse.up(button="right")
+    got = canvas_matches(page, path)
+    assert float(got["shown"]["c"]) == got["c"] != 12000, got["shown"]
     page.locator("#wl-preset").select_option("lung")
     page.locator("#wl-center").fill("not a number")
     page.keyboard.press("Enter")  # refused: the box goes back to what is on screen

@@ -182,7 +182,8 @@
     }
     stage.addEventListener('contextmenu', (e) => e.preventDefault());
     stage.addEventListener('mousedown', (e) => {
-      e.preventDefault();
+      e.preventDefault();  // (keeps the focus where it is: a typed box is applied first)
+      if (root.contains(document.activeElement)) document.activeElement.blur();
       drag = {button: e.button, x: e.clientX, y: e.clientY, c: V.c, w: V.w, tx: V.tx, ty: V.ty};
       if (e.button === 0 && V.measuring && V.img) {
         drag.measure = true;
@@ -289,6 +290,7 @@
       if (name === 'custom') o.disabled = true;
       select.appendChild(o);
     }
+    for (const id of ['wl-center', 'wl-width']) delete el(id).dataset.typed;  // now on screen
     const def = d.presets['file default'];
     setWindow(def[0], def[1]); V.inv = false;
     render(); fit();
