@@ -432,3 +432,19 @@ def interpret_cxr_variants(root: Path, pixels: np.ndarray) -> dict[str, Path]:
     pq.write_table(pa.Table.from_pylist(pq_rows), test / "test-00000-of-00001.parquet")
     out["test"] = test
     return out
+
+
+SPACING = (0.2, 0.15)  # (row, column) mm of the calibrated film
+
+
+def calibrated_dicom(path: Path, keyword: str = "PixelSpacing") -> Path:
+    """pydicom-data's RG1 radiograph with a known, unequal pixel spacing (RG1's own is 0\\0)."""
+    import pydicom
+
+    from tests.conftest import rg1
+
+    ds = pydicom.dcmread(rg1("RG1_UNCR.dcm"))
+    del ds.PixelSpacing
+    setattr(ds, keyword, list(SPACING))
+    ds.save_as(path)
+    return path

@@ -80,9 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                         page.screenshot(path=str(args.out / "workstation-prior.png"))
                         print(args.out / "workstation-prior.png")
                         page.locator("#film .current img").first.click()
-                        page.locator("#wl-image img").wait_for()
-                        page.wait_for_function("() => document.querySelector('#wl-image img')"
-                                               ".complete")
+                        page.wait_for_function("() => window.rrgViewer.full")
                         page.screenshot(path=str(args.out / "workstation-enlarged.png"))
                         print(args.out / "workstation-enlarged.png")
                     page.close()

@@ -116,18 +116,17 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
         click_row(page, "DEMO-0003")
         # the enlarged view: full viewport, window/level on the full-bit-depth image, zoom
         page.locator("#film .current img").first.click()
-        wl = page.locator("#wl-image img")
-        wl.wait_for()
-        box = page.locator("#enlarged").bounding_box()
+        page.wait_for_function("() => window.rrgViewer.full")
+        box = page.locator("#wl-stage").bounding_box()
         assert box["width"] >= 1490 and box["height"] >= 990
-        assert page.locator("#wl-image").bounding_box()["height"] > 800
-        wl.hover()
+        page.mouse.move(700, 500)
         page.mouse.wheel(0, -300)
-        page.wait_for_function("el => el.style.transform.includes('scale(1.2')",
-                               arg=wl.element_handle())
-        page.locator("#wl-preset").get_by_text("bone").click()
-        wait_text(page, "wl-center", "")
-        page.locator("#wl-image").click()
+        page.wait_for_function("() => window.rrgViewer.s > 0 && "
+                               "document.querySelector('#wl-canvas').style.transform"
+                               ".includes('scale')")
+        page.locator("#wl-preset").select_option("bone")
+        assert page.locator("#wl-center").input_value() != ""
+        page.locator("#wl-stage").click()
         page.keyboard.press("Digit2")  # the rating is hidden under the enlarged view: no score
         page.keyboard.press("Escape")
         page.locator("#enlarged").wait_for(state="hidden")

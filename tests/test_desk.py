@@ -448,7 +448,8 @@ def test_film_puts_frontal_before_lateral_side_by_side_and_escapes_everything(de
     beside = film_html(d.viewer, view, d.viewer.open(ids[0]))
     assert 'id="prior-panel"' in beside and "PRIOR (read-only)" in beside
     assert "Reference report of the prior (as imported)" in beside  # not the reader's own
-    assert beside.count("data-index") == len(view.images)  # only the current study enlarges
+    # the prior enlarges too, as its own viewport (issue #21, defect 3)
+    assert beside.count("data-index") == 2 * len(view.images)
 
 
 def test_a_save_of_both_sections_is_one_transaction(desk, db):

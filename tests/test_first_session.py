@@ -65,35 +65,35 @@ def test_the_study_that_opens_first_is_drafted_first(browser, app):
 
 
 def test_the_enlarged_view_shows_the_preview_at_once_then_the_full_image(browser, app):
-    """A click on the film puts the film's own (loaded) preview over the whole enlarged view in
-    the same event, before any answer from the server; the full-resolution, window-levelled
-    image then takes its place, with no spinner in between."""
+    """A click on the film draws the film's own (loaded) preview on the enlarged view's canvas
+    in the same event, before any answer from the server, with the caption and no placeholder
+    window values; the full-bit-depth image then takes its place."""
     page = new_page(browser, app.url, 1366, 768)
     page.wait_for_function("() => { const i = document.querySelector('#film .current img');"
                            " return i && i.complete && i.naturalWidth > 0; }")
     at_click = page.evaluate("""() => {
       const film = document.querySelector('#film .current [data-index] img');
       film.click();  // the handler runs now; nothing from the server can have arrived
-      const p = document.querySelector('#wl-preview');
-      if (!p) return null;
-      const r = p.getBoundingClientRect();
-      return {display: getComputedStyle(p).display, same: p.src === (film.currentSrc || film.src),
-              area: r.width * r.height / (innerWidth * innerHeight),
-              full: !!document.querySelector('#wl-image img')}; }""")
-    assert at_click is not None, "no preview was shown at the click"
-    assert at_click["display"] == "block" and at_click["same"], at_click
-    assert at_click["area"] > 0.7 and not at_click["full"], at_click
-    # the full image replaces it; the preview is gone
-    page.wait_for_function("""() => { const i = document.querySelector('#wl-image img');
-      const p = document.querySelector('#wl-preview');
-      return i && i.complete && i.naturalWidth > 0 && getComputedStyle(p).display === 'none'; }""")
-    sizes = page.evaluate("""() => [document.querySelector('#wl-image img').naturalWidth,
+      const c = document.querySelector('#wl-canvas');
+      if (!c) return null;
+      const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      let lit = 0;
+      for (let i = 0; i < px.length; i += 4) if (px[i] > 0) lit += 1;
+      return {width: c.width, film: film.naturalWidth, lit, full: window.rrgViewer.full,
+              caption: document.querySelector('#wl-caption').innerText,
+              level: document.querySelector('#wl-center').value}; }""")
+    assert at_click is not None, "no canvas at the click"
+    assert at_click["width"] == at_click["film"] and at_click["lit"] > 1000, at_click
+    assert not at_click["full"] and "Patient" in at_click["caption"], at_click
+    assert at_click["level"] == "", at_click  # no placeholder that jumps to the real value
+    page.wait_for_function("() => window.rrgViewer.full")
+    sizes = page.evaluate("""() => [document.querySelector('#wl-canvas').width,
       document.querySelector('#film .current img').naturalWidth]""")
     assert sizes[0] >= sizes[1] > 0, sizes
-    # → to the next image (this study has one: the same again) shows and clears it too
+    assert page.locator("#wl-center").input_value() != ""
+    # → to the next image (this study has one: the same again) loads it too
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("() => getComputedStyle(document.querySelector('#wl-preview'))"
-                           ".display === 'none'")
+    page.wait_for_function("() => window.rrgViewer.full")
     page.keyboard.press("Escape")
     page.locator("#enlarged").wait_for(state="hidden")
 

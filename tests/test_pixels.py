@@ -13,7 +13,7 @@ from rrg_review.studies.errors import StudyLoadError
 from rrg_review.studies.pixels import decode, inspect, window_level
 from rrg_review.studies.records import ImageSource
 from tests.conftest import rg1
-from tests.layouts import jpeg_bytes, png_bytes
+from tests.layouts import SPACING, calibrated_dicom, jpeg_bytes, png_bytes
 
 
 def src(path: str) -> ImageSource:
@@ -201,3 +201,11 @@ def test_16_bit_png_decoded_into_the_array_equals_pillows_own_copy(tmp_path, rg1
     cut.write_bytes(data[:len(data) // 2])
     with pytest.raises(StudyLoadError, match=r"cut16\.png: corrupt PNG"):
         inspect(src(str(cut)))
+
+
+@pytest.mark.parametrize("keyword", ["PixelSpacing", "ImagerPixelSpacing"])
+def test_pixel_spacing_is_read_and_a_zero_one_is_none(tmp_path, keyword):
+    path = str(calibrated_dicom(tmp_path / "c.dcm", keyword))
+    assert decode(ImageSource(name=path, path=path)).info.pixel_spacing == SPACING
+    rg = rg1("RG1_UNCI.dcm")  # PixelSpacing 0.000\\0.000: not mm
+    assert decode(ImageSource(name=rg, path=rg)).info.pixel_spacing is None

@@ -322,7 +322,7 @@ def test_switching_patients_leaves_nothing_of_the_first_on_screen(browser, app):
     first_src = page.locator("#film .current img").first.get_attribute("src")
     # the enlarged view of this patient's image is open when the reader moves on
     page.locator("#film .current img").first.click()
-    page.locator("#wl-image img").wait_for()
+    page.wait_for_function("() => window.rrgViewer.full")
     page.keyboard.press("Alt+n")  # next unfinished: DEMO-0004, patient DEMO-P3
     page.locator("#film-head").get_by_text("DEMO-0004").wait_for()
     page.locator("#enlarged").wait_for(state="hidden")
@@ -341,7 +341,9 @@ def test_switching_patients_leaves_nothing_of_the_first_on_screen(browser, app):
         if sel not in ("#edit-findings", "#new-findings", "#diff"):
             # (a retrieval draft may legitimately quote another patient's reference report)
             assert first_ref[:40] not in text, sel
-    assert page.locator("#wl-image img").count() == 0  # the window/level image is cleared
+    # the window/level image is cleared
+    assert page.evaluate("() => [window.rrgViewer.img, document.querySelector('#wl-canvas')"
+                         ".width]") == [None, 1]
     srcs = page.locator("#film img").evaluate_all("els => els.map(e => e.getAttribute('src'))")
     assert first_src not in srcs
     second_patient = patient_on_screen(page)

@@ -139,3 +139,20 @@ def test_the_viewer_decodes_each_image_once_through_the_cache(viewer_and_image):
         image = s.get(Image, image_id)
     first = viewer.cache.get(image_id)
     assert first is not None and viewer.decoded(image) is first
+
+
+@pytest.mark.parametrize("raw", [
+    np.array([[1000, 5095], [2048, 1000]], np.uint16),        # a 16-bit PNG: exact
+    np.array([[-1024, 3071], [0, -1]], np.int16),              # signed CT-like values: exact
+    np.array([[0.0, 0.5], [1234.567, 99999.25]], np.float64),  # a float modality LUT
+])
+def test_full_depth_values_give_back_the_raw_pixels(raw):
+    """What the browser windows is the modality-LUT output: integers exactly, float data within
+    half a quantisation step."""
+    from rrg_review.app.viewer.service import full_depth_u16
+
+    values, offset, slope = full_depth_u16(raw)
+    assert values.dtype == np.dtype("<u2") and values.shape == raw.shape
+    back = offset + slope * values.astype(np.float64)
+    tolerance = 0.0 if raw.dtype.kind in "iu" else slope / 2 + 1e-9
+    assert np.abs(back - raw).max() <= tolerance

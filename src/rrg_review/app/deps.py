@@ -69,7 +69,6 @@ LIGHT: dict[str, Any] = {"queue": False, **PRIVATE}  # light, quick events skip 
 QUIET: dict[str, Any] = {"show_progress": "hidden"}
 # browser-only steps: functions of static/page.js
 ARRIVED: dict[str, Any] = {"fn": None, "js": "() => { window.rrgArrived(); }", **PRIVATE}
-FULL_SHOWN: dict[str, Any] = {"fn": None, "js": "() => { window.rrgFullShown(); }", **PRIVATE}
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,8 @@ SHORTCUTS = [
     ("Alt+D", "draft (or regenerate) this study"),
     ("Alt+R", "submit the rating"),
     ("Alt+B", "show / hide the prior study beside this one"),
-    ("Click an image", "enlarged view: ← → other images, Esc closes, wheel/drag zoom/pan"),
+    ("Click an image", "enlarged view (current or prior): right-drag window/level, "
+                        "wheel zoom, drag pan, ← → other images, Esc closes"),
 ]
 
 
@@ -147,7 +148,7 @@ class Navigation:
         p, wl, tab = page, page.worklist, page.tab
         self.study_outs = list(dict.fromkeys([
             tab.state, p.top.who, p.film.film, p.film.details, p.film.prior_button,
-            *self._review_outs(), p.enlarged.image, p.enlarged.caption, p.metrics.table,
+            *self._review_outs(), p.enlarged.data, p.metrics.table,
             p.metrics.notes, wl.table, wl.progress, wl.page, wl.page_text]))
 
     def _review_outs(self) -> list[Any]:
@@ -292,7 +293,8 @@ def launch_options(nonce: str = "") -> dict[str, str]:
 
     The script is inline, so it runs the moment Gradio inserts it (the page load's first
     event already calls it); `nonce` is server.py's placeholder for the page's CSP nonce,
-    which Gradio copies onto the script element it inserts."""
-    script = (STATIC / "page.js").read_text()
+    which Gradio copies onto the script element it inserts. The viewer's window/level runs
+    in the browser (static/viewer.js, on a canvas), in the same element."""
+    script = "\n".join((STATIC / name).read_text() for name in ("page.js", "viewer.js"))
     tag = f'<script nonce="{nonce}">' if nonce else "<script>"
     return {"head": f"{tag}\n{script}\n</script>", "css": (STATIC / "page.css").read_text()}

@@ -53,6 +53,8 @@ class ImageInfo:
     body_part: str | None = None
     modality: str | None = None
     view_source: str | None = None  # "dicom" | "metadata" | None (unknown)
+    # (row, column) spacing in mm from PixelSpacing, else ImagerPixelSpacing; None: uncalibrated
+    pixel_spacing: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -330,7 +332,23 @@ def _dicom_info(ds: Dataset, checksum: str, source: ImageSource) -> ImageInfo:
         modality=_text(ds, "Modality"),
         view_source="dicom" if dicom_view else (
             (source.view_source or "metadata") if source.view_position else None),
+        pixel_spacing=_pixel_spacing(ds),
     )
+
+
+def _pixel_spacing(ds: Dataset) -> tuple[float, float] | None:
+    """(row, column) mm per pixel for measuring: PixelSpacing (calibrated to the patient), else
+    ImagerPixelSpacing (at the detector); None when absent, zero or unreadable (RG1 carries
+    "0.000\\0.000"), so a length is never given in mm that are not mm."""
+    for keyword in ("PixelSpacing", "ImagerPixelSpacing"):
+        value = ds.get(keyword)
+        try:
+            row, col = (float(v) for v in value)
+        except (TypeError, ValueError):
+            continue
+        if row > 0 and col > 0 and np.isfinite(row) and np.isfinite(col):
+            return row, col
+    return None
 
 
 def _default_window(ds: Dataset) -> tuple[float, float] | None:

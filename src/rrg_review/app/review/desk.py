@@ -702,15 +702,20 @@ class Desk:
         new-user trials. Lung: the darker part of the film, where the lungs are; soft tissue:
         the mid to bright part (mediastinum, heart); bone: wide and up to the brightest, so the
         ribs over the lungs show (a narrower one left them black: third new-user trial)."""
-        r = self.viewer.value_range(image_id)
-        span = max(r.hi - r.lo, 1.0)
-        presets = {"file default": r.window, "full range": (r.at(0.5), span),
-                   "soft tissue": r.between(30.0, 92.0),
-                   "bone": r.between(10.0, 99.5),
-                   "lung": r.between(2.0, 60.0)}
+        presets = self.window_presets(image_id)
         if choice not in presets:
             raise ReviewError(f"unknown window preset {choice!r}")
         return presets[choice]
+
+    def window_presets(self, image_id: int) -> dict[str, tuple[float, float]]:
+        """Every preset of WINDOW_PRESETS as (center, width), from one read of the image's
+        value range (the enlarged view sends them all to the page at once)."""
+        r = self.viewer.value_range(image_id)
+        span = max(r.hi - r.lo, 1.0)
+        return {"file default": r.window, "full range": (r.at(0.5), span),
+                "soft tissue": r.between(30.0, 92.0),
+                "bone": r.between(10.0, 99.5),
+                "lung": r.between(2.0, 60.0)}
 
     def render(self, image_id: int, center: float, width: float, invert: bool) -> np.ndarray:
         img = self.viewer.window(image_id, float(center), max(float(width), 1.0))

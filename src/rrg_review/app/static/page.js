@@ -319,7 +319,7 @@ window.rrgLogout = () => {
         rrg.reader = sync.reader; rrg.shown = sync.shown || {}; rrg.base = sync.base;
         if (changed) {
           rrg.study = sync.study; rrg.keys = {};
-          window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
+          if (window.rrgEnlarged) window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
           setNote(rrg.strayed ? STRAY_NOTE : '');
           rrg.strayed = false;
           // read now: typing into the new study must not replace it before it is restored
@@ -385,11 +385,6 @@ window.rrgLogout = () => {
     t.isContentEditable || (t.tagName === 'INPUT' && TEXT_INPUTS.includes(t.type)));
   // an attribute on the overlay itself: Gradio's own re-renders do not touch it
   const enlarged = () => { const el = $('#enlarged'); return !!el && el.hasAttribute('data-open'); };
-  window.rrgEnlarged = (open) => {
-    const el = $('#enlarged'); if (!el) return;
-    if (open) el.setAttribute('data-open', ''); else el.removeAttribute('data-open');
-    if (!open) { const p = $('#wl-preview'); if (p) p.style.display = 'none'; }
-  };
   document.addEventListener('keydown', (e) => {
     if ((e.ctrlKey || e.metaKey) && e.code === 'KeyS') { e.preventDefault(); click('save'); return; }
     // typing on after leaving a study from a box: swallowed (no score keys, no shortcuts)
@@ -427,89 +422,4 @@ window.rrgLogout = () => {
     }
   });
 
-  // the film: a click on an image opens the enlarged view of that image. The film's preview
-  // (already loaded) is shown over the enlarged view at once; the full-resolution, window-
-  // levelled image replaces it when the server's answer is on screen (a new-user trial saw a
-  // spinner for about 2 s). The same for ← → to the other images of the study.
-  const preview = {active: false, before: null, answered: false};
-  const filmImages = () => [...document.querySelectorAll('#film .current [data-index] img')];
-  const showPreview = (index) => {
-    const target = $('#wl-image'), source = filmImages()[index];
-    if (!target || !source || !(source.currentSrc || source.src)) return;
-    let el = $('#wl-preview');
-    if (!el) {
-      el = document.createElement('img');
-      el.id = 'wl-preview'; el.alt = 'Preview; the full-resolution image is loading';
-      document.body.appendChild(el);
-    }
-    const r = target.getBoundingClientRect();
-    Object.assign(el.style, {top: `${r.top}px`, left: `${r.left}px`, width: `${r.width}px`,
-                             height: `${r.height}px`, display: 'block'});
-    el.src = source.currentSrc || source.src;
-    const img = $('#wl-image img');
-    preview.before = img ? (img.currentSrc || img.src) : null;
-    preview.active = true; preview.answered = false;
-    requestAnimationFrame(watchPreview);
-  };
-  const hidePreview = () => {
-    preview.active = false;
-    const el = $('#wl-preview'); if (el) { el.style.display = 'none'; el.removeAttribute('src'); }
-  };
-  const watchPreview = () => {
-    if (!preview.active) return;
-    const img = $('#wl-image img');
-    const loaded = !!img && img.complete && img.naturalWidth > 0;
-    // a new image has loaded, or the answer came with the same one (an unchanged render)
-    if (!enlarged() || (loaded && ((img.currentSrc || img.src) !== preview.before ||
-                                   preview.answered))) { hidePreview(); return; }
-    requestAnimationFrame(watchPreview);
-  };
-  window.rrgFullShown = () => { preview.answered = true; };
-  document.addEventListener('click', (e) => {
-    const fig = e.target.closest && e.target.closest('#film [data-index]');
-    if (!fig) return;
-    rrg.pick = fig.dataset.index;
-    window.rrgEnlarged(true);
-    showPreview(Number(rrg.pick));
-    click('enlarge-button');
-  });
-  document.addEventListener('click', (e) => {  // ◀ image / image ▶ (and the arrow keys)
-    const step = e.target.closest && (e.target.closest('#next-image') ? 1 :
-                                      e.target.closest('#prev-image') ? -1 : 0);
-    const n = filmImages().length;
-    if (!step || !n || !enlarged()) return;
-    rrg.pick = String(((Number(rrg.pick || 0) + step) % n + n) % n);
-    showPreview(Number(rrg.pick));
-  }, true);
-  window.rrgPick = () => String(rrg.pick === undefined ? '' : rrg.pick);
-
-  // zoom (wheel) and pan (drag) on the enlarged image; double-click resets
-  const wlImage = (e) => e.target.closest && e.target.closest('#wl-image img');
-  const wlApply = (img) => {
-    img.style.transformOrigin = 'center';
-    img.style.transform = `translate(${img.dataset.tx || 0}px, ${img.dataset.ty || 0}px) ` +
-                          `scale(${img.dataset.scale || 1})`;
-  };
-  document.addEventListener('wheel', (e) => {
-    const img = wlImage(e); if (!img) return;
-    e.preventDefault();
-    const s = parseFloat(img.dataset.scale || '1') * (e.deltaY < 0 ? 1.2 : 1 / 1.2);
-    img.dataset.scale = Math.min(Math.max(s, 1), 16); wlApply(img);
-  }, {passive: false});
-  let drag = null;
-  document.addEventListener('mousedown', (e) => {
-    const img = wlImage(e); if (!img) return;
-    e.preventDefault();
-    drag = {img, x: e.clientX - (+img.dataset.tx || 0), y: e.clientY - (+img.dataset.ty || 0)};
-  });
-  document.addEventListener('mousemove', (e) => {
-    if (!drag) return;
-    drag.img.dataset.tx = e.clientX - drag.x; drag.img.dataset.ty = e.clientY - drag.y;
-    wlApply(drag.img);
-  });
-  document.addEventListener('mouseup', () => { drag = null; });
-  document.addEventListener('dblclick', (e) => {
-    const img = wlImage(e); if (!img) return;
-    img.dataset.scale = 1; img.dataset.tx = 0; img.dataset.ty = 0; wlApply(img);
-  });
 })();

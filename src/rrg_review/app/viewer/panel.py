@@ -8,14 +8,13 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 from dataclasses import dataclass
-from typing import Any
 
 import gradio as gr
 
-from rrg_review.app.deps import FULL_SHOWN, PRIVATE, Guard, Inputs, Outputs, Reader
-from rrg_review.app.review.desk import WINDOW_PRESETS, Desk, Session, film_order
-from rrg_review.app.review.service import ReviewError
+from rrg_review.app.deps import PRIVATE, Guard, Inputs, Outputs, Reader
+from rrg_review.app.review.desk import Desk, film_order
 from rrg_review.app.viewer.service import ImageView, StudyView, StudyViewer
 
 
@@ -47,13 +46,13 @@ def film_html(viewer: StudyViewer, view: StudyView | None,
         return ('<div class="film"><div class="film-empty">Select a study in the worklist.'
                 "</div></div>")
 
-    def images(v: StudyView, clickable: bool) -> str:
+    def images(v: StudyView) -> str:
         if not v.images:
             return ('<div class="film-empty">No images: this study is a report only '
                     '(imported as a reference).</div>')
         figs = []
         for i, img in enumerate(film_order(v)):
-            attr = f' data-index="{i}" title="Click to enlarge"' if clickable else ""
+            attr = f' data-index="{i}" title="Click to enlarge"'
             figs.append(f'<figure{attr}><img src="{_image_src(viewer, img)}" '
                         f'alt="{html.escape(img.label)}"><figcaption>{html.escape(img.label)}'
                         "</figcaption></figure>")
@@ -61,7 +60,7 @@ def film_html(viewer: StudyViewer, view: StudyView | None,
 
     parts = [f'<div class="film-study current" data-study="{view.study_id}">'
              f'<div class="film-head" id="film-head">{study_line(view)}</div>'
-             f"{images(view, True)}</div>"]
+             f"{images(view)}</div>"]
     if prior is not None:
         ref = prior.reference
         # the dataset's report of the prior, said so: a reader who just signed that study
@@ -71,7 +70,7 @@ def film_html(viewer: StudyViewer, view: StudyView | None,
                   if ref else "No reference report stored for the prior study.")
         parts.append(f'<div class="film-study prior" id="prior-panel" '
                      f'data-study="{prior.study_id}"><div class="film-head">'
-                     f"{study_line(prior, prior=True)}</div>{images(prior, False)}"
+                     f"{study_line(prior, prior=True)}</div>{images(prior)}"
                      f'<div class="prior-report">{html.escape(report)}</div></div>')
     return f'<div class="film">{"".join(parts)}</div>'
 
@@ -134,17 +133,12 @@ def wire_film(panel: FilmPanel, viewer: StudyViewer, guard: Guard) -> None:
 # -- the enlarged view --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class EnlargedPanel:
-    pick: gr.Textbox  # the image clicked on the film (page.js), hidden
+    """The enlarged view: page.js draws it (a canvas that windows the full-bit-depth pixels in
+    the browser, its toolbar and caption); the server only says which pixels to fetch."""
+
+    pick: gr.Textbox  # the image clicked on a film (page.js): "current:2", "prior:0"; hidden
     enlarge: gr.Button  # clicked by page.js, hidden
-    prev_image: gr.Button
-    next_image: gr.Button
-    preset: gr.Radio
-    invert: gr.Checkbox
-    center: gr.Slider
-    width: gr.Slider
-    close: gr.Button
-    caption: gr.Markdown
-    image: gr.Image
+    data: gr.Textbox  # JSON for page.js: the image's pixels file, size, scaling, presets
 
     @classmethod
     def build_hidden(cls) -> tuple[gr.Textbox, gr.Button]:
@@ -154,43 +148,27 @@ class EnlargedPanel:
 
     @classmethod
     def build(cls, pick: gr.Textbox, enlarge: gr.Button) -> EnlargedPanel:
-        with gr.Column(elem_id="enlarged"):  # shown by the page script (body.rrg-enlarged)
-            with gr.Row(elem_id="enlarged-tools"):
-                prev_image = gr.Button("◀ image", elem_id="prev-image", size="sm", scale=0)
-                next_image = gr.Button("image ▶", elem_id="next-image", size="sm", scale=0)
-                preset = gr.Radio(list(WINDOW_PRESETS), value="file default", label="Preset",
-                                  elem_id="wl-preset", scale=3)
-                invert = gr.Checkbox(label="Invert", elem_id="wl-invert", scale=0,
-                                     min_width=90)
-                center = gr.Slider(0, 4096, value=2048, label="Level", elem_id="wl-center",
-                                   scale=2)
-                width = gr.Slider(1, 8192, value=4096, label="Window", elem_id="wl-width",
-                                  scale=2)
-                close = gr.Button("Close (Esc)", elem_id="close-enlarged", size="sm", scale=0)
-            caption = gr.Markdown(elem_id="wl-caption")
-            image = gr.Image(show_label=False, interactive=False, elem_id="wl-image",
-                             format="png", buttons=[], container=False)
-        return cls(pick, enlarge, prev_image, next_image, preset, invert, center, width, close,
-                   caption, image)
+        # the overlay itself is made by page.js (#enlarged): Gradio never re-renders it
+        data = gr.Textbox(elem_id="wl-data", elem_classes="rrg-hidden", container=False)
+        return cls(pick, enlarge, data)
 
     def cleared(self) -> Outputs:
-        return {self.image: None, self.caption: ""}
+        return {self.data: ""}
 
-    def show(self, viewer: StudyViewer, desk: Desk, session: Session,
-             image_id: int | None) -> Outputs:
-        if image_id is None or session.study is None:
-            return self.cleared()
-        r = viewer.value_range(image_id)
-        lo, hi, (center, width) = r.lo, r.hi, r.window
-        n = session.images.index(image_id) + 1
-        return {self.center: gr.update(minimum=lo, maximum=hi, value=center),
-                self.width: gr.update(minimum=1, maximum=max(hi - lo, 1) * 2, value=width),
-                self.preset: "file default", self.invert: False,
-                # whose film this is stays on screen at full size (found in a new-user trial)
-                self.caption: study_line(viewer.open(session.study)) + " · "
-                              f"Image {n} of {len(session.images)} · ← → other images · "
-                              "Esc closes · wheel/drag zoom/pan · double-click resets",
-                self.image: desk.render(image_id, center, width, False)}
+
+def image_data(viewer: StudyViewer, desk: Desk, pick: str, view: StudyView, index: int) -> str:
+    """What page.js needs to show one image: its full-bit-depth file and how to read it, the
+    default window and the presets (rounded to 0.01: a level of 12164.26000000001 was shown)."""
+    img = film_order(view)[index]
+    full = viewer.full_depth(img)
+    presets = {name: [round(v, 2) for v in window]
+               for name, window in desk.window_presets(img.image_id).items()}
+    return json.dumps({
+        "pick": pick, "image": img.image_id, "study": view.study_id,
+        "url": "/gradio_api/file=" + str(full.path), "width": full.width,
+        "height": full.height, "offset": full.offset, "slope": full.slope,
+        "inverted": full.inverted, "presets": presets, "label": img.label,
+        "spacing": full.pixel_spacing})
 
 
 def wire_enlarged(panel: EnlargedPanel, viewer: StudyViewer, desk: Desk, guard: Guard) -> None:
@@ -198,63 +176,23 @@ def wire_enlarged(panel: EnlargedPanel, viewer: StudyViewer, desk: Desk, guard: 
 
     @guard
     def on_enlarge(r: Reader, d: Inputs) -> Outputs:
+        """The image picked on the current study's film or on the prior's (its own viewport:
+        clicking the prior enlarged the current study, found in a new-user trial)."""
         session = r.session
-        try:
-            index = int(d[panel.pick])
-        except (TypeError, ValueError):
-            return {panel.image: gr.update()}
-        if not 0 <= index < len(session.images):
-            return {panel.image: gr.update()}
-        session.image = session.images[index]
-        return {state: session, **panel.show(viewer, desk, session, session.image)}
+        pick = str(d[panel.pick] or "")
+        film, _, at = pick.partition(":")
+        study = session.prior if film == "prior" else session.study
+        if study is None or not at.isdigit():
+            return {panel.data: gr.update()}
+        view = viewer.open(study)
+        index = int(at)
+        if not 0 <= index < len(view.images):
+            return {panel.data: gr.update()}
+        if film != "prior":
+            session.image = session.images[index]
+        return {state: session, panel.data: image_data(viewer, desk, pick, view, index)}
 
-    def on_step_image(step: int) -> Any:
-        @guard
-        def on_step(r: Reader, d: Inputs) -> Outputs:
-            image = desk.step_image(r.session, step)
-            return {state: r.session, **panel.show(viewer, desk, r.session, image)}
-        return on_step
-
-    outs = [state, panel.center, panel.width, panel.preset, panel.invert, panel.caption,
-            panel.image]
-    # the film's preview is on screen at once (page.js); no spinner over it, and the page is
-    # told when the full-resolution image has arrived
     pick_at = sorted([state, panel.pick], key=lambda b: b._id).index(panel.pick)
-    panel.enlarge.click(on_enlarge, {state, panel.pick}, outs, **PRIVATE,
+    panel.enlarge.click(on_enlarge, {state, panel.pick}, [state, panel.data], **PRIVATE,
                         show_progress="hidden",
-                        js=f"(...a) => window.rrgWithPick(a, {pick_at})").then(**FULL_SHOWN)
-    panel.next_image.click(on_step_image(1), {state}, outs, **PRIVATE,
-                           show_progress="hidden").then(**FULL_SHOWN)
-    panel.prev_image.click(on_step_image(-1), {state}, outs, **PRIVATE,
-                           show_progress="hidden").then(**FULL_SHOWN)
-    panel.close.click(None, None, None, js="() => { window.rrgEnlarged(false); return []; }")
-    _wire_window(panel, desk, guard)
-
-
-def _wire_window(panel: EnlargedPanel, desk: Desk, guard: Guard) -> None:
-    """Window/level: the sliders, invert and the presets re-render the image."""
-    @guard(lock=False)
-    def on_window(r: Reader, d: Inputs) -> Outputs:
-        if r.session.image is None:
-            return {panel.image: gr.update()}
-        return {panel.image: desk.render(r.session.image, d[panel.center], d[panel.width],
-                                         d[panel.invert])}
-
-    @guard(lock=False)
-    def on_preset(r: Reader, d: Inputs) -> Outputs:
-        image = r.session.image
-        if image is None:
-            return {panel.image: gr.update()}
-        try:
-            center, width = desk.window_preset(image, d[panel.preset])
-        except ReviewError as exc:
-            raise gr.Error(str(exc)) from None
-        return {panel.center: center, panel.width: width,
-                panel.image: desk.render(image, center, width, d[panel.invert])}
-
-    inputs: set[Any] = {guard.tab.state, panel.center, panel.width, panel.invert}
-    panel.center.release(on_window, inputs, [panel.image], **PRIVATE)
-    panel.width.release(on_window, inputs, [panel.image], **PRIVATE)
-    panel.invert.input(on_window, inputs, [panel.image], **PRIVATE)
-    panel.preset.input(on_preset, inputs | {panel.preset}, [panel.center, panel.width,
-                                                            panel.image], **PRIVATE)
+                        js=f"(...a) => window.rrgWithPick(a, {pick_at})")

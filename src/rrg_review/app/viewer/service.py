@@ -106,6 +106,40 @@ BRIGHTNESS_PERCENTILES = (2.0, 10.0, 30.0, 60.0, 92.0, 99.5)
 
 
 @dataclass(frozen=True)
+class FullDepth:
+    """An image's modality-LUT output as the browser receives it: `path` holds width x height
+    little-endian uint16 values v, the raw value being offset + slope * v (slope 1 for integer
+    data spanning at most 65,536 values, so nothing is lost there; float or wider data are
+    quantised over their range). The browser windows these itself, so a window/level change
+    costs no request."""
+
+    path: Path
+    width: int
+    height: int
+    offset: float
+    slope: float
+    inverted: bool  # MONOCHROME1: high raw values are shown dark
+    pixel_spacing: tuple[float, float] | None  # (row, column) mm; None: uncalibrated
+
+
+def full_depth_u16(raw: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """(uint16 little-endian values, offset, slope) with raw == offset + slope * values.
+
+    Args:
+        raw: the full-bit-depth pixels (integer or float).
+
+    Returns:
+        The encoded values and how to read them back.
+    """
+    lo, hi = float(raw.min()), float(raw.max())
+    if raw.dtype.kind in "iu" and hi - lo <= 65535:
+        return (raw.astype(np.int64) - int(lo)).astype("<u2"), lo, 1.0
+    slope = max(hi - lo, 1e-9) / 65535.0
+    values = np.rint((raw.astype(np.float64) - lo) / slope).clip(0, 65535).astype("<u2")
+    return values, lo, slope
+
+
+@dataclass(frozen=True)
 class StudyView:
     study_id: int
     source: str
@@ -416,6 +450,29 @@ class StudyViewer:
             pixels = PILImage.fromarray(view.preview(max_side))
             atomic_write(path, lambda tmp: pixels.save(tmp, format="PNG", compress_level=1))
         return str(path)
+
+    def full_depth(self, view: ImageView) -> FullDepth:
+        """The image's full-bit-depth pixels as a file the page fetches once (behind the same
+        login and file route as the previews), written once per image (keyed by checksum).
+
+        Args:
+            view: the image handle.
+
+        Returns:
+            Where the values are and how to read them.
+
+        Raises:
+            ValueError: the viewer has no preview folder.
+        """
+        decoded = self._decoded_by_id(view.image_id)
+        values, offset, slope = full_depth_u16(decoded.raw)
+        path = self.preview_path(view, 0).with_suffix(".u16")
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, np.ascontiguousarray(values).tobytes())
+        rows, cols = values.shape[:2]
+        return FullDepth(path, int(cols), int(rows), offset, slope, decoded.inverted,
+                         decoded.info.pixel_spacing)
 
     def value_range(self, image_id: int) -> ValueRange:
         """The range of an image's full-bit-depth values, its default window and polarity.

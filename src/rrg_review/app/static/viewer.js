@@ -1,0 +1,326 @@
+// rrg-review enlarged view: window/level, invert, zoom and pan in the browser, on a canvas.
+// The server sends each image once at full bit depth (uint16 values with an offset and slope:
+// the display pipeline's modality-LUT output) from its own file route behind the login; every
+// window/level change after that is a lookup table over the typed array here, so a drag makes
+// no request (a round trip per change took 1.3-3.7 s in a new-user trial). The curve is the
+// server's (studies/pixels.py window_level, DICOM PS3.3 C.11.2.1.2), MONOCHROME1 flipped.
+// Hand-written rather than Cornerstone3D: see README ("The enlarged view").
+(() => {
+  const V = window.rrgViewer = {pick: null, img: null, full: false, c: 0, w: 1, inv: false,
+                                s: 1, tx: 0, ty: 0, frames: 0, dragMs: 0, requested: null, presets: {},
+                                measuring: false, line: null, length: null};
+  const $ = (sel) => document.querySelector(sel);
+  const HINTS = 'right-drag window/level · wheel zoom · drag pan · double-click fits · ' +
+                '← → other images · Esc closes';
+  const cache = new Map();  // url -> Uint16Array (the last few images: ← → come back to them)
+  let root = null, stage, canvas, ctx, imageData = null, out32 = null, lut = null;
+  let fast, fastCtx, fastData = null, fast32 = null;
+  let drag = null, queued = false, lastData = null;
+  const fmt = (x) => String(Math.round(x * 100) / 100);
+  const el = (id) => root.querySelector('#' + id);
+
+  // -- drawing ------------------------------------------------------------------------------
+  const fillLut = (im) => {
+    const w = Math.max(V.w, 1), lo = V.c - 0.5, den = w - 1;
+    for (let v = 0; v <= im.max; v++) {
+      const raw = im.offset + im.slope * v;
+      let x = w <= 1 ? (raw > lo ? 1 : 0) : (raw - lo) / den + 0.5;
+      x = x < 0 ? 0 : (x > 1 ? 1 : x);
+      if (im.inverted) x = 1 - x;
+      let g = Math.round(x * 255);
+      if (V.inv) g = 255 - g;
+      lut[v] = 0xff000000 | (g << 16) | (g << 8) | g;
+    }
+  };
+  const render = () => {  // every pixel of the image, at full resolution
+    queued = false;
+    const im = V.img; if (!im) return;
+    fillLut(im);
+    const src = im.data, dst = out32;
+    for (let i = 0, n = src.length; i < n; i++) dst[i] = lut[src[i]];
+    ctx.putImageData(imageData, 0, 0);
+    fast.style.display = 'none';
+    V.frames += 1;
+    sync();
+  };
+  // While a drag windows an image shown smaller than it is, only every step-th pixel is drawn
+  // (as many as the screen shows, on a second canvas over the first): a 2,000 x 2,500 film at
+  // about 0.3x is 9x less work per frame. The full image is drawn when the drag ends.
+  const renderFast = () => {
+    queued = false;
+    const im = V.img; if (!im || !drag) return;  // a drag that has ended was drawn in full
+    const t0 = performance.now();
+    const step = Math.max(1, Math.floor(1 / V.s));
+    if (step === 1) { render(); return; }
+    const w = Math.ceil(im.width / step), h = Math.ceil(im.height / step);
+    if (!fastData || fastData.width !== w || fastData.height !== h) {
+      fast.width = w; fast.height = h;
+      fastData = fastCtx.createImageData(w, h);
+      fast32 = new Uint32Array(fastData.data.buffer);
+    }
+    fillLut(im);
+    const src = im.data, dst = fast32, W = im.width;
+    let j = 0;
+    for (let y = 0; y < im.height; y += step) {
+      for (let i = y * W, end = i + W; i < end; i += step) dst[j++] = lut[src[i]];
+    }
+    fastCtx.putImageData(fastData, 0, 0);
+    fast.style.transform = `translate(${V.tx}px, ${V.ty}px) scale(${V.s * step})`;
+    fast.style.display = 'block';
+    V.frames += 1;
+    V.dragMs += performance.now() - t0;  // what a drag frame costs (a test reads it)
+    sync();
+  };
+  const schedule = () => { if (!queued) { queued = true; requestAnimationFrame(renderFast); } };
+  const place = () => {
+    canvas.style.transform = `translate(${V.tx}px, ${V.ty}px) scale(${V.s})`;
+    fast.style.display = 'none';
+    drawLine();
+  };
+
+  // -- distance in mm from the file's pixel spacing ("uncalibrated" without one) -------------
+  const drawLine = () => {
+    const line = el('wl-line'), L = V.line;
+    line.style.display = L ? '' : 'none';
+    if (!L) return;
+    const at = (x, y) => [V.tx + x * V.s, V.ty + y * V.s];
+    const [x1, y1] = at(L[0], L[1]), [x2, y2] = at(L[2], L[3]);
+    for (const [k, v] of Object.entries({x1, y1, x2, y2})) line.setAttribute(k, v);
+  };
+  const measure = () => {
+    const L = V.line, sp = V.img && V.img.spacing;
+    if (!L) { V.length = null; el('wl-length').textContent = ''; return; }
+    const dx = L[2] - L[0], dy = L[3] - L[1], px = Math.hypot(dx, dy);
+    // spacing is (row, column) mm: rows are y, columns are x
+    const mm = sp ? Math.hypot(dx * sp[1], dy * sp[0]) : null;
+    V.length = {mm, px};
+    el('wl-length').textContent = mm === null ? `${px.toFixed(0)} px (uncalibrated)`
+                                              : `${mm.toFixed(1)} mm`;
+    drawLine();
+  };
+  const imageAt = (e) => {
+    const r = stage.getBoundingClientRect();
+    return [(e.clientX - r.left - V.tx) / V.s, (e.clientY - r.top - V.ty) / V.s];
+  };
+  const fit = () => {
+    const r = stage.getBoundingClientRect(), top = el('enlarged-tools').offsetHeight;
+    const h = Math.max(r.height - top, 1);
+    V.s = Math.min(r.width / canvas.width, h / canvas.height);
+    V.tx = (r.width - canvas.width * V.s) / 2;
+    V.ty = top + (h - canvas.height * V.s) / 2;
+    place();
+  };
+
+  // -- the controls always say what is on screen ---------------------------------------------
+  const sync = () => {
+    const preset = el('wl-preset');
+    const name = Object.keys(V.presets).find((k) => V.presets[k][0] === V.c &&
+                                                   V.presets[k][1] === V.w);
+    preset.value = name || 'custom';
+    el('wl-invert').checked = V.inv;
+    for (const [id, value] of [['wl-center', V.c], ['wl-width', V.w]]) {
+      const input = el(id);
+      if (!(document.activeElement === input && input.dataset.typed)) input.value = fmt(value);
+    }
+  };
+  const setWindow = (c, w) => { V.c = Math.round(c * 100) / 100;
+                                V.w = Math.max(Math.round(w * 100) / 100, 1); };
+  const applyTyped = (input) => {
+    delete input.dataset.typed;
+    const value = parseFloat(input.value);
+    if (V.img && Number.isFinite(value)) {
+      if (input.id === 'wl-center') setWindow(value, V.w); else setWindow(V.c, value);
+      render();  // at once: Enter and blur both apply (Enter did nothing before)
+    } else if (V.img) sync();
+  };
+
+  // -- building the overlay -------------------------------------------------------------------
+  const build = () => {
+    if (root) return;
+    root = document.createElement('div');
+    root.id = 'enlarged';
+    root.innerHTML = `<div id="wl-stage"><canvas id="wl-canvas"></canvas><canvas id="wl-fast"></canvas>
+        <svg id="wl-overlay"><line id="wl-line" style="display: none"></line></svg></div>
+      <div id="enlarged-tools">
+        <button type="button" id="prev-image">◀ image</button>
+        <button type="button" id="next-image">image ▶</button>
+        <label>Preset <select id="wl-preset"></select></label>
+        <label><input type="checkbox" id="wl-invert"> Invert</label>
+        <label>Level <input type="text" inputmode="decimal" id="wl-center" size="9"></label>
+        <label>Window <input type="text" inputmode="decimal" id="wl-width" size="9"></label>
+        <button type="button" id="wl-measure" aria-pressed="false">Measure</button>
+        <span id="wl-length"></span>
+        <span id="wl-status"></span>
+        <button type="button" id="close-enlarged">Close (Esc)</button>
+      </div>
+      <div id="wl-caption"></div>`;
+    document.body.appendChild(root);
+    stage = el('wl-stage'); canvas = el('wl-canvas'); ctx = canvas.getContext('2d');
+    fast = el('wl-fast'); fastCtx = fast.getContext('2d');
+    el('close-enlarged').addEventListener('click', () => window.rrgEnlarged(false));
+    el('next-image').addEventListener('click', () => step(1));
+    el('prev-image').addEventListener('click', () => step(-1));
+    el('wl-measure').addEventListener('click', (e) => {
+      V.measuring = !V.measuring;
+      e.target.setAttribute('aria-pressed', String(V.measuring));
+      stage.classList.toggle('measuring', V.measuring);
+    });
+    el('wl-invert').addEventListener('change', (e) => {
+      V.inv = e.target.checked; if (V.img) render(); else sync();
+    });
+    el('wl-preset').addEventListener('change', (e) => {
+      const p = V.presets[e.target.value];
+      if (p && V.img) { setWindow(p[0], p[1]); render(); }
+    });
+    for (const id of ['wl-center', 'wl-width']) {
+      const input = el(id);
+      input.addEventListener('input', () => { input.dataset.typed = '1'; });
+      input.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter') { e.preventDefault(); applyTyped(input); }
+      });
+      input.addEventListener('blur', () => applyTyped(input));
+    }
+    stage.addEventListener('contextmenu', (e) => e.preventDefault());
+    stage.addEventListener('mousedown', (e) => {
+      e.preventDefault();  // (keeps the focus where it is: a typed box is applied first)
+      if (root.contains(document.activeElement)) document.activeElement.blur();
+      drag = {button: e.button, x: e.clientX, y: e.clientY, c: V.c, w: V.w, tx: V.tx, ty: V.ty};
+      if (e.button === 0 && V.measuring && V.img) {
+        drag.measure = true;
+        const [x, y] = imageAt(e);
+        V.line = [x, y, x, y]; measure();
+      }
+    });
+    window.addEventListener('mousemove', (e) => {
+      if (!drag) return;
+      const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+      if (drag.button === 2 && V.img) {
+        // the same on every file: up is brighter, right is wider (MONOCHROME1 has bone low,
+        // so its level moves the other way in raw units; defect 5 of a new-user trial)
+        const k = Math.max(V.img.max * V.img.slope, 1) / 600;
+        setWindow(drag.c + (V.img.inverted ? -dy : dy) * k, drag.w + dx * k);
+        schedule();
+      } else if (drag.measure) {
+        const [x, y] = imageAt(e);
+        V.line[2] = x; V.line[3] = y; measure();
+      } else if (drag.button === 0) {
+        V.tx = drag.tx + dx; V.ty = drag.ty + dy; place();
+      }
+    });
+    window.addEventListener('mouseup', () => {
+      const windowed = drag && drag.button === 2 && V.img;
+      drag = null;
+      if (windowed) render();  // the whole image at full resolution again
+    });
+    stage.addEventListener('wheel', (e) => {
+      e.preventDefault();
+      const r = stage.getBoundingClientRect(), mx = e.clientX - r.left, my = e.clientY - r.top;
+      const s = Math.min(Math.max(V.s * (e.deltaY < 0 ? 1.2 : 1 / 1.2), 0.02), 64);
+      const f = s / V.s;  // about the cursor: the point under it stays under it
+      V.tx = mx - (mx - V.tx) * f; V.ty = my - (my - V.ty) * f; V.s = s;
+      place();
+    }, {passive: false});
+    stage.addEventListener('dblclick', () => fit());
+  };
+
+  // -- which image ----------------------------------------------------------------------------
+  const figures = (film) => [...document.querySelectorAll(
+    `#film .film-study.${film === 'prior' ? 'prior' : 'current'} [data-index]`)];
+  const open = (pick) => {
+    build();
+    const [film, at] = pick.split(':'), figs = figures(film), index = Number(at);
+    const fig = figs[index]; if (!fig) return;
+    V.pick = pick; V.img = null; V.full = false; V.presets = {}; V.line = null; measure();
+    root.setAttribute('data-open', '');
+    const head = fig.closest('.film-study').querySelector('.film-head');
+    el('wl-caption').textContent = `${head ? head.innerText : ''} · ` +
+      `${fig.querySelector('figcaption').innerText} · Image ${index + 1} of ${figs.length} · ` +
+      HINTS;
+    for (const id of ['wl-center', 'wl-width']) el(id).value = '';
+    el('wl-preset').innerHTML = '';
+    el('wl-status').textContent = 'Loading the full image…';
+    const img = fig.querySelector('img');  // the film's preview, at once
+    if (img && img.complete && img.naturalWidth) {
+      canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+      ctx.drawImage(img, 0, 0);
+      fit();
+    }
+    lastData = null;  // the same image again: its (unchanged) data counts as new
+    const button = document.getElementById('enlarge-button'); if (button) button.click();
+  };
+  const step = (k) => {
+    if (!V.pick) return;
+    const [film, at] = V.pick.split(':'), n = figures(film).length;
+    if (n) open(`${film}:${((Number(at) + k) % n + n) % n}`);
+  };
+  V.draw = render;  // the full-resolution frame (a test times it)
+  window.rrgPick = () => V.pick || '';
+  window.rrgEnlarged = (on) => {
+    if (on || !root) return;
+    root.removeAttribute('data-open'); V.pick = null; drag = null;
+    // nothing of the study stays behind the closed view (the next may be another patient's)
+    V.img = null; V.full = false; imageData = null; out32 = null; fastData = null;
+    canvas.width = 1; canvas.height = 1; fast.width = 1; fast.height = 1;
+    fast.style.display = 'none';
+    el('wl-caption').textContent = '';
+  };
+  document.addEventListener('click', (e) => {
+    const fig = e.target.closest && e.target.closest('#film [data-index]');
+    if (!fig) return;
+    const film = fig.closest('.film-study.prior') ? 'prior' : 'current';
+    open(`${film}:${fig.dataset.index}`);
+  });
+
+  // -- the full-bit-depth pixels --------------------------------------------------------------
+  const show = (d, data) => {
+    if (V.pick !== d.pick) return;  // the reader moved on meanwhile
+    let max = 0;
+    for (let i = 0; i < data.length; i++) if (data[i] > max) max = data[i];
+    V.img = {data, max, width: d.width, height: d.height, offset: d.offset, slope: d.slope,
+             inverted: d.inverted, image: d.image, study: d.study, spacing: d.spacing};
+    lut = new Uint32Array(max + 1);
+    canvas.width = d.width; canvas.height = d.height;
+    imageData = ctx.createImageData(d.width, d.height);
+    out32 = new Uint32Array(imageData.data.buffer);
+    V.presets = d.presets;
+    const select = el('wl-preset');
+    select.innerHTML = '';
+    for (const name of [...Object.keys(d.presets), 'custom']) {
+      const o = document.createElement('option'); o.value = name; o.textContent = name;
+      if (name === 'custom') o.disabled = true;
+      select.appendChild(o);
+    }
+    for (const id of ['wl-center', 'wl-width']) delete el(id).dataset.typed;  // now on screen
+    const def = d.presets['file default'];
+    setWindow(def[0], def[1]); V.inv = false;
+    render(); fit();
+    V.full = true;
+    el('wl-status').textContent = '';
+  };
+  const load = async (d) => {
+    V.requested = d.url;
+    let data = cache.get(d.url);
+    if (!data) {
+      try {
+        const response = await fetch(d.url, {credentials: 'same-origin'});
+        if (!response.ok) throw new Error(String(response.status));
+        data = new Uint16Array(await response.arrayBuffer());
+      } catch (err) {
+        if (V.pick === d.pick) el('wl-status').textContent = 'The full image could not be loaded.';
+        return;
+      }
+      if (data.length !== d.width * d.height) return;
+      cache.set(d.url, data);
+      while (cache.size > 4) cache.delete(cache.keys().next().value);
+    }
+    show(d, data);
+  };
+  setInterval(() => {
+    const box = $('#wl-data textarea'), raw = box ? box.value : '';
+    if (!raw || raw === lastData) return;
+    lastData = raw;
+    let d = null;
+    try { d = JSON.parse(raw); } catch (e) { return; }
+    if (root && d && d.pick === V.pick && root.hasAttribute('data-open')) load(d);
+  }, 50);
+})();

@@ -1,0 +1,353 @@
+"""The enlarged view windows the full-bit-depth pixels in the browser (issue #21): a right-drag
+changes window/level at frame rate with no request, the canvas equals the server's display
+pipeline for the same window, the controls always say what is on screen, Level/Window move every
+file the same way, and the prior opens as its own viewport filling the window. One app (with a
+2,000 x 2,500 16-bit PNG, a MONOCHROME1 DICOM and a JPEG 2000 DICOM) for the whole module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image as PILImage
+
+from bench.synthetic import SyntheticImage, add_studies
+from rrg_review.studies.pixels import decode, window_level
+from rrg_review.studies.records import ImageSource
+from tests.browser import App, click_row, close_pages, wait_text
+from tests.conftest import rg1
+from tests.layouts import SPACING, calibrated_dicom
+
+pytest_plugins = ["tests.browser"]  # the browser fixture
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+BIG = (2500, 2000)  # rows, cols
+
+
+def big_png(path: Path) -> Path:
+    """A 16-bit film-like PNG, 2,000 wide and 2,500 high: smooth gradients plus a fine pattern,
+    so every window shows structure (values 1,000..~61,000)."""
+    y, x = np.indices(BIG, dtype=np.float64)
+    values = (1000 + 30000 * (1 + np.sin(x / 170.0) * np.cos(y / 230.0))
+              + 97 * ((x * 7 + y * 13) % 31))
+    PILImage.fromarray(values.astype(np.uint16)).save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def films(tmp_path_factory, database_templates, browser):
+    """The app, and the file behind each study key."""
+    from rrg_review.app.settings import Settings
+
+    root = tmp_path_factory.mktemp("viewer-canvas")
+    png = big_png(root / "big16.png")
+    settings = Settings.from_args(str(root / "app.sqlite"))
+    database_templates.copy_sqlite("migrated", settings)
+    db = settings.open_database()
+    try:  # BIG2's prior is BIG1 (the same patient, a day earlier)
+        add_studies(db, 2, source="big", prefix="BIG",
+                    image=SyntheticImage(str(png), *BIG, bits_stored=16, fmt="png"))
+        add_studies(db, 1, source="mono", prefix="MONO",
+                    image=SyntheticImage(rg1("RG1_UNCI.dcm"), 1955, 1841, 15, "MONOCHROME1"))
+        add_studies(db, 1, source="j2k", prefix="JTK",
+                    image=SyntheticImage(rg1("RG1_J2KR.dcm"), 1955, 1841, 15, "MONOCHROME1"))
+        cal = calibrated_dicom(root / "calibrated.dcm")
+        add_studies(db, 1, source="cal", prefix="CAL",
+                    image=SyntheticImage(str(cal), 1955, 1841, 15, "MONOCHROME1"))
+    finally:
+        db.dispose()
+    running = App(root / "app.sqlite", "--no-demo", "--no-predraft")
+    files = {"BIG2": str(png), "BIG1": str(png), "MONO1": rg1("RG1_UNCI.dcm"),
+             "JTK1": rg1("RG1_J2KR.dcm"), "CAL1": str(cal)}
+    yield running, files
+    running.stop(close_first=lambda: close_pages(browser))
+
+
+class Requests:
+    """Every request the page makes: none may leave the machine, and a drag makes none."""
+
+    def __init__(self, page, origin: str) -> None:
+        self.urls: list[str] = []
+        self.origin = origin
+        self.bodies: list[str] = []
+        page.on("request", self._seen)
+
+    def _seen(self, request) -> None:
+        self.urls.append(request.url)
+        self.bodies.append(request.post_data or "")
+
+    def outside(self) -> list[str]:
+        return [u for u in self.urls if not u.startswith(self.origin)
+                and not u.startswith(("data:", "blob:"))]
+
+
+def open_page(browser, app: App, width: int = 1366, height: int = 768):
+    page = browser.new_page(viewport={"width": width, "height": height})
+    requests = Requests(page, app.url.rstrip("/"))
+    page.goto(app.url)
+    page.locator("#film [data-study]").first.wait_for(timeout=90_000)
+    return page, requests
+
+
+def enlarge(page, key: str, film: str = "current") -> None:
+    """Open study `key` and enlarge its first image (of the prior with film="prior")."""
+    if key not in page.locator("#film-head").inner_text():
+        click_row(page, key)
+        wait_text(page, "film-head", key)
+    page.locator(f"#film .film-study.{film} [data-index='0'] img").click()
+    page.wait_for_function("() => window.rrgViewer.full", timeout=90_000)
+
+
+READ_BACK = """(step) => {
+  const c = document.querySelector('#wl-canvas');
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  const values = [];
+  for (let y = 0; y < c.height; y += step)
+    for (let x = 0; x < c.width; x += step) values.push(d[(y * c.width + x) * 4]);
+  const v = window.rrgViewer;
+  return {width: c.width, height: c.height, values, c: v.c, w: v.w, inv: v.inv,
+          shown: {c: document.querySelector('#wl-center').value,
+                  w: document.querySelector('#wl-width').value,
+                  inv: document.querySelector('#wl-invert').checked,
+                  preset: document.querySelector('#wl-preset').value}};
+}"""
+
+
+def expected(path: str, center: float, width: float, invert: bool, step: int) -> np.ndarray:
+    """The server's display pipeline for this window (and invert, as Desk.render does it)."""
+    out = window_level(decode(ImageSource(name=path, path=path)), center, width)
+    return (255 - out if invert else out)[::step, ::step].ravel()
+
+
+def canvas_matches(page, path: str, step: int = 7) -> dict:
+    """The canvas, read back, equals the pipeline for the values its controls show (within 1
+    grey level); returns what was read."""
+    got = page.evaluate(READ_BACK, step)
+    shown = got["shown"]
+    center, width = float(shown["c"]), float(shown["w"])
+    want = expected(path, center, width, shown["inv"], step)
+    values = np.array(got["values"], dtype=np.int16)
+    assert values.shape == want.shape, (values.shape, want.shape)
+    diff = np.abs(values - want.astype(np.int16))
+    assert diff.max() <= 1, (f"{int((diff > 1).sum())} of {diff.size} pixels differ by more "
+                             f"than 1 (max {diff.max()}) at {shown}")
+    return got
+
+
+def test_right_drag_windows_at_frame_rate_with_no_request(browser, films):
+    app, files = films
+    page, requests = open_page(browser, app)
+    enlarge(page, "BIG2")
+    size = page.evaluate("() => [rrgViewer.img.width, rrgViewer.img.height]")
+    assert size == [BIG[1], BIG[0]]
+    before = len(requests.urls)
+    # a real right-drag: up is brighter, right is wider
+    c0, w0 = page.evaluate("() => [rrgViewer.c, rrgViewer.w]")
+    page.mouse.move(600, 400)
+    page.mouse.down(button="right")
+    for i in range(1, 6):
+        page.mouse.move(600 + 10 * i, 400 - 10 * i)
+    page.mouse.up(button="right")
+    c1, w1 = page.evaluate("() => [rrgViewer.c, rrgViewer.w]")
+    assert c1 < c0 and w1 > w0, (c0, w0, c1, w1)  # MONOCHROME2: brighter = a lower level
+    # frame rate: a drag event every animation frame for 2 s, frames counted
+    figures = page.evaluate("""() => new Promise((done) => {
+      const stage = document.querySelector('#wl-stage'), v = window.rrgViewer;
+      stage.dispatchEvent(new MouseEvent('mousedown', {button: 2, clientX: 500, clientY: 400,
+                                                       bubbles: true}));
+      const f0 = v.frames, ms0 = v.dragMs, t0 = performance.now(); let i = 0;
+      const tick = () => {
+        i += 1;
+        window.dispatchEvent(new MouseEvent('mousemove', {clientX: 500 + (i % 50),
+                                                         clientY: 400 - (i % 37)}));
+        if (performance.now() - t0 < 2000) { requestAnimationFrame(tick); return; }
+        window.dispatchEvent(new MouseEvent('mouseup', {}));
+        requestAnimationFrame(() => done({frames: v.frames - f0, moves: i,
+                                          seconds: (performance.now() - t0) / 1000,
+                                          drawing_ms: v.dragMs - ms0}));
+      };
+      requestAnimationFrame(tick);
+    })""")
+    fps = figures["frames"] / figures["seconds"]
+    # the frames the drawing itself allows: on a quiet machine the browser's frame clock (60/s)
+    # is the limit; at a load of 10 on 2 cores Chromium's own frame loop is starved, whatever
+    # the page draws, so the assertion is on the drawing and both figures are printed
+    frame_ms = figures["drawing_ms"] / max(figures["frames"], 1)
+    # the page's autosave timer ticks every 4 s whatever the viewer does (its heartbeat of
+    # active time): counted apart; every other request during the drag is the viewer's
+    timer = page.evaluate("() => window.gradio_config.components"
+                          ".find((c) => c.type === 'timer').id")
+    during = list(zip(requests.urls[before:], requests.bodies[before:], strict=True))
+    ticks = [u for u, body in during if f'"trigger_id":{timer},' in body]
+    during = [u for u, body in during if f'"trigger_id":{timer},' not in body]
+    full_ms = page.evaluate("""() => { const t0 = performance.now();
+      for (let i = 0; i < 5; i++) rrgViewer.draw(); return (performance.now() - t0) / 5; }""")
+    print(f"\nright-drag window/level on a 2000x2500 16-bit image: {fps:.1f} frames/s shown, "
+          f"{frame_ms:.1f} ms of drawing per frame (room for {1000 / frame_ms:.0f} frames/s) "
+          f"({figures['frames']} frames, {figures['moves']} moves, {figures['seconds']:.2f} s), "
+          f"{len(during)} requests during the drag (besides {len(ticks)} autosave ticks); "
+          f"a full-resolution frame (drawn when the drag ends) takes {full_ms:.0f} ms")
+    assert during == [], during
+    assert frame_ms <= 1000 / 30 and figures["frames"] >= 20, figures
+    canvas_matches(page, files["BIG2"], step=13)  # what is on screen after the drag
+    assert requests.outside() == [], requests.outside()
+
+
+def test_quick_invert_preset_and_typed_values_never_disagree_with_the_image(browser, films):
+    app, files = films
+    page, requests = open_page(browser, app)
+    enlarge(page, "MONO1")
+    path = files["MONO1"]
+    got = canvas_matches(page, path)
+    assert got["shown"]["preset"] == "file default" and not got["shown"]["inv"]
+    invert = page.locator("#wl-invert")
+    invert.click()
+    invert.click()  # ticked and unticked within a few ms: not inverted, and the box says so
+    assert not canvas_matches(page, path)["inv"]
+    invert.click()
+    assert canvas_matches(page, path)["shown"]["inv"]
+    for preset in ("lung", "bone", "soft tissue", "full range", "file default"):
+        page.locator("#wl-preset").select_option(preset)
+    got = canvas_matches(page, path)
+    assert got["shown"]["preset"] == "file default" and got["shown"]["inv"]
+    page.locator("#wl-center").fill("9000")
+    page.keyboard.press("Enter")  # Enter applies at once
+    got = canvas_matches(page, path)
+    assert got["c"] == 9000 and got["shown"]["preset"] == "custom", got["shown"]
+    page.locator("#wl-width").fill("5000")
+    page.locator("#wl-center").click()  # blur applies too
+    got = canvas_matches(page, path)
+    assert got["w"] == 5000 and got["shown"]["preset"] == "custom", got["shown"]
+    # a value typed and then a drag on the image: the typed value is applied first, and the
+    # box follows the drag (a focused box kept its typed text while the image changed)
+    page.locator("#wl-center").fill("12000")
+    page.mouse.move(600, 400)
+    page.mouse.down(button="right")
+    page.mouse.move(630, 380, steps=3)
+    page.mouse.up(button="right")
+    got = canvas_matches(page, path)
+    assert float(got["shown"]["c"]) == got["c"] != 12000, got["shown"]
+    page.locator("#wl-preset").select_option("lung")
+    page.locator("#wl-center").fill("not a number")
+    page.keyboard.press("Enter")  # refused: the box goes back to what is on screen
+    got = canvas_matches(page, path)
+    assert got["shown"]["preset"] == "lung" and got["shown"]["c"] != "not a number"
+    assert requests.outside() == []
+
+
+@pytest.mark.parametrize("key", ["BIG1", "MONO1", "JTK1"])
+def test_the_canvas_equals_the_servers_display_pipeline(browser, films, key):
+    """A 16-bit PNG, a MONOCHROME1 DICOM and a JPEG 2000 DICOM, at their default window and
+    at a typed one, within 1 grey level."""
+    app, files = films
+    page, _ = open_page(browser, app)
+    enlarge(page, key)
+    canvas_matches(page, files[key], step=11)
+    lo, hi = page.evaluate("() => [rrgViewer.img.offset, "
+                           "rrgViewer.img.offset + rrgViewer.img.max * rrgViewer.img.slope]")
+    page.locator("#wl-center").fill(str(round(lo + (hi - lo) * 0.4)))
+    page.keyboard.press("Enter")
+    page.locator("#wl-width").fill(str(round((hi - lo) * 0.3)))
+    page.keyboard.press("Enter")
+    got = canvas_matches(page, files[key], step=11)
+    assert len(set(got["values"])) > 100  # a window that shows structure
+
+
+def _mean_and_spread(page) -> tuple[float, float]:
+    values = np.array(page.evaluate(READ_BACK, 17)["values"], dtype=float)
+    return float(values.mean()), float(values.std())
+
+
+@pytest.mark.parametrize("key", ["BIG1", "MONO1"])
+def test_level_and_window_move_every_file_the_same_way(browser, films, key):
+    """Defect 5: the level ran in opposite directions on a MONOCHROME1 DICOM and a 16-bit PNG.
+    A right-drag up brightens and a right-drag right lowers the contrast, on both."""
+    app, _ = films
+    page, _ = open_page(browser, app)
+    enlarge(page, key)
+    page.locator("#wl-preset").select_option("soft tissue")
+    mean0, spread0 = _mean_and_spread(page)
+    page.mouse.move(600, 400)
+    page.mouse.down(button="right")
+    page.mouse.move(600, 360, steps=4)
+    page.mouse.up(button="right")
+    page.wait_for_timeout(100)
+    mean1, _ = _mean_and_spread(page)
+    assert mean1 > mean0 + 3, (key, mean0, mean1)
+    page.locator("#wl-preset").select_option("soft tissue")
+    page.mouse.down(button="right")
+    page.mouse.move(700, 360, steps=4)
+    page.mouse.up(button="right")
+    page.wait_for_timeout(100)
+    _, spread1 = _mean_and_spread(page)
+    assert spread1 < spread0 - 1, (key, spread0, spread1)
+
+
+def test_the_prior_opens_as_its_own_viewport_filling_the_window(browser, films):
+    """Defect 3: clicking the prior's film enlarged the current study; defect 4: the enlarged
+    view was no larger than the film. The prior is windowed on its own, the view is >= 90 % of
+    the window, and the caption says whose film it is from the first moment."""
+    app, files = films
+    page, requests = open_page(browser, app)
+    if "BIG2" not in page.locator("#film-head").inner_text():
+        click_row(page, "BIG2")
+        wait_text(page, "film-head", "BIG2")
+    current = int(page.locator("#film .film-study.current").get_attribute("data-study"))
+    page.locator("#toggle-prior").click()
+    page.locator("#prior-panel [data-index='0'] img").wait_for()
+    prior = int(page.locator("#prior-panel").get_attribute("data-study"))
+    assert prior != current
+    page.locator("#prior-panel [data-index='0'] img").click()
+    assert "PRIOR" in page.locator("#wl-caption").inner_text()  # at once, before any answer
+    page.wait_for_function("() => window.rrgViewer.full", timeout=90_000)
+    assert page.evaluate("() => rrgViewer.img.study") == prior
+    area = page.evaluate("""() => { const r = document.querySelector('#wl-stage')
+      .getBoundingClientRect(); return r.width * r.height / (innerWidth * innerHeight); }""")
+    assert area >= 0.9, area
+    page.locator("#wl-preset").select_option("lung")
+    canvas_matches(page, files["BIG1"], step=13)
+    # zoom about the cursor: the image point under it stays under it
+    before = page.evaluate("() => [rrgViewer.s, rrgViewer.tx, rrgViewer.ty]")
+    page.mouse.move(500, 400)
+    page.mouse.wheel(0, -300)
+    page.wait_for_function(f"() => rrgViewer.s > {before[0]}")
+    s, tx = page.evaluate("() => [rrgViewer.s, rrgViewer.tx]")
+    assert abs((500 - before[1]) / before[0] - (500 - tx) / s) < 1
+    page.keyboard.press("Escape")
+    page.locator("#enlarged").wait_for(state="hidden")
+    enlarge(page, "BIG2")  # the current study's film: the current study
+    assert page.evaluate("() => rrgViewer.img.study") == current
+    assert requests.outside() == []
+
+
+def _measure(page, a: tuple[int, int], b: tuple[int, int]) -> dict:
+    """Drag the measuring tool from image pixel a to image pixel b (x, y); what it says."""
+    s, tx, ty = page.evaluate("() => [rrgViewer.s, rrgViewer.tx, rrgViewer.ty]")
+    at = [(tx + x * s, ty + y * s) for x, y in (a, b)]
+    page.mouse.move(*at[0])
+    page.mouse.down()
+    page.mouse.move(*at[1], steps=5)
+    page.mouse.up()
+    return page.evaluate("() => ({...rrgViewer.length, "
+                         "text: document.querySelector('#wl-length').innerText})")
+
+
+def test_a_distance_is_measured_in_mm_within_one_percent(browser, films):
+    app, _ = films
+    page, _ = open_page(browser, app, 1920, 1080)
+    enlarge(page, "CAL1")
+    page.locator("#wl-measure").click()
+    # 1,200 columns x 0.15 mm and 900 rows x 0.2 mm: 180 mm each way
+    true_mm = float(np.hypot(1200 * SPACING[1], 900 * SPACING[0]))
+    got = _measure(page, (300, 400), (1500, 1300))
+    print(f"\nmeasured {got['mm']:.2f} mm, true {true_mm:.2f} mm")
+    assert abs(got["mm"] - true_mm) / true_mm < 0.01, (got, true_mm)
+    assert got["text"].endswith(" mm")
+    # a film without a spacing says so instead of inventing mm
+    page.keyboard.press("Escape")
+    enlarge(page, "BIG1")
+    assert page.locator("#wl-measure").get_attribute("aria-pressed") == "true"  # a tool stays
+    got = _measure(page, (100, 100), (1100, 100))
+    assert got["mm"] is None and "uncalibrated" in got["text"], got
+    assert abs(got["px"] - 1000) < 10, got
