@@ -54,10 +54,12 @@ def wait_for_port(port: int, proc: subprocess.Popen, deadline: float,
 
 
 class App:
-    """`tls`: (certificate, key) files to serve https with (README's team set-up)."""
+    """The app as a subprocess on a loopback port. `tls`: (certificate, key) files to serve
+    https with (README's team set-up). `wait=False` only starts it (see `AppSpares`);
+    `serving()` then waits until it answers."""
 
     def __init__(self, db: Path, *args: str, start_s: float = 120,
-                 tls: tuple[Path, Path] | None = None) -> None:
+                 tls: tuple[Path, Path] | None = None, wait: bool = True) -> None:
         if not os.path.exists(CHROMIUM):
             pytest.skip(f"{CHROMIUM} not installed (make test installs Debian's chromium)")
         self.db = db
@@ -73,7 +75,15 @@ class App:
             self.proc = subprocess.Popen(
                 [sys.executable, "launch.py", "--db", str(db), "--port", str(port), *args],
                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
-        self.start_s = self._wait_until_serving(port, start_s)
+        self.start_s: float | None = None
+        if wait:
+            self.serving(start_s)
+
+    def serving(self, start_s: float = 120) -> App:
+        """Wait (at most `start_s` from now) until the app answers its page."""
+        if self.start_s is None:
+            self.start_s = self._wait_until_serving(self.port, start_s)
+        return self
 
     def _wait_until_serving(self, port: int, start_s: float) -> float:
         """Wait until the app answers its page (see `wait_for_port`); returns the seconds it
@@ -97,7 +107,7 @@ class App:
                 time.sleep(0.3)
 
     def stop(self, tracebacks: bool = False,
-             close_first: Callable[[], None] | None = None) -> None:
+             close_first: Callable[[], None] | None = None, wait: bool = True) -> None:
         """Stop the app; then fail if its log holds a traceback of an event handler or of
         this repository's code (the reader saw "Error"), unless the test provoked one
         (`tracebacks`). A new-user trial found 251 that no browser test had looked for. The
@@ -105,18 +115,25 @@ class App:
         stream with a traceback of its own.
 
         `close_first` closes the test's pages after that read: the app's graceful shutdown
-        otherwise waits up to 5 s for each page's open event stream."""
+        otherwise waits up to 5 s for each page's open event stream.
+
+        `wait=False` leaves the app to shut down while the next test runs (`reap` it later)."""
         bad = [] if tracebacks else handler_tracebacks(self.log.read_text(errors="replace"))
         if close_first is not None:
             close_first()
         self.proc.terminate()
+        if wait:
+            self.reap()
+        if bad:
+            pytest.fail(f"the app logged a traceback ({self.log}):\n{bad[0][:3000]}")
+
+    def reap(self) -> None:
+        """Wait for the stopped app's process to end (killed if it takes over 30 s)."""
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=10)
-        if bad:
-            pytest.fail(f"the app logged a traceback ({self.log}):\n{bad[0][:3000]}")
 
     def query(self, sql: str, *params: Any) -> list[tuple]:
         with sqlite3.connect(self.db, timeout=30) as con:
@@ -188,19 +205,63 @@ def browser():
         b.close()
 
 
+class AppSpares:
+    """Fresh demo apps, each started while the test before it runs.
+
+    A browser test spends most of its time waiting for the page (timers, answers), and an app
+    takes seconds of CPU to start: starting the next test's app during those waits takes the
+    start out of the suite's wall time. Every app still gets its own fresh copy of the demo
+    database and its own process, exactly as if its test had started it; stopped apps finish
+    shutting down in the background and are reaped when the module ends."""
+
+    def __init__(self, folders: pytest.TempPathFactory, templates: Any) -> None:
+        self._folders = folders
+        self._templates = templates
+        self._spare: App | None = None
+        self._stopping: list[App] = []
+
+    def _launch(self) -> App:
+        from rrg_review.app.settings import Settings
+
+        path = self._folders.mktemp("app") / "app.sqlite"
+        self._templates.copy_sqlite("demo", Settings.from_args(str(path)))
+        return App(path, wait=False)
+
+    def take(self) -> App:
+        """A serving app of its own; the next one starts now."""
+        running, self._spare = self._spare or self._launch(), None
+        running.serving()
+        self._spare = self._launch()
+        return running
+
+    def stopping(self, running: App) -> None:
+        self._stopping.append(running)
+
+    def close(self) -> None:
+        if self._spare is not None:
+            self._spare.proc.kill()
+            self._stopping.append(self._spare)
+        for running in self._stopping:
+            running.reap()
+
+
+@pytest.fixture(scope="module")
+def app_spares(tmp_path_factory, database_templates):
+    spares = AppSpares(tmp_path_factory, database_templates)
+    yield spares
+    spares.close()
+
+
 @pytest.fixture
-def app(tmp_path, database_templates, request):
+def app(app_spares, request):
     """A fresh app on its own copy of the demo studies (imported once per session: the app
     finds studies and seeds none; tests that start the app on a new database seed for
     real)."""
-    from rrg_review.app.settings import Settings
-
-    path = tmp_path / "app.sqlite"
-    database_templates.copy_sqlite("demo", Settings.from_args(str(path)))
-    running = App(path)
+    running = app_spares.take()
     yield running
+    app_spares.stopping(running)  # reaped at the module's end, also if the check below fails
     running.stop(close_first=(lambda: close_pages(request.getfixturevalue("browser")))
-                 if "browser" in request.fixturenames else None)
+                 if "browser" in request.fixturenames else None, wait=False)
 
 
 def close_pages(browser) -> None:
