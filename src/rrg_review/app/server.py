@@ -60,6 +60,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rrg_review.app.accounts.service import AccountService, SessionStore
@@ -496,15 +497,24 @@ class Guard:
         if refused is not None:
             await refused(scope, receive, self._with_headers(send, sent, request))
             return
-        user = getattr(request.state, "rrg_user", None) if self.options.login else None
-        if isinstance(user, str) and counted(request):
-            await self._fairly(user, request, scope, receive, self._with_headers(send, sent,
-                                                                                 request))
-        else:
-            await self.app(scope, receive, self._with_headers(send, sent, request))
+        try:
+            await self._serve(request, scope, receive, self._with_headers(send, sent, request))
+        except Exception as exc:
+            if "status" not in sent:
+                raise  # nothing answered yet: uvicorn answers 500 and logs it in full
+            _stream_ended(request, exc)
+            return
         served = _export_file(request.url.path, self.cache)
         if served is not None and sent.get("status") == 200:
             await run_in_threadpool(_delete, served, self.on_export_download)
+
+    async def _serve(self, request: Request, scope: Scope, receive: Receive,
+                     send: Send) -> None:
+        user = getattr(request.state, "rrg_user", None) if self.options.login else None
+        if isinstance(user, str) and counted(request):
+            await self._fairly(user, request, scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
     async def _fairly(self, user: str, request: Request, scope: Scope, receive: Receive,
                       send: Send) -> None:
@@ -634,3 +644,14 @@ def serve(app: Any, options: ServerOptions) -> None:
     host = f"[{options.host}]" if ":" in options.host else options.host
     print(f"rrg-review: serving on {scheme}://{host}:{options.port}/", flush=True)
     uvicorn.Server(config).run()
+
+
+def _stream_ended(request: Request, exc: Exception) -> None:
+    """A response that had started failed part-way: nothing more can reach the browser, so one
+    log line says so instead of uvicorn's "Exception in ASGI application" traceback. The usual
+    case is benign: a reloaded page's old event stream, which Gradio ends with a 404 once the
+    page's session is gone (an HTTPException, logged at INFO); anything else at WARNING."""
+    http = next((e for e in (exc, exc.__cause__) if isinstance(e, HTTPException)), None)
+    level = logging.INFO if http is not None else logging.WARNING
+    log.log(level, "the answer to %s %s ended part-way: %s: %s", request.method,
+            request.url.path, type(http or exc).__name__, http or exc)
