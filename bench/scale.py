@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.postgres import postgres_database
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -85,34 +87,13 @@ def time_database(url: str, data_dir: Path, n: int) -> dict[str, list[float]]:
 
 
 def database_section(args: argparse.Namespace) -> None:
-    import os
-    import secrets
-
-    from rrg_review.db.store import ENV_KEY
-
-    # a PostgreSQL database keeps no key file beside it: the pseudonyms of this scratch data
-    # use a key of this run unless one is set
-    os.environ.setdefault(ENV_KEY, secrets.token_hex(32))
-    server = None
-    url = args.db
-    if url is None:
-        from tests.postgres_server import NoPostgres, start_server
-
-        try:
-            server = start_server()
-        except NoPostgres as exc:
-            print(f"PostgreSQL: skipped ({exc})")
+    with postgres_database(args.db, "rrg_bench") as url, \
+            tempfile.TemporaryDirectory() as tmp:
+        if url is None:
             return
-        url = server.create_database("rrg_bench")
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            results = {"SQLite": time_database(str(Path(tmp) / "bench.sqlite"),
-                                               Path(tmp) / "data-sqlite", args.studies),
-                       "PostgreSQL": time_database(url, Path(tmp) / "data-pg", args.studies)}
-    finally:
-        if server is not None:
-            server.drop_database(url)
-            server.stop()
+        results = {"SQLite": time_database(str(Path(tmp) / "bench.sqlite"),
+                                           Path(tmp) / "data-sqlite", args.studies),
+                   "PostgreSQL": time_database(url, Path(tmp) / "data-pg", args.studies)}
     print(f"database, {args.studies} studies, one reader (p50 / p95 / p99 ms):")
     for name in ("open (database part)", "save an edit"):
         for backend, figures in results.items():

@@ -18,6 +18,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.postgres import postgres_database
+
 ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 11, 2, tzinfo=UTC)
 
@@ -74,24 +76,10 @@ def bench_backend(label: str, url: str, data_dir: Path, args: argparse.Namespace
 
 
 def _postgresql(args: argparse.Namespace, root: Path, design_path: Path) -> float | None:
-    server = None
-    url = args.db
-    if url is None:
-        from tests.postgres_server import NoPostgres, start_server
-
-        try:
-            server = start_server()
-        except NoPostgres as exc:
-            print(f"PostgreSQL: skipped ({exc})")
+    with postgres_database(args.db, "rrg_study_create") as url:
+        if url is None:
             return None
-        url = server.create_database("rrg_study_create")
-        os.environ.setdefault("RRG_REVIEW_KEY", "ab" * 32)
-    try:
         return bench_backend("PostgreSQL", url, root / "data-pg", args, design_path)
-    finally:
-        if server is not None:
-            server.drop_database(url)
-            server.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

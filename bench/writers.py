@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.postgres import postgres_database
+
 SECTION = "findings"
 
 
@@ -319,22 +321,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _postgresql(url: str | None, data_dir: Path, counts: Sequence[int],
                 seconds: float, threads: bool) -> list[Level]:
-    server = None
-    if url is None:
-        from tests.postgres_server import NoPostgres, start_server
-
-        try:
-            server = start_server()
-        except NoPostgres as exc:
-            print(f"PostgreSQL: skipped ({exc})")
+    with postgres_database(url, "rrg_writers") as database:
+        if database is None:
             return []
-        url = server.create_database("rrg_writers")
-    try:
-        return bench_backend("PostgreSQL", url, data_dir, counts, seconds, threads)
-    finally:
-        if server is not None:
-            server.drop_database(url)
-            server.stop()
+        return bench_backend("PostgreSQL", database, data_dir, counts, seconds, threads)
 
 
 if __name__ == "__main__":
