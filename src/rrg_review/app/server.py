@@ -469,6 +469,7 @@ class Guard:
         self.cache = options.gradio_cache.resolve() if options.gradio_cache else None
         self.on_export_download = on_export_download
         self.headers = security_headers(tls=options.tls)
+        self._downloading: set[Path] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -497,16 +498,38 @@ class Guard:
         if refused is not None:
             await refused(scope, receive, self._with_headers(send, sent, request))
             return
+        served = _export_file(request.url.path, self.cache)
+        if served is not None:
+            await self._download(served, request, scope, receive, send, sent)
+            return
         try:
             await self._serve(request, scope, receive, self._with_headers(send, sent, request))
         except Exception as exc:
             if "status" not in sent:
                 raise  # nothing answered yet: uvicorn answers 500 and logs it in full
             _stream_ended(request, exc)
+
+    async def _download(self, served: Path, request: Request, scope: Scope, receive: Receive,
+                        send: Send, sent: dict[str, int]) -> None:
+        """Send an export file once, then delete it. It is claimed before it is served, so a
+        second GET is a clean 404 rather than a race with the deletion (Gradio found the file,
+        then Starlette found it gone: a 500)."""
+        if served in self._downloading:
+            gone = JSONResponse({"detail": "This export was downloaded already: export it "
+                                           "again."}, status_code=404)
+            await gone(scope, receive, self._with_headers(send, sent, request))
             return
-        served = _export_file(request.url.path, self.cache)
-        if served is not None and sent.get("status") == 200:
-            await run_in_threadpool(_delete, served, self.on_export_download)
+        self._downloading.add(served)
+        try:
+            await self._serve(request, scope, receive, self._with_headers(send, sent, request))
+            if sent.get("status") == 200:
+                await run_in_threadpool(_delete, served, self.on_export_download)
+        except Exception as exc:
+            if "status" not in sent:
+                raise
+            _stream_ended(request, exc)  # a broken download: the reader may try again
+        finally:
+            self._downloading.discard(served)
 
     async def _serve(self, request: Request, scope: Scope, receive: Receive,
                      send: Send) -> None:
