@@ -175,6 +175,7 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
     from rrg_review.app.review.service import ReviewService
     from rrg_review.app.server import ServerOptions, build_app, serve
     from rrg_review.app.viewer.service import StudyViewer
+    from rrg_review.app.warmup import warm_up
     from rrg_review.app.worklist.service import WorklistService
     from rrg_review.model.presets import UnknownPreset
 
@@ -193,9 +194,12 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
                   else PreDrafter(drafting, preset))
     # the panel never downloads: metrics whose weights are not here say so at once
     panel = StudyMetrics(db, config=settings.metric_config(download=False))
-    ui = build(Services(viewer, ReviewService(db, accounts.audit),
-                        WorklistService(db, include_report_only=args.include_report_only),
+    worklists = WorklistService(db, include_report_only=args.include_report_only)
+    ui = build(Services(viewer, ReviewService(db, accounts.audit), worklists,
                         accounts, exports, drafting, predrafter, preset, panel, login))
+    # the first page's first-use work, before the port opens (issue #21: 7-14 s first loads)
+    warm_up(viewer, panel.metrics,
+            None if login else worklists.resume(accounts.local_reader()))
     sessions = SessionStore(db, idle_s=args.session_idle_minutes * 60,
                             absolute_s=args.session_max_hours * 3600)
     options = ServerOptions(host=args.host, port=args.port, login=login,
