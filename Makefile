@@ -36,6 +36,7 @@ bench: $(VENV)/.installed-test
 	$(PY) -m bench.drafting
 	$(PY) -m bench.scoring
 	$(PY) -m bench.ui
+	$(PY) -m bench.first_page
 	$(PY) -m bench.writers
 	$(PY) -m bench.study_create
 	$(PY) -m bench.reading_desk

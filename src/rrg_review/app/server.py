@@ -64,6 +64,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rrg_review.app.accounts.service import AccountService, SessionStore
+from rrg_review.app.asset_cache import AssetCache
 from rrg_review.app.fair import FairQueue
 from rrg_review.app.web_policy import (
     CORS_PREFIX,
@@ -239,6 +240,7 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
         _add_login_routes(app, accounts, sessions, readers, options)
 
     check = RequestCheck(accounts, readers, options, TabOwners(), blocks, FairQueue(blocks))
+    app.add_middleware(AssetCache)  # inside the Guard (Starlette: the last added is outermost)
     app.add_middleware(Guard, check=check, options=options,
                        on_export_download=on_export_download)
     gr.mount_gradio_app(app, blocks, path="/",
