@@ -178,7 +178,6 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
     from rrg_review.app.warmup import warm_up
     from rrg_review.app.worklist.service import WorklistService
     from rrg_review.model.presets import UnknownPreset
-
     exports = ExportService(db, accounts.audit, ExportSpool(runtime / "exports"))
     viewer = StudyViewer(db, settings.blobs, preview_dir=settings.data_dir / "previews")
     # asked once: without network nothing the page does waits on the hub (Settings.downloads)
@@ -198,8 +197,7 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
     ui = build(Services(viewer, ReviewService(db, accounts.audit), worklists,
                         accounts, exports, drafting, predrafter, preset, panel, login))
     # the first page's first-use work, before the port opens (issue #21: 7-14 s first loads)
-    warm_up(viewer, panel.metrics,
-            None if login else worklists.resume(accounts.local_reader()))
+    warm_up(viewer, panel.metrics, None if login else worklists.resume(accounts.local_reader()))
     sessions = SessionStore(db, idle_s=args.session_idle_minutes * 60,
                             absolute_s=args.session_max_hours * 3600)
     options = ServerOptions(host=args.host, port=args.port, login=login,
