@@ -10,6 +10,7 @@ import pytest
 from bench.synthetic import SyntheticImage, add_studies
 from rrg_review.app.accounts.service import AccountService
 from rrg_review.app.review.service import ReviewService
+from rrg_review.app.worklist.panel import build_worklist_panel
 from rrg_review.app.worklist.service import WorklistService
 from tests.browser import CHROMIUM, PatientBrowser, launch_browser
 from tests.conftest import rg1
@@ -107,3 +108,73 @@ def test_search_paging_row_click_and_next_in_chromium(panel_app, page):
         "() => document.querySelector('#progress')?.innerText.includes('1 / 30 done')",
         timeout=20_000)
     assert "done" in page.locator('#worklist .body-cell[data-row="5"][data-col="2"]').inner_text()
+
+
+@pytest.fixture
+def big_ids_app(db):
+    """The panel in the workstation's left column (its scale and minimum width, the page's own
+    styles) on 3,200 studies with 6-digit ids and keys like ReXGradient's ("CXR15995/1"): at one
+    row per page the last page is 3,200, as 160,000 studies give at 50 a page."""
+    import os
+
+    import gradio as gr
+    from sqlalchemy import text
+
+    from rrg_review.app.page import launch_options
+    from tests.browser import free_port
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} not installed (make test installs Debian's chromium)")
+    (pad,) = add_studies(db, 1, prefix="PAD")  # report only: not on a worklist
+    with db.engine.begin() as conn:  # the next study ids are 6 digits long
+        conn.execute(text("DELETE FROM reference_report WHERE study_id = :s"), {"s": pad})
+        conn.execute(text("UPDATE study SET id = 159989 WHERE id = :s"), {"s": pad})
+    add_studies(db, 3200, start=15995, image=SyntheticImage(rg1(), 1955, 1841))
+    with db.engine.begin() as conn:
+        conn.execute(text("UPDATE study SET study_key = study_key || '/1' "
+                          "WHERE study_key LIKE 'CXR%'"))
+    reader = AccountService(db).add("alice", None)
+    worklists = WorklistService(db)
+    worklists.assign(reader)
+    with gr.Blocks() as ui:
+        with gr.Row(elem_id="main-row", equal_height=False):
+            with gr.Column(scale=2, min_width=250, elem_id="worklist-col"):
+                panel = build_worklist_panel(worklists, page_size=1)
+            with gr.Column(scale=6, min_width=480):
+                gr.Markdown("film")
+            with gr.Column(scale=3, min_width=380):
+                gr.Markdown("editor")
+        panel.connect(ui, gr.State(None), lambda request: reader, None, [], navigation=False)
+    port = free_port()
+    ui.launch(server_port=port, prevent_thread_lock=True, css=launch_options()["css"])
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        ui.close()
+
+
+def test_six_digit_ids_and_long_keys_stay_on_one_line_at_1366(big_ids_app, page):
+    """Issue #21, defect 6: at 160,000 studies and 1366 px the ids wrapped one digit per line,
+    keys like "CXR15995/1" wrapped, rows were ~140 px tall, and the page box showed "3" for
+    page 3,200."""
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.goto(big_ids_app)
+    wait_for_label(page, r"1-1 of 3,200")
+    page.locator("#worklist-last").click()
+    wait_for_label(page, r"page 3,200 / 3,200")
+    page.wait_for_function("() => document.querySelector('#worklist-page input').value"
+                           " === '3200'")
+    cells = page.evaluate("""() => [...document.querySelectorAll('#worklist .body-cell')]
+        .filter(c => c.innerText.trim()).map(c => {
+          const text = c.querySelector('span') || c;
+          const range = document.createRange(); range.selectNodeContents(text);
+          return {col: c.dataset.col, text: c.innerText.trim(),
+                  lines: range.getClientRects().length, height: c.getBoundingClientRect().height,
+                  fits: text.scrollWidth <= c.clientWidth + 1}; })""")
+    assert {c["text"] for c in cells if c["col"] in "01"} >= {"163189", "CXR19194/1"}, cells
+    for c in cells:
+        assert c["lines"] == 1 and c["fits"], c  # one line, never cut off
+        assert c["height"] < 32, c
+    box = page.evaluate("""() => { const i = document.querySelector('#worklist-page input');
+        return {fits: i.scrollWidth <= i.clientWidth, width: i.clientWidth}; }""")
+    assert box["fits"], box  # "3200" whole in the page box

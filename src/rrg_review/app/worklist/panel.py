@@ -41,9 +41,10 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = 50
 # few columns, so that the list is readable in the left column of a 1366 px screen: source,
 # split and images are filters above the table (a study without images says so in its status
-# cell), and the patient (a long pseudonym) is above the film and searchable; long keys wrap
+# cell), and the patient (a long pseudonym) is above the film and searchable; ids (6 digits at
+# 160,000 studies) and keys ("CXR15995/1") fit on one line at 1366 px, the status wraps
 COLUMNS = ["id", "study", "status", "min"]
-COLUMN_WIDTHS: list[str | int] = ["12%", "36%", "32%", "20%"]
+COLUMN_WIDTHS: list[str | int] = ["18%", "40%", "28%", "14%"]
 LAST_PAGE = 1 << 30  # clamped to the last page by the service
 LOADING = "*Loading worklist…*"
 
@@ -374,13 +375,13 @@ def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE
                              elem_id="worklist", max_height=520, wrap=True,
                              column_widths=COLUMN_WIDTHS)
         with gr.Row():
-            first_page = gr.Button("«", size="sm", elem_id="worklist-first", min_width=40)
+            first_page = gr.Button("«", size="sm", elem_id="worklist-first", min_width=32)
             previous_page = gr.Button("‹", size="sm", elem_id="worklist-prev-page",
-                                      min_width=40)
+                                      min_width=32)
             page = gr.Number(value=1, precision=0, show_label=False,
-                             elem_id="worklist-page", min_width=60)
-            next_page = gr.Button("›", size="sm", elem_id="worklist-next-page", min_width=40)
-            last_page = gr.Button("»", size="sm", elem_id="worklist-last", min_width=40)
+                             elem_id="worklist-page", min_width=72)
+            next_page = gr.Button("›", size="sm", elem_id="worklist-next-page", min_width=32)
+            last_page = gr.Button("»", size="sm", elem_id="worklist-last", min_width=32)
         page_text = gr.Markdown(elem_id="worklist-page-label")
         message = gr.Markdown(elem_id="worklist-message")
         with gr.Row():
