@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-
 from rrg_review.app.accounts.service import AccountService
 from rrg_review.app.drafting.service import DraftingService, PreDrafter, StoredDraft
 from rrg_review.app.evaluation.study_metrics import StudyMetrics
@@ -716,15 +714,3 @@ class Desk:
                 "soft tissue": r.between(30.0, 92.0),
                 "bone": r.between(10.0, 99.5),
                 "lung": r.between(2.0, 60.0)}
-
-    def render(self, image_id: int, center: float, width: float, invert: bool) -> np.ndarray:
-        img = self.viewer.window(image_id, float(center), max(float(width), 1.0))
-        return 255 - img if invert else img
-
-    def step_image(self, session: Session, step: int) -> int | None:
-        """The next/previous image of the open study (wraps), for the enlarged view's keys."""
-        if not session.images:
-            return None
-        here = session.images.index(session.image) if session.image in session.images else 0
-        session.image = session.images[(here + step) % len(session.images)]
-        return session.image
