@@ -113,6 +113,12 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
         page.get_by_label("password").fill("correct horse")
         page.get_by_role("button", name="Login").click()
         page.locator("#reader").get_by_text("dr.ana").wait_for()
+        page.set_viewport_size({"width": 1366, "height": 768})  # "Log out" wrapped (#21)
+        logout = page.locator("#logout").bounding_box()
+        assert logout is not None and logout["height"] < 40, logout
+        assert page.evaluate("() => { const b = document.querySelector('#logout');"
+                             " return b.scrollWidth <= b.clientWidth + 1; }")
+        page.set_viewport_size({"width": 1500, "height": 1000})
         click_row(page, "DEMO-0003")
         # the enlarged view: full viewport, window/level on the full-bit-depth image, zoom
         page.locator("#film .current img").first.click()

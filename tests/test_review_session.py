@@ -570,6 +570,45 @@ def test_reading_room_layout(browser, app, width, height):
       return {cut: cells.filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText),
               right: t.getBoundingClientRect().right, col: col.right, n: cells.length}; }""")
     assert cut["n"] >= 4 and not cut["cut"] and cut["right"] <= cut["col"] + 1, cut
+    # the word diff breaks lines between words only ("co ntours" at 2560: issue #21, defect 9)
+    box(page, "findings").click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type(" The cardiomediastinal contours are unremarkable and symmetrical,"
+                       " without pneumomediastinum or subcutaneous emphysema.")
+    page.wait_for_function("() => document.querySelector('#diff').innerText"
+                           ".includes('emphysema')")
+    assert split_words(page, "#diff .textfield") == []
+
+
+def split_words(page, selector: str) -> list[str]:
+    """The words under `selector` that are drawn across two lines."""
+    return page.evaluate("""(sel) => {
+      const split = [], root = document.querySelector(sel);
+      const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode())
+        for (const m of n.data.matchAll(/\\S+/g)) {
+          const r = document.createRange();
+          r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+          const tops = new Set([...r.getClientRects()].map(b => Math.round(b.top)));
+          if (tops.size > 1) split.push(m[0]);
+        }
+      return split; }""", selector)
+
+
+def test_save_says_where_both_sections_stand(browser, app):
+    """Findings autosaved a moment before, then the impression typed and Ctrl+S: the status
+    said only "impression saved", and the reader took the findings for unsaved (issue #21,
+    defect 9)."""
+    page = new_page(browser, app.url, 1366, 768)
+    click_row(page, "DEMO-0003")
+    type_into(page, "findings", "Findings typed first.")
+    wait_until(lambda: latest_text(app, "DEMO-0003", "findings") == "Findings typed first.",
+               "the findings' autosave")
+    type_into(page, "impression", "Impression typed next.")
+    page.keyboard.press("Control+s")
+    wait_text(page, "save-status", "impression saved")
+    status = page.locator("#save-status").inner_text()
+    assert "findings already saved" in status, status
 
 
 def _frontal_and_lateral_dataset(root) -> None:

@@ -6,6 +6,7 @@ file the same way, and the prior opens as its own viewport filling the window. O
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -209,6 +210,11 @@ def test_quick_invert_preset_and_typed_values_never_disagree_with_the_image(brow
     assert canvas_matches(page, path)["shown"]["inv"]
     for preset in ("lung", "bone", "soft tissue", "full range", "file default"):
         page.locator("#wl-preset").select_option(preset)
+        shown = page.evaluate(READ_BACK, 500)["shown"]
+        # the preset's own name and round values (a level read 12164.26000000001: #21)
+        assert shown["preset"] == preset, shown
+        assert re.fullmatch(r"-?\d+(\.\d{1,2})?", shown["c"]) and re.fullmatch(
+            r"\d+(\.\d{1,2})?", shown["w"]), shown
     got = canvas_matches(page, path)
     assert got["shown"]["preset"] == "file default" and got["shown"]["inv"]
     page.locator("#wl-center").fill("9000")

@@ -470,6 +470,12 @@ class Desk:
         if session.conflicts:
             return Saved(self.conflict_message(session), dict(session.conflicts), wrote)
         if messages:
+            if not autosave:  # Save says where every section stands (an autosave may have
+                # stored one of them a moment before: "impression saved" alone read as if the
+                # findings were not; issue #21, defect 9)
+                messages += [f"{s} already saved as revision {n}"
+                             for s, n in session.base.items()
+                             if n is not None and s not in results]
             return Saved("; ".join(messages), {}, wrote)
         mine = {s: n for s, n in session.base.items() if n is not None}
         if not autosave and mine:
