@@ -343,3 +343,18 @@ def wait_value(page, section: str, predicate_js: str, timeout: float = 60_000) -
             " sync: document.querySelector('#sync textarea')?.value,"
             " stored: JSON.stringify(Object.entries(localStorage))})", section)
         raise AssertionError(f"#{section} never matched {predicate_js}: {seen}") from None
+
+
+def wait_in_view(page, selector: str) -> None:
+    """Wait until the element is inside the window and the editor column's visible part."""
+    check = """(sel) => { const e = document.querySelector(sel); if (!e) return null;
+      const b = e.getBoundingClientRect();
+      const col = document.querySelector('#editor-col').getBoundingClientRect();
+      return {top: b.top, bottom: b.bottom, col: [col.top, col.bottom], vh: innerHeight,
+              ok: b.height > 0 && b.top >= Math.max(col.top, 0) - 1
+                  && b.bottom <= Math.min(col.bottom, innerHeight) + 1}; }"""
+    try:
+        page.wait_for_function(f"(sel) => ({check})(sel)?.ok", arg=selector, timeout=5_000)
+    except Exception:
+        raise AssertionError(f"{selector} out of view: {page.evaluate(check, selector)}"
+                             ) from None

@@ -15,6 +15,7 @@ from tests.browser import (
     click_row,
     new_page,
     press_draft,
+    wait_in_view,
     wait_text,
     wait_until,
     wait_value,
@@ -214,10 +215,24 @@ def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     assert second.locator("#edit-impression textarea").input_value() == "Tab two impression."
     rows = app.query("SELECT text FROM revision WHERE section = 'impression'")
     assert rows == [("Tab one impression.",)]
+    # at 1366x768 the banner and its choice are in view, and the score and Submit stay above
+    # the fold (the banner pushed them below: issue #21, defect 8)
+    second.set_viewport_size({"width": 1366, "height": 768})
+    for selector in ("#keep-mine", "#likert", "#rate"):
+        wait_in_view(second, selector)
+    # meanwhile the first tab saves again: the banner quotes an older revision, and Keep mine
+    # still takes one click (it needed two: issue #21, defect 8)
+    first.locator("#edit-impression textarea").fill("Tab one, later.")
+    first.locator("#save").click()
+    wait_until(lambda: app.query("SELECT text FROM revision WHERE section = 'impression' "
+                                 "ORDER BY number DESC LIMIT 1") == [("Tab one, later.",)],
+               "tab one's second revision")
     second.locator("#keep-mine").click()
-    wait_text(second, "save-status", "impression saved as revision 2")
+    wait_text(second, "save-status", "impression saved as revision")
+    assert "not saved" not in second.locator("#save-status").inner_text()
     assert app.query("SELECT text FROM revision WHERE section = 'impression' ORDER BY number"
-                     ) == [("Tab one impression.",), ("Tab two impression.",)]
+                     ) == [("Tab one impression.",), ("Tab one, later.",),
+                           ("Tab two impression.",)]
     # the first tab is now behind, and its heartbeat tells it so (it said "saved" until its
     # next save was refused); take theirs puts the newer text on its screen, and keeps the
     # refused words in the history (a new-user trial found them dropped)
@@ -229,7 +244,8 @@ def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     first.locator("#take-theirs").click()
     first.wait_for_function("el => el.value === 'Tab two impression.'",
                             arg=first.locator("#edit-impression textarea").element_handle())
-    wait_text(first, "save-status", "kept in the history (impression revision 3)")
+    wait_text(first, "save-status", "kept in the history (impression revision 4)")
     assert app.query("SELECT text FROM revision WHERE section = 'impression' ORDER BY number"
-                     ) == [("Tab one impression.",), ("Tab two impression.",),
-                           ("Tab one again.",), ("Tab two impression.",)]
+                     ) == [("Tab one impression.",), ("Tab one, later.",),
+                           ("Tab two impression.",), ("Tab one again.",),
+                           ("Tab two impression.",)]

@@ -16,6 +16,7 @@ from tests.browser import (
     click_row,
     new_page,
     press_draft,
+    wait_in_view,
     wait_text,
     wait_until,
     wait_value,
@@ -387,7 +388,13 @@ def test_status_accept_and_rating_mean_what_they_say(browser, app):
     page.locator("#accept-cancel").click()
     wait_text(page, "save-status", "Not accepted")
     assert box(page, "findings").input_value() == "My own findings, not the draft."
-    page.locator("#accept").click()
+    # Alt+A from the ReXVal comment at 1366x768: the question is put in view (the column
+    # stayed scrolled down to the comment: issue #21, defect 8)
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.locator("#comment textarea").click()
+    page.keyboard.type("Reviewed with the prior.")
+    page.keyboard.press("Alt+a")
+    wait_in_view(page, "#accept-confirm")
     page.locator("#accept-confirm").click()
     wait_text(page, "save-status", "Draft accepted without changes")
     wait_value(page, "findings", f"v === {json.dumps(draft)}")

@@ -525,8 +525,14 @@ class Desk:
                                      "history) or **Take theirs**.")
 
     def keep_mine(self, session: Session, texts: dict[str, str], client: Client) -> Saved:
-        """Save the reader's text on top of the newer revision; both stay in the history."""
-        for section, rev in list(session.conflicts.items()):
+        """Save the reader's text on top of the newest revision; all stay in the history.
+
+        The newest, not the one the banner quoted: another save may have come in since, and
+        Keep mine then ran into it and needed a second click (issue #21, defect 8)."""
+        newest = (self.review.current(session.reader, session.study)
+                  if session.reader is not None and session.study is not None else {})
+        for section, quoted in list(session.conflicts.items()):
+            rev = newest.get(section, quoted)
             session.base[section] = rev.number
             session.shown[section] = rev.text
         session.conflicts = {}

@@ -342,8 +342,26 @@ window.rrgLogout = () => {
     settled();
     applyTheme();
     refitWorklist();
+    askInView();
   };
   setInterval(poll, 200);
+
+  // a question the reader must answer is put in view when it is asked: Alt+A pressed in the
+  // ReXVal comment at 1366x768 asked above the visible part of the column, and a conflict's
+  // banner could be out of view too (issue #21, defect 8)
+  const asked = {};
+  const askInView = () => {
+    for (const [id, shown] of [['accept-confirm', 'accept-confirm'], ['keep-mine', 'save-status']]) {
+      const button = document.getElementById(id);
+      const on = !!button && !button.disabled;
+      if (on && !asked[id]) {
+        const first = document.getElementById(shown);
+        if (first) first.scrollIntoView({block: 'nearest'});
+        button.scrollIntoView({block: 'nearest'});
+      }
+      asked[id] = on;
+    }
+  };
 
   // Gradio 6.17's table draws only the rows its virtual window held after its first non-empty
   // value: a search with no match, then one match, then the whole list again showed one row
