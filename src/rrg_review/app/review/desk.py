@@ -470,6 +470,12 @@ class Desk:
             messages += [again.message] if again.wrote or again.conflicts else []
             wrote = wrote or again.wrote
         session.seq = max(session.seq, client.seq)
+        return self._saved(session, messages, set(results), wrote, autosave)
+
+    def _saved(self, session: Session, messages: list[str], written: set[str], wrote: bool,
+               autosave: bool) -> Saved:
+        """What a save tells the reader: the conflicts, else what it stored, else that all
+        is saved (a Save then also marks the sections submitted)."""
         if session.conflicts:
             return Saved(self.conflict_message(session), dict(session.conflicts), wrote)
         if messages:
@@ -477,11 +483,10 @@ class Desk:
                 # stored one of them a moment before: "impression saved" alone read as if the
                 # findings were not; issue #21, defect 9)
                 messages += [f"{s} already saved as revision {n}"
-                             for s, n in session.base.items()
-                             if n is not None and s not in results]
+                             for s, n in session.base.items() if n is not None and s not in written]
             return Saved("; ".join(messages), {}, wrote)
         mine = {s: n for s, n in session.base.items() if n is not None}
-        if not autosave and mine:
+        if not autosave and mine and session.reader is not None and session.study is not None:
             self.review.submitted(session.reader, session.study, list(mine))
         return Saved("Everything is saved" + (" (" + ", ".join(
             f"{s} revision {n}" for s, n in mine.items()) + ")." if mine else "."), {}, wrote)
