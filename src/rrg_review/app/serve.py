@@ -172,6 +172,8 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
     from rrg_review.app.evaluation.export import ExportService, ExportSpool
     from rrg_review.app.evaluation.study_metrics import StudyMetrics
     from rrg_review.app.page import build, launch_options
+    from rrg_review.app.reader_study.reading import ReadingDesk
+    from rrg_review.app.reader_study.service import ReaderStudyService
     from rrg_review.app.review.service import ReviewService
     from rrg_review.app.server import ServerOptions, build_app, serve
     from rrg_review.app.viewer.service import StudyViewer
@@ -193,9 +195,11 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
                   else PreDrafter(drafting, preset))
     # the panel never downloads: metrics whose weights are not here say so at once
     panel = StudyMetrics(db, config=settings.metric_config(download=False))
+    studies = ReaderStudyService(db, drafting.presets, clock=settings.study_clock())
     ui = build(Services(viewer, ReviewService(db, accounts.audit),
                         WorklistService(db, include_report_only=args.include_report_only),
-                        accounts, exports, drafting, predrafter, preset, panel, login))
+                        accounts, exports, drafting, predrafter, preset, panel, login,
+                        ReadingDesk(studies, accounts.audit)))
     sessions = SessionStore(db, idle_s=args.session_idle_minutes * 60,
                             absolute_s=args.session_max_hours * 3600)
     options = ServerOptions(host=args.host, port=args.port, login=login,

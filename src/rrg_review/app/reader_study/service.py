@@ -411,6 +411,16 @@ class ReaderStudyService:
         return {rid: tuple(found.get((rid, n), SessionProgress(n, 0, 0, None))
                            for n in range(1, study.sessions + 1)) for rid in ids}
 
+    def studies_of(self, reader: str) -> list[str]:
+        """The names of the studies `reader` is a reader of (the page shows their
+        worklists), by name."""
+        with self.db.read() as s:
+            return list(s.scalars(
+                select(ReaderStudy.name)
+                .join(ReaderStudyReader, ReaderStudyReader.reader_study_id == ReaderStudy.id)
+                .join(Reader, Reader.id == ReaderStudyReader.reader_id)
+                .where(Reader.name == reader).order_by(ReaderStudy.name)))
+
     def worklist(self, name: str, reader: str, now: datetime | None = None) -> StudyWorklist:
         """A reader's readings of their open session in the allocated order (none while their
         next session waits for its washout, or once they are finished).
