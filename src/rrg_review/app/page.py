@@ -40,6 +40,7 @@ from rrg_review.app.review.panel import (
     wire_draft_arrival,
     wire_review,
 )
+from rrg_review.app.review.service import SECTIONS
 from rrg_review.app.viewer.panel import (
     EnlargedPanel,
     FilmPanel,
@@ -180,14 +181,19 @@ class Navigation:
     def study_lists(self, r: Reader) -> StudyListView:
         return self.lists.view(r.name) if self.lists else StudyListView("", [], None)
 
-    def reading_outputs(self, r: Reader) -> Outputs:
+    def reading_outputs(self, r: Reader, texts: dict[str, str] | None = None) -> Outputs:
         """The study worklists, Sign and whether the boxes take text (a signed reading's do
-        not), after anything that opens, saves or signs a study or a reading."""
+        not), after anything that opens, saves or signs a study or a reading; `texts`: the
+        boxes' new values (one update carries both)."""
         session, p = r.session, self.page
-        editable = gr.update(interactive=not (session.reading is not None and session.signed))
+        editable = not (session.reading is not None and session.signed)
         can_sign = session.reading is not None and not session.signed
+        boxes = {box: gr.update(interactive=editable) if texts is None else
+                 gr.update(value=texts[section], interactive=editable)
+                 for section, box in (("findings", p.review.findings),
+                                      ("impression", p.review.impression))}
         return {**p.studies.shown(self.study_lists(r)), **p.sign.state(can_sign=can_sign),
-                p.review.findings: editable, p.review.impression: editable}
+                **boxes}
 
     def _review_outs(self) -> list[Any]:
         r, tab = self.page.review, self.page.tab
@@ -235,6 +241,7 @@ class Navigation:
         if reading is not None:
             opened = self.desk.open_reading(session, r.id, reading, time.monotonic())
         elif study_id is not None:
+            self.study_lists(r).refuse_plain()
             opened = self.desk.open(session, r.id, int(study_id), time.monotonic())
         session.offered = False
         out: Outputs = {p.tab.state: session, **p.top.reader(r), **p.enlarged.cleared(),
@@ -242,11 +249,13 @@ class Navigation:
         if study_id is None and reading is None:
             session.study, session.images, session.image = None, (), None
             session.reading = None
-            return {**out, **p.film.cleared(viewer), **self.reading_outputs(r),
-                    **self.editor.cleared(r, self.empty_worklist_note())}
+            return {**out, **p.film.cleared(viewer),
+                    **self.editor.cleared(r, self.empty_worklist_note()),
+                    **self.reading_outputs(r, {s: "" for s in SECTIONS})}
         can_draft = self.services.drafting is not None and reading is None
         return {**out, **p.film.opened(viewer, opened.view),
-                **self.editor.opened(r, opened, can_draft), **self.reading_outputs(r)}
+                **self.editor.opened(r, opened, can_draft),
+                **self.reading_outputs(r, opened.texts)}
 
     # -- handlers ----------------------------------------------------------------------------
     def on_load(self, r: Reader, d: Inputs) -> Outputs:
@@ -264,7 +273,11 @@ class Navigation:
         if reading is not None:
             out = self.study_outputs(r, None, reading)
         else:
-            out = self.study_outputs(r, self.desk.start(r.id, r.name, left))
+            try:
+                out = self.study_outputs(r, self.desk.start(r.id, r.name, left))
+            except ReaderStudyError as exc:  # a blinded study's reader between sessions
+                out = self.study_outputs(r, None)
+                refused = refused or f"{html.escape(str(exc))}"
         if refused:
             out[self.page.review.save_status] = refused
         return {**out, **self.rows(r.id, d)}

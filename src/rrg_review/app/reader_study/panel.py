@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,11 +47,23 @@ class StudyListView:
     """What the study worklists show for one reader (plain values: testable without Gradio).
 
     head: one Markdown line per study ('' when the reader is in none); rows: the open
-    sessions' readings; first_open: the first unsigned reading there (None: none)."""
+    sessions' readings; first_open: the first unsigned reading there (None: none);
+    blinding: a blinded study the reader has not finished (None: none), during which the
+    page opens no plain review: a plain review shows the model's name and provenance and the
+    dataset's reference reports (a retrieval draft is another case's reference), which the
+    blinded study hides."""
 
     head: str
     rows: list[list[Any]]
     first_open: int | None
+    blinding: str | None = None
+
+    def refuse_plain(self) -> None:
+        """Raises ReaderStudyError while a blinded study of the reader is unfinished."""
+        if self.blinding is not None:
+            raise ReaderStudyError([f"you are reading in the blinded study {self.blinding!r}; "
+                                    "other studies open once you have signed all of its "
+                                    "readings"])
 
     @property
     def enrolled(self) -> bool:
@@ -83,22 +96,26 @@ class StudyLists:
         now = self.studies.clock()
         lines: list[str] = []
         readings: list[WorklistReading] = []
+        blinding = None
         for name in self.studies.studies_of(login):
             worklist = self.studies.worklist(name, login, now)
             lines.append(study_line(worklist, now))
             readings.extend(worklist.readings)
+            if worklist.blinded and not worklist.schedule.finished and blinding is None:
+                blinding = name
         keys = self._keys({r.study_id for r in readings})
         rows = [[r.reading_id, keys.get(r.study_id, "?"),
                  "signed" if r.signed_at else "opened" if r.opened_at else "to read"]
                 for r in readings]
         first = next((r.reading_id for r in readings if r.signed_at is None), None)
-        return StudyListView("<br>".join(lines), rows, first)
+        return StudyListView("<br>".join(lines), rows, first, blinding)
 
     def _keys(self, ids: set[int]) -> dict[int, str]:
         if not ids:
             return {}
         with self.studies.db.read() as s:
-            return dict(s.execute(select(Study.id, Study.study_key).where(Study.id.in_(ids))))
+            rows = s.execute(select(Study.id, Study.study_key).where(Study.id.in_(ids)))
+            return {study_id: key for study_id, key in rows}
 
 
 @dataclass(frozen=True)
@@ -170,7 +187,9 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
         session, texts = r.session, p.texts_of(d)
         if session.reading is None:
             return {p.save_status: "Open a reading of your study worklist first."}
-        saved = desk.save(session, texts, Client.parse(d[tab.client]))
+        client = Client.parse(d[tab.client])
+        desk.count_time(session, client, time.monotonic())
+        saved = desk.save(session, texts, client)
         out = editor.after_save(r, saved, texts)
         if not saved.ok:
             return out
@@ -184,8 +203,9 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
 
     @guard
     def on_confirm(r: Reader, d: Inputs) -> Outputs:
-        session, texts = r.session, p.texts_of(d)
-        if desk.pending(session, texts, Client.parse(d[tab.client])):
+        session, texts, client = r.session, p.texts_of(d), Client.parse(d[tab.client])
+        desk.count_time(session, client, time.monotonic())
+        if desk.pending(session, texts, client):
             session.sign_token = None
             return {**sign.state(can_sign=True), p.save_status: "⚠ Not signed: you changed "
                     "the report after Sign reading; press Sign reading again."}

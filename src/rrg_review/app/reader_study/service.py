@@ -143,6 +143,7 @@ class StudyWorklist:
     schedule: ReaderSchedule
     washout_left: timedelta
     readings: tuple[WorklistReading, ...]  # the open session's, in the allocated order
+    blinded: bool = True
 
 
 def _utcnow() -> datetime:
@@ -450,7 +451,7 @@ class ReaderStudyService:
                     WorklistReading(r.id, r.study_id, r.session, r.position, code,
                                     _aware(r.opened_at), _aware(r.signed_at))
                     for r, code in rows)
-        return StudyWorklist(name, plan, plan.wait(now), readings)
+        return StudyWorklist(name, plan, plan.wait(now), readings, study.blinded)
 
     # -- a reader's readings ---------------------------------------------------------------------
     def open_reading(self, reading_id: int, reader: str,

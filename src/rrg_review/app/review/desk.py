@@ -397,7 +397,7 @@ class Desk:
         session is open (`ReaderStudyError`, one sentence)."""
         if self.readings is None or session.owner is None:
             raise ReaderStudyError(["reader studies are not set up on this page"])
-        opened = self.readings.open(int(reading_id), session.owner)
+        opened = self.readings.open(int(reading_id), session.owner, address=session.address)
         view = dataclasses.replace(self.viewer.open(opened.reading.study_id), reference=None)
         session.reader, session.study, session.reading = reader, view.study_id, int(reading_id)
         session.signed = opened.reading.signed_at is not None
@@ -687,6 +687,14 @@ class Desk:
         if not self.pending(session, texts, client) or session.conflicts:
             return None
         return self.save(session, texts, client, autosave=True)
+
+    def count_time(self, session: Session, client: Client, now: float) -> None:
+        """The time since the last heartbeat, by the activity rule (before a reading is
+        signed: its time is final then, and a quick reading would count none)."""
+        if session.study is not None and session.reader is not None and client.visible \
+                and client.idle_s < IDLE_AFTER_S and client.study == session.study:
+            self._beat(session, now)
+            session.beat_at = now
 
     def _beat(self, session: Session, now: float) -> None:
         if session.study is None or session.reader is None:
