@@ -222,10 +222,13 @@ def test_blinded_crossover_read_and_signed_in_the_browser(study_app, browser, tm
         later = ann.readings(2)[0][0]
         tab = ann.tab(f"?reading={later}")
         wait_text(tab, "save-status", "after the washout")
+        tab.close()
         # another reader's reading by its id: refused, nothing of it shown
         theirs = ann.readings(1)[0]
         tab = bob.tab(f"?reading={theirs[0]}")
         wait_text(tab, "save-status", "is not one of 'bob'")
+        assert "ANN1" not in tab.content()
+        tab.close()
         # the study clock of the running server moves past the washout
         clock.write_text((T0 + timedelta(days=15)).isoformat())
         for reader in (ann, bob):

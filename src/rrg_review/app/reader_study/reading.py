@@ -159,10 +159,12 @@ class ReadingDesk:
             texts = _arm_texts(s, arm, reading.study_id)
             if reading.opened_at is None:
                 reading.opened_at = now
-                s.add_all(ReadingSection(reading_id=reading.id, section=sec, draft_id=texts[sec][1],
-                                         keystrokes=0, edits=0) for sec in SECTIONS)
                 self.audit.record("reading_open", session=s, actor=reader, address=address,
                                   target=f"reading {reading.id}")
+            # (also for a reading marked opened without them: `ReaderStudyService.open_reading`)
+            s.add_all(ReadingSection(reading_id=reading.id, section=sec, draft_id=texts[sec][1],
+                                     keystrokes=0, edits=0) for sec in SECTIONS
+                      if s.get(ReadingSection, (reading.id, sec)) is None)
             s.flush()
             sections = []
             for sec in SECTIONS:

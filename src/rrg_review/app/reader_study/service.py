@@ -465,34 +465,16 @@ class ReaderStudyService:
         Raises:
             ReaderStudyError: the refusal, in one sentence.
         """
-        return self._mark(reading_id, reader, now or self.clock(), sign=False)
+        return self._mark(reading_id, reader, now or self.clock())
 
-    def sign_reading(self, reading_id: int, reader: str,
-                     now: datetime | None = None) -> WorklistReading:
-        """Record `reader`'s signature of an opened reading of their open session (a signed
-        reading stays signed at its first signature). The last signature of a session starts
-        the reader's washout before the next.
-
-        The bare mark, without the report: a reader's Sign goes through
-        `reading.ReadingDesk.sign_preview` and `sign` (a confirmation, and the final report
-        stored as the reading's revisions).
-
-        Raises:
-            ReaderStudyError: the refusal, in one sentence.
-        """
-        return self._mark(reading_id, reader, now or self.clock(), sign=True)
-
-    def _mark(self, reading_id: int, reader: str, now: datetime, *,
-              sign: bool) -> WorklistReading:
+    def _mark(self, reading_id: int, reader: str, now: datetime) -> WorklistReading:
+        """Record the first opening (a reader's Sign is `reading.ReadingDesk.sign_preview`
+        and `sign`: a confirmation, and the final report stored as the reading's
+        revisions)."""
         with self.db.write(scope=ROWS) as s:
             reading, _, code = reading_for(s, reading_id, reader, now)
-            if sign and reading.opened_at is None:
-                raise ReaderStudyError([f"reading {reading_id} has not been opened; a reading "
-                                        "is signed after it is read"])
             if reading.opened_at is None:
                 reading.opened_at = now
-            if sign and reading.signed_at is None:
-                reading.signed_at = now
             s.flush()
             return worklist_reading(reading, code)
 
