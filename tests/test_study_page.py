@@ -201,6 +201,21 @@ def _session(reader, session, keys):
     return {key: arm for _, key, arm in readings}
 
 
+def _second_tab_after_signing(reader, page, reading):
+    """The other tab saves and signs after the reading was signed: refused, nothing stored."""
+    page.locator("#edit-findings textarea").click()
+    page.keyboard.type(" late")
+    page.locator("#sign-reading").click()
+    page.wait_for_function("() => /is signed|elsewhere/.test("
+                           "document.getElementById('save-status').innerText)")
+    if "elsewhere" in page.locator("#save-status").inner_text():  # told of tab one's save
+        page.locator("#keep-mine").click()
+    wait_text(page, "save-status", "is signed")
+    assert not reader.app.query("SELECT id FROM revision WHERE reading_id = ? AND text LIKE ?",
+                                reading, "% late")
+    page.close()
+
+
 def _no_leaks(reader, other, references):
     seen = reader.seen()
     for secret in (*SECRETS, *references, *(f"{other.upper()}{s}{i}" for s in (1, 2)
@@ -234,7 +249,12 @@ def test_blinded_crossover_read_and_signed_in_the_browser(study_app, browser, tm
         for reader in (ann, bob):
             reader.page.reload()
             reader.page.locator("#reader").get_by_text(reader.name).wait_for()
+        # a second tab of ann on the reading she is about to sign in her first tab
+        reading, key, _ = ann.readings(2)[0]
+        second = ann.tab(f"?reading={reading}")
+        second.locator("#film-head").get_by_text(key).wait_for()
         arms2 = {r.name: _session(r, 2, keys) for r in (ann, bob)}
+        _second_tab_after_signing(ann, second, reading)
         for name in ("ann", "bob"):
             assert all(arms2[name][k] != arms1[name][k] for k in keys)  # the other arm
         for reader, other in ((ann, "bob"), (bob, "ann")):
