@@ -22,7 +22,10 @@ from typing import TYPE_CHECKING
 from rrg_review.app.logs import LEVELS
 
 if TYPE_CHECKING:  # imported where used: the app's modules load only when it serves
+    from collections.abc import Collection
+
     from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.reader_study.reading import ReadingDesk
     from rrg_review.app.settings import Settings
     from rrg_review.db.engine import Database
 
@@ -159,6 +162,16 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(runtime, ignore_errors=True)
 
 
+def _readings(db: Database, settings: Settings, presets: Collection[str],
+              accounts: AccountService) -> ReadingDesk:
+    """Reader-study readings on the page, judged by the study clock the settings chose."""
+    from rrg_review.app.reader_study.reading import ReadingDesk
+    from rrg_review.app.reader_study.service import ReaderStudyService
+
+    studies = ReaderStudyService(db, presets, clock=settings.study_clock())
+    return ReadingDesk(studies, accounts.audit)
+
+
 def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts: AccountService,
            runtime: Path, login: bool, tls: bool) -> int:
     from rrg_review.app.accounts.service import SessionStore
@@ -172,8 +185,6 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
     from rrg_review.app.evaluation.export import ExportService, ExportSpool
     from rrg_review.app.evaluation.study_metrics import StudyMetrics
     from rrg_review.app.page import build, launch_options
-    from rrg_review.app.reader_study.reading import ReadingDesk
-    from rrg_review.app.reader_study.service import ReaderStudyService
     from rrg_review.app.review.service import ReviewService
     from rrg_review.app.server import ServerOptions, build_app, serve
     from rrg_review.app.viewer.service import StudyViewer
@@ -195,11 +206,10 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
                   else PreDrafter(drafting, preset))
     # the panel never downloads: metrics whose weights are not here say so at once
     panel = StudyMetrics(db, config=settings.metric_config(download=False))
-    studies = ReaderStudyService(db, drafting.presets, clock=settings.study_clock())
     ui = build(Services(viewer, ReviewService(db, accounts.audit),
                         WorklistService(db, include_report_only=args.include_report_only),
                         accounts, exports, drafting, predrafter, preset, panel, login,
-                        ReadingDesk(studies, accounts.audit)))
+                        _readings(db, settings, drafting.presets, accounts)))
     sessions = SessionStore(db, idle_s=args.session_idle_minutes * 60,
                             absolute_s=args.session_max_hours * 3600)
     options = ServerOptions(host=args.host, port=args.port, login=login,

@@ -23,7 +23,6 @@ from datetime import datetime
 from typing import Any
 
 import gradio as gr
-from sqlalchemy import select
 
 from rrg_review.app.deps import PRIVATE, Guard, Inputs, Outputs, Reader, sync_json
 from rrg_review.app.reader_study.service import (
@@ -34,7 +33,6 @@ from rrg_review.app.reader_study.service import (
 )
 from rrg_review.app.review.desk import Client, Desk
 from rrg_review.app.review.panel import Editor
-from rrg_review.db.models import Study
 from rrg_review.reader_study.sessions import describe_wait
 
 log = logging.getLogger(__name__)
@@ -103,19 +101,12 @@ class StudyLists:
             readings.extend(worklist.readings)
             if worklist.blinded and not worklist.schedule.finished and blinding is None:
                 blinding = name
-        keys = self._keys({r.study_id for r in readings})
+        keys = self.studies.case_keys({r.study_id for r in readings})
         rows = [[r.reading_id, keys.get(r.study_id, "?"),
                  "signed" if r.signed_at else "opened" if r.opened_at else "to read"]
                 for r in readings]
         first = next((r.reading_id for r in readings if r.signed_at is None), None)
         return StudyListView("<br>".join(lines), rows, first, blinding)
-
-    def _keys(self, ids: set[int]) -> dict[int, str]:
-        if not ids:
-            return {}
-        with self.studies.db.read() as s:
-            rows = s.execute(select(Study.id, Study.study_key).where(Study.id.in_(ids)))
-            return {study_id: key for study_id, key in rows}
 
 
 @dataclass(frozen=True)
@@ -218,14 +209,17 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
                 p.save_status: f"Signed ({signed.signed_at:%Y-%m-%d %H:%M} UTC): this reading "
                                "is read-only now. Open the next one in your study worklist."}
 
-    @guard(lock=True)
-    def on_cancel(r: Reader, d: Inputs) -> Outputs:
-        r.session.sign_token = None
-        return {**sign.state(can_sign=r.session.reading is not None and not r.session.signed),
-                p.save_status: "Not signed."}
-
     outs = list(dict.fromkeys([tab.state, p.save_status, tab.sync, p.keep_mine, p.take_theirs,
                                p.diff, *reading_outs]))
     sign.sign.click(on_sign, edit_in, outs, **PRIVATE, **with_client)
     sign.confirm.click(on_confirm, edit_in, outs, **PRIVATE, **with_client)
-    sign.cancel.click(on_cancel, {tab.state}, outs, **PRIVATE)
+    sign.cancel.click(guard(_on_cancel(sign, p.save_status)), {tab.state}, outs, **PRIVATE)
+
+
+def _on_cancel(sign: SignPanel, status: gr.Markdown) -> Callable[[Reader, Inputs], Outputs]:
+    def on_cancel(r: Reader, d: Inputs) -> Outputs:
+        """Not signed: the confirmation asked for is dropped."""
+        r.session.sign_token = None
+        return {**sign.state(can_sign=r.session.reading is not None and not r.session.signed),
+                status: "Not signed."}
+    return on_cancel

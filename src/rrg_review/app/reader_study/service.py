@@ -36,6 +36,7 @@ from rrg_review.db.models import (
     ReaderStudyCase,
     ReaderStudyReader,
     Reading,
+    Study,
     table_of,
 )
 from rrg_review.reader_study.allocation import BalanceTable, StudyAllocation, allocate
@@ -411,6 +412,15 @@ class ReaderStudyService:
         ids = {rid for rid, _ in found}
         return {rid: tuple(found.get((rid, n), SessionProgress(n, 0, 0, None))
                            for n in range(1, study.sessions + 1)) for rid in ids}
+
+    def case_keys(self, study_ids: Collection[int]) -> dict[int, str]:
+        """The study keys of cases (what a reader's study worklist names them by)."""
+        if not study_ids:
+            return {}
+        with self.db.read() as s:
+            rows = s.execute(select(Study.id, Study.study_key).where(
+                Study.id.in_(list(study_ids))))
+            return {study_id: key for study_id, key in rows}
 
     def studies_of(self, reader: str) -> list[str]:
         """The names of the studies `reader` is a reader of (the page shows their

@@ -211,6 +211,15 @@ def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingSe
     return line
 
 
+def _counted(session: Session, client: Client,
+             results: dict[str, RevisionView | EditConflict]) -> None:
+    """The page's keystroke counts now stored for the sections saved (the next save sends
+    only what is new since)."""
+    for section, rev in results.items():
+        if not isinstance(rev, EditConflict) and section in client.counts:
+            session.keys_sent[section] = client.counts[section]
+
+
 def reading_note(opened: OpenedReading) -> str:
     """What the model line says in a reading: the blinded code only."""
     return (f"**Reader study reading**: draft of arm {html.escape(opened.reading.arm_code)} "
@@ -524,8 +533,7 @@ class Desk:
             return Saved("Open a study first.", {}, False)
         if client.seq < session.seq:
             return Saved("A newer edit of this tab is already saved.", {}, False)
-        messages: list[str] = []
-        wrote = False
+        wrote, messages = False, list[str]()
         edits: dict[str, SectionEdit] = {}
         for section, text in self.pending(session, texts, client).items():
             if section in session.conflicts:
@@ -543,9 +551,7 @@ class Desk:
                 address=session.address) if edits else {})
         except (DatabaseBusy, ReviewError) as exc:  # the text stays in the box
             return Saved(f"⚠ Not saved: {html.escape(str(exc))}", {}, False)
-        for section, rev in results.items():
-            if not isinstance(rev, EditConflict) and section in client.counts:
-                session.keys_sent[section] = client.counts[section]
+        _counted(session, client, results)
         adopted = False
         for section, rev in results.items():
             if isinstance(rev, EditConflict):
