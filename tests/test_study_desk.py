@@ -159,3 +159,19 @@ def test_other_readers_second_tabs_signing_twice_and_saving_after_signing(desk):
     three, _ = tab(d, "ann")
     opened = d.open_reading(three, reader, item.reading_id, now=0.0)
     assert three.signed and "read-only" in opened.status
+
+
+def test_the_prior_beside_a_reading_comes_without_its_report(desk):
+    from rrg_review.app.viewer.panel import film_html
+
+    d, _ = desk
+    viewer = d.viewer
+    views = [viewer.open(i) for i in d.readings.studies.case_keys(
+        set(range(1, 20))) if viewer.open(i).prior_ids]
+    assert views, "the demo has a study with a prior"
+    view = views[0]
+    prior = viewer.open(view.prior_ids[0])
+    assert prior.reference is not None and prior.reference.findings
+    assert prior.reference.findings in film_html(viewer, view, prior)  # a plain review
+    blinded = film_html(viewer, view, prior, prior_report=False)
+    assert prior.reference.findings not in blinded and "not shown" in blinded
