@@ -203,6 +203,7 @@ def _session(reader, session, keys):
 
 def _second_tab_after_signing(reader, page, reading):
     """The other tab saves and signs after the reading was signed: refused, nothing stored."""
+    page.bring_to_front()
     page.locator("#edit-findings textarea").click()
     page.keyboard.type(" late")
     page.locator("#sign-reading").click()
@@ -253,6 +254,7 @@ def test_blinded_crossover_read_and_signed_in_the_browser(study_app, browser, tm
         reading, key, _ = ann.readings(2)[0]
         second = ann.tab(f"?reading={reading}")
         second.locator("#film-head").get_by_text(key).wait_for()
+        ann.page.bring_to_front()  # (a page in the background gets no animation frames)
         arms2 = {r.name: _session(r, 2, keys) for r in (ann, bob)}
         _second_tab_after_signing(ann, second, reading)
         for name in ("ann", "bob"):
