@@ -1,5 +1,5 @@
 """A reader-study reading on the page's Desk (app/review/desk.py, reading mode), without a
-browser, on a real SQLite copy of the demo studies: what the page is given is blinded (no
+browser, on a real copy of the demo studies (SQLite and PostgreSQL): what the page is given is blinded (no
 preset, model, provenance, reference report or metrics), saves, heartbeats, keystroke counts
 and ratings go to the reading (not to the plain review of the case), and the hostile cases:
 another reader's reading, a second tab of the same reader, signing twice, saving after
@@ -21,6 +21,8 @@ from rrg_review.app.review.service import ReviewService
 from rrg_review.app.viewer.service import StudyViewer
 from rrg_review.db.models import Draft, Rating, Reading, ReadingSection, Revision, Study
 from tests.test_reader_study_service import T0, _design, _service
+
+pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
 
 MODEL_ID = "secret-org/rrg-model-7b"
 
