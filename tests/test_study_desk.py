@@ -1,9 +1,9 @@
 """A reader-study reading on the page's Desk (app/review/desk.py, reading mode), without a
-browser, on a real copy of the demo studies (SQLite and PostgreSQL): what the page is given is blinded (no
-preset, model, provenance, reference report or metrics), saves, heartbeats, keystroke counts
-and ratings go to the reading (not to the plain review of the case), and the hostile cases:
-another reader's reading, a second tab of the same reader, signing twice, saving after
-signing."""
+browser, on a real copy of the demo studies (SQLite and PostgreSQL): what the page is given is
+blinded (no preset, model, provenance, reference report or metrics), saves, heartbeats,
+keystroke counts and ratings go to the reading (not to the plain review of the case), and the
+hostile cases: another reader's reading, a second tab of the same reader, signing twice, saving
+after signing."""
 
 from __future__ import annotations
 
