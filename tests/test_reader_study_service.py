@@ -16,6 +16,7 @@ from sqlalchemy import func, select, update
 from rrg_review.app.accounts.audit import AuditLog
 from rrg_review.app.accounts.service import AccountService
 from rrg_review.app.cli import main
+from rrg_review.app.reader_study.reading import ReadingDesk, ReadingEdit
 from rrg_review.app.reader_study.service import ReaderStudyError, ReaderStudyService
 from rrg_review.db.models import (
     Patient,
@@ -392,14 +393,21 @@ def test_the_server_refuses_readings_of_a_session_that_is_not_open(study_db, tmp
         service.open_reading(_reading_of(study_db, "ann", 2), "ann", T0)
     with pytest.raises(ReaderStudyError, match="is not one of 'bob'"):
         service.open_reading(first[0].reading_id, "bob", T0)
+    desk = ReadingDesk(service)
     with pytest.raises(ReaderStudyError, match="has not been opened"):
-        service.sign_reading(first[0].reading_id, "ann", T0)
+        desk.sign_preview(first[0].reading_id, "ann", T0)
     for i, reading in enumerate(first):
-        opened = service.open_reading(reading.reading_id, "ann", T0 + timedelta(minutes=i))
-        signed = service.sign_reading(reading.reading_id, "ann", T0 + timedelta(minutes=i + 1))
+        opened = desk.open(reading.reading_id, "ann", T0 + timedelta(minutes=i)).reading
+        at = T0 + timedelta(minutes=i + 1)
+        desk.save(reading.reading_id, "ann", {"findings": ReadingEdit("Read.", None)}, now=at)
+        preview = desk.sign_preview(reading.reading_id, "ann", at)
+        signed = desk.sign(reading.reading_id, "ann", preview.token, at)
         assert opened.opened_at == signed.opened_at == T0 + timedelta(minutes=i)
+        assert signed.signed_at == at
     last = T0 + timedelta(minutes=len(first))
-    again = service.sign_reading(first[0].reading_id, "ann", last + timedelta(days=1))
+    with pytest.raises(ReaderStudyError, match="is signed; a signed reading is not changed"):
+        desk.sign(first[0].reading_id, "ann", preview.token, last + timedelta(days=1))
+    again = service.open_reading(first[0].reading_id, "ann", last + timedelta(days=1))
     assert again.signed_at == T0 + timedelta(minutes=1)  # the first signature stays
     at = (last + timedelta(days=11)).isoformat()
     assert _cli(settings, "status", "s1", "--now", at) == 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
 import gradio as gr
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from rrg_review.app.drafting.service import DraftingService, PreDrafter
     from rrg_review.app.evaluation.export import ExportService
     from rrg_review.app.evaluation.study_metrics import StudyMetrics
+    from rrg_review.app.reader_study.reading import ReadingDesk
     from rrg_review.app.viewer.service import StudyViewer
 
 
@@ -33,7 +34,7 @@ class Services:
     list; accounts: who a login is, who is an admin; exports: the evaluation report (None: the
     page has no export, e.g. a bench); drafting/predrafter/preset: the model drafts (None: no
     drafting set up); metrics: the metrics panel; login: whether readers sign in (else the one
-    local reader)."""
+    local reader); readings: reader-study readings (None: the page opens none)."""
 
     viewer: StudyViewer
     review: ReviewService
@@ -45,6 +46,7 @@ class Services:
     preset: str = "retrieval"
     metrics: StudyMetrics | None = None
     login: bool = False
+    readings: ReadingDesk | None = None
 
     @classmethod
     def plain(cls, viewer: StudyViewer, drafting: DraftingService | None = None,
@@ -53,11 +55,14 @@ class Services:
         """Services with default settings on the viewer's database (tests and benches; `serve`
         builds its own from the command line's settings)."""
         from rrg_review.app.evaluation.export import ExportService
+        from rrg_review.app.reader_study.reading import ReadingDesk
+        from rrg_review.app.reader_study.service import ReaderStudyService
 
         accounts = AccountService(viewer.db)
+        readings = ReadingDesk(ReaderStudyService(viewer.db, ()), accounts.audit)
         return cls(viewer, ReviewService(viewer.db, accounts.audit), WorklistService(viewer.db),
                    accounts, ExportService(viewer.db, accounts.audit), drafting, predrafter,
-                   preset, metrics, login)
+                   preset, metrics, login, readings)
 
 
 AUTOSAVE_S = 4.0  # the autosave timer; also the heartbeat of active time
@@ -121,6 +126,7 @@ class Reader:
     name: str
     id: int
     session: Session
+    query: dict[str, str] = field(default_factory=dict)  # the page address's query
 
 
 Inputs = dict[Any, Any]  # Gradio's {component: value} of an event's inputs
@@ -146,7 +152,8 @@ class Guard:
         except TabRefused as exc:
             raise gr.Error(str(exc)) from None
         session.address = getattr(getattr(request, "client", None), "host", None)
-        return Reader(name, reader, session)
+        query = getattr(request, "query_params", None) or {}
+        return Reader(name, reader, session, {str(k): str(v) for k, v in dict(query).items()})
 
     @overload
     def __call__(self, fn: Callable[[Reader, Inputs], Any], *,

@@ -11,6 +11,8 @@ script and styles are static files (static/).
 
 from __future__ import annotations
 
+import html
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +24,14 @@ import gradio as gr
 from rrg_review.app.accounts.panel import TopBar, wire_top_bar
 from rrg_review.app.deps import ARRIVED, PRIVATE, Guard, Inputs, Outputs, Reader, Services, Tab
 from rrg_review.app.evaluation.panel import ExportPanel, MetricsPanel, wire_export, wire_metrics
+from rrg_review.app.reader_study.panel import (
+    SignPanel,
+    StudyListPanel,
+    StudyLists,
+    StudyListView,
+    wire_sign,
+)
+from rrg_review.app.reader_study.service import ReaderStudyError
 from rrg_review.app.review.desk import Client, Desk, Saved, Session
 from rrg_review.app.review.panel import (
     Editor,
@@ -30,6 +40,7 @@ from rrg_review.app.review.panel import (
     wire_draft_arrival,
     wire_review,
 )
+from rrg_review.app.review.service import SECTIONS
 from rrg_review.app.viewer.panel import (
     EnlargedPanel,
     FilmPanel,
@@ -40,6 +51,8 @@ from rrg_review.app.viewer.panel import (
 from rrg_review.app.worklist.panel import WorklistPanel, build_worklist_panel, progress_line
 
 __all__ = ["Page", "build", "film_html", "launch_options"]
+
+log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).with_name("static")
 SHORTCUTS = [
@@ -68,6 +81,8 @@ class Page:
     review: ReviewPanel
     metrics: MetricsPanel
     enlarged: EnlargedPanel
+    studies: StudyListPanel
+    sign: SignPanel
 
     @classmethod
     def build(cls, services: Services) -> Page:
@@ -76,6 +91,7 @@ class Page:
         pick, enlarge = EnlargedPanel.build_hidden()
         with gr.Row(elem_id="main-row", equal_height=False):
             with gr.Column(scale=2, min_width=250, elem_id="worklist-col"):
+                studies = StudyListPanel.build()
                 worklist = build_worklist_panel(services.worklists)
                 with gr.Accordion("Keyboard shortcuts", open=False, elem_id="help"):
                     gr.Markdown("\n".join(f"- **{k}**: {v}" for k, v in SHORTCUTS))
@@ -83,10 +99,11 @@ class Page:
             with gr.Column(scale=6, min_width=480, elem_id="viewer-col"):
                 film = FilmPanel.build(services.viewer)
             with gr.Column(scale=3, min_width=380, elem_id="editor-col"):
+                sign = SignPanel.build()
                 review = ReviewPanel.build()
                 metrics = MetricsPanel.build()
         return cls(tab, top, worklist, export, film, review, metrics,
-                   EnlargedPanel.build(pick, enlarge))
+                   EnlargedPanel.build(pick, enlarge), studies, sign)
 
     @property
     def edit_in(self) -> set[Any]:
@@ -100,7 +117,7 @@ def build(services: Services) -> gr.Blocks:
     """The whole page on these services."""
     s = services
     desk = Desk(s.viewer, s.review, s.drafting, s.predrafter, s.preset, s.metrics,
-                worklists=s.worklists, accounts=s.accounts)
+                worklists=s.worklists, accounts=s.accounts, readings=s.readings)
     if not s.login:
         # the one local reader's first study is drafted before the first page asks for it
         desk.predraft_first(s.accounts.local_reader())
@@ -127,6 +144,8 @@ def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
                           prepare_reader=desk.prepare, navigation=False)
     wire_film(page.film, services.viewer, guard)
     wire_review(wiring)
+    wire_sign(page.sign, desk, guard, nav.editor, nav.reading_outputs, nav.reading_outs,
+              page.edit_in, nav.with_client)
     wire_enlarged(page.enlarged, services.viewer, desk, guard)
     wire_top_bar(page.top, services.login, guard(nav.on_logout), page.edit_in, nav.study_outs,
                  **nav.with_client)
@@ -142,6 +161,7 @@ class Navigation:
         self.page, self.desk, self.services, self.guard = page, desk, services, guard
         self.metrics_step = metrics_step
         self.editor = Editor(page.review, desk, page.tab)
+        self.lists = StudyLists(services.readings.studies) if services.readings else None
         carried = (page.review.findings, page.review.impression)
         self.with_client: dict[str, Any] = {"js": page.tab.client_js(page.edit_in, carried)}
         self._select_js = page.tab.client_js(page.edit_in | {page.worklist.table}, carried)
@@ -149,7 +169,31 @@ class Navigation:
         self.study_outs = list(dict.fromkeys([
             tab.state, p.top.who, p.film.film, p.film.details, p.film.prior_button,
             *self._review_outs(), p.enlarged.data, p.metrics.table,
-            p.metrics.notes, wl.table, wl.progress, wl.page, wl.page_text]))
+            p.metrics.notes, wl.table, wl.progress, wl.page, wl.page_text,
+            *self.reading_outs]))
+
+    @property
+    def reading_outs(self) -> list[Any]:
+        s, g = self.page.studies, self.page.sign
+        return [s.head, s.table, g.sign, g.confirm, g.cancel, g.preview,
+                self.page.review.findings, self.page.review.impression]
+
+    def study_lists(self, r: Reader) -> StudyListView:
+        return self.lists.view(r.name) if self.lists else StudyListView("", [], None)
+
+    def reading_outputs(self, r: Reader, texts: dict[str, str] | None = None) -> Outputs:
+        """The study worklists, Sign and whether the boxes take text (a signed reading's do
+        not), after anything that opens, saves or signs a study or a reading; `texts`: the
+        boxes' new values (one update carries both)."""
+        session, p = r.session, self.page
+        editable = not (session.reading is not None and session.signed)
+        can_sign = session.reading is not None and not session.signed
+        boxes = {box: gr.update(interactive=editable) if texts is None else
+                 gr.update(value=texts[section], interactive=editable)
+                 for section, box in (("findings", p.review.findings),
+                                      ("impression", p.review.impression))}
+        return {**p.studies.shown(self.study_lists(r)), **p.sign.state(can_sign=can_sign),
+                **boxes}
 
     def _review_outs(self) -> list[Any]:
         r, tab = self.page.review, self.page.tab
@@ -184,29 +228,65 @@ class Navigation:
                 "as references); they are not put on reading worklists unless the app is "
                 "started with `--include-report-only`.")
 
-    def study_outputs(self, r: Reader, study_id: int | None) -> Outputs:
-        """Everything on screen that belongs to a study, replaced (or cleared) together."""
+    def study_outputs(self, r: Reader, study_id: int | None,
+                      reading: int | None = None) -> Outputs:
+        """Everything on screen that belongs to a study (or a reader-study reading: its
+        case, blinded), replaced (or cleared) together.
+
+        Raises:
+            ReaderStudyError: the reading is not the reader's, or its session is closed
+                (nothing on screen has changed then).
+        """
         p, session, viewer = self.page, r.session, self.services.viewer
+        if reading is not None:
+            opened = self.desk.open_reading(session, r.id, reading, time.monotonic())
+        elif study_id is not None:
+            self.study_lists(r).refuse_plain()
+            opened = self.desk.open(session, r.id, int(study_id), time.monotonic())
         session.offered = False
         out: Outputs = {p.tab.state: session, **p.top.reader(r), **p.enlarged.cleared(),
                         **p.metrics.computing(), **self.editor.reset()}
-        if study_id is None:
+        if study_id is None and reading is None:
             session.study, session.images, session.image = None, (), None
+            session.reading = None
             return {**out, **p.film.cleared(viewer),
-                    **self.editor.cleared(r, self.empty_worklist_note())}
-        opened = self.desk.open(session, r.id, int(study_id), time.monotonic())
+                    **self.editor.cleared(r, self.empty_worklist_note()),
+                    **self.reading_outputs(r, {s: "" for s in SECTIONS})}
+        can_draft = self.services.drafting is not None and reading is None
         return {**out, **p.film.opened(viewer, opened.view),
-                **self.editor.opened(r, opened, self.services.drafting is not None)}
+                **self.editor.opened(r, opened, can_draft),
+                **self.reading_outputs(r, opened.texts)}
 
     # -- handlers ----------------------------------------------------------------------------
     def on_load(self, r: Reader, d: Inputs) -> Outputs:
+        """The reading asked for in the address (`?reading=N`), else the reader's next
+        reading of an open study session, else the study to resume."""
         left = Client.parse(d[self.page.tab.client]).left
-        return {**self.study_outputs(r, self.desk.start(r.id, r.name, left)),
-                **self.rows(r.id, d)}
+        asked, refused = r.query.get("reading"), ""
+        reading = self.study_lists(r).first_open
+        if asked is not None:
+            try:
+                return {**self.study_outputs(r, None, int(asked)), **self.rows(r.id, d)}
+            except (ReaderStudyError, ValueError) as exc:
+                log.info("reading %r refused to %s: %s", asked, r.name, exc)
+                refused = f"⚠ {html.escape(str(exc))}"
+        if reading is not None:
+            out = self.study_outputs(r, None, reading)
+        else:
+            try:
+                out = self.study_outputs(r, self.desk.start(r.id, r.name, left))
+            except ReaderStudyError as exc:  # a blinded study's reader between sessions
+                out = self.study_outputs(r, None)
+                refused = refused or f"{html.escape(str(exc))}"
+        if refused:
+            out[self.page.review.save_status] = refused
+        return {**out, **self.rows(r.id, d)}
 
-    def navigate(self, r: Reader, d: Inputs, target: Callable[[Reader], int | None]) -> Outputs:
-        """Save what is typed (an autosave revision), then open the target study. A refused
-        save keeps the reader on the study with their words on screen."""
+    def navigate(self, r: Reader, d: Inputs, target: Callable[[Reader], int | None],
+                 reading: int | None = None) -> Outputs:
+        """Save what is typed (an autosave revision), then open the target study (or the
+        reading). A refused save, or a refused reading, keeps the reader on the study with
+        their words on screen."""
         p, session = self.page.review, r.session
         texts = p.texts_of(d)
         saved = self.desk.leave(session, texts, Client.parse(d[self.page.tab.client]),
@@ -216,10 +296,14 @@ class Navigation:
                          + saved.message, saved.conflicts, saved.wrote)
             return self.editor.after_save(r, held, texts)
         study = target(r)
-        if study is None:
+        if study is None and reading is None:
             return {**self.editor.after_save(r, saved, texts),
                     p.save_status: "No other unfinished study that way."}
-        out = self.study_outputs(r, study)
+        try:
+            out = self.study_outputs(r, study, reading)
+        except ReaderStudyError as exc:
+            return {**self.editor.after_save(r, saved, texts),
+                    p.save_status: f"⚠ {html.escape(str(exc))}"}
         if saved.wrote:
             out.update(self.rows(r.id, d))
         return out
@@ -260,9 +344,29 @@ class Navigation:
                                     time.monotonic())
             return self.editor.after_save(r, saved, texts)
 
+    def on_select_reading(self, d: Inputs, evt: gr.SelectData, request: gr.Request) -> Outputs:
+        """A row of the study worklists: its reading (the server decides whether the reader
+        may open it; a row's value comes from the page, so it is never trusted)."""
+        table, session = self.page.studies.table, d[self.page.tab.state]
+        row = evt.index[0] if isinstance(evt.index, list | tuple) else evt.index
+        with session.lock:
+            r = self.guard.reader(session, request)
+            try:
+                reading = int(d[table].iloc[row, 0])
+            except (TypeError, ValueError, IndexError, AttributeError):
+                return {self.page.review.save_status: "⚠ No such reading on your list."}
+            if reading == session.reading:
+                texts = self.page.review.texts_of(d)
+                saved = self.desk.leave(session, texts, Client.parse(d[self.page.tab.client]),
+                                        time.monotonic())
+                return self.editor.after_save(r, saved, texts)
+            return self.navigate(r, d, lambda r: None, reading)
+
     def on_logout(self, r: Reader, d: Inputs) -> Outputs:
         """Before leaving for /logout: what is typed is saved (the study stays open)."""
-        return self.navigate(r, d, lambda r: r.session.study)
+        session = r.session
+        return self.navigate(r, d, lambda r: session.study if session.reading is None
+                             else None, session.reading)
 
     # -- events ------------------------------------------------------------------------------
     def wire_load(self, ui: gr.Blocks) -> Any:
@@ -277,7 +381,12 @@ class Navigation:
         """The row click and Previous/Next. The page script holds keystrokes back from a
         navigation's click until its answer is on screen (`ARRIVED` tells it)."""
         wl, edit_in = self.page.worklist, self.page.edit_in
+        studies = self.page.studies.table
         for navigation in (
+                studies.select(self.on_select_reading, edit_in | {studies}, self.study_outs,
+                               **PRIVATE, js=self.page.tab.client_js(
+                                   edit_in | {studies},
+                                   (self.page.review.findings, self.page.review.impression))),
                 wl.table.select(self.on_select, edit_in | {wl.table}, self.study_outs,
                                 **PRIVATE, js=self._select_js),
                 wl.next_study.click(self.on_step(1), edit_in, self.study_outs,

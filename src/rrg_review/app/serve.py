@@ -22,7 +22,10 @@ from typing import TYPE_CHECKING
 from rrg_review.app.logs import LEVELS
 
 if TYPE_CHECKING:  # imported where used: the app's modules load only when it serves
+    from collections.abc import Collection
+
     from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.reader_study.reading import ReadingDesk
     from rrg_review.app.settings import Settings
     from rrg_review.db.engine import Database
 
@@ -159,6 +162,16 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(runtime, ignore_errors=True)
 
 
+def _readings(db: Database, settings: Settings, presets: Collection[str],
+              accounts: AccountService) -> ReadingDesk:
+    """Reader-study readings on the page, judged by the study clock the settings chose."""
+    from rrg_review.app.reader_study.reading import ReadingDesk
+    from rrg_review.app.reader_study.service import ReaderStudyService
+
+    studies = ReaderStudyService(db, presets, clock=settings.study_clock())
+    return ReadingDesk(studies, accounts.audit)
+
+
 def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts: AccountService,
            runtime: Path, login: bool, tls: bool) -> int:
     from rrg_review.app.accounts.service import SessionStore
@@ -195,7 +208,8 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
     panel = StudyMetrics(db, config=settings.metric_config(download=False))
     worklists = WorklistService(db, include_report_only=args.include_report_only)
     ui = build(Services(viewer, ReviewService(db, accounts.audit), worklists,
-                        accounts, exports, drafting, predrafter, preset, panel, login))
+                        accounts, exports, drafting, predrafter, preset, panel, login,
+                        _readings(db, settings, drafting.presets, accounts)))
     # the first page's first-use work, before the port opens (issue #21: 7-14 s first loads)
     warm_up(viewer, panel.metrics, None if login else worklists.resume(accounts.local_reader()))
     sessions = SessionStore(db, idle_s=args.session_idle_minutes * 60,

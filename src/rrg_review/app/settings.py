@@ -17,8 +17,9 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,10 @@ ENV_BUSY_TIMEOUT = "RRG_REVIEW_BUSY_TIMEOUT"  # seconds a writer waits for anoth
 # processes an import checks images in when --workers is not given (default: one per core;
 # 1: in this process, as the test suite runs imports)
 ENV_IMPORT_WORKERS = "RRG_REVIEW_IMPORT_WORKERS"
+# a file holding the time (ISO 8601) that reader studies' washouts are judged by, read at each
+# decision: tests and a study team replaying a day move a running server's study clock without
+# waiting for days (unset, or the file empty: the real time)
+ENV_STUDY_CLOCK = "RRG_REVIEW_STUDY_CLOCK"
 
 
 def choose(flag: str | None, env_name: str, default: str | None = None,
@@ -111,6 +116,7 @@ class Settings:
     pseudonym_key: str | None = field(default=None, repr=False)
     busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
     import_workers: int | None = None  # None: one per CPU core
+    study_clock_file: Path | None = None  # see ENV_STUDY_CLOCK
     # the environment as it was when the settings were built: a worker preset names the
     # variable that holds its interpreter (`python_env`), known only once a preset is chosen
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -160,6 +166,8 @@ class Settings:
             busy_timeout_s=_seconds(choose(busy_timeout, ENV_BUSY_TIMEOUT, environ=env),
                                     ENV_BUSY_TIMEOUT, DEFAULT_BUSY_TIMEOUT_S),
             import_workers=_positive_int(env.get(ENV_IMPORT_WORKERS), ENV_IMPORT_WORKERS),
+            study_clock_file=Path(clock) if (clock := env.get(ENV_STUDY_CLOCK, "").strip())
+            else None,
             environ=env,
         )
 
@@ -168,6 +176,26 @@ class Settings:
         pseudonym key and busy timeout they chose; `options` as open_database takes them."""
         return open_database(self.db_url if url is None else url, key=self.pseudonym_key,
                              busy_timeout_s=self.busy_timeout_s, **options)
+
+    def study_clock(self) -> Callable[[], datetime]:
+        """The clock reader studies' sessions and washouts are judged by: the real time, or
+        the time in `study_clock_file` (read at each call; a missing or empty file: the real
+        time; a time without a zone is UTC)."""
+        path = self.study_clock_file
+
+        def now() -> datetime:
+            text = ""
+            if path is not None:
+                try:
+                    text = path.read_text().strip()
+                except OSError:
+                    text = ""
+            if not text:
+                return datetime.now(UTC)
+            when = datetime.fromisoformat(text)
+            return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+        return now
 
     @property
     def blobs(self) -> BlobStore:

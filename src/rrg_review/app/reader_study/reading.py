@@ -159,10 +159,12 @@ class ReadingDesk:
             texts = _arm_texts(s, arm, reading.study_id)
             if reading.opened_at is None:
                 reading.opened_at = now
-                s.add_all(ReadingSection(reading_id=reading.id, section=sec, draft_id=texts[sec][1],
-                                         keystrokes=0, edits=0) for sec in SECTIONS)
                 self.audit.record("reading_open", session=s, actor=reader, address=address,
                                   target=f"reading {reading.id}")
+            # (also for a reading marked opened without them: `ReaderStudyService.open_reading`)
+            s.add_all(ReadingSection(reading_id=reading.id, section=sec, draft_id=texts[sec][1],
+                                     keystrokes=0, edits=0) for sec in SECTIONS
+                      if s.get(ReadingSection, (reading.id, sec)) is None)
             s.flush()
             sections = []
             for sec in SECTIONS:
@@ -226,6 +228,55 @@ class ReadingDesk:
                                  r.created_at)
                     for r in s.scalars(select(Revision).where(scope.of(section))
                                        .order_by(Revision.number))]
+
+    def current(self, reading_id: int, reader: str) -> dict[str, RevisionView]:
+        """The latest revision of each section of this reading (sections never saved are
+        absent), as `ReviewService.current` gives them for a plain review."""
+        with self.db.read() as s:
+            reading, _, _ = reading_for(s, reading_id, reader, self._now(None))
+            out = {}
+            for sec in SECTIONS:
+                r = _latest(s, reading, sec)
+                if r is not None:
+                    out[sec] = RevisionView(r.id, r.section, r.number, r.text, r.autosave,
+                                            r.draft_id, r.created_at)
+            return out
+
+    def latest_rating(self, reading_id: int, reader: str) -> RatingView | None:
+        """The reader's newest rating of this reading (not of the case's other readings)."""
+        with self.db.read() as s:
+            reading, _, _ = reading_for(s, reading_id, reader, self._now(None))
+            r = s.scalar(select(Rating).where(Rating.reading_id == reading.id)
+                         .order_by(Rating.number.desc()).limit(1))
+            return None if r is None else RatingView(r.number, None, r.likert, r.acceptable,
+                                                     dict(r.errors), r.comment, r.created_at)
+
+    def set_aside(self, reading_id: int, reader: str, mine: dict[str, tuple[str, int]],
+                  address: str | None = None) -> dict[str, RevisionView | EditConflict]:
+        """"Take theirs" in a reading without losing the reader's words, in one transaction:
+        per section the reader's text on top of the newer revision, then that newer text
+        again (as `ReviewService.set_aside` does for a plain review)."""
+        out: dict[str, RevisionView | EditConflict] = {}
+        with self.db.write(scope=ROWS) as s:
+            reading = self._editable(s, reading_id, reader, self._now(None))
+            scope = RevisionScope(reading.reader_id, reading.study_id, reading.id)
+            for sec, (text, number) in mine.items():
+                theirs = s.scalar(select(Revision).where(scope.of(sec),
+                                                         Revision.number == number))
+                if theirs is None:
+                    raise ReaderStudyError([f"{sec}: revision {number} does not exist"])
+                try:
+                    kept, _ = save_revision(s, scope, sec, text, number, None, True)
+                    current, _ = save_revision(s, scope, sec, theirs.text, kept.number,
+                                               theirs.draft_id, True)
+                except EditConflict as exc:
+                    out[sec] = exc
+                    continue
+                self.audit.record("take_theirs", session=s, actor=reader, address=address,
+                                  target=f"reading {reading.id} {sec} revision "
+                                         f"{current.number} (yours kept as {kept.number})")
+                out[sec] = current
+        return out
 
     def heartbeat(self, reading_id: int, reader: str, seconds_since_last: float,
                   at: float | None = None, now: datetime | None = None) -> float:

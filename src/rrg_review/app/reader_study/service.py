@@ -36,6 +36,7 @@ from rrg_review.db.models import (
     ReaderStudyCase,
     ReaderStudyReader,
     Reading,
+    Study,
     table_of,
 )
 from rrg_review.reader_study.allocation import BalanceTable, StudyAllocation, allocate
@@ -143,6 +144,7 @@ class StudyWorklist:
     schedule: ReaderSchedule
     washout_left: timedelta
     readings: tuple[WorklistReading, ...]  # the open session's, in the allocated order
+    blinded: bool = True
 
 
 def _utcnow() -> datetime:
@@ -411,6 +413,25 @@ class ReaderStudyService:
         return {rid: tuple(found.get((rid, n), SessionProgress(n, 0, 0, None))
                            for n in range(1, study.sessions + 1)) for rid in ids}
 
+    def case_keys(self, study_ids: Collection[int]) -> dict[int, str]:
+        """The study keys of cases (what a reader's study worklist names them by)."""
+        if not study_ids:
+            return {}
+        with self.db.read() as s:
+            rows = s.execute(select(Study.id, Study.study_key).where(
+                Study.id.in_(list(study_ids))))
+            return {study_id: key for study_id, key in rows}
+
+    def studies_of(self, reader: str) -> list[str]:
+        """The names of the studies `reader` is a reader of (the page shows their
+        worklists), by name."""
+        with self.db.read() as s:
+            return list(s.scalars(
+                select(ReaderStudy.name)
+                .join(ReaderStudyReader, ReaderStudyReader.reader_study_id == ReaderStudy.id)
+                .join(Reader, Reader.id == ReaderStudyReader.reader_id)
+                .where(Reader.name == reader).order_by(ReaderStudy.name)))
+
     def worklist(self, name: str, reader: str, now: datetime | None = None) -> StudyWorklist:
         """A reader's readings of their open session in the allocated order (none while their
         next session waits for its washout, or once they are finished).
@@ -440,7 +461,7 @@ class ReaderStudyService:
                     WorklistReading(r.id, r.study_id, r.session, r.position, code,
                                     _aware(r.opened_at), _aware(r.signed_at))
                     for r, code in rows)
-        return StudyWorklist(name, plan, plan.wait(now), readings)
+        return StudyWorklist(name, plan, plan.wait(now), readings, study.blinded)
 
     # -- a reader's readings ---------------------------------------------------------------------
     def open_reading(self, reading_id: int, reader: str,
@@ -454,34 +475,16 @@ class ReaderStudyService:
         Raises:
             ReaderStudyError: the refusal, in one sentence.
         """
-        return self._mark(reading_id, reader, now or self.clock(), sign=False)
+        return self._mark(reading_id, reader, now or self.clock())
 
-    def sign_reading(self, reading_id: int, reader: str,
-                     now: datetime | None = None) -> WorklistReading:
-        """Record `reader`'s signature of an opened reading of their open session (a signed
-        reading stays signed at its first signature). The last signature of a session starts
-        the reader's washout before the next.
-
-        The bare mark, without the report: a reader's Sign goes through
-        `reading.ReadingDesk.sign_preview` and `sign` (a confirmation, and the final report
-        stored as the reading's revisions).
-
-        Raises:
-            ReaderStudyError: the refusal, in one sentence.
-        """
-        return self._mark(reading_id, reader, now or self.clock(), sign=True)
-
-    def _mark(self, reading_id: int, reader: str, now: datetime, *,
-              sign: bool) -> WorklistReading:
+    def _mark(self, reading_id: int, reader: str, now: datetime) -> WorklistReading:
+        """Record the first opening (a reader's Sign is `reading.ReadingDesk.sign_preview`
+        and `sign`: a confirmation, and the final report stored as the reading's
+        revisions)."""
         with self.db.write(scope=ROWS) as s:
             reading, _, code = reading_for(s, reading_id, reader, now)
-            if sign and reading.opened_at is None:
-                raise ReaderStudyError([f"reading {reading_id} has not been opened; a reading "
-                                        "is signed after it is read"])
             if reading.opened_at is None:
                 reading.opened_at = now
-            if sign and reading.signed_at is None:
-                reading.signed_at = now
             s.flush()
             return worklist_reading(reading, code)
 

@@ -14,6 +14,7 @@ Rules kept here:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import html
 import json
 import logging
@@ -26,6 +27,9 @@ from typing import Any
 from rrg_review.app.accounts.service import AccountService
 from rrg_review.app.drafting.service import DraftingService, PreDrafter, StoredDraft
 from rrg_review.app.evaluation.study_metrics import StudyMetrics
+from rrg_review.app.reader_study.on_page import ReadingReview
+from rrg_review.app.reader_study.reading import OpenedReading, ReadingDesk, SignPreview
+from rrg_review.app.reader_study.service import ReaderStudyError, WorklistReading
 from rrg_review.app.review.service import (
     DatabaseBusy,
     EditConflict,
@@ -81,14 +85,18 @@ class Client:
     # section -> texts this tab sent for the open study (across its reloads): a newer revision
     # holding one of them is this tab's own late save, not another tab's
     own: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # section -> (keystroke events, edit operations) since the study was shown (page.js)
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: str | None) -> Client:
         """Never raises: a missing or malformed report means "nothing known" (nothing saved)."""
         try:
             data = json.loads(raw or "{}")
-            typed = {s: (float(v[0]), float(v[1])) for s, v in (data.get("keys") or {}).items()
-                     if s in SECTIONS}
+            keys = {s: v for s, v in (data.get("keys") or {}).items() if s in SECTIONS}
+            typed = {s: (float(v[0]), float(v[1])) for s, v in keys.items()}
+            counts = {s: (max(0, int(v[2])), max(0, int(v[3])))
+                      for s, v in keys.items() if len(v) >= 4}
             study = data.get("study")
             left = tuple((str(e["reader"]), int(e["study"]))
                          for e in (data.get("left") or [])[:LEFT_KEPT])
@@ -97,7 +105,7 @@ class Client:
                    if s in SECTIONS and isinstance(texts, list)}
             return cls(int(study) if study not in (None, "") else None, typed,
                        int(data.get("seq") or 0), bool(data.get("visible", True)),
-                       float(data.get("idle_ms") or 0) / 1000, left, own)
+                       float(data.get("idle_ms") or 0) / 1000, left, own, counts)
         except (TypeError, ValueError, AttributeError, IndexError, KeyError):
             log.warning("malformed client report ignored: %.200r", raw)
             return cls()
@@ -125,6 +133,12 @@ class Session:
     rescores: int = 0  # autosaves that stored new text (each one rescores the metrics panel)
     counted: bool = False  # time on task was counted since the worklist rows were last sent
     rows_at: float | None = None  # when a heartbeat last sent the worklist rows (monotonic)
+    # a reader-study reading open in the tab (None: the plain review of `study`); its work
+    # goes to the reading (reader_study/on_page.py), blinded
+    reading: int | None = None
+    signed: bool = False  # the open reading is signed: read-only
+    sign_token: str | None = None  # the confirmation asked for by the last Sign
+    keys_sent: dict[str, tuple[int, int]] = field(default_factory=dict)  # counts stored
 
     def __post_init__(self) -> None:
         # not a dataclass field: Gradio serialises a State's initial value with asdict()
@@ -198,6 +212,21 @@ def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingSe
     return line
 
 
+def _counted(session: Session, client: Client,
+             results: dict[str, RevisionView | EditConflict]) -> None:
+    """The page's keystroke counts now stored for the sections saved (the next save sends
+    only what is new since)."""
+    for section, rev in results.items():
+        if not isinstance(rev, EditConflict) and section in client.counts:
+            session.keys_sent[section] = client.counts[section]
+
+
+def reading_note(opened: OpenedReading) -> str:
+    """What the model line says in a reading: the blinded code only."""
+    return (f"**Reader study reading**: draft of arm {html.escape(opened.reading.arm_code)} "
+            "(blinded; its source is not shown).")
+
+
 def film_order(view: StudyView) -> list[ImageView]:
     """Frontal first, then lateral, then the rest, each in stored order (side by side)."""
     rank = {"frontal": 0, "lateral": 1}
@@ -213,9 +242,11 @@ class Desk:
                  drafting: DraftingService | None = None, predrafter: PreDrafter | None = None,
                  preset: str = "retrieval", metrics: StudyMetrics | None = None, *,
                  worklists: WorklistService | None = None,
-                 accounts: AccountService | None = None) -> None:
+                 accounts: AccountService | None = None,
+                 readings: ReadingDesk | None = None) -> None:
         """`worklists` and `accounts`: the page's own (serve's settings); None: plain ones on
-        the review's database (tests and benches)."""
+        the review's database (tests and benches). `readings`: reader-study readings (None:
+        the page opens no readings)."""
         self.viewer = viewer
         self.review = review
         self.worklists = worklists or WorklistService(review.db)
@@ -224,9 +255,22 @@ class Desk:
         self.predrafter = predrafter
         self.preset = preset
         self.metrics = metrics
+        self.readings = readings
         # the page load's two requests (the worklist panel's and the study's) may both find
         # a new reader without a worklist: one of them assigns it, the other waits for it
         self._preparing = threading.Lock()
+
+    def _rv(self, session: Session, client: Client | None = None
+            ) -> ReviewService | ReadingReview:
+        """Who stores the open study's work: the plain review, or the open reading (with the
+        page's keystroke counts since the last stored ones)."""
+        if session.reading is None or self.readings is None or session.owner is None:
+            return self.review
+        counts = {}
+        for section, (pressed, changed) in (client.counts if client else {}).items():
+            was = session.keys_sent.get(section, (0, 0))
+            counts[section] = (max(0, pressed - was[0]), max(0, changed - was[1]))
+        return ReadingReview(self.readings, session.reading, session.owner, counts)
 
     # -- who ------------------------------------------------------------------------------
     def bind(self, session: Session, login: str) -> int:
@@ -287,7 +331,8 @@ class Desk:
             when there was nothing to wait for.
         """
         study = session.study
-        if study is None or self.predrafter is None or session.drafts:
+        if study is None or self.predrafter is None or session.drafts \
+                or session.reading is not None:  # a reading's draft is its arm's, never new
             return None
         deadline = time.monotonic() + timeout
         while self.predrafter.queued(study):
@@ -349,8 +394,67 @@ class Desk:
         session.image = session.images[0] if session.images else None
         session.prior = None
         session.conflicts = {}
+        session.reading, session.signed, session.sign_token = None, False, None
+        session.keys_sent = {}
         return Opened(view, drafts, texts, self.status_line(session), self.model_note(drafts),
                       self.review.latest_rating(reader, view.study_id))
+
+    def open_reading(self, session: Session, reader: int, reading_id: int,
+                     now: float) -> Opened:
+        """Open one of the reader's reader-study readings: the arm's text as the draft, the
+        reader's own text of this reading if any; nothing that names the arm (no preset,
+        model, provenance, reference report). The server checks whose it is and whether its
+        session is open (`ReaderStudyError`, one sentence)."""
+        if self.readings is None or session.owner is None:
+            raise ReaderStudyError(["reader studies are not set up on this page"])
+        opened = self.readings.open(int(reading_id), session.owner, address=session.address)
+        view = dataclasses.replace(self.viewer.open(opened.reading.study_id), reference=None)
+        session.reader, session.study, session.reading = reader, view.study_id, int(reading_id)
+        session.signed = opened.reading.signed_at is not None
+        session.sign_token, session.keys_sent = None, {}
+        session.base = {s.section: s.revision for s in opened.sections}
+        session.drafts = {s.section: (0, s.draft) for s in opened.sections if s.draft}
+        session.shown = {s.section: s.text for s in opened.sections}
+        session.reference, session.beat_at, session.prior = None, now, None
+        session.images = tuple(i.image_id for i in film_order(view))
+        session.image = session.images[0] if session.images else None
+        session.conflicts = {}
+        rating = self.readings.latest_rating(int(reading_id), session.owner)
+        return Opened(view, {}, dict(session.shown), self.reading_status(session, opened),
+                      reading_note(opened), rating)
+
+    def reading_status(self, session: Session, opened: OpenedReading) -> str:
+        r = opened.reading
+        if session.signed:
+            return f"Reading signed ({r.signed_at:%Y-%m-%d %H:%M} UTC): it is read-only."
+        return (f"{opened.study}: reading {r.position + 1} of session {r.session}. "
+                + self.status_line(session))
+
+    # -- signing a reading ------------------------------------------------------------------
+    def sign_preview(self, session: Session) -> SignPreview:
+        """The open reading's report as it would be signed; its token is kept in the tab
+        (what the reader confirms is what is signed)."""
+        if self.readings is None or session.reading is None or session.owner is None:
+            raise ReaderStudyError(["no reader-study reading is open"])
+        preview = self.readings.sign_preview(session.reading, session.owner)
+        session.sign_token = preview.token
+        return preview
+
+    def sign(self, session: Session) -> WorklistReading:
+        """Sign the open reading as confirmed; then it is read-only in this tab."""
+        if self.readings is None or session.reading is None or session.owner is None:
+            raise ReaderStudyError(["no reader-study reading is open"])
+        if session.sign_token is None:
+            raise ReaderStudyError(["press Sign reading first: the report to sign is shown "
+                                    "for confirmation"])
+        token, session.sign_token = session.sign_token, None
+        signed = self.readings.sign(session.reading, session.owner, token,
+                                    address=session.address)
+        session.signed = True
+        current = self.readings.current(session.reading, session.owner)
+        session.base = {s: current[s].number if s in current else None for s in SECTIONS}
+        session.shown = {s: current[s].text if s in current else "" for s in SECTIONS}
+        return signed
 
     def status_line(self, session: Session) -> str:
         if session.study is None:
@@ -383,6 +487,8 @@ class Desk:
 
     # -- metrics --------------------------------------------------------------------------
     def metrics_view(self, session: Session) -> MetricsView:
+        if session.reading is not None:  # they would compare with the reference report
+            return MetricsView([], [], ["Metrics are not shown in a reader study reading."])
         if self.metrics is None or session.study is None or session.reader is None:
             return MetricsView([], [], ["Metrics are not configured."])
         current = self.review.current(session.reader, session.study)
@@ -428,8 +534,7 @@ class Desk:
             return Saved("Open a study first.", {}, False)
         if client.seq < session.seq:
             return Saved("A newer edit of this tab is already saved.", {}, False)
-        messages: list[str] = []
-        wrote = False
+        wrote, messages = False, list[str]()
         edits: dict[str, SectionEdit] = {}
         for section, text in self.pending(session, texts, client).items():
             if section in session.conflicts:
@@ -442,11 +547,12 @@ class Desk:
                                          draft[0] if draft else None, timing)
         # both sections in one transaction: one commit (one fsync) per save, not one each
         try:
-            results = (self.review.save_sections(session.reader, session.study, edits,
-                                                 autosave=autosave, address=session.address)
-                       if edits else {})
-        except DatabaseBusy as exc:  # the text stays in the box; the next save tries again
+            results = (self._rv(session, client).save_sections(
+                session.reader, session.study, edits, autosave=autosave,
+                address=session.address) if edits else {})
+        except (DatabaseBusy, ReviewError) as exc:  # the text stays in the box
             return Saved(f"⚠ Not saved: {html.escape(str(exc))}", {}, False)
+        _counted(session, client, results)
         adopted = False
         for section, rev in results.items():
             if isinstance(rev, EditConflict):
@@ -487,7 +593,7 @@ class Desk:
             return Saved("; ".join(messages), {}, wrote)
         mine = {s: n for s, n in session.base.items() if n is not None}
         if not autosave and mine and session.reader is not None and session.study is not None:
-            self.review.submitted(session.reader, session.study, list(mine))
+            self._rv(session).submitted(session.reader, session.study, list(mine))
         return Saved("Everything is saved" + (" (" + ", ".join(
             f"{s} revision {n}" for s, n in mine.items()) + ")." if mine else "."), {}, wrote)
 
@@ -505,7 +611,7 @@ class Desk:
                 or client.study != session.study:
             return None
         newer = {}
-        for section, rev in self.review.current(session.reader, session.study).items():
+        for section, rev in self._rv(session).current(session.reader, session.study).items():
             if rev.number == session.base.get(section) or rev.text == session.shown.get(section):
                 continue
             if rev.text in client.own.get(section, ()):  # this tab's own save, after a reload
@@ -569,8 +675,12 @@ class Desk:
                 for sec, rev in session.conflicts.items()
                 if (texts.get(sec) or "").strip()
                 and (texts.get(sec) or "") not in (rev.text, session.shown.get(sec, ""))}
-        stored = (self.review.set_aside(session.reader, session.study, mine, session.address)
-                  if mine else {})
+        try:
+            stored = (self._rv(session).set_aside(session.reader, session.study, mine,
+                                                  session.address) if mine else {})
+        except ReviewError as exc:
+            return out, Saved(f"⚠ Not saved: {html.escape(str(exc))}", dict(session.conflicts),
+                              False)
         kept = []
         for section, rev in list(session.conflicts.items()):
             result = stored.get(section)
@@ -595,12 +705,28 @@ class Desk:
         if session.study is None or session.reader is None:
             return None
         if client.visible and client.idle_s < IDLE_AFTER_S and client.study == session.study:
-            self.review.heartbeat(session.reader, session.study, now - session.beat_at)
+            self._beat(session, now)
             session.counted = True
         session.beat_at = now
         if not self.pending(session, texts, client) or session.conflicts:
             return None
         return self.save(session, texts, client, autosave=True)
+
+    def count_time(self, session: Session, client: Client, now: float) -> None:
+        """The time since the last heartbeat, by the activity rule (before a reading is
+        signed: its time is final then, and a quick reading would count none)."""
+        if session.study is not None and session.reader is not None and client.visible \
+                and client.idle_s < IDLE_AFTER_S and client.study == session.study:
+            self._beat(session, now)
+            session.beat_at = now
+
+    def _beat(self, session: Session, now: float) -> None:
+        if session.study is None or session.reader is None:
+            return
+        try:
+            self._rv(session).heartbeat(session.reader, session.study, now - session.beat_at)
+        except ReviewError as exc:  # a reading closed under the tab: its time stops
+            log.info("heartbeat refused: %s", exc)
 
     @staticmethod
     def rows_due(session: Session, now: float) -> bool:
@@ -621,7 +747,7 @@ class Desk:
         the time since the last beat. A conflict keeps the reader on the study."""
         if session.study is not None and session.reader is not None and \
                 client.visible and client.idle_s < IDLE_AFTER_S and client.study == session.study:
-            self.review.heartbeat(session.reader, session.study, now - session.beat_at)
+            self._beat(session, now)
         return self.save(session, texts, client, autosave=True)
 
     def draft_texts(self, session: Session) -> dict[str, str]:
@@ -640,6 +766,9 @@ class Desk:
         screen) it asks first. It records "acceptable without changes" and no Likert score."""
         if session.study is None or session.reader is None:
             return Accepted("Open a study first.")
+        if session.reading is not None:
+            return Accepted("In a reader study a draft is accepted by signing it unchanged: "
+                            "press **Sign reading**.")
         if not session.drafts:
             return Accepted("No draft to accept.")
         drafts = self.draft_texts(session)
@@ -673,7 +802,7 @@ class Desk:
         rating that contradicts their own report)."""
         if session.study is None or session.reader is None:
             return False, "Open a study first."
-        if not session.drafts:
+        if not session.drafts and session.reading is None:
             # the score is the model draft's: with none there is nothing it could mean, and
             # the evaluation (which pairs ratings with drafts) would leave it out unseen
             # (found in a new-user trial: "No ratings" in the report of a rated study)
@@ -688,7 +817,7 @@ class Desk:
                                f"{' and '.join(changed)} differ from the draft; untick it, or "
                                "revert to the draft.")
         try:
-            r = self.review.rate(session.reader, session.study, likert=likert,
+            r = self._rv(session).rate(session.reader, session.study, likert=likert,
                                  acceptable=bool(acceptable), errors=errors, comment=comment,
                                  preset=self.preset, address=session.address)
         except (ReviewError, DatabaseBusy) as exc:
@@ -702,6 +831,8 @@ class Desk:
         Returns the drafts and the boxes' new texts: the new draft where the reader had no text
         of their own, None where their text stays (the new draft is shown beside it)."""
         own = self.has_own_text(session, texts)
+        if session.reading is not None:  # a reading shows its arm's draft, never the app's
+            return {}, None
         drafts = (self.drafting.latest(session.study, self.preset)
                   if self.drafting and session.study is not None else {})
         session.drafts = {s: (d.id, d.text) for s, d in drafts.items()

@@ -507,7 +507,7 @@ def _wire_drafting(w: Wiring) -> None:
     @w.guard
     def on_draft_done(r: Reader, d: Inputs) -> Outputs:
         """After drafting on request (`_drafts_arrived`)."""
-        if r.session.study is None or drafting is None:
+        if r.session.study is None or drafting is None or r.session.reading is not None:
             return {p.save_status: gr.update()}
         return _drafts_arrived(w, r, d)
 
@@ -544,6 +544,10 @@ def _on_draft(w: Wiring) -> Callable[..., Any]:
         with session.lock:
             r = w.guard.reader(session, request)
             texts, study = p.texts_of(d), session.study
+            if session.reading is not None:  # a reading's draft is its arm's
+                yield {p.save_status: "A reader-study reading shows its own draft; there is "
+                                      "nothing to draft."}
+                return
             if study is None or drafting is None:
                 yield {p.save_status: gr.update()}
                 return
@@ -594,7 +598,8 @@ def wire_draft_arrival(w: Wiring, loaded: Any) -> None:
         """The awaited draft into the boxes (or beside the reader's text), if its study is
         still open and still had no draft; else nothing changes."""
         session, study = r.session, d[tab.awaited]
-        if study is None or session.study != study or session.drafts or drafting is None:
+        if study is None or session.study != study or session.drafts or drafting is None \
+                or session.reading is not None:
             return {p.save_status: gr.update()}
         if not drafting.latest(study, preset):  # timed out, or the model is unavailable
             return {p.save_status: desk.status_line(session), p.model_line: desk.model_note({})}

@@ -28,8 +28,10 @@ window.rrgLogout = () => {
 };
 
 (() => {
-  const rrg = window.rrg = {study: null, reader: null, keys: {}, seq: 0, last: Date.now(),
-                            shown: {}, base: null, unsaved: false};
+  // keys: section -> [first, last keystroke (ms), keystroke events, edit operations] since the
+  // study was shown (the counts are numbers only: no keystroke text leaves the boxes' value)
+  const rrg = window.rrg = {study: null, reader: null, keys: {}, pressed: {}, seq: 0,
+                            last: Date.now(), shown: {}, base: null, unsaved: false};
   const SECTIONS = {'edit-findings': 'findings', 'edit-impression': 'impression'};
   const $ = (sel) => document.querySelector(sel);
   const box = (section) => $('#edit-' + section + ' textarea');
@@ -98,7 +100,9 @@ window.rrgLogout = () => {
   window.rrgClient = (texts) => {
     poll();  // the study in the boxes now, not as of the last 200 ms tick
     noteSent(texts);
-    const report = {study: rrg.study, keys: rrg.keys, seq: rrg.seq,
+    const keys = {};
+    for (const [s, k] of Object.entries(rrg.keys)) keys[s] = [k[0], k[1], rrg.pressed[s] || 0, k[3] || 0];
+    const report = {study: rrg.study, keys, seq: rrg.seq,
                     visible: !document.hidden, idle_ms: Date.now() - rrg.last};
     // the texts this tab (this one, across its reloads; entries are per tab) sent for the
     // open study: a newer revision holding one of them is this tab's own late save, not
@@ -225,10 +229,20 @@ window.rrgLogout = () => {
       rrg.pending = null;
       setNote('Unsaved text from before the page was left is not restored: you typed first.');
     }
-    rrg.keys[section] = [rrg.keys[section] ? rrg.keys[section][0] : now, now];
+    const was = rrg.keys[section];
+    // an edit operation: one change of the text by the reader (a typed key, a deletion, a
+    // paste); a restore's replayed text is not the reader's typing
+    rrg.keys[section] = [was ? was[0] : now, now, 0, ((was && was[3]) || 0) + (e.isTrusted ? 1 : 0)];
     rrg.seq += 1;
     rrg.unsaved = true;
     remember();
+  }, true);
+  // keystroke events in a box (not the modifier keys on their own), per section
+  document.addEventListener('keydown', (e) => {
+    const owner = e.target.closest && e.target.closest('#edit-findings, #edit-impression');
+    if (!owner || ['Shift', 'Control', 'Alt', 'Meta', 'CapsLock'].includes(e.key) || leaving) return;
+    const section = SECTIONS[owner.id];
+    rrg.pressed[section] = (rrg.pressed[section] || 0) + 1;
   }, true);
   for (const ev of ['keydown', 'mousedown', 'mousemove', 'wheel']) {
     document.addEventListener(ev, () => { rrg.last = Date.now(); }, {passive: true, capture: true});
@@ -318,7 +332,7 @@ window.rrgLogout = () => {
         const changed = sync.study !== rrg.study || sync.reader !== rrg.reader;
         rrg.reader = sync.reader; rrg.shown = sync.shown || {}; rrg.base = sync.base;
         if (changed) {
-          rrg.study = sync.study; rrg.keys = {};
+          rrg.study = sync.study; rrg.keys = {}; rrg.pressed = {};
           if (window.rrgEnlarged) window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
           setNote(rrg.strayed ? STRAY_NOTE : '');
           rrg.strayed = false;

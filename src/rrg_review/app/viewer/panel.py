@@ -39,9 +39,11 @@ def study_line(view: StudyView, prior: bool = False) -> str:
 
 
 def film_html(viewer: StudyViewer, view: StudyView | None,
-              prior: StudyView | None = None) -> str:
+              prior: StudyView | None = None, prior_report: bool = True) -> str:
     """The film: the open study's images side by side (whole film, never cropped), its
-    patient and study key above them, and the prior study beside it when asked for."""
+    patient and study key above them, and the prior study beside it when asked for (without
+    its report in a reader-study reading: `prior_report`; a prior may be another case of the
+    study, whose report the `reference` arm shows as a draft)."""
     if view is None:
         return ('<div class="film"><div class="film-empty">Select a study in the worklist.'
                 "</div></div>")
@@ -68,6 +70,8 @@ def film_html(viewer: StudyViewer, view: StudyView | None,
         report = ("Reference report of the prior (as imported):\n"
                   f"FINDINGS: {ref.findings or '—'}\nIMPRESSION: {ref.impression or '—'}"
                   if ref else "No reference report stored for the prior study.")
+        if not prior_report:
+            report = "The prior's report is not shown during a reader-study reading."
         parts.append(f'<div class="film-study prior" id="prior-panel" '
                      f'data-study="{prior.study_id}"><div class="film-head">'
                      f"{study_line(prior, prior=True)}</div>{images(prior)}"
@@ -123,7 +127,8 @@ def wire_film(panel: FilmPanel, viewer: StudyViewer, guard: Guard) -> None:
             return {panel.film: film_html(viewer, view),
                     panel.prior_button: gr.update(value="Show prior beside (Alt+B)")}
         session.prior = view.prior_ids[0]
-        return {panel.film: film_html(viewer, view, viewer.open(session.prior)),
+        return {panel.film: film_html(viewer, view, viewer.open(session.prior),
+                                      prior_report=session.reading is None),
                 panel.prior_button: gr.update(value="Hide prior (Alt+B)")}
 
     panel.prior_button.click(on_prior, {guard.tab.state}, [panel.film, panel.prior_button],

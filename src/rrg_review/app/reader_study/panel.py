@@ -1,0 +1,225 @@
+"""The reader-study part of the page: a reader's study worklists (in the worklist column) and
+the Sign reading step with its confirmation (in the editor column).
+
+A reader enrolled in a study sees, per study, its name, the open session, signed/left, or the
+time left to the washout when the next session is not open yet, and the open session's
+readings in their allocated order: the case's key and whether it is signed. No arm is listed:
+the arm code of a reading is shown only once it is open, beside its draft. Opening a row opens
+the *reading* (review/desk.py `open_reading`), never the plain review of the case.
+
+Signing is two requests: Sign reading stores what is typed, then shows the report as it will
+be signed (`ReadingDesk.sign_preview`); Confirm signs exactly that (`sign`, refused when
+another tab saved since); the reading is then read-only.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import gradio as gr
+
+from rrg_review.app.deps import PRIVATE, Guard, Inputs, Outputs, Reader, sync_json
+from rrg_review.app.reader_study.service import (
+    ReaderStudyError,
+    ReaderStudyService,
+    StudyWorklist,
+    WorklistReading,
+)
+from rrg_review.app.review.desk import Client, Desk
+from rrg_review.app.review.panel import Editor
+from rrg_review.reader_study.sessions import describe_wait
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ["reading", "case", "status"]
+
+
+@dataclass(frozen=True)
+class StudyListView:
+    """What the study worklists show for one reader (plain values: testable without Gradio).
+
+    head: one Markdown line per study ('' when the reader is in none); rows: the open
+    sessions' readings; first_open: the first unsigned reading there (None: none);
+    blinding: a blinded study the reader has not finished (None: none), during which the
+    page opens no plain review: a plain review shows the model's name and provenance and the
+    dataset's reference reports (a retrieval draft is another case's reference), which the
+    blinded study hides."""
+
+    head: str
+    rows: list[list[Any]]
+    first_open: int | None
+    blinding: str | None = None
+
+    def refuse_plain(self) -> None:
+        """Raises ReaderStudyError while a blinded study of the reader is unfinished."""
+        if self.blinding is not None:
+            raise ReaderStudyError([f"you are reading in the blinded study {self.blinding!r}; "
+                                    "other studies open once you have signed all of its "
+                                    "readings"])
+
+    @property
+    def enrolled(self) -> bool:
+        return bool(self.head)
+
+
+def study_line(worklist: StudyWorklist, now: datetime) -> str:
+    """One study's line: session, signed/left, or what the reader waits for."""
+    name, plan = html.escape(worklist.study), worklist.schedule
+    if plan.open_session is not None:
+        done = sum(r.signed_at is not None for r in worklist.readings)
+        left = len(worklist.readings) - done
+        return (f"**Reader study `{name}`** · session {plan.open_session} · {done} / "
+                f"{len(worklist.readings)} signed, {left} left")
+    if plan.next_session is not None and plan.opens_at is not None:
+        return (f"**Reader study `{name}`** · session {plan.next_session} opens "
+                f"{plan.opens_at:%Y-%m-%d %H:%M} UTC, after the washout "
+                f"({describe_wait(plan.wait(now))} left)")
+    return f"**Reader study `{name}`** · every session is signed: thank you."
+
+
+class StudyLists:
+    """A reader's study worklists as the page shows them (the server's clock decides which
+    session is open)."""
+
+    def __init__(self, studies: ReaderStudyService) -> None:
+        self.studies = studies
+
+    def view(self, login: str) -> StudyListView:
+        now = self.studies.clock()
+        lines: list[str] = []
+        readings: list[WorklistReading] = []
+        blinding = None
+        for name in self.studies.studies_of(login):
+            worklist = self.studies.worklist(name, login, now)
+            lines.append(study_line(worklist, now))
+            readings.extend(worklist.readings)
+            if worklist.blinded and not worklist.schedule.finished and blinding is None:
+                blinding = name
+        keys = self.studies.case_keys({r.study_id for r in readings})
+        rows = [[r.reading_id, keys.get(r.study_id, "?"),
+                 "signed" if r.signed_at else "opened" if r.opened_at else "to read"]
+                for r in readings]
+        first = next((r.reading_id for r in readings if r.signed_at is None), None)
+        return StudyListView("<br>".join(lines), rows, first, blinding)
+
+
+@dataclass(frozen=True)
+class StudyListPanel:
+    """The study worklists, above the reader's general worklist."""
+
+    head: gr.Markdown
+    table: gr.Dataframe
+
+    @classmethod
+    def build(cls) -> StudyListPanel:
+        return cls(gr.Markdown("", elem_id="study-head"),
+                   gr.Dataframe(headers=COLUMNS, value=[], interactive=False, visible=False,
+                                elem_id="study-worklist", max_height=260,
+                                column_widths=["22%", "48%", "30%"]))
+
+    def shown(self, view: StudyListView) -> dict[Any, Any]:
+        return {self.head: view.head,
+                self.table: gr.update(value=view.rows, visible=view.enrolled)}
+
+
+@dataclass(frozen=True)
+class SignPanel:
+    """Sign reading, then the report as it will be signed and Confirm / Cancel (rows shown
+    only while their buttons are enabled: page.css `rrg-offer`)."""
+
+    sign: gr.Button
+    preview: gr.Markdown
+    confirm: gr.Button
+    cancel: gr.Button
+
+    @classmethod
+    def build(cls) -> SignPanel:
+        with gr.Row(elem_id="sign-row", elem_classes="rrg-offer"):
+            sign = gr.Button("Sign reading", elem_id="sign-reading", size="sm",
+                             variant="primary", interactive=False)
+        preview = gr.Markdown("", elem_id="sign-preview")
+        with gr.Row(elem_id="sign-confirm-row", elem_classes="rrg-offer"):
+            confirm = gr.Button("Confirm: sign this report", elem_id="sign-confirm", size="sm",
+                                variant="stop", interactive=False)
+            cancel = gr.Button("Cancel", elem_id="sign-cancel", size="sm", interactive=False)
+        return cls(sign, preview, confirm, cancel)
+
+    def state(self, *, can_sign: bool, confirming: bool = False,
+              preview: str = "") -> dict[Any, Any]:
+        return {self.sign: gr.update(interactive=can_sign and not confirming),
+                self.confirm: gr.update(interactive=confirming),
+                self.cancel: gr.update(interactive=confirming), self.preview: preview}
+
+
+def preview_markdown(report: dict[str, str]) -> str:
+    """The report as it will be signed, escaped (report text is never markup)."""
+    parts = [f"**{html.escape(section.capitalize())}**: "
+             f"{html.escape(text) if text.strip() else '(empty)'}"
+             for section, text in report.items()]
+    return ("**Sign this report?** It cannot be changed afterwards.<br>"
+            + "<br>".join(parts))
+
+
+def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
+              reading_outputs: Callable[[Reader], Outputs], reading_outs: list[Any],
+              edit_in: set[Any], with_client: dict[str, Any]) -> None:
+    """Sign reading (what is typed is saved first, then the report to sign is shown), Confirm
+    (signs exactly that; refused if the boxes changed since) and Cancel."""
+    p, tab = editor.panel, guard.tab
+
+    @guard
+    def on_sign(r: Reader, d: Inputs) -> Outputs:
+        session, texts = r.session, p.texts_of(d)
+        if session.reading is None:
+            return {p.save_status: "Open a reading of your study worklist first."}
+        client = Client.parse(d[tab.client])
+        desk.count_time(session, client, time.monotonic())
+        saved = desk.save(session, texts, client)
+        out = editor.after_save(r, saved, texts)
+        if not saved.ok:
+            return out
+        try:
+            preview = desk.sign_preview(session)
+        except ReaderStudyError as exc:
+            return {**out, **reading_outputs(r), p.save_status: f"⚠ Not signed: "
+                                                              f"{html.escape(str(exc))}"}
+        return {**out, **sign.state(can_sign=True, confirming=True,
+                                    preview=preview_markdown(preview.report))}
+
+    @guard
+    def on_confirm(r: Reader, d: Inputs) -> Outputs:
+        session, texts, client = r.session, p.texts_of(d), Client.parse(d[tab.client])
+        desk.count_time(session, client, time.monotonic())
+        if desk.pending(session, texts, client):
+            session.sign_token = None
+            return {**sign.state(can_sign=True), p.save_status: "⚠ Not signed: you changed "
+                    "the report after Sign reading; press Sign reading again."}
+        try:
+            signed = desk.sign(session)
+        except ReaderStudyError as exc:
+            return {**reading_outputs(r), sign.preview: "",
+                    p.save_status: f"⚠ Not signed: {html.escape(str(exc))}"}
+        return {**reading_outputs(r), tab.state: session, tab.sync: sync_json(r.name, session),
+                p.save_status: f"Signed ({signed.signed_at:%Y-%m-%d %H:%M} UTC): this reading "
+                               "is read-only now. Open the next one in your study worklist."}
+
+    outs = list(dict.fromkeys([tab.state, p.save_status, tab.sync, p.keep_mine, p.take_theirs,
+                               p.diff, *reading_outs]))
+    sign.sign.click(on_sign, edit_in, outs, **PRIVATE, **with_client)
+    sign.confirm.click(on_confirm, edit_in, outs, **PRIVATE, **with_client)
+    sign.cancel.click(guard(_on_cancel(sign, p.save_status)), {tab.state}, outs, **PRIVATE)
+
+
+def _on_cancel(sign: SignPanel, status: gr.Markdown) -> Callable[[Reader, Inputs], Outputs]:
+    def on_cancel(r: Reader, d: Inputs) -> Outputs:
+        """Not signed: the confirmation asked for is dropped."""
+        r.session.sign_token = None
+        return {**sign.state(can_sign=r.session.reading is not None and not r.session.signed),
+                status: "Not signed."}
+    return on_cancel

@@ -1,0 +1,179 @@
+"""A reader-study reading on the page's Desk (app/review/desk.py, reading mode), without a
+browser, on a real copy of the demo studies (SQLite and PostgreSQL): what the page is given is
+blinded (no preset, model, provenance, reference report or metrics), saves, heartbeats,
+keystroke counts and ratings go to the reading (not to the plain review of the case), and the
+hostile cases: another reader's reading, a second tab of the same reader, signing twice, saving
+after signing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import select
+
+from rrg_review.app.accounts.service import AccountService
+from rrg_review.app.deps import sync_json
+from rrg_review.app.reader_study.reading import ReadingDesk
+from rrg_review.app.reader_study.service import ReaderStudyError
+from rrg_review.app.review.desk import Client, Desk, Session
+from rrg_review.app.review.service import ReviewService
+from rrg_review.app.viewer.service import StudyViewer
+from rrg_review.db.models import Draft, Rating, Reading, ReadingSection, Revision, Study
+from tests.test_reader_study_service import T0, _design, _service
+
+pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
+
+MODEL_ID = "secret-org/rrg-model-7b"
+
+
+@pytest.fixture
+def desk(demo_db, settings, tmp_path):
+    """The Desk with readings, a 2-reader crossover of the demo's four studies with images
+    (unassisted with a template, and a model's drafts), and ann's first reading of each arm."""
+    db = demo_db
+    accounts = AccountService(db)
+    for name in ("ann", "bob"):
+        accounts.add(name, None)
+    with db.write() as s:
+        cases = list(s.scalars(select(Study).where(Study.image_count > 0)))
+        for c in cases:
+            for section in ("findings", "impression"):
+                s.add(Draft(study_id=c.id, section=section, preset="rrg24-baseline",
+                            text=f"Model {section} of {c.study_key}.", model_id=MODEL_ID,
+                            generation={"neighbour_study_id": 1}))
+    studies = _service(db)
+    studies.create(_design(tmp_path, cases=[c.study_key for c in cases],
+                           arms=[{"arm": "unassisted", "template": "Template."},
+                                 "draft:rrg24-baseline"]))
+    viewer = StudyViewer(db, settings.blobs)
+    review = ReviewService(db, accounts.audit)
+    desk = Desk(viewer, review, accounts=accounts, readings=ReadingDesk(studies, accounts.audit))
+    first = {}
+    for r in studies.worklist("s1", "ann", T0).readings:
+        first.setdefault(r.arm_code, r)
+    return desk, first
+
+
+def tab(desk, login):
+    session = Session()
+    reader = desk.bind(session, login)
+    return session, reader
+
+
+def keys(study, seq=1, pressed=3, edits=2, **sections):
+    """What page.js reports: first and last keystroke, keystroke events, edit operations."""
+    return Client(study, {s: (1.7e12, 1.7e12 + 500) for s in sections}, seq,
+                  counts={s: (pressed, edits) for s in sections})
+
+
+def test_a_reading_is_blinded_and_its_work_goes_to_the_reading(desk):
+    d, first = desk
+    db = d.review.db
+    texts_of = {}
+    for code, item in first.items():
+        session, reader = tab(d, "ann")
+        opened = d.open_reading(session, reader, item.reading_id, now=0.0)
+        assert opened.view.reference is None and opened.drafts == {}
+        shown = repr(opened) + opened.model_note + sync_json("ann", session)
+        for secret in ("rrg24", MODEL_ID, "neighbour", "unassisted", "draft:", "retrieval"):
+            assert secret not in shown
+        assert f"arm {code}" in opened.model_note
+        assert json.loads(sync_json("ann", session))["drafts"] in ({}, {"findings": 0},
+                                                                    {"findings": 0,
+                                                                     "impression": 0})
+        texts_of[code] = opened.texts
+        assert d.metrics_view(session).notes == ["Metrics are not shown in a reader study "
+                                                 "reading."]
+        assert "signing it unchanged" in d.accept(session, opened.texts,
+                                                  Client(session.study)).message
+    assert sorted(t["findings"].split(" of ")[0] for t in texts_of.values()) == \
+        ["Model findings", "Template."]
+    # save twice: the counts the page reports are totals since the study was shown
+    item = first["A"]
+    session, reader = tab(d, "ann")
+    d.open_reading(session, reader, item.reading_id, now=0.0)
+    case = session.study
+    saved = d.save(session, {"findings": "Mine.", "impression": ""}, keys(case, findings=1))
+    assert saved.wrote, saved.message
+    saved = d.save(session, {"findings": "Mine, more.", "impression": ""},
+                   keys(case, seq=2, pressed=10, edits=6, findings=1))
+    assert saved.wrote, saved.message
+    d.tick(session, {"findings": "Mine, more.", "impression": ""}, Client(case, seq=2),
+           now=20.0)
+    ok, message = d.rate(session, 4, False, {}, "fine", None)
+    assert ok, message
+    with db.read() as s:
+        row = s.get_one(ReadingSection, (item.reading_id, "findings"))
+        assert (row.keystrokes, row.edits) == (10, 6)  # 3 + 7 and 2 + 4: never twice
+        assert row.first_keystroke_at is not None
+        assert s.get_one(Reading, item.reading_id).active_seconds == pytest.approx(20.0)
+        assert {r.reading_id for r in s.scalars(select(Revision).where(
+            Revision.study_id == case))} == {item.reading_id}
+        assert s.scalar(select(Rating.reading_id).where(Rating.study_id == case)) == \
+            item.reading_id
+    assert d.review.current(reader, case) == {}  # the plain review of the case: untouched
+
+
+def test_other_readers_second_tabs_signing_twice_and_saving_after_signing(desk):
+    d, first = desk
+    item = first["A"]
+    bob, bob_id = tab(d, "bob")
+    with pytest.raises(ReaderStudyError, match="is not one of 'bob'"):
+        d.open_reading(bob, bob_id, item.reading_id, now=0.0)
+    assert bob.study is None and bob.reading is None  # nothing of it on bob's tab
+    one, reader = tab(d, "ann")
+    two, _ = tab(d, "ann")
+    d.open_reading(one, reader, item.reading_id, now=0.0)
+    d.open_reading(two, reader, item.reading_id, now=0.0)
+    case = one.study
+    assert d.save(one, {"findings": "Tab one.", "impression": ""}, keys(case, findings=1)).wrote
+    clash = d.save(two, {"findings": "Tab two.", "impression": ""}, keys(case, findings=1))
+    assert "findings" in clash.conflicts and "Tab one." in clash.message
+    kept = d.keep_mine(two, {"findings": "Tab two.", "impression": ""},
+                       keys(case, seq=2, findings=1))
+    assert kept.wrote, kept.message
+    with pytest.raises(ReaderStudyError, match="press Sign reading first"):
+        d.sign(one)
+    d.sign_preview(one)
+    # tab two saved after tab one's preview: what tab one confirmed is not what is stored
+    d.save(two, {"findings": "Tab two again.", "impression": ""}, keys(case, seq=3, findings=1))
+    with pytest.raises(ReaderStudyError, match="changed since you were asked to confirm"):
+        d.sign(one)
+    preview = d.sign_preview(one)
+    assert preview.report["findings"] == "Tab two again."
+    signed = d.sign(one)
+    assert signed.signed_at == T0 and one.signed
+    # signing twice, from either tab; saving and rating after signing: refused, one sentence
+    for session in (one, two):
+        with pytest.raises(ReaderStudyError, match="is signed"):
+            d.sign_preview(session)
+    later = d.save(two, {"findings": "After signing.", "impression": ""},
+                   keys(case, seq=4, findings=1))
+    assert later.message.startswith("⚠ Not saved") and "is signed" in later.message
+    ok, message = d.rate(two, 3, False, {}, None, None)
+    assert not ok and "is signed" in message
+    with d.review.db.read() as s:
+        texts = list(s.scalars(select(Revision.text).where(
+            Revision.reading_id == item.reading_id).order_by(Revision.number)))
+    assert texts[-1] == "Tab two again." and "After signing." not in texts
+    # a signed reading opens read-only
+    three, _ = tab(d, "ann")
+    opened = d.open_reading(three, reader, item.reading_id, now=0.0)
+    assert three.signed and "read-only" in opened.status
+
+
+def test_the_prior_beside_a_reading_comes_without_its_report(desk):
+    from rrg_review.app.viewer.panel import film_html
+
+    d, _ = desk
+    viewer = d.viewer
+    views = [viewer.open(i) for i in d.readings.studies.case_keys(
+        set(range(1, 20))) if viewer.open(i).prior_ids]
+    assert views, "the demo has a study with a prior"
+    view = views[0]
+    prior = viewer.open(view.prior_ids[0])
+    assert prior.reference is not None and prior.reference.findings
+    assert prior.reference.findings in film_html(viewer, view, prior)  # a plain review
+    blinded = film_html(viewer, view, prior, prior_report=False)
+    assert prior.reference.findings not in blinded and "not shown" in blinded

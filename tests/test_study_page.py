@@ -1,0 +1,281 @@
+"""A blinded 2-reader x 6-case, 2-arm crossover read end to end on the page (issue #20), in
+real Chromium against the real app (one app and one browser for the module): the study is
+created by the real CLI from a design file, the readers sign in, read and sign their session-1
+readings in their allocated order, the washout is crossed by moving the study clock of the
+running server (a file it reads: never a sleep), session 2 shows each case under the other arm,
+and `study analyze NAME` finds 2 x 6 x 2 signed readings with both arms. Every page's DOM and
+every Gradio request and answer body are checked for what blinding hides: the model's preset
+and id, the arm names, the cases' reference reports and the other reader's words. Hostile
+cases: another reader's reading by its id, a session before its washout, a second tab of the
+same reader that saves and signs after the first signed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select
+
+from tests.browser import App, close_pages, wait_text
+
+pytest_plugins = ["tests.browser"]
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+T0 = datetime(2026, 11, 2, 8, tzinfo=UTC)
+MODEL_ID = "secret-org/rrg-model-7b"
+PRESET = "rrg24-baseline"
+TEMPLATE = "Template: heart size normal, lungs clear."
+STUDY = "page-crossover"
+PASSWORD = "correct horse battery"
+# what a reader's page must never show or carry (besides references and other readers' words)
+SECRETS = (MODEL_ID, "secret-org", PRESET, "rrg24", "draft:", "unassisted", "neighbour",
+           "retrieval", "Model preset")
+
+
+def _build(path, tmp_path, templates):
+    """The demo database with two readers, a model's drafts of six cases and the study,
+    created by the real CLI; returns (case keys, reference texts)."""
+    from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.cli import main
+    from rrg_review.app.settings import Settings
+    from rrg_review.db.models import Draft, ReferenceReport, Study
+
+    settings = Settings.from_args(str(path))
+    templates.copy_sqlite("demo", settings)
+    db = settings.open_database()
+    try:
+        accounts = AccountService(db)
+        for name in ("ann", "bob"):
+            accounts.add(name, PASSWORD)
+        with db.write() as s:
+            _more_cases(s, 2)
+            cases = list(s.scalars(select(Study).where(Study.image_count > 0)
+                                   .order_by(Study.sort_key).limit(6)))
+            keys = [c.study_key for c in cases]
+            for c in cases:
+                for section in ("findings", "impression"):
+                    s.add(Draft(study_id=c.id, section=section, preset=PRESET,
+                                text=f"Model {section} of {c.study_key}.", model_id=MODEL_ID,
+                                generation={"neighbour_study_id": 1}))
+            references = [t for r in s.scalars(select(ReferenceReport).where(
+                ReferenceReport.study_id.in_([c.id for c in cases])))
+                for t in (r.findings, r.impression) if t and len(t) > 12]
+    finally:
+        db.dispose()
+    assert len(keys) == 6, keys
+    design = tmp_path / "design.json"
+    design.write_text(json.dumps({
+        "name": STUDY, "cases": keys, "readers": ["ann", "bob"],
+        "arms": [{"arm": "unassisted", "template": TEMPLATE}, f"draft:{PRESET}"],
+        "design": "crossover", "sessions": 2, "washout_days": 14, "seed": 7,
+        "blinded": True}))
+    assert main(["study", "create", str(design), "--db", str(path)]) == 0
+    return keys, references
+
+
+def _more_cases(s, n):
+    """The demo has four studies with images: n more, each with the first one's films (a new
+    patient each, so none is another's prior) and a reference report of its own."""
+    from rrg_review.db.models import Image, Patient, ReferenceReport, Study
+
+    first = s.scalars(select(Study).where(Study.image_count > 0).order_by(Study.sort_key)).first()
+    columns = [c.key for c in Image.__table__.columns if c.key not in ("id", "study_id")]
+    for i in range(n):
+        patient = Patient(source=first.source, key=f"extra-patient-{i}")
+        s.add(patient)
+        s.flush()
+        study = Study(patient_id=patient.id, source=first.source, study_key=f"EXTRA-{i + 1}",
+                      split=first.split, image_count=first.image_count,
+                      sort_key=f"zz-extra-{i}")
+        s.add(study)
+        s.flush()
+        for image in first.images:
+            s.add(Image(study_id=study.id, **{c: getattr(image, c) for c in columns}))
+        s.add(ReferenceReport(study_id=study.id, findings=f"Reference findings of extra {i}.",
+                              impression=f"Reference impression of extra {i}."))
+    s.flush()
+
+
+@pytest.fixture(scope="module")
+def study_app(tmp_path_factory, database_templates):
+    folder = tmp_path_factory.mktemp("study-page")
+    path = folder / "app.sqlite"
+    keys, references = _build(path, folder, database_templates)
+    clock = folder / "clock.txt"
+    clock.write_text(T0.isoformat())
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RRG_REVIEW_STUDY_CLOCK", str(clock))
+        app = App(path, "--login", "--no-predraft")
+    yield app, clock, keys, references
+    app.stop()
+
+
+class Reader:
+    """One reader's browser context, its page and every Gradio body it sent or received."""
+
+    def __init__(self, browser, app, name):
+        self.name, self.app = name, app
+        self.context = browser.new_context(viewport={"width": 1500, "height": 1000})
+        self.bodies: list[str] = []
+        self.context.on("requestfinished", self._keep)
+        self.page = self.login(self.context.new_page())
+
+    def _keep(self, request):
+        if request.post_data:
+            self.bodies.append(request.post_data)
+        from playwright.sync_api import Error as PlaywrightError
+
+        # (a body Chromium did not keep, an image's, say: nothing to read)
+        with contextlib.suppress(PlaywrightError):
+            response = request.response()
+            if response is not None:
+                self.bodies.append(response.body().decode("utf-8", "replace"))
+
+    def login(self, page, query=""):
+        page.goto(self.app.url + query)
+        page.get_by_label("username").fill(self.name)
+        page.get_by_label("password").fill(PASSWORD)
+        page.get_by_role("button", name="Login").click()
+        page.locator("#reader").get_by_text(self.name).wait_for()
+        return page
+
+    def tab(self, query=""):
+        """Another tab of this signed-in reader."""
+        page = self.context.new_page()
+        page.goto(self.app.url + query)
+        page.locator("#reader").get_by_text(self.name).wait_for()
+        return page
+
+    def readings(self, session):
+        return self.app.query(
+            "SELECT r.id, s.study_key, a.spec FROM reading r JOIN study s ON s.id = r.study_id "
+            "JOIN reader_study_arm a ON a.id = r.arm_id JOIN reader ON reader.id = r.reader_id "
+            "WHERE reader.name = ? AND r.session = ? ORDER BY r.position", self.name, session)
+
+    def seen(self):
+        return "\n".join([*self.bodies, *(p.content() for p in self.context.pages)])
+
+
+def _read(reader, reading_id, key, arm, words):
+    """Open a reading from the study worklist, check its draft is its arm's, type, sign."""
+    page = reader.page
+    page.locator("#study-worklist").get_by_text(key, exact=True).filter(visible=True).first.click()
+    page.locator("#film-head").get_by_text(key).wait_for()
+    findings = page.locator("#edit-findings textarea")
+    expected = TEMPLATE if arm == "unassisted" else f"Model findings of {key}."
+    try:
+        page.wait_for_function("([el, v]) => el.value === v", arg=[findings.element_handle(),
+                                                                   expected], timeout=20_000)
+    except Exception:
+        raise AssertionError(f"{key} {arm}: {findings.input_value()!r} "
+                             f"{page.locator('#save-status').inner_text()!r}") from None
+    impression = page.locator("#edit-impression textarea").input_value()
+    assert impression == ("" if arm == "unassisted" else f"Model impression of {key}.")
+    findings.click()
+    page.keyboard.press("End")
+    page.keyboard.type(f" {words}")
+    page.locator("#sign-reading").click()
+    wait_text(page, "sign-preview", words)
+    page.locator("#sign-confirm").click()
+    wait_text(page, "save-status", "Signed")
+    assert findings.is_disabled()
+    rows = reader.app.query("SELECT signed_at FROM reading WHERE id = ?", reading_id)
+    assert rows[0][0] is not None
+
+
+def _session(reader, session, keys):
+    readings = reader.readings(session)
+    assert sorted(k for _, k, _ in readings) == sorted(keys)
+    page = reader.page
+    wait_text(page, "study-head", f"session {session} · 0 / 6 signed")
+    shown = page.locator("#study-worklist").inner_text()
+    assert sorted(keys, key=shown.index) == [k for _, k, _ in readings]  # the allocated order
+    for i, (reading_id, key, arm) in enumerate(readings):
+        began = time.monotonic()
+        _read(reader, reading_id, key, arm.split(":")[0], f"{reader.name.upper()}{session}{i}")
+        print(f"{reader.name} session {session} reading {i + 1}: "
+              f"{time.monotonic() - began:.1f} s")
+    return {key: arm for _, key, arm in readings}
+
+
+def _second_tab_after_signing(reader, page, reading):
+    """The other tab saves and signs after the reading was signed: refused, nothing stored."""
+    page.bring_to_front()
+    page.locator("#edit-findings textarea").click()
+    page.keyboard.type(" late")
+    page.locator("#sign-reading").click()
+    page.wait_for_function("() => /is signed|elsewhere/.test("
+                           "document.getElementById('save-status').innerText)")
+    if "elsewhere" in page.locator("#save-status").inner_text():  # told of tab one's save
+        page.locator("#keep-mine").click()
+    wait_text(page, "save-status", "is signed")
+    assert not reader.app.query("SELECT id FROM revision WHERE reading_id = ? AND text LIKE ?",
+                                reading, "% late")
+    page.close()
+
+
+def _no_leaks(reader, other, references):
+    seen = reader.seen()
+    for secret in (*SECRETS, *references, *(f"{other.upper()}{s}{i}" for s in (1, 2)
+                                            for i in range(6))):
+        assert secret not in seen, f"{reader.name}'s page shows or carries {secret!r}"
+
+
+def test_blinded_crossover_read_and_signed_in_the_browser(study_app, browser, tmp_path):
+    from rrg_review.app.cli import main
+
+    app, clock, keys, references = study_app
+    try:
+        ann, bob = Reader(browser, app, "ann"), Reader(browser, app, "bob")
+        arms1 = {r.name: _session(r, 1, keys) for r in (ann, bob)}
+        # the model's drafts reached the pages (the network log is not empty of them)
+        for reader in (ann, bob):
+            assert any("Model findings of" in body for body in reader.bodies)
+        # session 2 waits for the washout: the list says so, the server refuses its readings
+        wait_text(ann.page, "study-head", "session 2 opens 2026-11-16")
+        later = ann.readings(2)[0][0]
+        tab = ann.tab(f"?reading={later}")
+        wait_text(tab, "save-status", "after the washout")
+        tab.close()
+        # another reader's reading by its id: refused, nothing of it shown
+        theirs = ann.readings(1)[0]
+        tab = bob.tab(f"?reading={theirs[0]}")
+        wait_text(tab, "save-status", "is not one of 'bob'")
+        assert "ANN1" not in tab.content()
+        tab.close()
+        # the study clock of the running server moves past the washout
+        clock.write_text((T0 + timedelta(days=15)).isoformat())
+        for reader in (ann, bob):
+            reader.page.reload()
+            reader.page.locator("#reader").get_by_text(reader.name).wait_for()
+        # a second tab of ann on the reading she is about to sign in her first tab
+        reading, key, _ = ann.readings(2)[0]
+        second = ann.tab(f"?reading={reading}")
+        second.locator("#film-head").get_by_text(key).wait_for()
+        ann.page.bring_to_front()  # (a page in the background gets no animation frames)
+        arms2 = {r.name: _session(r, 2, keys) for r in (ann, bob)}
+        _second_tab_after_signing(ann, second, reading)
+        for name in ("ann", "bob"):
+            assert all(arms2[name][k] != arms1[name][k] for k in keys)  # the other arm
+        for reader, other in ((ann, "bob"), (bob, "ann")):
+            _no_leaks(reader, other, references)
+            wait_text(reader.page, "study-head", "every session is signed")
+    finally:
+        close_pages(browser)
+    typed = app.query("SELECT COUNT(*) FROM reading_section WHERE keystrokes > 0 AND edits > 0"
+                      " AND first_keystroke_at IS NOT NULL AND section = 'findings'")
+    assert typed == [(24,)]
+    out = tmp_path / "result.json"
+    assert main(["study", "analyze", STUDY, "--db", str(app.db), "--csv",
+                 str(tmp_path / "readings.csv"), "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    table = (tmp_path / "readings.csv").read_text().splitlines()
+    assert len(table) == 1 + 24
+    assert result["n"]["readings"] == 24 and result["n"]["excluded"] == 0, result["n"]
+    arms = {line.split(",")[table[0].split(",").index("arm")] for line in table[1:]}
+    assert arms == {"unassisted", f"draft:{PRESET}"}
+    assert os.path.getsize(out) > 0
