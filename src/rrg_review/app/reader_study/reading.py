@@ -34,6 +34,7 @@ from rrg_review.app.reader_study.service import (
     reading_for,
     worklist_reading,
 )
+from rrg_review.app.review.aids import ReviewAids
 from rrg_review.app.review.service import (
     MAX_ACTIVE_GAP_S,
     SECTIONS,
@@ -49,12 +50,16 @@ from rrg_review.db.engine import ROWS, Database
 from rrg_review.db.models import (
     Draft,
     Rating,
+    Reader,
     ReaderStudyArm,
     Reading,
     ReadingSection,
     ReferenceReport,
     Revision,
+    Study,
 )
+from rrg_review.db.store import prior_ids
+from rrg_review.metrics.findings.flags import DraftFlag
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +145,7 @@ class ReadingDesk:
         self.studies = studies
         self.db: Database = studies.db
         self.audit = audit or AuditLog(studies.db)
+        self.aids = ReviewAids()
 
     def _now(self, now: datetime | None) -> datetime:
         return now or self.studies.clock()
@@ -172,6 +178,25 @@ class ReadingDesk:
                                                 latest.number if latest else None))
             return OpenedReading(study.name, worklist_reading(reading, code), tuple(sections),
                                  reading.active_seconds)
+
+    def flags(self, reading_id: int, reader: str,
+              texts: dict[str, str]) -> tuple[DraftFlag, ...]:
+        """The flags on a reading's text as it is on screen (issue #22): only those that need
+        no answer (a contradiction, findings and impression disagreeing, a comparison without a
+        prior). A reading is blinded: no reference-based flag, whatever the dataset's report
+        says (it would tell the reader the answer, and the `reference` arm's draft is that
+        report).
+
+        Raises:
+            ReaderStudyError: not the reader's reading.
+        """
+        with self.db.read() as s:
+            reading = s.scalar(select(Reading).join(Reader, Reader.id == Reading.reader_id)
+                               .where(Reading.id == reading_id, Reader.name == reader))
+            if reading is None:
+                raise ReaderStudyError([f"reading {reading_id} is not one of {reader}'s"])
+            has_prior = bool(prior_ids(s, s.get_one(Study, reading.study_id)))
+        return self.aids.flags(texts, has_prior=has_prior)
 
     # -- edit ------------------------------------------------------------------------------------
     def save(self, reading_id: int, reader: str, edits: dict[str, ReadingEdit], *,
