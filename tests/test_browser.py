@@ -227,3 +227,83 @@ def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     assert app.query("SELECT text FROM revision WHERE section = 'impression' ORDER BY number"
                      ) == [("Tab one impression.",), ("Tab two impression.",),
                            ("Tab one again.",), ("Tab two impression.",)]
+
+
+# key-to-paint latency: from each keydown to the next animation frame after it (the frame in
+# which the typed character is painted), in the page's own clock
+_LATENCY_JS = """() => {
+  window.rrgLatency = [];
+  document.addEventListener('keydown', (e) => {
+    const t0 = performance.now();
+    requestAnimationFrame(() => window.rrgLatency.push(performance.now() - t0));
+  }, true);
+}"""
+
+
+def test_review_aids_prefill_confirm_and_highlights(browser, app):
+    """Issue #22 in Chromium: the edit's suggested ReXVal count is pre-filled and marked, the
+    flagged sentences are drawn over the box without touching its text or cursor, the rating is
+    refused until the suggestion is confirmed, then stored beside it; typing stays fast."""
+    page = new_page(browser, app.url)
+    wait_value(page, "findings", "v.length > 20")
+    key = page.locator("#film-head").inner_text().split("Study ")[1].split()[0]
+    findings = page.locator("#edit-findings textarea")
+    findings.click()
+    page.keyboard.press("End")
+    page.keyboard.press("Control+End")
+    page.evaluate(_LATENCY_JS)
+    added = " No pleural effusion. Large left pleural effusion."
+    page.keyboard.type(added, delay=25)
+    latency = sorted(page.evaluate("window.rrgLatency"))
+    p95 = latency[int(0.95 * (len(latency) - 1))]
+    print(f"\nkey-to-paint while typing {len(latency)} keys (review aids on): "
+          f"median {latency[len(latency) // 2]:.1f} ms, p95 {p95:.1f} ms, "
+          f"max {latency[-1]:.1f} ms")
+    assert len(latency) == len(added) and p95 < 150, latency
+    typed = findings.input_value()
+    assert typed.endswith(added)
+    # the marks: drawn over the box once the server's answer is for the text in it
+    flagged = page.locator("#edit-findings .rrg-marks mark.rrg-mark-flag")
+    flagged.first.wait_for(timeout=30_000)
+    assert {m.strip() for m in flagged.all_inner_texts()} >= {
+        "No pleural effusion.", "Large left pleural effusion."}
+    wait_text(page, "draft-flags", "both reported and denied")
+    assert findings.input_value() == typed  # highlights never change the text ...
+    assert page.evaluate("document.activeElement === document.querySelector("
+                         "'#edit-findings textarea')")  # ... nor take the focus or cursor
+    assert findings.evaluate("el => el.selectionStart") == len(typed)
+    # the pre-filled suggestion, marked, with its reason on hover
+    missing = page.locator("#rexval-missing_finding-significant")
+    page.wait_for_function("() => document.querySelector("
+                           "'#rexval-missing_finding-significant input')?.value === '1'",
+                           timeout=30_000)
+    assert "rrg-suggested" in missing.get_attribute("class")
+    wait_until(lambda: "effusion" in (missing.locator("input").get_attribute("title") or ""),
+               "the suggestion's reason as the row's title")
+    wait_text(page, "rexval-suggested", "Suggested from your edit")
+    # unconfirmed, the suggestion is not a rating
+    page.locator("#likert label").filter(has_text="3").click()
+    page.locator("#rate").click()
+    wait_text(page, "rate-status", "I checked the suggested counts")
+    assert not _ratings(app.db, key)
+    # the reader changes one count of their own and confirms
+    own = page.locator("#rexval-false_finding-insignificant input")
+    own.fill("1")
+    page.wait_for_function("() => !document.querySelector("
+                           "'#rexval-false_finding-significant.rrg-suggested')")
+    page.locator("#rexval-checked input").check()
+    page.locator("#rate").click()
+    wait_text(page, "rate-status", "Rated")
+    (errors, suggested), = _ratings(app.db, key)
+    assert suggested["missing_finding"] == 1
+    assert errors["missing_finding"]["significant"] == 1
+    assert errors["false_finding"]["insignificant"] == 1
+
+
+def _ratings(db: Path, key: str) -> list[tuple[dict, dict]]:
+    import json
+
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT r.errors, r.suggested FROM rating r JOIN study s ON "
+                            "s.id = r.study_id WHERE s.study_key = ?", (key,)).fetchall()
+    return [(json.loads(e), json.loads(s) if s else None) for e, s in rows]
