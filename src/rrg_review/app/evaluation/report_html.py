@@ -240,6 +240,19 @@ def _agreement(ev: Evaluation) -> list[str]:
                         [[a.on, a.statistic, a.value, a.p_value, a.n]
                          for a in ev.reader_agreement]) if ev.reader_agreement else
                  '<p class="note">No study was rated by more than one reader.</p>')
+
+    parts.append('<h2 id="suggestion-agreement">Suggested vs confirmed ReXVal counts</h2>')
+    parts.append('<p class="note">The counts suggested from each reader\'s edit (draft vs '
+                 "their final text, pre-filled in the rating panel) against the counts the "
+                 "reader confirmed, per category over the ratings that stored a suggestion: "
+                 "summed counts, the share of ratings with the same count, and Cohen's kappa "
+                 "(statsmodels) of the category having an error at all.</p>")
+    parts.append(_table(["category", "n", "suggested", "confirmed", "same count", "kappa",
+                         "p"],
+                        [[rexval_label(a.category), a.n, a.suggested, a.confirmed, a.exact,
+                          a.kappa, a.p_value] for a in ev.suggestion_agreement])
+                 if ev.suggestion_agreement else
+                 '<p class="note">No rating stored a suggestion.</p>')
     return parts
 
 

@@ -44,6 +44,8 @@ class ReviewRow:
     likert: int | None = None
     acceptable: bool | None = None
     errors: dict[str, dict[str, int]] = field(default_factory=dict)
+    # the counts the reader's edit suggested when they rated (issue #22); None: none stored
+    suggested: dict[str, int] | None = None
     comment: str | None = None
     active_seconds: float | None = None
     rated_at: str | None = None
@@ -163,6 +165,25 @@ class ReaderAgreement:
 
 
 @dataclass(frozen=True)
+class SuggestionAgreement:
+    """How the counts suggested from readers' edits agree with the counts they confirmed, for
+    one ReXVal category over the ratings that stored a suggestion (issue #22).
+
+    suggested/confirmed: the summed counts; exact: the share of ratings whose count equals the
+    suggestion; kappa: Cohen's kappa (unweighted, statsmodels) of "this category has an error"
+    as suggested vs as confirmed: 0 where one side never varies, NaN where it is undefined
+    (both sides constant, n < 2)."""
+
+    category: str
+    n: int
+    suggested: int
+    confirmed: int
+    exact: float
+    kappa: float
+    p_value: float | None
+
+
+@dataclass(frozen=True)
 class CaseList:
     """A few rows worth reading: worst/best by the headline metric or by rating."""
 
@@ -187,3 +208,4 @@ class Evaluation:
     reader_agreement: tuple[ReaderAgreement, ...]
     cases: tuple[CaseList, ...]
     headline: str | None  # the metric that ranks the cases (first available of HEADLINE)
+    suggestion_agreement: tuple[SuggestionAgreement, ...] = ()

@@ -140,6 +140,8 @@ def _rows_of_draft(data: _Session, filters: ExportFilters, study: Study, section
             likert=rating.likert if rating else None,
             acceptable=rating.acceptable if rating else None,
             errors=dict(rating.errors or {}) if rating else {},
+            suggested=dict(rating.suggested) if rating and rating.suggested is not None
+            else None,
             comment=rating.comment if rating else None,
             active_seconds=data.active.get((rid, study.id)),
             rated_at=rating.created_at.isoformat() if rating else None))

@@ -32,6 +32,7 @@ from rrg_review.app.evaluation.results import (
     TimeOnTask,
 )
 from rrg_review.app.evaluation.rows import collect_rows
+from rrg_review.app.evaluation.suggestions import suggestion_agreements
 from rrg_review.core.vocabulary import ERROR_KINDS, REXVAL_CATEGORIES, SECTIONS
 from rrg_review.db.engine import Database
 from rrg_review.db.metric_cache import DatabaseScoreCache
@@ -93,7 +94,8 @@ def evaluate(db: Database, filters: ExportFilters | None = None,
         unavailable=unavailable,
         review=ReviewSummary(review_by_model(ratings), time_on_task(db, filters)),
         edits=edit_summaries(rows), metric_agreement=metric_agreements(ratings),
-        reader_agreement=reader_agreements(ratings), cases=cases, headline=headline)
+        reader_agreement=reader_agreements(ratings), cases=cases, headline=headline,
+        suggestion_agreement=suggestion_agreements(ratings))
 
 
 def score_rows(rows: Sequence[ReviewRow], metrics: Sequence[Metric], cache: ScoreCache
