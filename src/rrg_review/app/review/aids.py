@@ -26,7 +26,8 @@ from rrg_review.studies.records import ReportSections
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EditSuggestion", "ReviewAids", "aids_json", "flags_html", "suggestion_html"]
+__all__ = ["AidsView", "EditSuggestion", "ReviewAids", "aids_json", "flags_html",
+           "suggestion_html"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,18 @@ class EditSuggestion:
         return bool(self.errors)
 
 
+@dataclass(frozen=True)
+class AidsView:
+    """Everything the review page shows of the aids for one text on screen: what the panel
+    pre-fills and stores (`suggestion`), the flags, and their HTML and JSON for the page."""
+
+    suggestion: EditSuggestion
+    flags: tuple[DraftFlag, ...]
+    flags_html: str
+    suggestion_html: str
+    marks_json: str
+
+
 class ReviewAids:
     """One finding extractor (its tables take milliseconds to build) for every tab of a page;
     `extract` is pure, so concurrent handlers can share it."""
@@ -71,6 +84,16 @@ class ReviewAids:
                 errors += [(section, e) for e in
                            suggest_errors(draft, final, self.extractor).errors]
         return EditSuggestion(tuple(errors))
+
+    def view(self, drafts: dict[str, str], texts: dict[str, str], *, has_prior: bool | None,
+             reference: ReportSections | None) -> AidsView:
+        """What the page shows for `texts` (the whole answer to one edit; bench/suggest_errors
+        times exactly this)."""
+        suggestion = self.suggest(drafts, texts)
+        flags = self.flags(texts, has_prior=has_prior, reference=reference)
+        return AidsView(suggestion, flags, flags_html(flags, texts, reference),
+                        suggestion_html(suggestion, drafts, texts),
+                        aids_json(texts, suggestion, flags))
 
     def flags(self, texts: dict[str, str], *, has_prior: bool | None,
               reference: ReportSections | None = None) -> tuple[DraftFlag, ...]:

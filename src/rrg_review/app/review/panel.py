@@ -30,7 +30,6 @@ from rrg_review.app.deps import (
     Tab,
     sync_json,
 )
-from rrg_review.app.review.aids import aids_json, flags_html, suggestion_html
 from rrg_review.app.review.desk import Client, Desk, Opened, Saved, Session
 from rrg_review.app.review.service import RatingView
 from rrg_review.core.vocabulary import REXVAL_CATEGORIES, REXVAL_LABELS, SECTIONS
@@ -267,16 +266,14 @@ class Editor:
         this page shows the reference anyway), the suggested ReXVal counts pre-filled in the
         rows the reader has not typed in (only the rows whose count changes are sent), and the
         tick unset whenever what is suggested changes."""
-        p, aids = self.panel, self.desk.aids
+        p = self.panel
         if session.study is None:
             return {p.flags_note: "", p.aids: "", p.suggest_note: ""}
-        drafts = self.desk.draft_texts(session)
-        suggestion = aids.suggest(drafts, texts)
-        flags = aids.flags(texts, has_prior=session.has_prior, reference=session.reference)
-        out: Outputs = {p.flags_note: flags_html(flags, texts, session.reference),
-                        p.aids: aids_json(texts, suggestion, flags),
-                        p.suggest_note: suggestion_html(suggestion, drafts, texts)}
-        counts = suggestion.counts()
+        view = self.desk.aids.view(self.desk.draft_texts(session), texts,
+                                   has_prior=session.has_prior, reference=session.reference)
+        out: Outputs = {p.flags_note: view.flags_html, p.aids: view.marks_json,
+                        p.suggest_note: view.suggestion_html}
+        counts = view.suggestion.counts()
         if counts != session.suggested:
             session.suggested = counts
             out[p.checked] = False
