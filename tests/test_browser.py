@@ -153,6 +153,10 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
             "() => [...document.querySelectorAll('#likert input')].some(i => i.checked)")
         page.locator("#rexval-missing_finding-significant input").fill("1")
         page.locator("#comment textarea").fill("misses the effusion")
+        # the edit suggested counts (#22): the rating waits until the reader confirms them
+        page.locator("#rate").click()
+        wait_text(page, "rate-status", "I checked the suggested counts")
+        page.locator("#rexval-checked input").check()
         page.locator("#rate").click()
         wait_text(page, "rate-status", "Rated (#1")
         # the metrics panel shows draft/final/reference comparisons
