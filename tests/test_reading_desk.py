@@ -249,8 +249,10 @@ def test_a_rating_belongs_to_its_reading_and_names_no_model(study_db, tmp_path, 
         desk.rate(item.reading_id, "ann", likert=4, now=T0)
     desk.open(item.reading_id, "ann", T0)
     rating = desk.rate(item.reading_id, "ann", likert=4,
-                       errors={"false_finding": {"significant": 1}}, now=T0)
+                       errors={"false_finding": {"significant": 1}}, now=T0,
+                       suggested={"false_finding": 2})
     assert rating.preset is None and rating.likert == 4
+    assert rating.suggested["false_finding"] == 2 and sum(rating.suggested.values()) == 2
     with study_db.read() as s:
         ann = s.scalar(select(Reader.id).where(Reader.name == "ann"))
     assert ReviewService(study_db).latest_rating(ann, item.study_id) is None

@@ -45,6 +45,7 @@ from rrg_review.app.review.service import (
     likert_score,
     rexval_counts,
     save_revision,
+    suggested_counts,
 )
 from rrg_review.db.engine import ROWS, Database
 from rrg_review.db.models import (
@@ -280,11 +281,14 @@ class ReadingDesk:
              acceptable: bool | None = None,
              errors: dict[str, dict[str, object]] | None = None,
              comment: str | None = None, now: datetime | None = None,
-             address: str | None = None) -> RatingView:
+             address: str | None = None,
+             suggested: dict[str, int] | None = None) -> RatingView:
         """The reader's rating of this reading's draft (Likert 1-5, ReXVal counts), stored
-        with the reading and no preset name (the arm is the reading's)."""
+        with the reading and no preset name (the arm is the reading's); `suggested`: the
+        counts suggested from the reader's edit that they confirmed or changed (#22)."""
         score = likert_score(likert)
         clean = rexval_counts(errors or {})
+        proposed = suggested_counts(suggested) if suggested is not None else None
         with self.db.write(scope=ROWS) as s:
             reading = self._editable(s, reading_id, reader, self._now(now))
             number = int(s.scalar(select(func.coalesce(func.max(Rating.number), 0)).where(
@@ -293,13 +297,13 @@ class ReadingDesk:
             rating = Rating(reader_id=reading.reader_id, study_id=reading.study_id,
                             number=number, preset=None, likert=score, acceptable=acceptable,
                             errors=clean, comment=(comment or "").strip() or None,
-                            reading_id=reading.id)
+                            reading_id=reading.id, suggested=proposed)
             s.add(rating)
             s.flush()
             self.audit.record("rate", session=s, actor=reader, address=address,
                               target=f"reading {reading.id} rating {number}")
             return RatingView(rating.number, None, rating.likert, rating.acceptable,
-                              dict(rating.errors), rating.comment, rating.created_at)
+                              dict(rating.errors), rating.comment, rating.created_at, proposed)
 
     # -- sign ------------------------------------------------------------------------------------
     def sign_preview(self, reading_id: int, reader: str,
