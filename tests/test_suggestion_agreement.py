@@ -1,6 +1,7 @@
-"""The export's agreement between suggested and confirmed ReXVal counts (issue #22), from ratings
-stored through the review service on SQLite and PostgreSQL, checked against scikit-learn's
-kappa (another implementation than the statsmodels one the export uses)."""
+"""The export's measures of the review aids (issue #22): suggested vs confirmed ReXVal counts
+from ratings stored through the review service on SQLite and PostgreSQL (kappa checked against
+scikit-learn, another implementation than the statsmodels one the export uses), and each draft
+flag kind against the sentences readers edited."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from rrg_review.app.accounts.service import AccountService
-from rrg_review.app.evaluation.export import evaluate, export
+from rrg_review.app.evaluation.aids import flag_outcomes
+from rrg_review.app.evaluation.export import ReviewRow, evaluate, export
 from rrg_review.app.review.service import ReviewService
 from rrg_review.app.worklist.service import WorklistService
+from rrg_review.metrics.findings.flags import FLAG_KINDS
 
 pytestmark = pytest.mark.both_databases
 
@@ -57,3 +60,35 @@ def test_suggested_vs_confirmed_per_category_in_every_format(drafted_db, tmp_pat
                 metrics=[])[0].open(newline="") as f:
         suggested = {r["missing_finding_suggested"] for r in csv.DictReader(f)}
     assert suggested >= {"1", "0", ""}
+    assert 'id="flag-outcomes"' in html
+    assert [f["kind"] for f in data["flag_outcomes"]] == list(FLAG_KINDS)
+
+
+def _row(study: int, section: str, draft: str, final: str | None, reader: str | None = "a",
+         reference: str | None = None) -> ReviewRow:
+    return ReviewRow(study, "demo", f"k{study}", None, section, "retrieval", "m", None, reader,
+                     draft, final, reference)
+
+
+def test_each_flag_kind_against_the_sentences_readers_edited():
+    """Precision: flagged sentences the reader edited / flagged; recall: edited sentences that
+    were flagged / edited (a sentence is edited when the final lacks it up to case/spacing)."""
+    rows = [
+        _row(1, "findings", "No pleural effusion. Large left pleural effusion. Heart normal.",
+             "large left  PLEURAL effusion. Heart normal."),
+        _row(1, "impression", "Stable cardiomegaly.", "Stable cardiomegaly."),
+        _row(2, "findings", "Small right pneumothorax. Lungs clear.", "No pneumothorax. "
+             "Lungs clear.", reference="No pneumothorax."),
+        _row(3, "findings", "No pleural effusion. Large pleural effusion.", None, reader=None),
+    ]
+    outcomes = {f.kind: f for f in flag_outcomes(rows)}
+    assert {(f.n, f.edited) for f in outcomes.values()} == {(3, 2)}
+    contradiction = outcomes["contradiction"]
+    assert (contradiction.flagged, contradiction.both) == (2, 1)
+    assert (contradiction.precision, contradiction.recall) == (0.5, 0.5)
+    compared = outcomes["comparison_without_prior"]
+    assert (compared.flagged, compared.both, compared.precision) == (1, 0, 0.0)
+    extra = outcomes["reference_extra"]
+    assert (extra.flagged, extra.both, extra.precision, extra.recall) == (1, 1, 1.0, 0.5)
+    assert math.isnan(outcomes["prior_disagrees"].precision)
+    assert flag_outcomes([rows[-1]]) == ()

@@ -47,6 +47,7 @@ class ReviewRow:
     # the counts the reader's edit suggested when they rated (issue #22); None: none stored
     suggested: dict[str, int] | None = None
     comment: str | None = None
+    has_prior: bool = False  # whether the study has a prior in the database (draft flags)
     active_seconds: float | None = None
     rated_at: str | None = None
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -184,6 +185,28 @@ class SuggestionAgreement:
 
 
 @dataclass(frozen=True)
+class FlagOutcome:
+    """What readers did with the draft sentences one kind of flag marks (issue #22), over `n`
+    reviewed sections: `flagged` draft sentences carried the flag, `edited` draft sentences
+    were changed or removed by their reader, `both` were flagged and edited. Precision (of the
+    flag against what readers did) is both / flagged, recall both / edited."""
+
+    kind: str
+    n: int
+    flagged: int
+    edited: int
+    both: int
+
+    @property
+    def precision(self) -> float:
+        return self.both / self.flagged if self.flagged else float("nan")
+
+    @property
+    def recall(self) -> float:
+        return self.both / self.edited if self.edited else float("nan")
+
+
+@dataclass(frozen=True)
 class CaseList:
     """A few rows worth reading: worst/best by the headline metric or by rating."""
 
@@ -209,3 +232,4 @@ class Evaluation:
     cases: tuple[CaseList, ...]
     headline: str | None  # the metric that ranks the cases (first available of HEADLINE)
     suggestion_agreement: tuple[SuggestionAgreement, ...] = ()
+    flag_outcomes: tuple[FlagOutcome, ...] = ()

@@ -73,6 +73,8 @@ def evaluation_json(evaluation: Evaluation) -> dict[str, Any]:
         "metric_agreement": [asdict(a) for a in evaluation.metric_agreement],
         "reader_agreement": [asdict(a) for a in evaluation.reader_agreement],
         "suggestion_agreement": [asdict(a) for a in evaluation.suggestion_agreement],
+        "flag_outcomes": [asdict(f) | {"precision": f.precision, "recall": f.recall}
+                          for f in evaluation.flag_outcomes],
         "cases": {c.title: [flat_row(r) for r in c.rows] for c in evaluation.cases},
     }
 
