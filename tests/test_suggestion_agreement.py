@@ -67,7 +67,7 @@ def test_suggested_vs_confirmed_per_category_in_every_format(drafted_db, tmp_pat
 def _row(study: int, section: str, draft: str, final: str | None, reader: str | None = "a",
          reference: str | None = None) -> ReviewRow:
     return ReviewRow(study, "demo", f"k{study}", None, section, "retrieval", "m", None, reader,
-                     draft, final, reference)
+                     draft, final, reference, has_prior=False)
 
 
 def test_each_flag_kind_against_the_sentences_readers_edited():

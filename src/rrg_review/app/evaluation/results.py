@@ -47,7 +47,8 @@ class ReviewRow:
     # the counts the reader's edit suggested when they rated (issue #22); None: none stored
     suggested: dict[str, int] | None = None
     comment: str | None = None
-    has_prior: bool = False  # whether the study has a prior in the database (draft flags)
+    # whether the study has a prior in the database (None: no study date to tell by)
+    has_prior: bool | None = None
     active_seconds: float | None = None
     rated_at: str | None = None
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)

@@ -117,7 +117,8 @@ def _rows_of_draft(data: _Session, filters: ExportFilters, study: Study, section
     base: dict[str, Any] = dict(study_id=study.id, source=study.source, study_key=shown_key,
                 split=study.split, section=section, preset=d.preset,
                 model_id=d.model_id, model_revision=d.model_revision, draft=d.text or "",
-                has_prior=bool(data.priors.get(study.id)),
+                has_prior=(bool(data.priors.get(study.id)) if study.study_date is not None
+                           else None),
                 reference=getattr(ref, section, None) if ref else None)
     reviewers = list(reviewers)
     if not reviewers:

@@ -196,7 +196,9 @@ class ReadingDesk:
                                .where(Reading.id == reading_id, Reader.name == reader))
             if reading is None:
                 raise ReaderStudyError([f"reading {reading_id} is not one of {reader}'s"])
-            has_prior = bool(prior_ids(s, s.get_one(Study, reading.study_id)))
+            study = s.get_one(Study, reading.study_id)
+            # priors are found by date: without one, nobody can tell (no comparison flag)
+            has_prior = bool(prior_ids(s, study)) if study.study_date is not None else None
         return self.aids.flags(texts, has_prior=has_prior)
 
     # -- edit ------------------------------------------------------------------------------------

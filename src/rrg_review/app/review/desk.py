@@ -357,7 +357,8 @@ class Desk:
         session.prior = None
         session.conflicts = {}
         rating = self.review.latest_rating(reader, view.study_id)
-        session.has_prior = bool(view.prior_ids)
+        # priors are found by date: a study without one may have priors nobody can tell
+        session.has_prior = bool(view.prior_ids) if view.study_date is not None else None
         # a study rated before shows the reader's own counts: nothing is pre-filled over them
         session.own_rows = set(REXVAL_CATEGORIES) if rating is not None else set()
         session.prefilled, session.suggested = {}, {}
