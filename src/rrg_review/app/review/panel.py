@@ -85,7 +85,7 @@ class ReviewPanel:
     diff: gr.HighlightedText
     ref_findings: gr.Textbox
     ref_impression: gr.Textbox
-    # issue #22: the flags under the boxes, the suggestions over the ReXVal rows, the tick
+    # issue #22: the flags and the suggestions over the ReXVal rows, the tick
     # that confirms them, and what the page script draws over the boxes (hidden)
     flags_note: gr.HTML
     aids: gr.Textbox
@@ -142,7 +142,6 @@ def _boxes_and_buttons() -> dict[str, Any]:
                                elem_id="edit-findings"),
         "impression": gr.Textbox(label="Impression (editable)", lines=3, max_lines=8,
                                  elem_id="edit-impression"),
-        "flags_note": gr.HTML("", elem_id="draft-flags"),
         "aids": gr.Textbox(elem_id="review-aids", elem_classes="rrg-hidden", container=False)}
     with gr.Row(elem_id="save-row"):
         parts["save_button"] = gr.Button("Save (Ctrl+S)", variant="primary", elem_id="save",
@@ -177,6 +176,9 @@ def _rating() -> dict[str, Any]:
 def _rexval() -> dict[str, Any]:
     rexval: dict[tuple[str, str], gr.Number] = {}
     with gr.Accordion("ReXVal errors and comment", open=True, elem_id="rexval"):
+        # the flags' reasons (their sentences are marked in the boxes) beside the counts, not
+        # between the boxes and Save / Submit rating (kept on screen at 1366x768)
+        flags_note = gr.HTML("", elem_id="draft-flags")
         with gr.Row(elem_classes="rexval-row"):
             gr.Markdown("**ReXVal errors** (counts)")
             gr.Markdown("clinically significant")
@@ -196,7 +198,7 @@ def _rexval() -> dict[str, Any]:
                         elem_id=f"rexval-{category}-{kind}", min_width=80)
         comment = gr.Textbox(label="Comment", lines=2, elem_id="comment")
     return {"rexval": rexval, "comment": comment, "suggest_note": suggest_note,
-            "checked": checked}
+            "checked": checked, "flags_note": flags_note}
 
 
 def _draft_diff_reference() -> dict[str, Any]:
