@@ -46,16 +46,20 @@ $(PY):
 	python3 -m venv $(VENV)
 
 # torch first, as the CPU wheel: the pyproject range is then satisfied and nothing pulls CUDA.
+# --no-compile: pip would byte-compile every installed module (torch's thousands) up front, half
+# of the install's CPU time; Python compiles the few that are imported when they are.
 $(VENV)/.installed-run: pyproject.toml | $(PY)
-	$(PIP) install torch==2.13.0
-	$(PIP) install -e .
+	$(PIP) install --no-compile torch==2.13.0
+	$(PIP) install --no-compile -e .
 	@touch $@
 
-# the Ray engine's tests need the optional [scale] extra (Ray Data, local mode on CPU)
-$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-run
+# the Ray engine's tests need the optional [scale] extra (Ray Data, local mode on CPU). One
+# resolution for everything (not the app's first, then the tests'); the app's is then done too.
+$(VENV)/.installed-test: pyproject.toml | $(PY)
 	@command -v g++ >/dev/null 2>&1 || $(MAKE) --no-print-directory gxx
-	$(PIP) install -e '.[test,scale]'
-	@touch $@
+	$(PIP) install --no-compile torch==2.13.0
+	$(PIP) install --no-compile -e '.[test,scale]'
+	@touch $@ $(VENV)/.installed-run
 
 # Debian packages the tests need, installed when missing and we may (root with apt-get); else
 # the reason is printed and the tests that need the package skip with it.

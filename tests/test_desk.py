@@ -15,6 +15,7 @@ from rrg_review.app.accounts.service import LOCAL_READER, AccountService
 from rrg_review.app.drafting.service import DraftingService
 from rrg_review.app.evaluation.study_metrics import StudyMetrics
 from rrg_review.app.review.desk import (
+    FIRST_ROWS_S,
     IDLE_AFTER_S,
     ROWS_EVERY_S,
     WINDOW_PRESETS,
@@ -312,11 +313,14 @@ def test_time_counts_only_while_open_visible_and_active(desk):
 
     d.tick(session, texts, typed(ids[1]), now=10.0)
     assert minutes() == pytest.approx(10.0)
-    # the heartbeat sends the worklist rows (the minutes column) once time was counted, at
-    # most once a minute
+    # the heartbeat sends the worklist rows (the minutes column) once time was counted: first
+    # when 0.1 min could show, then every ROWS_EVERY_S
     assert not d.rows_due(session, 10.0)  # (the first beat starts the clock)
-    assert d.rows_due(session, 10.0 + ROWS_EVERY_S)
-    assert not d.rows_due(session, 11.0 + ROWS_EVERY_S)
+    assert not d.rows_due(session, 9.0 + FIRST_ROWS_S)
+    assert d.rows_due(session, 10.0 + FIRST_ROWS_S)
+    assert not d.rows_due(session, 9.0 + FIRST_ROWS_S + ROWS_EVERY_S)
+    session.counted = True
+    assert d.rows_due(session, 10.0 + FIRST_ROWS_S + ROWS_EVERY_S)
     d.tick(session, texts, typed(ids[1], visible=False), now=20.0)  # tab hidden
     d.tick(session, texts, typed(ids[1], idle_s=IDLE_AFTER_S + 1), now=30.0)  # reader away
     d.tick(session, texts, typed(ids[0]), now=40.0)  # page still shows another study

@@ -52,6 +52,9 @@ PREDRAFT_AHEAD = 3  # studies after the open one that the background worker draf
 # for the pre-drafter (the page is usable meanwhile) before it puts the draft in the boxes
 FIRST_DRAFT_WAIT_S = 30.0
 ROWS_EVERY_S = 30.0  # how often the heartbeat refreshes the worklist's minutes column
+# the first refresh comes sooner: once the column's 0.1 min could show, so a reader sees at
+# once that time is being counted
+FIRST_ROWS_S = 6.0
 IDLE_AFTER_S = 60.0  # no input for this long: time on task stops counting
 WINDOW_PRESETS = ("file default", "full range", "soft tissue", "bone", "lung")
 LEFT_KEPT = 20  # unsaved studies a page load reports at most
@@ -600,11 +603,12 @@ class Desk:
 
     @staticmethod
     def rows_due(session: Session, now: float) -> bool:
-        """Whether a heartbeat should also send the worklist rows: every `ROWS_EVERY_S` while
-        time is counted, so the minutes column follows a reader who reads without saving (it
-        stood still until the next save or study) at one worklist page query per interval."""
-        if session.rows_at is None:  # the first beat starts the clock (nothing to show yet)
-            session.rows_at = now
+        """Whether a heartbeat should also send the worklist rows: after `FIRST_ROWS_S`, then
+        every `ROWS_EVERY_S` while time is counted, so the minutes column follows a reader who
+        reads without saving (it stood still until the next save or study) at one worklist
+        page query per interval."""
+        if session.rows_at is None:  # the first beat starts the clock: due FIRST_ROWS_S on
+            session.rows_at = now - ROWS_EVERY_S + FIRST_ROWS_S
         if not session.counted or now - session.rows_at < ROWS_EVERY_S:
             return False
         session.counted, session.rows_at = False, now
