@@ -584,3 +584,28 @@ def test_a_report_only_study_says_there_is_nothing_to_draft(desk):
     assert "report-only" in d.status_line(session) and "nothing to draft" in d.status_line(session)
     ok, message = d.rate(session, 3, False, {}, None)
     assert not ok and "no draft" in message
+
+
+def test_suggested_counts_are_refused_unconfirmed_and_stored_beside_the_readers(desk):
+    """Issue #22: a rating whose edit suggests ReXVal counts is refused until the reader says
+    they checked them; then the suggestion (every category) is stored beside the reader's own
+    counts, which may differ from it. An edit that changes no finding suggests nothing."""
+    d, reader, ids = desk
+    session, texts = opened(d, reader, ids[0])
+    draft = d.draft_texts(session)
+    edited = {**texts, "findings": draft["findings"] + " Large left pleural effusion."}
+    ok, message = d.rate(session, 3, False, {}, None, edited)
+    assert not ok and "I checked the suggested counts" in message
+    assert d.review.latest_rating(reader, ids[0]) is None
+    mine = {"missing_finding": {"significant": 0, "insignificant": 2}}
+    ok, _ = d.rate(session, 3, False, mine, None, edited, checked=True)
+    rating = d.review.latest_rating(reader, ids[0])
+    assert ok and rating.suggested["missing_finding"] == 1
+    assert sum(rating.suggested.values()) == 1
+    assert rating.errors["missing_finding"] == {"significant": 0, "insignificant": 2}
+    # spacing and case only: no suggestion, so no tick needed; stored as all 0
+    other, texts = opened(d, reader, ids[1])
+    calm = {s: "  " + t.upper() for s, t in d.draft_texts(other).items()}
+    ok, message = d.rate(other, 4, False, {}, None, calm)
+    assert ok, message
+    assert set(d.review.latest_rating(reader, ids[1]).suggested.values()) == {0}

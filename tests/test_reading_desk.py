@@ -249,8 +249,10 @@ def test_a_rating_belongs_to_its_reading_and_names_no_model(study_db, tmp_path, 
         desk.rate(item.reading_id, "ann", likert=4, now=T0)
     desk.open(item.reading_id, "ann", T0)
     rating = desk.rate(item.reading_id, "ann", likert=4,
-                       errors={"false_finding": {"significant": 1}}, now=T0)
+                       errors={"false_finding": {"significant": 1}}, now=T0,
+                       suggested={"false_finding": 2})
     assert rating.preset is None and rating.likert == 4
+    assert rating.suggested["false_finding"] == 2 and sum(rating.suggested.values()) == 2
     with study_db.read() as s:
         ann = s.scalar(select(Reader.id).where(Reader.name == "ann"))
     assert ReviewService(study_db).latest_rating(ann, item.study_id) is None
@@ -279,3 +281,29 @@ def test_a_readers_evaluation_export_holds_none_of_their_study_readings(study_db
     with study_db.read() as s:
         assert s.scalar(select(Revision.id).where(Revision.draft_id.is_not(None)).limit(1))
     assert collect_rows(study_db, ExportFilters(reader="ann")) == []
+
+
+def test_a_blinded_reading_gets_flags_that_need_no_answer_and_none_from_the_reference(
+        study_db, tmp_path):
+    """Issue #22: the same text flagged on the review page (reference shown) carries the
+    reference's flags; in a reading it carries only those that need no answer."""
+    from rrg_review.app.review.aids import ReviewAids
+    from rrg_review.db.models import ReferenceReport
+    from rrg_review.studies.records import ReportSections
+
+    _service(study_db).create(_design(tmp_path, design="parallel", sessions=1,
+                                      washout_days=0, arms=["draft:rrg24-baseline"]))
+    desk = _desk(study_db)
+    item = desk.studies.worklist("s1", "ann", T0).readings[0]
+    texts = {"findings": "No pleural effusion. Large left pleural effusion. Heart size normal.",
+             "impression": "Left lower lobe pneumonia."}
+    with study_db.read() as s:
+        ref = s.scalar(select(ReferenceReport).where(ReferenceReport.study_id == item.study_id))
+        reference = ReportSections(ref.findings, ref.impression)
+    seen = ReviewAids().flags(texts, has_prior=None, reference=reference)
+    assert {f.kind for f in seen} >= {"contradiction", "reference_extra"}
+    blinded = desk.flags(item.reading_id, "ann", texts)
+    assert {f.kind for f in blinded} == {"contradiction"}
+    assert all(texts[f.section][f.span[0]:f.span[1]].strip() for f in blinded)
+    with pytest.raises(ReaderStudyError):
+        desk.flags(item.reading_id, "bob", texts)

@@ -132,6 +132,30 @@ def test_ratings_with_the_rexval_taxonomy(review, db):
                     errors={"wrong_severity": {"significant": -1}})
 
 
+def test_a_rating_keeps_the_suggested_counts_beside_the_confirmed_ones(review, db):
+    """Issue #22: what was suggested from the edit is stored with the reader's own counts (every
+    category, 0 included), readable back; no suggestion stays NULL, a bad one stores nothing."""
+    r = AccountService(review.db).local_reader()
+    WorklistService(review.db).assign(r)
+    study = WorklistService(review.db).items(r)[0].study_id
+    plain = review.rate(r, study, likert=4, acceptable=False)
+    assert plain.suggested is None
+    rated = review.rate(r, study, likert=3, acceptable=False,
+                        errors={"false_finding": {"significant": 0, "insignificant": 1}},
+                        suggested={"false_finding": 2, "omitted_comparison": 1})
+    assert rated.suggested == {**dict.fromkeys(REXVAL_CATEGORIES, 0), "false_finding": 2,
+                               "omitted_comparison": 1}
+    assert review.latest_rating(r, study).suggested == rated.suggested
+    with db.read() as s:
+        stored = [x.suggested for x in s.scalars(select(Rating).order_by(Rating.number))]
+    assert stored == [None, rated.suggested]
+    for bad in ({"typo": 1}, {"false_finding": -1}, {"false_finding": 1.5}):
+        with pytest.raises(ReviewError, match="suggest"):
+            review.rate(r, study, likert=3, acceptable=None, suggested=bad)
+    with db.read() as s:
+        assert len(s.scalars(select(Rating)).all()) == 2
+
+
 def test_active_time_is_capped_per_heartbeat(review):
     r = AccountService(review.db).local_reader()
     WorklistService(review.db).assign(r)

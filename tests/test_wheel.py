@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 # besides the Python modules, what the installed program reads from its own package
 DATA_FILES = ("rrg_review/py.typed", "rrg_review/app/static/page.js",
-              "rrg_review/app/static/viewer.js",
+              "rrg_review/app/static/viewer.js", "rrg_review/app/static/marks.js",
               "rrg_review/app/static/page.css", "rrg_review/db/migrations/env.py",
               "rrg_review/db/migrations/script.py.mako", "rrg_review/model/presets.json",
               "rrg_review/model/prompts.json", "rrg_review/studies/demo/demo_studies.json")

@@ -200,7 +200,8 @@ class Navigation:
         return [r.findings, r.impression, r.new_findings, r.new_impression, r.ref_findings,
                 r.ref_impression, r.model_line, r.draft_error, r.draft_button, r.save_status,
                 r.diff, tab.sync, r.keep_mine, r.take_theirs, r.accept_confirm,
-                r.accept_cancel, r.restore_note, *r.rating_fields, r.rate_status]
+                r.accept_cancel, r.restore_note, *r.rating_fields, r.rate_status,
+                *r.aid_fields]
 
     # -- what opening a study shows ----------------------------------------------------------
     def filters_of(self, d: Inputs) -> tuple[Any, Any, Any, Any, Any]:
@@ -404,6 +405,6 @@ def launch_options(nonce: str = "") -> dict[str, str]:
     event already calls it); `nonce` is server.py's placeholder for the page's CSP nonce,
     which Gradio copies onto the script element it inserts. The viewer's window/level runs
     in the browser (static/viewer.js, on a canvas), in the same element."""
-    script = "\n".join((STATIC / name).read_text() for name in ("page.js", "viewer.js"))
+    script = "\n".join((STATIC / name).read_text() for name in ("page.js", "viewer.js", "marks.js"))
     tag = f'<script nonce="{nonce}">' if nonce else "<script>"
     return {"head": f"{tag}\n{script}\n</script>", "css": (STATIC / "page.css").read_text()}

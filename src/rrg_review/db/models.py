@@ -275,6 +275,9 @@ class Rating(Base):
     acceptable: Mapped[bool | None] = mapped_column(Boolean)
     # {"false_finding": {"significant": n, "insignificant": m}, ...}
     errors: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # the counts suggested from the reader's edit when they rated ({category: n}, issue #22);
+    # None: no suggestion was made (before migration 0013, an accepted draft)
+    suggested: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     comment: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # the reader-study reading rated; None: outside studies (numbers as for Revision)

@@ -125,7 +125,7 @@ def render(ev: Evaluation) -> str:
         The HTML document.
     """
     parts = [*_head(ev), *_evaluated(ev), *_automatic(ev), *_review(ev), *_edits(ev),
-             *_agreement(ev), *_cases(ev), "</body></html>"]
+             *_agreement(ev), *_aids(ev), *_cases(ev), "</body></html>"]
     return "\n".join(p for p in parts if p)
 
 
@@ -240,6 +240,36 @@ def _agreement(ev: Evaluation) -> list[str]:
                         [[a.on, a.statistic, a.value, a.p_value, a.n]
                          for a in ev.reader_agreement]) if ev.reader_agreement else
                  '<p class="note">No study was rated by more than one reader.</p>')
+    return parts
+
+
+def _aids(ev: Evaluation) -> list[str]:
+    """The review aids (issue #22) against what readers did."""
+    parts: list[str] = []
+    parts.append('<h2 id="suggestion-agreement">Suggested vs confirmed ReXVal counts</h2>')
+    parts.append('<p class="note">The counts suggested from each reader\'s edit (draft vs '
+                 "their final text, pre-filled in the rating panel) against the counts the "
+                 "reader confirmed, per category over the ratings that stored a suggestion: "
+                 "summed counts, the share of ratings with the same count, and Cohen's kappa "
+                 "(statsmodels) of the category having an error at all.</p>")
+    parts.append(_table(["category", "n", "suggested", "confirmed", "same count", "kappa",
+                         "p"],
+                        [[rexval_label(a.category), a.n, a.suggested, a.confirmed, a.exact,
+                          a.kappa, a.p_value] for a in ev.suggestion_agreement])
+                 if ev.suggestion_agreement else
+                 '<p class="note">No rating stored a suggestion.</p>')
+
+    parts.append('<h2 id="flag-outcomes">Draft flags against what readers edited</h2>')
+    parts.append('<p class="note">The draft\'s sentences flagged as the review page flags the '
+                 "draft when it opens (reference flags included), against the draft sentences "
+                 "the reader changed or removed (no equal sentence in the final, up to case "
+                 "and spacing): precision = flagged and edited / flagged, recall = flagged and "
+                 "edited / edited; n reviewed sections.</p>")
+    parts.append(_table(["flag", "n", "flagged", "edited", "flagged and edited", "precision",
+                         "recall"],
+                        [[f.kind, f.n, f.flagged, f.edited, f.both, f.precision, f.recall]
+                         for f in ev.flag_outcomes]) if ev.flag_outcomes else
+                 '<p class="note">No reviewed sections.</p>')
     return parts
 
 

@@ -44,7 +44,11 @@ class ReviewRow:
     likert: int | None = None
     acceptable: bool | None = None
     errors: dict[str, dict[str, int]] = field(default_factory=dict)
+    # the counts the reader's edit suggested when they rated (issue #22); None: none stored
+    suggested: dict[str, int] | None = None
     comment: str | None = None
+    # whether the study has a prior in the database (None: no study date to tell by)
+    has_prior: bool | None = None
     active_seconds: float | None = None
     rated_at: str | None = None
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -163,6 +167,47 @@ class ReaderAgreement:
 
 
 @dataclass(frozen=True)
+class SuggestionAgreement:
+    """How the counts suggested from readers' edits agree with the counts they confirmed, for
+    one ReXVal category over the ratings that stored a suggestion (issue #22).
+
+    suggested/confirmed: the summed counts; exact: the share of ratings whose count equals the
+    suggestion; kappa: Cohen's kappa (unweighted, statsmodels) of "this category has an error"
+    as suggested vs as confirmed: 0 where one side never varies, NaN where it is undefined
+    (both sides constant, n < 2)."""
+
+    category: str
+    n: int
+    suggested: int
+    confirmed: int
+    exact: float
+    kappa: float
+    p_value: float | None
+
+
+@dataclass(frozen=True)
+class FlagOutcome:
+    """What readers did with the draft sentences one kind of flag marks (issue #22), over `n`
+    reviewed sections: `flagged` draft sentences carried the flag, `edited` draft sentences
+    were changed or removed by their reader, `both` were flagged and edited. Precision (of the
+    flag against what readers did) is both / flagged, recall both / edited."""
+
+    kind: str
+    n: int
+    flagged: int
+    edited: int
+    both: int
+
+    @property
+    def precision(self) -> float:
+        return self.both / self.flagged if self.flagged else float("nan")
+
+    @property
+    def recall(self) -> float:
+        return self.both / self.edited if self.edited else float("nan")
+
+
+@dataclass(frozen=True)
 class CaseList:
     """A few rows worth reading: worst/best by the headline metric or by rating."""
 
@@ -187,3 +232,5 @@ class Evaluation:
     reader_agreement: tuple[ReaderAgreement, ...]
     cases: tuple[CaseList, ...]
     headline: str | None  # the metric that ranks the cases (first available of HEADLINE)
+    suggestion_agreement: tuple[SuggestionAgreement, ...] = ()
+    flag_outcomes: tuple[FlagOutcome, ...] = ()

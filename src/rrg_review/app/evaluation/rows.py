@@ -16,7 +16,7 @@ from rrg_review.app.evaluation.results import ExportFilters, ReviewRow
 from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.db.engine import Database
 from rrg_review.db.models import Draft, Rating, Reader, Revision, Study, WorklistItem
-from rrg_review.db.store import opaque_study_id, pseudonym_key
+from rrg_review.db.store import opaque_study_id, prior_ids_of, pseudonym_key
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -33,6 +33,7 @@ class _Session:
     revisions: dict[tuple[int, int, str], Revision]  # (reader, study, section) -> latest
     ratings: dict[tuple[int, int], list[Rating]]  # (reader, study) -> in order
     active: dict[tuple[int, int], float]
+    priors: dict[int, list[int]]  # study -> its priors' ids
 
 
 def collect_rows(db: Database, filters: ExportFilters) -> list[ReviewRow]:
@@ -82,7 +83,7 @@ def _load(s: Session, filters: ExportFilters) -> _Session:
                             .order_by(Rating.number)):
         ratings[(rating.reader_id, rating.study_id)].append(rating)
     return _Session(
-        drafts=drafts, studies=studies,
+        drafts=drafts, studies=studies, priors=prior_ids_of(s, list(studies.values())),
         readers={rid: name for rid, name in s.execute(select(Reader.id, Reader.name))},
         draft_preset={did: p for did, p in s.execute(select(Draft.id, Draft.preset))},
         revisions=revisions, ratings=ratings,
@@ -116,6 +117,8 @@ def _rows_of_draft(data: _Session, filters: ExportFilters, study: Study, section
     base: dict[str, Any] = dict(study_id=study.id, source=study.source, study_key=shown_key,
                 split=study.split, section=section, preset=d.preset,
                 model_id=d.model_id, model_revision=d.model_revision, draft=d.text or "",
+                has_prior=(bool(data.priors.get(study.id)) if study.study_date is not None
+                           else None),
                 reference=getattr(ref, section, None) if ref else None)
     reviewers = list(reviewers)
     if not reviewers:
@@ -140,6 +143,8 @@ def _rows_of_draft(data: _Session, filters: ExportFilters, study: Study, section
             likert=rating.likert if rating else None,
             acceptable=rating.acceptable if rating else None,
             errors=dict(rating.errors or {}) if rating else {},
+            suggested=dict(rating.suggested) if rating and rating.suggested is not None
+            else None,
             comment=rating.comment if rating else None,
             active_seconds=data.active.get((rid, study.id)),
             rated_at=rating.created_at.isoformat() if rating else None))

@@ -15,6 +15,7 @@ from typing import TypeVar
 import numpy as np
 from sqlalchemy import select
 
+from rrg_review.app.evaluation.aids import flag_outcomes, suggestion_agreements
 from rrg_review.app.evaluation.results import (
     COMPARISONS,
     AutomaticResult,
@@ -93,7 +94,8 @@ def evaluate(db: Database, filters: ExportFilters | None = None,
         unavailable=unavailable,
         review=ReviewSummary(review_by_model(ratings), time_on_task(db, filters)),
         edits=edit_summaries(rows), metric_agreement=metric_agreements(ratings),
-        reader_agreement=reader_agreements(ratings), cases=cases, headline=headline)
+        reader_agreement=reader_agreements(ratings), cases=cases, headline=headline,
+        suggestion_agreement=suggestion_agreements(ratings), flag_outcomes=flag_outcomes(rows))
 
 
 def score_rows(rows: Sequence[ReviewRow], metrics: Sequence[Metric], cache: ScoreCache

@@ -39,6 +39,8 @@ def flat_row(row: ReviewRow) -> dict[str, Any]:
         for kind in ERROR_KINDS:
             out[f"{category}_{kind}"] = (row.errors.get(category) or {}).get(kind) \
                 if row.errors else None
+        out[f"{category}_suggested"] = (row.suggested.get(category)
+                                        if row.suggested is not None else None)
     for comparison, values in row.metrics.items():
         for key, value in values.items():
             out[f"{comparison}.{key}"] = value
@@ -70,6 +72,9 @@ def evaluation_json(evaluation: Evaluation) -> dict[str, Any]:
         "edits": [asdict(e) for e in evaluation.edits],
         "metric_agreement": [asdict(a) for a in evaluation.metric_agreement],
         "reader_agreement": [asdict(a) for a in evaluation.reader_agreement],
+        "suggestion_agreement": [asdict(a) for a in evaluation.suggestion_agreement],
+        "flag_outcomes": [asdict(f) | {"precision": f.precision, "recall": f.recall}
+                          for f in evaluation.flag_outcomes],
         "cases": {c.title: [flat_row(r) for r in c.rows] for c in evaluation.cases},
     }
 

@@ -34,6 +34,7 @@ from rrg_review.app.reader_study.service import (
     reading_for,
     worklist_reading,
 )
+from rrg_review.app.review.aids import ReviewAids
 from rrg_review.app.review.service import (
     MAX_ACTIVE_GAP_S,
     SECTIONS,
@@ -44,17 +45,22 @@ from rrg_review.app.review.service import (
     likert_score,
     rexval_counts,
     save_revision,
+    suggested_counts,
 )
 from rrg_review.db.engine import ROWS, Database
 from rrg_review.db.models import (
     Draft,
     Rating,
+    Reader,
     ReaderStudyArm,
     Reading,
     ReadingSection,
     ReferenceReport,
     Revision,
+    Study,
 )
+from rrg_review.db.store import prior_ids
+from rrg_review.metrics.findings.flags import DraftFlag
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +146,7 @@ class ReadingDesk:
         self.studies = studies
         self.db: Database = studies.db
         self.audit = audit or AuditLog(studies.db)
+        self.aids = ReviewAids()
 
     def _now(self, now: datetime | None) -> datetime:
         return now or self.studies.clock()
@@ -174,6 +181,27 @@ class ReadingDesk:
                                                 latest.number if latest else None))
             return OpenedReading(study.name, worklist_reading(reading, code), tuple(sections),
                                  reading.active_seconds)
+
+    def flags(self, reading_id: int, reader: str,
+              texts: dict[str, str]) -> tuple[DraftFlag, ...]:
+        """The flags on a reading's text as it is on screen (issue #22): only those that need
+        no answer (a contradiction, findings and impression disagreeing, a comparison without a
+        prior). A reading is blinded: no reference-based flag, whatever the dataset's report
+        says (it would tell the reader the answer, and the `reference` arm's draft is that
+        report).
+
+        Raises:
+            ReaderStudyError: not the reader's reading.
+        """
+        with self.db.read() as s:
+            reading = s.scalar(select(Reading).join(Reader, Reader.id == Reading.reader_id)
+                               .where(Reading.id == reading_id, Reader.name == reader))
+            if reading is None:
+                raise ReaderStudyError([f"reading {reading_id} is not one of {reader}'s"])
+            study = s.get_one(Study, reading.study_id)
+            # priors are found by date: without one, nobody can tell (no comparison flag)
+            has_prior = bool(prior_ids(s, study)) if study.study_date is not None else None
+        return self.aids.flags(texts, has_prior=has_prior)
 
     # -- edit ------------------------------------------------------------------------------------
     def save(self, reading_id: int, reader: str, edits: dict[str, ReadingEdit], *,
@@ -306,11 +334,14 @@ class ReadingDesk:
              acceptable: bool | None = None,
              errors: dict[str, dict[str, object]] | None = None,
              comment: str | None = None, now: datetime | None = None,
-             address: str | None = None) -> RatingView:
+             address: str | None = None,
+             suggested: dict[str, int] | None = None) -> RatingView:
         """The reader's rating of this reading's draft (Likert 1-5, ReXVal counts), stored
-        with the reading and no preset name (the arm is the reading's)."""
+        with the reading and no preset name (the arm is the reading's); `suggested`: the
+        counts suggested from the reader's edit that they confirmed or changed (#22)."""
         score = likert_score(likert)
         clean = rexval_counts(errors or {})
+        proposed = suggested_counts(suggested) if suggested is not None else None
         with self.db.write(scope=ROWS) as s:
             reading = self._editable(s, reading_id, reader, self._now(now))
             number = int(s.scalar(select(func.coalesce(func.max(Rating.number), 0)).where(
@@ -319,13 +350,13 @@ class ReadingDesk:
             rating = Rating(reader_id=reading.reader_id, study_id=reading.study_id,
                             number=number, preset=None, likert=score, acceptable=acceptable,
                             errors=clean, comment=(comment or "").strip() or None,
-                            reading_id=reading.id)
+                            reading_id=reading.id, suggested=proposed)
             s.add(rating)
             s.flush()
             self.audit.record("rate", session=s, actor=reader, address=address,
                               target=f"reading {reading.id} rating {number}")
             return RatingView(rating.number, None, rating.likert, rating.acceptable,
-                              dict(rating.errors), rating.comment, rating.created_at)
+                              dict(rating.errors), rating.comment, rating.created_at, proposed)
 
     # -- sign ------------------------------------------------------------------------------------
     def sign_preview(self, reading_id: int, reader: str,

@@ -30,6 +30,7 @@ from rrg_review.app.evaluation.study_metrics import StudyMetrics
 from rrg_review.app.reader_study.on_page import ReadingReview
 from rrg_review.app.reader_study.reading import OpenedReading, ReadingDesk, SignPreview
 from rrg_review.app.reader_study.service import ReaderStudyError, WorklistReading
+from rrg_review.app.review.aids import ReviewAids
 from rrg_review.app.review.service import (
     DatabaseBusy,
     EditConflict,
@@ -42,7 +43,7 @@ from rrg_review.app.review.service import (
 )
 from rrg_review.app.viewer.service import ImageView, StudyView, StudyViewer
 from rrg_review.app.worklist.service import WorklistFilter, WorklistService
-from rrg_review.core.vocabulary import SECTIONS
+from rrg_review.core.vocabulary import REXVAL_CATEGORIES, SECTIONS
 from rrg_review.metrics.base import by_reason
 from rrg_review.studies.records import ReportSections
 
@@ -139,6 +140,12 @@ class Session:
     signed: bool = False  # the open reading is signed: read-only
     sign_token: str | None = None  # the confirmation asked for by the last Sign
     keys_sent: dict[str, tuple[int, int]] = field(default_factory=dict)  # counts stored
+    # issue #22: whether the open study has a prior (comparison flags); the ReXVal rows the
+    # reader typed in (never pre-filled again) and the counts pre-filled in the others
+    has_prior: bool | None = None
+    own_rows: set[str] = field(default_factory=set)
+    prefilled: dict[str, int] = field(default_factory=dict)
+    suggested: dict[str, int] = field(default_factory=dict)  # the counts suggested last
 
     def __post_init__(self) -> None:
         # not a dataclass field: Gradio serialises a State's initial value with asdict()
@@ -256,6 +263,7 @@ class Desk:
         self.preset = preset
         self.metrics = metrics
         self.readings = readings
+        self.aids = ReviewAids()
         # the page load's two requests (the worklist panel's and the study's) may both find
         # a new reader without a worklist: one of them assigns it, the other waits for it
         self._preparing = threading.Lock()
@@ -396,8 +404,14 @@ class Desk:
         session.conflicts = {}
         session.reading, session.signed, session.sign_token = None, False, None
         session.keys_sent = {}
+        rating = self.review.latest_rating(reader, view.study_id)
+        # priors are found by date: a study without one may have priors nobody can tell
+        session.has_prior = bool(view.prior_ids) if view.study_date is not None else None
+        # a study rated before shows the reader's own counts: nothing is pre-filled over them
+        session.own_rows = set(REXVAL_CATEGORIES) if rating is not None else set()
+        session.prefilled, session.suggested = {}, {}
         return Opened(view, drafts, texts, self.status_line(session), self.model_note(drafts),
-                      self.review.latest_rating(reader, view.study_id))
+                      rating)
 
     def open_reading(self, session: Session, reader: int, reading_id: int,
                      now: float) -> Opened:
@@ -420,6 +434,9 @@ class Desk:
         session.image = session.images[0] if session.images else None
         session.conflicts = {}
         rating = self.readings.latest_rating(int(reading_id), session.owner)
+        session.has_prior = None  # blinded: no comparison flags from the prior's existence
+        session.own_rows = set(REXVAL_CATEGORIES) if rating is not None else set()
+        session.prefilled, session.suggested = {}, {}
         return Opened(view, {}, dict(session.shown), self.reading_status(session, opened),
                       reading_note(opened), rating)
 
@@ -796,10 +813,13 @@ class Desk:
 
     def rate(self, session: Session, likert: object, acceptable: bool,
              errors: dict[str, dict[str, object]], comment: str | None,
-             texts: dict[str, str] | None = None) -> tuple[bool, str]:
+             texts: dict[str, str] | None = None, checked: bool = False) -> tuple[bool, str]:
         """Rate the study. "Acceptable without changes" is refused when the text on screen
         differs from the draft (a reader who accepted and then edited would otherwise store a
-        rating that contradicts their own report)."""
+        rating that contradicts their own report). Where the edit suggests ReXVal counts
+        (`texts` given), the rating is refused until the reader says they `checked` them (a
+        suggestion is never the reader's rating unconfirmed); the suggested counts are stored
+        beside the reader's."""
         if session.study is None or session.reader is None:
             return False, "Open a study first."
         if not session.drafts and session.reading is None:
@@ -816,10 +836,17 @@ class Desk:
                 return False, ("⚠ Not rated: “Acceptable without changes” is ticked, but your "
                                f"{' and '.join(changed)} differ from the draft; untick it, or "
                                "revert to the draft.")
+        suggested = (self.aids.suggest(self.draft_texts(session), texts)
+                     if texts is not None else None)
+        if suggested is not None and suggested.any and not checked:
+            return False, ("⚠ Not rated: the ReXVal counts marked “suggested” come from your "
+                           "edit, not from you; check them, then tick “I checked the suggested "
+                           "counts”.")
         try:
             r = self._rv(session).rate(session.reader, session.study, likert=likert,
                                  acceptable=bool(acceptable), errors=errors, comment=comment,
-                                 preset=self.preset, address=session.address)
+                                 preset=self.preset, address=session.address,
+                                 suggested=suggested.counts() if suggested is not None else None)
         except (ReviewError, DatabaseBusy) as exc:
             return False, f"⚠ Not rated: {html.escape(str(exc))}"
         return True, f"Rated (#{r.number}, {r.created_at:%H:%M}): study done."

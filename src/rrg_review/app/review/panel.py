@@ -85,6 +85,12 @@ class ReviewPanel:
     diff: gr.HighlightedText
     ref_findings: gr.Textbox
     ref_impression: gr.Textbox
+    # issue #22: the flags and the suggestions over the ReXVal rows, the tick
+    # that confirms them, and what the page script draws over the boxes (hidden)
+    flags_note: gr.HTML
+    aids: gr.Textbox
+    suggest_note: gr.HTML
+    checked: gr.Checkbox
 
     @classmethod
     def build(cls) -> ReviewPanel:
@@ -100,7 +106,12 @@ class ReviewPanel:
 
     @property
     def rating_fields(self) -> list[Any]:
-        return [self.likert, self.acceptable, *self.rexval.values(), self.comment]
+        return [self.likert, self.acceptable, *self.rexval.values(), self.checked, self.comment]
+
+    @property
+    def aid_fields(self) -> list[Any]:
+        """What the review aids show besides the pre-filled rows (`Editor.aids`)."""
+        return [self.flags_note, self.aids, self.suggest_note]
 
     def texts_of(self, d: Inputs) -> dict[str, str]:
         return {"findings": d[self.findings] or "", "impression": d[self.impression] or ""}
@@ -130,7 +141,8 @@ def _boxes_and_buttons() -> dict[str, Any]:
         "findings": gr.Textbox(label="Findings (editable)", lines=7, max_lines=14,
                                elem_id="edit-findings"),
         "impression": gr.Textbox(label="Impression (editable)", lines=3, max_lines=8,
-                                 elem_id="edit-impression")}
+                                 elem_id="edit-impression"),
+        "aids": gr.Textbox(elem_id="review-aids", elem_classes="rrg-hidden", container=False)}
     with gr.Row(elem_id="save-row"):
         parts["save_button"] = gr.Button("Save (Ctrl+S)", variant="primary", elem_id="save",
                                          size="sm")
@@ -164,10 +176,15 @@ def _rating() -> dict[str, Any]:
 def _rexval() -> dict[str, Any]:
     rexval: dict[tuple[str, str], gr.Number] = {}
     with gr.Accordion("ReXVal errors and comment", open=True, elem_id="rexval"):
+        # the flags' reasons (their sentences are marked in the boxes) beside the counts, not
+        # between the boxes and Save / Submit rating (kept on screen at 1366x768)
+        flags_note = gr.HTML("", elem_id="draft-flags")
         with gr.Row(elem_classes="rexval-row"):
             gr.Markdown("**ReXVal errors** (counts)")
             gr.Markdown("clinically significant")
             gr.Markdown("insignificant")
+        suggest_note = gr.HTML("", elem_id="rexval-suggested")
+        checked = gr.Checkbox(label="I checked the suggested counts", elem_id="rexval-checked")
         for category in REXVAL_CATEGORIES:
             with gr.Row(elem_classes="rexval-row", equal_height=True):
                 gr.Markdown(FORM_LABELS[category])
@@ -180,7 +197,8 @@ def _rexval() -> dict[str, Any]:
                         label=f"{FORM_LABELS[category]} · {kind}",
                         elem_id=f"rexval-{category}-{kind}", min_width=80)
         comment = gr.Textbox(label="Comment", lines=2, elem_id="comment")
-    return {"rexval": rexval, "comment": comment}
+    return {"rexval": rexval, "comment": comment, "suggest_note": suggest_note,
+            "checked": checked, "flags_note": flags_note}
 
 
 def _draft_diff_reference() -> dict[str, Any]:
@@ -235,11 +253,37 @@ class Editor:
                         p.acceptable: bool(r.acceptable) if r else False,
                         p.comment: (r.comment or "") if r else ""}
         for (category, kind), comp in p.rexval.items():
-            out[comp] = ((r.errors.get(category) or {}).get(kind, 0)) if r else 0
+            # (a row pre-filled for the study before is no longer marked)
+            out[comp] = gr.update(value=((r.errors.get(category) or {}).get(kind, 0)) if r else 0,
+                                  elem_classes=[])
+        out[p.checked] = False
         done = r is not None and r.likert is not None
         out[p.rate_status] = (f"Rated (#{r.number}, {r.created_at:%H:%M})."
                               if done and r is not None else
                               "Accepted without changes; no score yet." if r else "")
+        return out
+
+    def aids(self, session: Session, texts: dict[str, str]) -> Outputs:
+        """The review aids for the text on screen (issue #22): the flags (with the reference's:
+        this page shows the reference anyway), the suggested ReXVal counts pre-filled in the
+        rows the reader has not typed in (only the rows whose count changes are sent), and the
+        tick unset whenever what is suggested changes."""
+        p = self.panel
+        if session.study is None:
+            return {p.flags_note: "", p.aids: "", p.suggest_note: ""}
+        view = self.desk.aids.view(self.desk.draft_texts(session), texts,
+                                   has_prior=session.has_prior, reference=session.reference)
+        out: Outputs = {p.flags_note: view.flags_html, p.aids: view.marks_json,
+                        p.suggest_note: view.suggestion_html}
+        counts = view.suggestion.counts()
+        if counts != session.suggested:
+            session.suggested = counts
+            out[p.checked] = False
+        for category, n in counts.items():
+            if category not in session.own_rows and session.prefilled.get(category, 0) != n:
+                session.prefilled[category] = n
+                out[p.rexval[(category, "significant")]] = gr.update(
+                    value=n, elem_classes=["rrg-suggested"] if n else [])
         return out
 
     def reset(self) -> Outputs:
@@ -256,7 +300,7 @@ class Editor:
                 p.ref_findings: "", p.ref_impression: "", p.model_line: "",
                 p.save_status: empty_note, p.draft_button: gr.update(interactive=False),
                 p.diff: [], self.tab.sync: sync_json(r.name, r.session),
-                **self.rating_values(None)}
+                **self.rating_values(None), **self.aids(r.session, {})}
 
     def opened(self, r: Reader, opened: Opened, can_draft: bool) -> Outputs:
         p, session, ref = self.panel, r.session, opened.view.reference
@@ -272,7 +316,8 @@ class Editor:
                 p.draft_button: gr.update(interactive=can_draft and bool(opened.view.images),
                                           value="Regenerate" if session.drafts else "Draft"),
                 p.save_status: opened.status, p.diff: diff_of(drafts, opened.texts),
-                self.tab.sync: sync_json(r.name, session), **self.rating_values(opened.rating)}
+                self.tab.sync: sync_json(r.name, session), **self.rating_values(opened.rating),
+                **self.aids(session, opened.texts)}
 
 
 @dataclass(frozen=True)
@@ -308,6 +353,32 @@ def wire_review(w: Wiring) -> None:
     _wire_choices(w)
     _wire_accept_and_rate(w)
     _wire_drafting(w)
+    _wire_aids(w)
+
+
+def _wire_aids(w: Wiring) -> None:
+    """The review aids follow the boxes (typing, a revert, another tab's text, a new draft):
+    recomputed on the server for the latest text only, never on the typing path (the page
+    draws the marks once they are for the text in the box). A row the reader types in is
+    theirs: it is never pre-filled again."""
+    p, editor, tab = w.editor.panel, w.editor, w.guard.tab
+
+    @w.guard(lock=False)
+    def on_aids(r: Reader, d: Inputs) -> Outputs:
+        return editor.aids(r.session, p.texts_of(d))
+
+    def own_row(category: str) -> Callable[..., Any]:
+        @w.guard(lock=False)
+        def on_own_row(r: Reader, d: Inputs) -> None:
+            r.session.own_rows.add(category)
+        return on_own_row
+
+    outs = [*p.aid_fields, p.checked, *(p.rexval[(c, "significant")] for c in REXVAL_CATEGORIES)]
+    for box in (p.findings, p.impression):
+        box.change(on_aids, {tab.state, p.findings, p.impression}, outs, **LIGHT, **QUIET,
+                   trigger_mode="always_last")
+    for (category, _), comp in p.rexval.items():
+        comp.input(own_row(category), {tab.state}, None, **LIGHT, **QUIET)
 
 
 def _wire_saving(w: Wiring) -> None:
@@ -448,7 +519,7 @@ def _wire_accept_and_rate(w: Wiring) -> None:
         for (category, kind), comp in p.rexval.items():
             errors.setdefault(category, {})[kind] = d[comp]
         ok, message = desk.rate(r.session, d[p.likert], d[p.acceptable], errors, d[p.comment],
-                                p.texts_of(d))
+                                p.texts_of(d), bool(d[p.checked]))
         return {p.rate_status: message, **(w.rows(r.id, d) if ok else {})}
 
     accept_outs = [tab.state, p.save_status, p.accept_confirm, p.accept_cancel, p.keep_mine,

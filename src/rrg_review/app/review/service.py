@@ -77,6 +77,7 @@ class RatingView:
     errors: dict[str, dict[str, int]]
     comment: str | None
     created_at: datetime
+    suggested: dict[str, int] | None = None  # the counts suggested from the edit (#22)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ def _revision(r: Revision) -> RevisionView:
 
 def _rating(r: Rating) -> RatingView:
     return RatingView(r.number, r.preset, r.likert, r.acceptable, dict(r.errors or {}),
-                      r.comment, r.created_at)
+                      r.comment, r.created_at,
+                      dict(r.suggested) if r.suggested is not None else None)
 
 
 def _count(value: object, where: str) -> int:
@@ -132,6 +134,15 @@ def _count(value: object, where: str) -> int:
     if number < 0:
         raise ReviewError(f"{where}: a count cannot be negative")
     return int(number)
+
+
+def suggested_counts(suggested: dict[str, int]) -> dict[str, int]:
+    """Every ReXVal category's suggested count (0 where none), checked like a reader's."""
+    unknown = sorted(set(suggested) - set(REXVAL_CATEGORIES))
+    if unknown:
+        raise ReviewError(f"unknown ReXVal category {unknown[0]!r} in the suggestion")
+    return {c: _count(suggested.get(c, 0), f"suggested {rexval_label(c)}")
+            for c in REXVAL_CATEGORIES}
 
 
 def likert_score(value: object) -> int:
@@ -541,7 +552,8 @@ class ReviewService:
     def rate(self, reader_id: int, study_id: int, *, likert: object,
              acceptable: bool | None, errors: dict[str, dict[str, object]] | None = None,
              comment: str | None = None, preset: str | None = None,
-             address: str | None = None) -> RatingView:
+             address: str | None = None,
+             suggested: dict[str, int] | None = None) -> RatingView:
         """A reader's rating: a Likert score 1-5 is required (an empty rating is refused), the
         ReXVal counts must be non-negative integers. The study is then done.
 
@@ -555,6 +567,8 @@ class ReviewService:
             comment: free text (blank is stored as None).
             preset: the model preset whose draft is rated, if any.
             address: the client's address, for the audit log.
+            suggested: the counts suggested from the reader's edit and confirmed or changed
+                by them (category -> n, issue #22); None: no suggestion was made.
 
         Returns:
             The stored rating (a re-rating is the next number, earlier ones are kept).
@@ -565,9 +579,11 @@ class ReviewService:
         """
         score = likert_score(likert)
         clean = rexval_counts(errors or {})
+        proposed = suggested_counts(suggested) if suggested is not None else None
         with self.db.write(scope=ROWS) as s:
             item = self._item(s, reader_id, study_id, lock=True)
-            rating = self._rating_in(s, item, score, acceptable, clean, comment, preset)
+            rating = self._rating_in(s, item, score, acceptable, clean, comment, preset,
+                                     proposed)
             item.status = "done"
             self._audit(s, "rate", reader_id, address,
                         f"study {study_id} rating {rating.number}")
@@ -582,12 +598,12 @@ class ReviewService:
     def _rating_in(self, s: Session, item: WorklistItem, likert: int | None,
                    acceptable: bool | None,
                    errors: dict[str, dict[str, int]], comment: str | None,
-                   preset: str | None) -> RatingView:
+                   preset: str | None, suggested: dict[str, int] | None = None) -> RatingView:
         number = int(s.scalar(select(func.coalesce(func.max(Rating.number), 0)).where(
             Rating.reader_id == item.reader_id, Rating.study_id == item.study_id)) or 0) + 1
         rating = Rating(reader_id=item.reader_id, study_id=item.study_id, number=number,
                         preset=preset, likert=likert, acceptable=acceptable, errors=errors,
-                        comment=(comment or "").strip() or None)
+                        comment=(comment or "").strip() or None, suggested=suggested)
         s.add(rating)
         s.flush()
         return _rating(rating)
