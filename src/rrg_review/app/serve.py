@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # imported where used: the app's modules load only when it se
 
     from rrg_review.app.accounts.service import AccountService
     from rrg_review.app.reader_study.reading import ReadingDesk
+    from rrg_review.app.server import ServerOptions
     from rrg_review.app.settings import Settings
     from rrg_review.db.engine import Database
 
@@ -172,6 +173,16 @@ def _readings(db: Database, settings: Settings, presets: Collection[str],
     return ReadingDesk(studies, accounts.audit)
 
 
+def _server_options(args: argparse.Namespace, runtime: Path, login: bool) -> ServerOptions:
+    """The web server's options from the command line (Gradio's private cache in `runtime`)."""
+    from rrg_review.app.server import ServerOptions
+
+    return ServerOptions(host=args.host, port=args.port, login=login,
+                         ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
+                         gradio_cache=runtime / "gradio",
+                         trusted_proxies=tuple(args.trusted_proxy))
+
+
 def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts: AccountService,
            runtime: Path, login: bool, tls: bool) -> int:
     from rrg_review.app.accounts.service import SessionStore
@@ -186,7 +197,7 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
     from rrg_review.app.evaluation.study_metrics import StudyMetrics
     from rrg_review.app.page import build, launch_options
     from rrg_review.app.review.service import ReviewService
-    from rrg_review.app.server import ServerOptions, build_app, serve
+    from rrg_review.app.server import build_app, serve
     from rrg_review.app.viewer.service import StudyViewer
     from rrg_review.app.warmup import warm_up
     from rrg_review.app.worklist.service import WorklistService
@@ -214,10 +225,7 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
     warm_up(viewer, panel.metrics, None if login else worklists.resume(accounts.local_reader()))
     sessions = SessionStore(db, idle_s=args.session_idle_minutes * 60,
                             absolute_s=args.session_max_hours * 3600)
-    options = ServerOptions(host=args.host, port=args.port, login=login,
-                            ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
-                            gradio_cache=runtime / "gradio",
-                            trusted_proxies=tuple(args.trusted_proxy))
+    options = _server_options(args, runtime, login)
     app = build_app(ui, accounts, sessions, options, launch_kwargs={
         "allowed_paths": [str(viewer.preview_dir)], "show_error": True,
         **launch_options(options.nonce_placeholder)},

@@ -96,8 +96,9 @@ class ReadingReview:
 
     def rate(self, reader_id: int, study_id: int, *, likert: object, acceptable: bool,
              errors: dict[str, dict[str, object]], comment: str | None, preset: str | None,
-             address: str | None = None) -> RatingView:
+             address: str | None = None,
+             suggested: dict[str, int] | None = None) -> RatingView:
         with _refusal():
             return self.readings.rate(self.reading_id, self.login, likert=likert,
                                       acceptable=acceptable, errors=errors, comment=comment,
-                                      address=address)
+                                      address=address, suggested=suggested)
