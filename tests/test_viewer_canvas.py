@@ -281,6 +281,9 @@ def test_level_and_window_move_every_file_the_same_way(browser, films, key):
     page.wait_for_timeout(100)
     mean1, _ = _mean_and_spread(page)
     assert mean1 > mean0 + 3, (key, mean0, mean1)
+    # a drag that moves more than one unit per pixel shows whole values (not "19070.59")
+    for box in ("#wl-center", "#wl-width"):
+        assert "." not in page.locator(box).input_value(), page.locator(box).input_value()
     page.locator("#wl-preset").select_option("soft tissue")
     page.mouse.down(button="right")
     page.mouse.move(700, 360, steps=4)
@@ -353,7 +356,10 @@ def test_a_distance_is_measured_in_mm_within_one_percent(browser, films):
     # a film without a spacing says so instead of inventing mm
     page.keyboard.press("Escape")
     enlarge(page, "BIG1")
-    assert page.locator("#wl-measure").get_attribute("aria-pressed") == "true"  # a tool stays
+    # every image opens with the pan tool (a new-user trial: Measure stayed on into the next
+    # image, so the click meant to start it switched it off and the drag panned)
+    assert page.locator("#wl-measure").get_attribute("aria-pressed") == "false"
+    page.locator("#wl-measure").click()
     got = _measure(page, (100, 100), (1100, 100))
     assert got["mm"] is None and "uncalibrated" in got["text"], got
     assert abs(got["px"] - 1000) < 10, got

@@ -160,11 +160,7 @@
     el('close-enlarged').addEventListener('click', () => window.rrgEnlarged(false));
     el('next-image').addEventListener('click', () => step(1));
     el('prev-image').addEventListener('click', () => step(-1));
-    el('wl-measure').addEventListener('click', (e) => {
-      V.measuring = !V.measuring;
-      e.target.setAttribute('aria-pressed', String(V.measuring));
-      stage.classList.toggle('measuring', V.measuring);
-    });
+    el('wl-measure').addEventListener('click', () => setMeasuring(!V.measuring));
     el('wl-invert').addEventListener('change', (e) => {
       V.inv = e.target.checked; if (V.img) render(); else sync();
     });
@@ -198,7 +194,9 @@
         // the same on every file: up is brighter, right is wider (MONOCHROME1 has bone low,
         // so its level moves the other way in raw units; defect 5 of a new-user trial)
         const k = Math.max(V.img.max * V.img.slope, 1) / 600;
-        setWindow(drag.c + (V.img.inverted ? -dy : dy) * k, drag.w + dx * k);
+        // whole values where a pixel of drag moves more than one (no "19070.59")
+        const whole = k >= 1 ? Math.round : (x) => x;
+        setWindow(whole(drag.c + (V.img.inverted ? -dy : dy) * k), whole(drag.w + dx * k));
         schedule();
       } else if (drag.measure) {
         const [x, y] = imageAt(e);
@@ -226,8 +224,16 @@
   // -- which image ----------------------------------------------------------------------------
   const figures = (film) => [...document.querySelectorAll(
     `#film .film-study.${film === 'prior' ? 'prior' : 'current'} [data-index]`)];
+  // Measure is a tool for one image: every image opens with the pan tool (a new-user trial:
+  // it stayed on into the next study, so the click meant to start it switched it off)
+  const setMeasuring = (on) => {
+    V.measuring = on;
+    el('wl-measure').setAttribute('aria-pressed', String(on));
+    el('wl-stage').classList.toggle('measuring', on);
+  };
   const open = (pick) => {
     build();
+    setMeasuring(false);
     const [film, at] = pick.split(':'), figs = figures(film), index = Number(at);
     const fig = figs[index]; if (!fig) return;
     V.pick = pick; V.img = null; V.full = false; V.presets = {}; V.line = null; measure();
