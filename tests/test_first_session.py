@@ -78,6 +78,19 @@ def test_an_empty_worklist_says_so(browser, tmp_path):
         running.stop()
 
 
+def test_a_worklist_with_every_study_done_says_so(browser, app):
+    """A new-user trial rated every study, reloaded, and read "Your worklist is empty." beside
+    four done studies."""
+    app.query("UPDATE worklist_item SET status = 'done'")
+    (total,) = app.query("SELECT count(*) FROM worklist_item")[0]
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    page.goto(app.url)
+    page.wait_for_function(
+        f"() => /All {total} studies on your worklist are done/.test("
+        "document.querySelector('#save-status')?.innerText)", timeout=60_000)
+    assert "empty" not in page.locator("#save-status").inner_text()
+
+
 def test_the_study_that_opens_first_is_drafted_first(browser, app):
     """The first study on screen shows its draft at once, and it was the first one drafted:
     the app queued it at start, before the studies after it."""

@@ -218,10 +218,16 @@ class Navigation:
         progress = v.progress or progress_line(self.services.worklists.progress(reader))
         return {wl.table: v.rows, wl.progress: progress}
 
-    def empty_worklist_note(self) -> str:
-        """Why the worklist is empty, when report-only studies are the reason (a new-user trial
-        imported Open-i's 3,955 reports and took the empty list for a failed import)."""
+    def empty_worklist_note(self, reader: int) -> str:
+        """Why no study opened: every study is done (a new-user trial read "Your worklist is
+        empty" beside four done studies), or the worklist is empty, with the reason when
+        report-only studies are it (a new-user trial imported Open-i's 3,955 reports and took
+        the empty list for a failed import)."""
         worklists = self.services.worklists
+        progress = worklists.progress(reader)
+        if progress.total and not progress.unfinished:
+            return (f"All {progress.total:,} studies on your worklist are done. Open one in the "
+                    "worklist to look at it again.")
         hidden = worklists.report_only_count()
         if not hidden or worklists.include_report_only:
             return "Your worklist is empty."
@@ -251,7 +257,7 @@ class Navigation:
             session.study, session.images, session.image = None, (), None
             session.reading = None
             return {**out, **p.film.cleared(viewer),
-                    **self.editor.cleared(r, self.empty_worklist_note()),
+                    **self.editor.cleared(r, self.empty_worklist_note(r.id)),
                     **self.reading_outputs(r, {s: "" for s in SECTIONS})}
         can_draft = self.services.drafting is not None and reading is None
         return {**out, **p.film.opened(viewer, opened.view),
