@@ -296,6 +296,9 @@ def click_row(page, key: str) -> None:
     # Gradio keeps hidden copies of table cells for measuring: click the visible one.
     page.get_by_text(key, exact=True).filter(visible=True).first.click()
     page.locator("#film-head").get_by_text(key).wait_for()
+    # the boxes take keys once they show the study (the heading can come first): keys typed
+    # before then are held back by the page, as for a reader (a CI run typed into that gap)
+    page.wait_for_function("() => !document.body.classList.contains('rrg-leaving')")
 
 
 def wait_text(page, elem_id: str, text: str, timeout: float = 60_000) -> None:
