@@ -19,7 +19,7 @@ from rrg_review.app.reader_study.service import ReaderStudyError
 from rrg_review.app.review.desk import Client, Desk, Session
 from rrg_review.app.review.service import ReviewService
 from rrg_review.app.viewer.service import StudyViewer
-from rrg_review.db.models import Draft, Rating, Reading, ReadingSection, Revision, Study
+from rrg_review.db.models import AuditEvent, Draft, Rating, Reading, ReadingSection, Revision, Study
 from tests.test_reader_study_service import T0, _design, _service
 
 pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
@@ -141,9 +141,13 @@ def test_other_readers_second_tabs_signing_twice_and_saving_after_signing(desk):
     shown, taken = d.take_theirs(one, {"findings": "Tab one again.", "impression": ""})
     assert shown["findings"] == "Tab two." and taken.wrote and not taken.conflicts
     with d.review.db.read() as s:
-        texts = list(s.scalars(select(Revision.text).where(
+        rows = list(s.execute(select(Revision.number, Revision.text).where(
             Revision.reading_id == item.reading_id).order_by(Revision.number)))
-    assert texts[-3:] == ["Tab two.", "Tab one again.", "Tab two."]
+        audited = list(s.scalars(select(AuditEvent.target).where(
+            AuditEvent.action == "take_theirs")))
+    assert [text for _, text in rows[-3:]] == ["Tab two.", "Tab one again.", "Tab two."]
+    assert audited == [f"reading {item.reading_id} findings revision {rows[-1][0]} "
+                       f"(yours kept as {rows[-2][0]})"]
     assert d.review.current(reader, case) == {}
     with pytest.raises(ReaderStudyError, match="findings: revision 99 does not exist"):
         d.readings.set_aside(item.reading_id, "ann", {"findings": ("x", 99)})

@@ -299,9 +299,7 @@ class ReadingDesk:
                 except ReviewError as exc:
                     raise ReaderStudyError([str(exc)]) from None
                 self.audit.record("take_theirs", session=s, actor=reader, address=address,
-                                  target=f"reading {reading.id} {sec} revision "
-                                         f"{aside.current.number} (yours kept as "
-                                         f"{aside.kept.number})")
+                                  target=aside.audit_target(f"reading {reading.id}"))
                 out[sec] = aside.current
         return out
 

@@ -248,6 +248,11 @@ class SetAside:
     current: RevisionView
     created: bool
 
+    def audit_target(self, where: str) -> str:
+        """The audit log's target of this "take theirs" (`where`: "study 3", "reading 7")."""
+        return (f"{where} {self.current.section} revision {self.current.number} "
+                f"(yours kept as {self.kept.number})")
+
 
 def set_aside_revision(s: Session, scope: RevisionScope, section: str, text: str,
                        theirs_number: int) -> SetAside:
@@ -483,9 +488,7 @@ class ReviewService:
                     continue
                 self._worked_on(item, aside.created)
                 self.audit.record("take_theirs", session=s, actor=actor, address=address,
-                                  target=f"study {study_id} {section} revision "
-                                         f"{aside.current.number} (yours kept as "
-                                         f"{aside.kept.number})")
+                                  target=aside.audit_target(f"study {study_id}"))
                 out[section] = aside.current
         return out
 
