@@ -195,9 +195,7 @@ def test_a_shutdown_ends_open_tabs_streams_at_once(tmp_path):
     finally:
         for tab in tabs:
             tab.close()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)  # stopped already, unless the test failed before
     text = log.read_text()
     assert "graceful shutdown exceeded" not in text and "without completing" not in text, text
     assert tracebacks(log) == []
