@@ -10,6 +10,9 @@ against a reference arm, as the field publishes them (Huang et al. 2025, Hong et
 - Binary outcomes (`accepted`): a marginal logistic model (statsmodels GLM: GEE with an
   independence working correlation) with standard errors clustered two ways, on reader and on
   case (Cameron, Gelbach & Miller 2011), since readings share both; an effect is an odds ratio.
+  Each one-way term has its own G / (G - 1) and nothing more, as R's sandwich::vcovCL gives for
+  a glm (and Stata for logit): the convention a reviewing statistician re-runs; statsmodels'
+  extra least-squares (N - 1) / (N - K) is divided out (logistic.py; checked against R).
 - Per-reader effects (the forest plot): each reader's own ratio, from their log times less the
   cases' conditional modes (so case difficulty is taken out), arm + session by least squares.
 
@@ -28,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rrg_review.reader_study import mixed
+from rrg_review.reader_study import logistic, mixed
 from rrg_review.reader_study.readings import FIRST_TO_LAST, Exclusion, FloatArray, Readings
 
 logger = logging.getLogger(__name__)
@@ -317,18 +320,16 @@ def _linear_model(design: Design, values: FloatArray, outcome: str) -> OutcomeRe
 
 
 def _binary_model(design: Design, values: FloatArray, outcome: str) -> OutcomeResult:
-    """Marginal logistic model with two-way (reader, case) clustered standard errors."""
-    # the GLM module, not statsmodels.api (which imports every model: ~1.4 s)
-    from statsmodels.genmod.families import Binomial
-    from statsmodels.genmod.generalized_linear_model import GLM
-
+    """Marginal logistic model with two-way (reader, case) clustered standard errors
+    (logistic.py: which small-sample convention, and why)."""
     rows = np.isfinite(values)
     present = set(design.readings.arm[rows].tolist())
     # `accepted` has no meaning without a draft: when the reference arm has no values, the
     # first arm (in the report's order) that has them is the reference for this outcome
     reference = next(a for a in design.arm_order if a in present) if present else None
     model = ("marginal logistic model (GLM, independence working correlation): " + outcome
-             + " ~ arm + session; SEs clustered on reader and case; Wald 95 % CI")
+             + " ~ arm + session; SEs clustered on reader and case (CGM 2011, G/(G-1) per "
+             "term, as R's sandwich::vcovCL); Wald 95 % CI, normal p")
     notes: list[str] = []
     if reference is not None and reference != design.reference:
         notes.append(f"{design.reference!r} has no {outcome} values: compared with "
@@ -339,27 +340,23 @@ def _binary_model(design: Design, values: FloatArray, outcome: str) -> OutcomeRe
     sub = Design(design.readings, reference)
     x, names, more = sub.matrix(rows)
     notes += more
-    y = values[rows]
-    groups = np.column_stack([np.unique(design.readings.reader[rows], return_inverse=True)[1],
-                              np.unique(design.readings.case[rows], return_inverse=True)[1]])
     try:
-        res = GLM(y, x, family=Binomial()).fit(
-            cov_type="cluster", cov_kwds={"groups": groups})
+        res = logistic.fit(values[rows], x, design.readings.reader[rows],
+                           design.readings.case[rows])
     except (ValueError, np.linalg.LinAlgError) as exc:  # perfect separation and the like
         return OutcomeResult(outcome, model, int(rows.sum()), (), converged=False,
                              notes=(*notes, f"the model could not be fitted ({exc})"))
-    params, bse = np.asarray(res.params), np.asarray(res.bse)
     contrasts = []
     for i, name in enumerate(names):
         if name.startswith("arm:"):
-            b, se = float(params[i]), float(bse[i])
+            b, se = float(res.params[i]), float(res.se[i])
             contrasts.append(Contrast(name.removeprefix("arm:"), reference, "odds_ratio",
                                       math.exp(b), (math.exp(b - mixed.Z95 * se),
                                                     math.exp(b + mixed.Z95 * se)),
                                       math.erfc(abs(b / se) / math.sqrt(2)) if se else math.nan,
                                       b, se))
     return OutcomeResult(outcome, model, int(rows.sum()), tuple(contrasts),
-                         converged=bool(getattr(res, "converged", True)), notes=tuple(notes))
+                         converged=res.converged, notes=tuple(notes))
 
 
 def _per_reader(design: Design, y: FloatArray, rows: npt.NDArray[np.bool_],

@@ -7,16 +7,29 @@ reader ~ N(0, sd_reader), case ~ N(0, sd_case), noise ~ N(0, sd_residual).
 
 Crossover: each reader reads each case once per session, the arm cycling with reader, case and
 session (so with two arms and two sessions every reader reads every case in both arms, and
-each session has both arms in equal numbers: balanced within +-1)."""
+each session has both arms in equal numbers: balanced within +-1).
+
+`accepted` (a 0/1 per reading in the arms given a probability) is drawn as u < p[arm] with u
+uniform, so the share accepted in an arm is p[arm] whatever else holds. With
+`accepted_reader_share` / `accepted_case_share` above 0, u is Phi(z) of a latent normal
+z = sqrt(a) * reader + sqrt(b) * case + sqrt(1 - a - b) * noise (a Gaussian copula): readings of
+one reader, and of one case, are then correlated, while each reading's probability stays
+p[arm]. The marginal model logit P(accepted) = logit(p[reference]) + log odds ratio[arm] (no
+session effect) is then exactly right, and its log odds ratio logit(p[arm]) -
+logit(p[reference]) is the known answer that the two-way clustered logistic model is checked
+against (a conditional, random-effects logistic model would simulate a different, larger
+effect)."""
 
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from rrg_review.reader_study.readings import Readings, from_columns
 
@@ -38,6 +51,8 @@ class Simulation:
     sd_case: float = 0.4
     sd_residual: float = 0.5
     accepted: Mapping[str, float] = field(default_factory=dict)  # arm -> probability
+    accepted_reader_share: float = 0.0  # of the latent variance behind `accepted`
+    accepted_case_share: float = 0.0
     seed: int = 0
 
 
@@ -64,12 +79,28 @@ def columns(sim: Simulation) -> dict[str, list[str]]:
         "last_keystroke_seconds": [f"{v:.3f}" for v in last],
     }
     if sim.accepted:
-        draw = rng.random(len(r))
+        draw = _accepted_draws(sim, rng, r, c)
         table["accepted"] = [
             "" if sim.arms[a] not in sim.accepted else
             ("1" if u < sim.accepted[sim.arms[a]] else "0")
             for a, u in zip(arm_index, draw, strict=True)]
     return table
+
+
+def _accepted_draws(sim: Simulation, rng: np.random.Generator, r: npt.NDArray[np.intp],
+                    c: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
+    """Uniform draws, correlated within reader and within case by the Gaussian copula above."""
+    a, b = sim.accepted_reader_share, sim.accepted_case_share
+    if not (a >= 0 and b >= 0 and a + b <= 1):
+        raise ValueError(f"accepted shares {a} and {b} must be >= 0 and sum to at most 1")
+    if a == 0 and b == 0:
+        return rng.random(len(r))
+    from scipy.special import ndtr  # the normal CDF (scipy.stats imports ~1 s more)
+
+    z = (math.sqrt(a) * rng.normal(size=sim.readers)[r]
+         + math.sqrt(b) * rng.normal(size=sim.cases)[c]
+         + math.sqrt(1 - a - b) * rng.normal(size=len(r)))
+    return np.asarray(ndtr(z), dtype=np.float64)
 
 
 def readings(sim: Simulation) -> Readings:
