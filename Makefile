@@ -93,11 +93,13 @@ HAVE_POSTGRES := ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command 
 postgres:
 	$(call apt_install,postgresql,PostgreSQL server not found: install Debian's postgresql package (or set RRG_TEST_POSTGRES_URL) for the PostgreSQL half of the database tests)
 
-# R and its lme4 package (Debian's r-base-core and r-cran-lme4, without the recommended extras)
-# for the check of the reader-study mixed model against the implementation the field trusts
-# (tests/test_reader_study_lme4.py) and the lme4 ratio of `python -m bench.reader_study`; the
-# analysis itself does not need R.
-HAVE_LME4 := Rscript -e 'suppressMessages(library(lme4))' >/dev/null 2>&1
+# R and its lme4, sandwich and lmtest packages (Debian's r-base-core, r-cran-lme4,
+# r-cran-sandwich and r-cran-lmtest, without the recommended extras) for the checks of the
+# reader-study models against the implementations the field trusts: the mixed model against
+# lme4 (tests/test_reader_study_lme4.py, and the lme4 ratio of `python -m bench.reader_study`),
+# the two-way clustered logistic model against glm + sandwich::vcovCL + lmtest
+# (tests/test_reader_study_binary_r.py); the analysis itself does not need R.
+HAVE_LME4 := Rscript -e 'suppressMessages({library(lme4); library(sandwich); library(lmtest)})' >/dev/null 2>&1
 .PHONY: lme4
 lme4:
-	$(call apt_install,--no-install-recommends r-base-core r-cran-lme4,R's lme4 not found: install Debian's r-base-core and r-cran-lme4 for the reader-study model check against lme4)
+	$(call apt_install,--no-install-recommends r-base-core r-cran-lme4 r-cran-sandwich r-cran-lmtest,R's lme4/sandwich/lmtest not found: install Debian's r-base-core r-cran-lme4 r-cran-sandwich r-cran-lmtest for the reader-study model checks against R)
