@@ -5,8 +5,9 @@ on reader and on case) against R, the implementation the field trusts:
 (vcovCL's defaults for a glm) and `lmtest::coeftest` / `coefci` for the z test and the Wald
 interval, through one real Rscript process. On simulated studies with known effects and
 readings correlated within reader and within case (a two-arm crossover, a three-arm parallel
-design, and an unbalanced three-arm three-session crossover with readings missing more in one
-arm for half of the readers, whose unassisted arm has no `accepted`), our log odds ratios equal
+design, an unbalanced three-arm three-session crossover with readings missing more in one arm
+for half of the readers, whose unassisted arm has no `accepted`, and a six-reader study where
+the two-way variance of the arm comes out negative, as it can), our log odds ratios equal
 R's to 1e-6 relative, their standard errors to 1e-4, and the intervals and p follow; the other
 conventions (statsmodels' default, vcovCL's `type = "HC1"`, one-way clustering on reader) differ
 by more than that on the same data, so the check tells them apart.
@@ -22,16 +23,18 @@ when they are missing)."""
 from __future__ import annotations
 
 import csv
+import json
 import math
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from rrg_review.reader_study import logistic
-from rrg_review.reader_study.analysis import analyze
+from rrg_review.reader_study.analysis import OutcomeResult, analyze
 from rrg_review.reader_study.mixed import Z95
 from rrg_review.reader_study.readings import from_columns
 from rrg_review.reader_study.simulate import Simulation, columns
@@ -97,6 +100,13 @@ STUDIES = {
                                   accepted={"draft:a": 0.6, "draft:b": 0.4},
                                   accepted_reader_share=0.3, accepted_case_share=0.2),
                        "draft:a"),
+    # six readers, twenty cases: the two-way sum's variance of the arm comes out negative
+    # (V_reader + V_case - V_both); R's vcovCL gives it so too (NaN SE), and we give no interval
+    "negative.csv": (Simulation(readers=6, cases=20, sessions=2, seed=244,
+                                arms=("unassisted", "draft:a"),
+                                accepted={"unassisted": 0.35, "draft:a": 0.6},
+                                accepted_reader_share=0.3, accepted_case_share=0.3),
+                     "unassisted"),
 }
 
 
@@ -128,6 +138,10 @@ def _r(args: list[str]) -> dict[tuple[str, str], tuple[float, ...]]:
     return rows
 
 
+def analysis_json(result: OutcomeResult) -> dict[str, Any]:
+    return json.loads(json.dumps(result.to_json(), allow_nan=False))  # null, never NaN
+
+
 def _rel(a: float, b: float) -> float:
     return abs(a - b) / abs(b)
 
@@ -152,6 +166,11 @@ def test_log_odds_ratios_and_clustered_ses_equal_r_sandwich(tmp_path):
             assert c.reference == reference
             estimate, se, lo, hi, p, se_hc1, se_reader = r[name, f"arm{c.arm}"]
             assert _rel(c.model_estimate, estimate) < ESTIMATE_RTOL, (name, c, estimate)
+            if name == "negative.csv":
+                assert math.isnan(se) and math.isnan(c.se) and math.isnan(c.p), (se, c)
+                assert any("not positive" in n for n in accepted.notes), accepted.notes
+                assert analysis_json(accepted)["contrasts"][0]["ci95"] == [None, None]
+                continue
             assert _rel(c.se, se) < SE_RTOL, (name, c.arm, c.se, se)
             assert np.allclose(np.log(c.ci95), (lo, hi), rtol=SE_RTOL, atol=0), (name, c, lo, hi)
             assert _rel(c.p, p) < SE_RTOL, (name, c.arm, c.p, p)

@@ -350,6 +350,10 @@ def _binary_model(design: Design, values: FloatArray, outcome: str) -> OutcomeRe
     for i, name in enumerate(names):
         if name.startswith("arm:"):
             b, se = float(res.params[i]), float(res.se[i])
+            if not math.isfinite(se):
+                notes.append(f"the two-way clustered variance of {name.removeprefix('arm:')!r} "
+                             "is not positive (V_reader + V_case - V_both can be, with few "
+                             "readers or cases): no interval or p")
             contrasts.append(Contrast(name.removeprefix("arm:"), reference, "odds_ratio",
                                       math.exp(b), (math.exp(b - mixed.Z95 * se),
                                                     math.exp(b + mixed.Z95 * se)),

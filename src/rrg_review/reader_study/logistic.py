@@ -36,7 +36,11 @@ class LogisticFit:
 
     @property
     def se(self) -> FloatArray:
-        return np.sqrt(np.diag(self.cov))
+        """Standard errors; NaN where the variance is not positive, which the two-way sum
+        V_reader + V_case - V_both can be with few readers or cases (as R's vcovCL gives it,
+        without `fix = TRUE`): such a coefficient has no interval."""
+        var = np.diag(self.cov)
+        return np.sqrt(np.where(var > 0, var, np.nan))
 
 
 def fit(y: FloatArray, x: FloatArray, reader: npt.NDArray[np.str_],
