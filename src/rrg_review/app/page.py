@@ -32,6 +32,7 @@ from rrg_review.app.reader_study.panel import (
     wire_sign,
 )
 from rrg_review.app.reader_study.service import ReaderStudyError
+from rrg_review.app.reader_study.status_panel import StudyAdminPanel, wire_study_admin
 from rrg_review.app.review.desk import Client, Desk, Saved, Session
 from rrg_review.app.review.panel import (
     Editor,
@@ -83,6 +84,7 @@ class Page:
     enlarged: EnlargedPanel
     studies: StudyListPanel
     sign: SignPanel
+    study_admin: StudyAdminPanel  # reader-study status: shown to admins only
 
     @classmethod
     def build(cls, services: Services) -> Page:
@@ -96,6 +98,7 @@ class Page:
                 with gr.Accordion("Keyboard shortcuts", open=False, elem_id="help"):
                     gr.Markdown("\n".join(f"- **{k}**: {v}" for k, v in SHORTCUTS))
                 export = ExportPanel.build()
+                study_admin = StudyAdminPanel.build()
             with gr.Column(scale=6, min_width=480, elem_id="viewer-col"):
                 film = FilmPanel.build(services.viewer)
             with gr.Column(scale=3, min_width=380, elem_id="editor-col"):
@@ -103,7 +106,7 @@ class Page:
                 review = ReviewPanel.build()
                 metrics = MetricsPanel.build()
         return cls(tab, top, worklist, export, film, review, metrics,
-                   EnlargedPanel.build(pick, enlarge), studies, sign)
+                   EnlargedPanel.build(pick, enlarge), studies, sign, study_admin)
 
     @property
     def edit_in(self) -> set[Any]:
@@ -135,7 +138,11 @@ def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
     wiring = Wiring(services, desk, guard, nav.editor, nav.rows, page.worklist.follow,
                     metrics_step, page.edit_in, nav.with_client,
                     [page.worklist.table, page.worklist.progress])
-    wire_draft_arrival(wiring, nav.wire_load(ui))
+    loaded = nav.wire_load(ui)
+    wire_draft_arrival(wiring, loaded)
+    if services.readings is not None:
+        wire_study_admin(page.study_admin, services.readings.studies, services.accounts,
+                         guard, loaded)
     nav.wire_steps()
     # search, filters and paging: the panel's own read-only events; the row click and
     # Previous/Next above save the reader's pending text before they leave the study
