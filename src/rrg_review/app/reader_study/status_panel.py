@@ -37,6 +37,7 @@ from rrg_review.app.reader_study.service import (
 log = logging.getLogger(__name__)
 
 REFUSAL = "Only an admin can see the status of reader studies."
+NBSP = "\u00a0"  # a number stays on the line of its unit in the narrow column
 
 
 @dataclass(frozen=True)
@@ -101,12 +102,13 @@ def reader_row(status: ReaderStatus) -> ReaderRow:
 
 def study_board(summary: StudySummary, status: StudyStatus) -> StudyBoard:
     """One study's board from its summary (`studies`) and its status (`status`)."""
-    line = (f"{summary.design}, {summary.sessions} session{'s' * (summary.sessions != 1)}, "
-            f"washout {summary.washout_days:g} d, "
-            f"{'blinded' if summary.blinded else 'not blinded'} · {summary.readers} readers "
-            f"x {summary.cases} cases · {summary.signed} / {summary.readings} signed")
-    missing = tuple(f"arm {code}: {n} case{'s' * (n != 1)} without a draft (rrg-review draft "
-                    "--model PRESET; `study show --unblind` names the arm's preset)"
+    line = (f"{summary.design}, {summary.sessions}{NBSP}session"
+            f"{'s' * (summary.sessions != 1)}, washout {summary.washout_days:g}{NBSP}d, "
+            f"{'blinded' if summary.blinded else 'not blinded'} · {summary.readers}{NBSP}readers"
+            f" x {summary.cases}{NBSP}cases · {summary.signed}{NBSP}/{NBSP}{summary.readings}"
+            f"{NBSP}signed")
+    missing = tuple(f"arm {code}: {n} case{'s' * (n != 1)} without a draft (draft them "
+                    "first; `study show --unblind` names the arm's model)"
                     for code, n in status.missing_drafts.items())
     return StudyBoard(summary.name, line, summary.sessions,
                       tuple(reader_row(r) for r in status.readers), missing)
@@ -151,7 +153,7 @@ def _board_html(board: StudyBoard) -> str:
 @dataclass(frozen=True)
 class StudyAdminPanel:
     """The collapsed "Reader studies" panel (hidden until the page knows its reader is an
-    admin): the status, and Refresh."""
+    admin): Refresh (above: the list grows with the studies), and the status."""
 
     accordion: gr.Accordion
     body: gr.HTML
@@ -161,8 +163,8 @@ class StudyAdminPanel:
     def build(cls) -> StudyAdminPanel:
         with gr.Accordion("Reader studies (admin)", open=False, visible=False,
                           elem_id="study-admin") as accordion:
-            body = gr.HTML("", elem_id="study-admin-status", padding=False)
             refresh = gr.Button("Refresh", elem_id="study-admin-refresh", size="sm")
+            body = gr.HTML("", elem_id="study-admin-status", padding=False)
         return cls(accordion, body, refresh)
 
 
