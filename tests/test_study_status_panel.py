@@ -108,12 +108,12 @@ def test_only_an_admin_is_shown_the_panel_and_given_the_status(three):
     local = Reader("local", accounts.local_reader(), Session())  # no-login mode: an admin
     boss = Reader("boss", accounts.add("boss", None, role="admin"), Session())
 
-    refused = admin.on_refresh(ann, {})
+    refused = admin.on_study_status(ann, {})
     assert refused == {panel.body: REFUSAL}  # one sentence; nothing of any study
-    assert admin.on_load(ann, {})[panel.accordion]["visible"] is False
+    assert admin.on_page_loaded(ann, {})[panel.accordion]["visible"] is False
     for who in (local, boss):
-        assert admin.on_load(who, {})[panel.accordion]["visible"] is True
-        shown = admin.on_refresh(who, {})[panel.body]
+        assert admin.on_page_loaded(who, {})[panel.accordion]["visible"] is True
+        shown = admin.on_study_status(who, {})[panel.body]
         assert all(f'data-study="{name}"' in shown for name in ("done", "fresh", "mid"))
 
 

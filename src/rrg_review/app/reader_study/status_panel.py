@@ -180,11 +180,11 @@ class StudyAdmin:
         account = self.accounts.by_id(r.id)
         return account is not None and account.is_admin
 
-    def on_load(self, r: Reader, d: Inputs) -> Outputs:
+    def on_page_loaded(self, r: Reader, d: Inputs) -> Outputs:
         """Show the panel to an admin (it stays hidden, and empty, for a reader)."""
         return {self.panel.accordion: gr.update(visible=self.is_admin(r))}
 
-    def on_refresh(self, r: Reader, d: Inputs) -> Outputs:
+    def on_study_status(self, r: Reader, d: Inputs) -> Outputs:
         """The status of every study now; a reader is refused in one sentence."""
         if not self.is_admin(r):
             log.warning("reader-study status refused to %s (not an admin)", r.name)
@@ -199,8 +199,8 @@ def wire_study_admin(panel: StudyAdminPanel, studies: ReaderStudyService,
     status (read-only handlers: not under the tab's lock)."""
     admin = StudyAdmin(panel, studies, accounts)
     state: set[Any] = {guard.tab.state}
-    loaded.then(guard(admin.on_load, lock=False), state, [panel.accordion], **PRIVATE)
-    on_refresh = guard(admin.on_refresh, lock=False)
-    panel.accordion.expand(on_refresh, state, [panel.body], **PRIVATE)
-    panel.refresh.click(on_refresh, state, [panel.body], **PRIVATE)
+    loaded.then(guard(admin.on_page_loaded, lock=False), state, [panel.accordion], **PRIVATE)
+    on_study_status = guard(admin.on_study_status, lock=False)
+    panel.accordion.expand(on_study_status, state, [panel.body], **PRIVATE)
+    panel.refresh.click(on_study_status, state, [panel.body], **PRIVATE)
     return admin
