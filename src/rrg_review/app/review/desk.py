@@ -303,17 +303,20 @@ class Desk:
                 self.worklists.assign(reader)
 
     def start(self, reader: int, login: str | None = None,
-              left: tuple[tuple[str, int], ...] = ()) -> int | None:
+              left: tuple[tuple[str, int], ...] = (),
+              left_off: frozenset[int] = frozenset()) -> int | None:
         """On page load: a new reader gets every study on the worklist; then the study to
         resume: the newest one whose unsaved text this browser still keeps (`left`, so that
         text can be restored; only the login's own and only studies on their worklist),
-        else the last one worked on, else the first unfinished."""
+        else the last one worked on, else the first unfinished; never one of `left_off` (the
+        cases of the reader's unfinished blinded studies, which plain review refuses)."""
         worklists = self.worklists
         self.prepare(reader)
         study = next((s for owner, s in left
-                      if owner == login and worklists.status_of(reader, s) is not None), None)
+                      if owner == login and s not in left_off
+                      and worklists.status_of(reader, s) is not None), None)
         if study is None:
-            study = self.worklists.resume(reader)
+            study = self.worklists.resume(reader, left_off)
         if study is not None and self.predrafter is not None:
             # the study the reader sees first is drafted first (it usually is already: the
             # app queued it at start); the page opens at once and `await_draft` fills the

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any, TypeVarTuple, cast
 
@@ -67,13 +67,18 @@ class WorklistError(ValueError):
 
 @dataclass(frozen=True)
 class WorklistFilter:
-    """What the reader narrowed the list to. None (or '' for search) means no restriction."""
+    """What the reader narrowed the list to. None (or '' for search) means no restriction.
+
+    left_off: studies the list leaves out whatever the reader chose (the cases of their
+    unfinished blinded reader studies: app/reader_study/service.py `BlindedCases`), so that
+    no page, Next/Previous or resume leads to a study that plain review refuses."""
 
     status: str | None = None
     source: str | None = None
     split: str | None = None
     has_images: bool | None = None
     search: str = ""
+    left_off: frozenset[int] = field(default=frozenset())
 
     def __post_init__(self) -> None:
         if self.status is not None and self.status not in STATUSES:
@@ -111,6 +116,11 @@ class WorklistFilter:
     @property
     def needs_study(self) -> bool:
         return bool(self.source or self.split or self.has_images is not None or self.search)
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether the reader chose a restriction (`left_off` is not their choice)."""
+        return replace(self, left_off=frozenset()) != WorklistFilter()
 
 
 @dataclass(frozen=True)
@@ -324,6 +334,8 @@ class WorklistService:
         stmt = stmt.where(WorklistItem.reader_id == reader_id)
         if flt.status:
             stmt = stmt.where(WorklistItem.status == flt.status)
+        if flt.left_off:
+            stmt = stmt.where(WorklistItem.study_id.not_in(sorted(flt.left_off)))
         if not flt.needs_study:
             return stmt
         if not joined:
@@ -366,6 +378,7 @@ class WorklistService:
         with self.db.read() as s:
             if progress is not None and not flt.needs_study:
                 total = getattr(progress, flt.status) if flt.status else progress.total
+                total -= self._left_off_count(s, reader_id, flt)
             else:
                 total = int(s.scalar(self._filtered(select(func.count(WorklistItem.id)),
                                                     reader_id, flt)) or 0)
@@ -380,7 +393,8 @@ class WorklistService:
             order = WorklistItem.position + 0 if narrow else WorklistItem.position
             ids = self._filtered(select(WorklistItem.id), reader_id, flt).order_by(order)
             skip = (page - 1) * page_size
-            if skip and not (flt.status or flt.needs_study) and self._dense(s, reader_id, total):
+            if skip and not (flt.status or flt.needs_study or flt.left_off) \
+                    and self._dense(s, reader_id, total):
                 # positions 0..total-1 without holes: page k starts at position k*size, an
                 # index seek instead of stepping over `skip` entries
                 ids = ids.where(WorklistItem.position >= skip).limit(page_size)
@@ -394,6 +408,19 @@ class WorklistService:
                     .where(WorklistItem.id.in_(ids)).order_by(WorklistItem.position))
             rows = tuple(WorklistEntry(*tuple(row)) for row in s.execute(stmt))
         return WorklistPage(rows, page, pages, page_size, total, flt)
+
+    @staticmethod
+    def _left_off_count(s: Session, reader_id: int, flt: WorklistFilter) -> int:
+        """How many of the studies left off are on the list (with the filter's status): the
+        counter table's total less these, instead of counting the whole list again."""
+        if not flt.left_off:
+            return 0
+        stmt = select(func.count(WorklistItem.id)).where(
+            WorklistItem.reader_id == reader_id,
+            WorklistItem.study_id.in_(sorted(flt.left_off)))
+        if flt.status:
+            stmt = stmt.where(WorklistItem.status == flt.status)
+        return int(s.scalar(stmt) or 0)
 
     @staticmethod
     def _dense(s: Session, reader_id: int, total: int) -> bool:
@@ -547,7 +574,7 @@ class WorklistService:
                          flt: WorklistFilter | None, exclude: int | None = None) -> int | None:
         flt = flt or WorklistFilter()
         if flt.status == "done":
-            flt = WorklistFilter(None, flt.source, flt.split, flt.has_images, flt.search)
+            flt = replace(flt, status=None)
         with self.db.read() as s:
             here = self._position(s, reader_id, after)
             stmt = self._filtered(select(WorklistItem.study_id), reader_id, flt).where(
@@ -583,18 +610,22 @@ class WorklistService:
                 stmt = stmt.where(WorklistItem.position > here)
             return list(s.scalars(stmt.order_by(WorklistItem.position).limit(max(0, count))))
 
-    def resume(self, reader_id: int) -> int | None:
+    def resume(self, reader_id: int,
+               left_off: frozenset[int] = frozenset()) -> int | None:
         """The study to reopen after a reload: the last one worked on, else the first open.
 
         Args:
             reader_id: whose worklist.
+            left_off: studies not to reopen (WorklistFilter.left_off).
 
         Returns:
             The most recently updated study "in_review", else the first study not done, else
             None (an empty or finished worklist).
         """
         with self.db.read() as s:
-            last = s.scalar(select(WorklistItem.study_id).where(
-                WorklistItem.reader_id == reader_id, WorklistItem.status == "in_review")
-                .order_by(WorklistItem.updated_at.desc(), WorklistItem.id.desc()).limit(1))
-        return last if last is not None else self.next_unfinished(reader_id)
+            flt = WorklistFilter(status="in_review", left_off=left_off)
+            last = s.scalar(self._filtered(select(WorklistItem.study_id), reader_id, flt)
+                            .order_by(WorklistItem.updated_at.desc(), WorklistItem.id.desc())
+                            .limit(1))
+        return last if last is not None else self.next_unfinished(
+            reader_id, flt=WorklistFilter(left_off=left_off))
