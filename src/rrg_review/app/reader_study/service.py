@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from rrg_review.app.accounts.audit import AuditLog
 from rrg_review.app.accounts.service import Account
@@ -461,9 +461,10 @@ class ReaderStudyService:
         Args:
             reader: the reader's id (an account that reads in no study: no cases).
         """
-        unsigned = (select(Reading.id).where(
-            Reading.reader_study_id == ReaderStudy.id, Reading.reader_id == reader,
-            Reading.signed_at.is_(None)).exists())
+        other = aliased(Reading)
+        unsigned = (select(other.id).where(
+            other.reader_study_id == ReaderStudy.id, other.reader_id == reader,
+            other.signed_at.is_(None)).exists())
         stmt = (select(Reading.study_id, ReaderStudy.name, Study.study_key)
                 .join(ReaderStudy, ReaderStudy.id == Reading.reader_study_id)
                 .join(Study, Study.id == Reading.study_id)
