@@ -214,6 +214,18 @@ def _search_ids(text: str) -> CompoundSelect[int]:
     return union(by_study, by_patient)
 
 
+def _seek(skip: int, held: Sequence[int]) -> int:
+    """The position of the row `skip` (0-based) of a list with positions 0..n-1 when the
+    studies at the `held` positions (ascending) are left off: each one at or before it
+    pushes it one further."""
+    start = skip
+    for position in held:
+        if position > start:
+            break
+        start += 1
+    return start
+
+
 class WorklistService:
     def __init__(self, db: Database, include_report_only: bool = False) -> None:
         """Args:
@@ -376,9 +388,10 @@ class WorklistService:
             raise WorklistError(f"page size must be 1-{MAX_PAGE_SIZE}, not {page_size}")
         page_size = int(page_size)
         with self.db.read() as s:
+            held = self._held_positions(s, reader_id, flt)
             if progress is not None and not flt.needs_study:
                 total = getattr(progress, flt.status) if flt.status else progress.total
-                total -= self._left_off_count(s, reader_id, flt)
+                total -= len(held)
             else:
                 total = int(s.scalar(self._filtered(select(func.count(WorklistItem.id)),
                                                     reader_id, flt)) or 0)
@@ -393,11 +406,12 @@ class WorklistService:
             order = WorklistItem.position + 0 if narrow else WorklistItem.position
             ids = self._filtered(select(WorklistItem.id), reader_id, flt).order_by(order)
             skip = (page - 1) * page_size
-            if skip and not (flt.status or flt.needs_study or flt.left_off) \
-                    and self._dense(s, reader_id, total):
-                # positions 0..total-1 without holes: page k starts at position k*size, an
-                # index seek instead of stepping over `skip` entries
-                ids = ids.where(WorklistItem.position >= skip).limit(page_size)
+            if skip and not (flt.status or flt.needs_study) \
+                    and self._dense(s, reader_id, total + len(held)):
+                # positions 0..n-1 without holes: page k starts at position k*size (past the
+                # studies left off before it), an index seek instead of stepping over `skip`
+                # entries
+                ids = ids.where(WorklistItem.position >= _seek(skip, held)).limit(page_size)
             else:
                 ids = ids.limit(page_size).offset(skip)
             stmt = (select(WorklistItem.study_id, WorklistItem.position, Study.source,
@@ -410,17 +424,20 @@ class WorklistService:
         return WorklistPage(rows, page, pages, page_size, total, flt)
 
     @staticmethod
-    def _left_off_count(s: Session, reader_id: int, flt: WorklistFilter) -> int:
-        """How many of the studies left off are on the list (with the filter's status): the
-        counter table's total less these, instead of counting the whole list again."""
+    def _held_positions(s: Session, reader_id: int, flt: WorklistFilter) -> list[int]:
+        """Where the studies left off stand on the list (with the filter's status), in order:
+        the counter table's total less these is the page's total, and a page's first
+        position steps over them, instead of counting or walking the whole list again."""
         if not flt.left_off:
-            return 0
-        stmt = select(func.count(WorklistItem.id)).where(
+            return []
+        stmt = select(WorklistItem.position).where(
             WorklistItem.reader_id == reader_id,
             WorklistItem.study_id.in_(sorted(flt.left_off)))
         if flt.status:
             stmt = stmt.where(WorklistItem.status == flt.status)
-        return int(s.scalar(stmt) or 0)
+        # sorted here: ORDER BY position would walk the (reader, position) index over the
+        # whole list instead of looking the few studies up on the (reader, study) one
+        return sorted(s.scalars(stmt))
 
     @staticmethod
     def _dense(s: Session, reader_id: int, total: int) -> bool:
@@ -451,9 +468,16 @@ class WorklistService:
                              .where(WorklistItem.study_id == study_id))
             if shown is None:
                 return None
-            before = int(s.scalar(self._filtered(select(func.count(WorklistItem.id)),
-                                                 reader_id, flt)
+            # the rows before it, less the studies left off among them (looked up by study:
+            # NOT IN on every row before it cost 3x the count on 160,000 rows)
+            counted = select(func.count(WorklistItem.id))
+            plain = replace(flt, left_off=frozenset())
+            before = int(s.scalar(self._filtered(counted, reader_id, plain)
                                   .where(WorklistItem.position < position)) or 0)
+            if flt.left_off:
+                before -= int(s.scalar(self._filtered(counted, reader_id, plain).where(
+                    WorklistItem.study_id.in_(sorted(flt.left_off)),
+                    WorklistItem.position + 0 < position)) or 0)
         return before // max(1, int(page_size)) + 1
 
     def progress(self, reader_id: int) -> Progress:
