@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from rrg_review.app.accounts.audit import AuditLog
 from rrg_review.app.accounts.service import Account
@@ -454,21 +454,22 @@ class ReaderStudyService:
 
     def blinded_cases(self, reader: int) -> BlindedCases:
         """The cases of the reader's unfinished blinded studies, in one query (the reader's
-        readings, by the (study, reader) index; a study is unfinished while one of the
-        reader's readings in it is unsigned, which is `schedule(...).finished` negated: a
-        session between washouts counts, its readings are unsigned).
+        readings, by the reader index; a study is unfinished while one of the reader's
+        readings in it is unsigned, which is `schedule(...).finished` negated: a session
+        waiting for its washout counts, its readings are unsigned).
 
         Args:
             reader: the reader's id (an account that reads in no study: no cases).
         """
-        other = aliased(Reading)
-        unsigned = (select(other.id).where(
-            other.reader_study_id == ReaderStudy.id, other.reader_id == reader,
-            other.signed_at.is_(None)).exists())
+        # not a correlated EXISTS: that probes once per reading, and walks all of a finished
+        # study's readings each time
+        unsigned = select(Reading.reader_study_id).where(
+            Reading.reader_id == reader, Reading.signed_at.is_(None))
         stmt = (select(Reading.study_id, ReaderStudy.name, Study.study_key)
                 .join(ReaderStudy, ReaderStudy.id == Reading.reader_study_id)
                 .join(Study, Study.id == Reading.study_id)
-                .where(Reading.reader_id == reader, ReaderStudy.blinded.is_(True), unsigned)
+                .where(Reading.reader_id == reader, ReaderStudy.blinded.is_(True),
+                       Reading.reader_study_id.in_(unsigned))
                 .order_by(ReaderStudy.name).distinct())
         with self.db.read() as s:
             found: dict[int, tuple[str, str]] = {}
