@@ -7,6 +7,7 @@ after signing."""
 
 from __future__ import annotations
 
+import html
 import json
 from datetime import timedelta
 
@@ -297,3 +298,33 @@ def test_the_plain_worklist_leaves_them_off_and_next_previous_pass_over_them(bes
     _sign(d.review.db, "blind", ann, 2)
     assert [row[0] for row in logic.view(ann).rows] == c[:3]
     assert logic.target(ann, c[0], 1) == c[1]
+
+
+def test_a_tab_open_on_a_case_when_its_blinded_study_is_created_stores_no_more(beside,
+                                                                             tmp_path):
+    d, studies, _, c, keys = beside
+    AccountService(d.review.db).add("dee", None)
+    session, dee = tab(d, "dee")
+    d.prepare(dee)
+    opened = d.open(session, dee, c[2], now=0.0)
+    assert d.save(session, {"findings": "Before.", "impression": ""}, Client(c[2], seq=1)).wrote
+    studies.create(_design(tmp_path, name="late", cases=[keys[2]], readers=["dee", "bob"],
+                           arms=[{"arm": "unassisted", "template": "Template."},
+                                 "draft:rrg24-baseline"]))
+    texts = {"findings": "After.", "impression": ""}
+    saved = d.save(session, texts, Client(c[2], seq=2))
+    assert not saved.wrote and saved.ok  # refused, and Next/Previous still leave the study
+    assert html.unescape(saved.message).startswith(
+        f"⚠ Not saved: {keys[2]} is a case of your blinded reader study 'late'")
+    assert f"Not rated: {keys[2]}" in d.rate(session, 4, False, {}, None)[1]
+    assert f"Not accepted: {keys[2]}" in d.accept(session, opened.texts, Client(c[2], seq=3),
+                                            confirmed=True).message
+    assert not d.leave(session, texts, Client(c[2], seq=4), now=5.0).wrote
+    with d.review.db.read() as s:
+        assert [r.text for r in s.scalars(select(Revision).where(
+            Revision.reader_id == dee, Revision.study_id == c[2]))] == ["Before."]
+        assert s.scalar(select(Rating.id).where(Rating.reader_id == dee)) is None
+    # another reader's plain review of the case is not held ('open' is not blinded for ann)
+    other, ann = tab(d, "ann")
+    d.open(other, ann, c[2], now=0.0)
+    assert d.save(other, {"findings": "Ann's.", "impression": ""}, Client(c[2], seq=1)).wrote

@@ -452,7 +452,7 @@ class ReaderStudyService:
                 Study.id.in_(list(study_ids))))
             return {study_id: key for study_id, key in rows}
 
-    def blinded_cases(self, reader: int) -> BlindedCases:
+    def blinded_cases(self, reader: int, case: int | None = None) -> BlindedCases:
         """The cases of the reader's unfinished blinded studies, in one query (the reader's
         readings, by the reader index; a study is unfinished while one of the reader's
         readings in it is unsigned, which is `schedule(...).finished` negated: a session
@@ -460,6 +460,7 @@ class ReaderStudyService:
 
         Args:
             reader: the reader's id (an account that reads in no study: no cases).
+            case: only this case (is it held?); None: all of them.
         """
         # not a correlated EXISTS: that probes once per reading, and walks all of a finished
         # study's readings each time
@@ -471,6 +472,8 @@ class ReaderStudyService:
                 .where(Reading.reader_id == reader, ReaderStudy.blinded.is_(True),
                        Reading.reader_study_id.in_(unsigned))
                 .order_by(ReaderStudy.name).distinct())
+        if case is not None:
+            stmt = stmt.where(Reading.study_id == case)
         with self.db.read() as s:
             found: dict[int, tuple[str, str]] = {}
             for case, name, key in s.execute(stmt):
