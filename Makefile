@@ -5,7 +5,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 ARGS   ?=
-PYTEST_ARGS ?=
+# the 20 slowest tests are listed after the run: where the suite's time goes, on every CI run
+PYTEST_ARGS ?= --durations=20
 # the suite runs on every core (pytest-xdist), a whole test module per worker so each module's
 # browser and app fixtures are made once; modules go out longest first (tests/conftest.py).
 # TEST_WORKERS= runs it in one process.

@@ -180,6 +180,9 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
             link.click()
         report = Path(download.value.path()).read_text()
         assert "Radiologist review" in report and "dr.ana" in report
+        # the aids' measures (#22): the suggestion stored with this rating is in its table
+        aids = report.split('id="suggestion-agreement"', 1)[1].split("<h2", 1)[0]
+        assert "No rating stored a suggestion" not in aids and "<td" in aids, aids
         # keyboard: next unfinished study
         page.locator("#film-head").click()
         page.keyboard.press("Alt+n")

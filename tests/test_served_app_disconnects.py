@@ -156,3 +156,52 @@ def test_browser_tabs_opened_and_closed_leave_no_traceback(served):
     found = tracebacks(log, since)
     assert found == [], f"{len(found)} tracebacks in {log}:\n{found[0][-3000:]}"
 
+
+
+def test_a_shutdown_ends_open_tabs_streams_at_once(tmp_path):
+    """SIGTERM (Ctrl+C, a service manager's stop) with tabs open: their heartbeat streams end
+    at once with a complete answer, and the server stops without waiting out its grace period
+    (it waited 5 s for any open page, then cancelled the streams: "Cancel 1 running task(s),
+    timeout graceful shutdown exceeded")."""
+    port = free_port()
+    log = tmp_path / "app.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rrg_review.app.cli", "serve", "--no-demo", "--no-predraft",
+             "--port", str(port), "--db", str(tmp_path / "app.sqlite")],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    tabs = []
+    try:
+        deadline = time.monotonic() + 180
+        while "serving on" not in log.read_text():
+            assert proc.poll() is None, f"the app exited:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, "the app did not start within 180 s"
+            time.sleep(0.2)
+        for _ in range(3):
+            tab = socket.create_connection(("127.0.0.1", port), timeout=60)
+            tab.sendall(f"GET /gradio_api/heartbeat/{uuid.uuid4().hex[:11]} HTTP/1.1\r\n"
+                        "Host: 127.0.0.1\r\n\r\n".encode())
+            opened = b""
+            while b"ALIVE" not in opened:  # the stream is open
+                chunk = tab.recv(4096)
+                assert chunk, opened
+                opened += chunk
+            tabs.append(tab)
+        proc.terminate()
+        for tab in tabs:
+            answer = b""
+            while not answer.endswith(b"0\r\n\r\n"):  # the chunked answer's end
+                chunk = tab.recv(4096)
+                assert chunk, f"the stream was cut, not ended: {answer[-200:]!r}"
+                answer += chunk
+        proc.wait(timeout=60)
+    finally:
+        for tab in tabs:
+            tab.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert "graceful shutdown exceeded" not in text and "without completing" not in text, text
+    assert tracebacks(log) == []

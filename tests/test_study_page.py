@@ -33,7 +33,9 @@ STUDY = "page-crossover"
 PASSWORD = "correct horse battery"
 # what a reader's page must never show or carry (besides references and other readers' words)
 SECRETS = (MODEL_ID, "secret-org", PRESET, "rrg24", "draft:", "unassisted", "neighbour",
-           "retrieval", "Model preset")
+           "retrieval", "Model preset",
+           # the review aids' reference-based flags (#22: never for a blinded reader)
+           "not in the reference", "in the reference, ")
 
 
 def _build(path, tmp_path, templates):

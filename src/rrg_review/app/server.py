@@ -46,6 +46,7 @@ import json
 import logging
 import re
 import secrets
+import socket
 import ssl
 import threading
 import time
@@ -66,6 +67,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rrg_review.app.accounts.service import AccountService, SessionStore
 from rrg_review.app.asset_cache import AssetCache
 from rrg_review.app.fair import FairQueue
+from rrg_review.app.stream_end import StreamsEnd, is_event_stream
 from rrg_review.app.web_policy import (
     CORS_PREFIX,
     LOGIN_FIELD,
@@ -240,8 +242,9 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
         _add_login_routes(app, accounts, sessions, readers, options)
 
     check = RequestCheck(accounts, readers, options, TabOwners(), blocks, FairQueue(blocks))
+    app.state.streams = StreamsEnd()  # ended by `serve` at shutdown (stream_end)
     app.add_middleware(AssetCache)  # inside the Guard (Starlette: the last added is outermost)
-    app.add_middleware(Guard, check=check, options=options,
+    app.add_middleware(Guard, check=check, options=options, streams=app.state.streams,
                        on_export_download=on_export_download)
     gr.mount_gradio_app(app, blocks, path="/",
                         auth_dependency=readers.current if options.login else None,
@@ -466,8 +469,10 @@ class Guard:
     a route that sends nothing to a gone client sends nothing, which uvicorn accepts quietly."""
 
     def __init__(self, app: ASGIApp, *, check: RequestCheck, options: ServerOptions,
+                 streams: StreamsEnd | None = None,
                  on_export_download: Callable[[], Any] | None = None) -> None:
         self.app, self.check, self.options = app, check, options
+        self.streams = streams or StreamsEnd()
         self.cache = options.gradio_cache.resolve() if options.gradio_cache else None
         self.on_export_download = on_export_download
         self.headers = security_headers(tls=options.tls)
@@ -538,6 +543,8 @@ class Guard:
         user = getattr(request.state, "rrg_user", None) if self.options.login else None
         if isinstance(user, str) and counted(request):
             await self._fairly(user, request, scope, receive, send)
+        elif is_event_stream(request.method, request.url.path):
+            await self.streams.serve(self.app, scope, receive, send)
         else:
             await self.app(scope, receive, send)
 
@@ -668,7 +675,15 @@ def serve(app: Any, options: ServerOptions) -> None:
     scheme = "https" if options.tls else "http"
     host = f"[{options.host}]" if ":" in options.host else options.host
     print(f"rrg-review: serving on {scheme}://{host}:{options.port}/", flush=True)
-    uvicorn.Server(config).run()
+    streams: StreamsEnd | None = getattr(getattr(app, "state", None), "streams", None)
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            if streams is not None:  # open tabs' streams end now, not after the grace period
+                streams.end()
+            await super().shutdown(sockets)
+
+    Server(config).run()
 
 
 def _stream_ended(request: Request, exc: Exception) -> None:
