@@ -30,6 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bench.processes import stop_process
 from bench.ui import (
     PRESET,
     ROOT,
@@ -149,8 +150,7 @@ def run(args: argparse.Namespace, folder: Path) -> None:
         stop.set()
         flooder.join(timeout=60)
     finally:
-        app.terminate()
-        app.wait(timeout=60)
+        stop_process(app, grace_s=60)
     report(quiet, loaded, answers, args)
 
 

@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.processes import stop_process
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ROWS_JS = ("() => [...document.querySelectorAll('#worklist .body-cell[data-col=\"1\"]')]"
@@ -125,12 +127,7 @@ def one_round(browser: object, folder: Path) -> Round:
             second = page_load(browser, url)
             static = static_load(browser, url)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
     return Round(start, first, second, static)
 
 

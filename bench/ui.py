@@ -59,6 +59,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.processes import stop_process
+
 ROOT = Path(__file__).resolve().parents[1]
 
 READER, PASSWORD = "bench-reader", "bench password, long enough"
@@ -476,11 +478,7 @@ def bench_http(db_path: Path, data_dir: Path, calls: int) -> dict[str, list[floa
         raise
     finally:
         for proc in (app, noop):
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc)
 
 
 # -- report -------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from bench.processes import stop_process
+
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,11 +131,7 @@ class App:
 
     def reap(self) -> None:
         """Wait for the stopped app's process to end (killed if it takes over 30 s)."""
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        stop_process(self.proc, terminate=False)
 
     def query(self, sql: str, *params: Any) -> list[tuple]:
         with sqlite3.connect(self.db, timeout=30) as con:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text
 
+from bench.processes import stop_process
 from rrg_review.app.accounts.service import AccountService
 from rrg_review.app.settings import Settings
 from rrg_review.app.setup import seed_demo
@@ -216,8 +217,7 @@ def _serves_read_only(path: Path, tmp_path: Path) -> None:
             pytest.fail("the read-only app did not start")
         assert "(read-only)" in (tmp_path / "ro-app.log").read_text()
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop_process(proc)
         log.close()
 
 

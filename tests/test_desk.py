@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 import pytest
+from sqlalchemy import select
 
 from rrg_review.app.accounts.service import LOCAL_READER, AccountService
 from rrg_review.app.drafting.service import DraftingService
@@ -28,6 +29,7 @@ from rrg_review.app.review.service import ReviewError, ReviewService
 from rrg_review.app.setup import seed_demo
 from rrg_review.app.viewer.service import StudyViewer
 from rrg_review.app.worklist.service import WorklistService
+from rrg_review.db.models import AuditEvent
 from rrg_review.metrics.bleu import Bleu4
 from rrg_review.metrics.rouge import RougeL
 
@@ -179,6 +181,10 @@ def test_conflict_keeps_my_words_and_offers_keep_mine_or_take_theirs(desk):
     history = [r.text for r in d.review.history(reader, ids[2], "impression")]
     assert history == ["tab one", "tab two", "tab one again", "tab two"]
     assert "kept in the history (impression revision 3)" in taken.message
+    with d.review.db.read() as s:
+        assert list(s.scalars(select(AuditEvent.target).where(
+            AuditEvent.action == "take_theirs"))) == [
+            f"study {ids[2]} impression revision 4 (yours kept as 3)"]
     assert one.base["impression"] == 4 and not one.conflicts
     assert d.review.current(reader, ids[2])["impression"].text == "tab two"
     assert d.save(one, {**texts, "impression": "tab two, edited"},

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.processes import stop_process
 from rrg_review.app.fair import FairLimits
 from tests.browser import free_port, sign_in, wait_for_port
 
@@ -69,8 +70,7 @@ def slow_app(tmp_path):
         wait_for_port(port, proc, time.monotonic() + 120, log.read_text)
         yield f"http://127.0.0.1:{port}/"
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop_process(proc)
 
 
 class Tab:

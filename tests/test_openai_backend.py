@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.processes import stop_process
 from rrg_review.model.backends.chat import ChatDrafter
 from rrg_review.model.backends.openai_server import OpenAIServerDrafter
 from rrg_review.model.device import select
@@ -91,12 +92,7 @@ def server(tiny_model, tmp_path_factory):
                 pass
         yield base + "/v1"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, grace_s=20)
 
 
 def served_preset(model: Path, base_url: str, mode: str = "report", **options) -> Preset:

@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.processes import stop_process
 from tests.browser import sign_in
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,12 +73,7 @@ def served(tmp_path_factory):
         assert cookie, signed_in.text
         yield url, cookie, log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def tracebacks(log: Path, since: int = 0) -> list[str]:
@@ -199,9 +195,7 @@ def test_a_shutdown_ends_open_tabs_streams_at_once(tmp_path):
     finally:
         for tab in tabs:
             tab.close()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)  # stopped already, unless the test failed before
     text = log.read_text()
     assert "graceful shutdown exceeded" not in text and "without completing" not in text, text
     assert tracebacks(log) == []

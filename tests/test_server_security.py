@@ -28,6 +28,7 @@ import httpx
 import numpy as np
 import pytest
 
+from bench.processes import stop_process
 from tests.browser import sign_in, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,9 +85,7 @@ class RunningApp:
         pytest.fail("app did not start within 120 s")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
+        stop_process(self.proc)
         self.log.close()
 
 

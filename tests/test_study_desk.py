@@ -24,6 +24,7 @@ from rrg_review.app.review.service import ReviewService
 from rrg_review.app.viewer.service import StudyViewer
 from rrg_review.app.worklist.panel import WorklistPanelLogic
 from rrg_review.db.models import (
+    AuditEvent,
     Draft,
     Rating,
     ReaderStudy,
@@ -146,6 +147,24 @@ def test_other_readers_second_tabs_signing_twice_and_saving_after_signing(desk):
     kept = d.keep_mine(two, {"findings": "Tab two.", "impression": ""},
                        keys(case, seq=2, findings=1))
     assert kept.wrote, kept.message
+    # tab one, refused in turn, takes tab two's text: its own words stay in the reading's
+    # history, under the newer text stored again, and the plain review of the case is untouched
+    clash = d.save(one, {"findings": "Tab one again.", "impression": ""},
+                   keys(case, seq=2, findings=1))
+    assert "findings" in clash.conflicts
+    shown, taken = d.take_theirs(one, {"findings": "Tab one again.", "impression": ""})
+    assert shown["findings"] == "Tab two." and taken.wrote and not taken.conflicts
+    with d.review.db.read() as s:
+        rows = list(s.execute(select(Revision.number, Revision.text).where(
+            Revision.reading_id == item.reading_id).order_by(Revision.number)))
+        audited = list(s.scalars(select(AuditEvent.target).where(
+            AuditEvent.action == "take_theirs")))
+    assert [text for _, text in rows[-3:]] == ["Tab two.", "Tab one again.", "Tab two."]
+    assert audited == [f"reading {item.reading_id} findings revision {rows[-1][0]} "
+                       f"(yours kept as {rows[-2][0]})"]
+    assert d.review.current(reader, case) == {}
+    with pytest.raises(ReaderStudyError, match="findings: revision 99 does not exist"):
+        d.readings.set_aside(item.reading_id, "ann", {"findings": ("x", 99)})
     with pytest.raises(ReaderStudyError, match="press Sign reading first"):
         d.sign(one)
     d.sign_preview(one)

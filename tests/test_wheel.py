@@ -24,6 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.processes import stop_process
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 # besides the Python modules, what the installed program reads from its own package
@@ -119,12 +121,7 @@ def test_a_fresh_venv_with_only_the_wheel_serves_the_workstation(wheel, tmp_path
         script = httpx.get(f"http://127.0.0.1:{port}/config", timeout=30)
         assert script.status_code == 200  # Gradio's page config: the workstation is mounted
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
     text = log.read_text()
     assert "Traceback" not in text, text[-3000:]
     assert str(ROOT / "src") not in text  # nothing ran from the checkout

@@ -427,7 +427,8 @@ def launch_options(nonce: str = "") -> dict[str, str]:
     The script is inline, so it runs the moment Gradio inserts it (the page load's first
     event already calls it); `nonce` is server.py's placeholder for the page's CSP nonce,
     which Gradio copies onto the script element it inserts. The viewer's window/level runs
-    in the browser (static/viewer.js, on a canvas), in the same element."""
+    in the browser (static/viewer.js, on a canvas), in the same element. page.js comes first:
+    it defines `window.rrg`, whose poll marks.js hooks into (`rrg.onPoll`)."""
     script = "\n".join((STATIC / name).read_text() for name in ("page.js", "viewer.js", "marks.js"))
     tag = f'<script nonce="{nonce}">' if nonce else "<script>"
     return {"head": f"{tag}\n{script}\n</script>", "css": (STATIC / "page.css").read_text()}

@@ -40,11 +40,13 @@ from rrg_review.app.review.service import (
     SECTIONS,
     EditConflict,
     RatingView,
+    ReviewError,
     RevisionScope,
     RevisionView,
     likert_score,
     rexval_counts,
     save_revision,
+    set_aside_revision,
     suggested_counts,
 )
 from rrg_review.db.engine import ROWS, Database
@@ -283,27 +285,22 @@ class ReadingDesk:
                   address: str | None = None) -> dict[str, RevisionView | EditConflict]:
         """"Take theirs" in a reading without losing the reader's words, in one transaction:
         per section the reader's text on top of the newer revision, then that newer text
-        again (as `ReviewService.set_aside` does for a plain review)."""
+        again (`set_aside_revision`, as `ReviewService.set_aside` does for a plain review)."""
         out: dict[str, RevisionView | EditConflict] = {}
         with self.db.write(scope=ROWS) as s:
             reading = self._editable(s, reading_id, reader, self._now(None))
             scope = RevisionScope(reading.reader_id, reading.study_id, reading.id)
             for sec, (text, number) in mine.items():
-                theirs = s.scalar(select(Revision).where(scope.of(sec),
-                                                         Revision.number == number))
-                if theirs is None:
-                    raise ReaderStudyError([f"{sec}: revision {number} does not exist"])
                 try:
-                    kept, _ = save_revision(s, scope, sec, text, number, None, True)
-                    current, _ = save_revision(s, scope, sec, theirs.text, kept.number,
-                                               theirs.draft_id, True)
+                    aside = set_aside_revision(s, scope, sec, text, number)
                 except EditConflict as exc:
                     out[sec] = exc
                     continue
+                except ReviewError as exc:
+                    raise ReaderStudyError([str(exc)]) from None
                 self.audit.record("take_theirs", session=s, actor=reader, address=address,
-                                  target=f"reading {reading.id} {sec} revision "
-                                         f"{current.number} (yours kept as {kept.number})")
-                out[sec] = current
+                                  target=aside.audit_target(f"reading {reading.id}"))
+                out[sec] = aside.current
         return out
 
     def heartbeat(self, reading_id: int, reader: str, seconds_since_last: float,

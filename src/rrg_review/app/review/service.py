@@ -239,6 +239,44 @@ def save_revision(s: Session, scope: RevisionScope, section: str, text: str,
     return _revision(revision), True
 
 
+@dataclass(frozen=True)
+class SetAside:
+    """What `set_aside_revision` stored: the reader's words kept in the history and the newer
+    text stored again on top of them (current); `created`: whether either save wrote a row."""
+
+    kept: RevisionView
+    current: RevisionView
+    created: bool
+
+    def audit_target(self, where: str) -> str:
+        """The audit log's target of this "take theirs" (`where`: "study 3", "reading 7")."""
+        return (f"{where} {self.current.section} revision {self.current.number} "
+                f"(yours kept as {self.kept.number})")
+
+
+def set_aside_revision(s: Session, scope: RevisionScope, section: str, text: str,
+                       theirs_number: int) -> SetAside:
+    """"Take theirs" without losing the reader's words: the reader's refused `text` is stored
+    on top of the newer revision `theirs_number`, then that newer text again on top of it, so
+    the newer text stays current and the reader's words are in the history (before, "take
+    theirs" dropped them: found in a new-user trial). One function for the plain review and
+    the reader-study reading, which differ only in their scope, bookkeeping and audit target.
+    The caller holds the row lock that serialises this scope's writes.
+
+    Raises:
+        EditConflict: yet another revision came in meanwhile (nothing stored for it).
+        ReviewError: revision `theirs_number` does not exist in this scope.
+    """
+    theirs = s.scalar(select(Revision).where(scope.of(section),
+                                             Revision.number == theirs_number))
+    if theirs is None:
+        raise ReviewError(f"{section}: revision {theirs_number} does not exist")
+    kept, kept_new = save_revision(s, scope, section, text, theirs_number, None, True)
+    current, current_new = save_revision(s, scope, section, theirs.text, kept.number,
+                                         theirs.draft_id, True)
+    return SetAside(kept, current, kept_new or current_new)
+
+
 class ReviewService:
     """A reader's work on one study: revisions, conflicts, ratings and time on task.
 
@@ -423,10 +461,8 @@ class ReviewService:
 
     def set_aside(self, reader_id: int, study_id: int, mine: dict[str, tuple[str, int]],
                   address: str | None = None) -> dict[str, RevisionView | EditConflict]:
-        """"Take theirs" without losing the reader's words: in ONE transaction, per section,
-        the reader's text is stored on top of the newer revision and that newer text again on
-        top of it. The newer text stays current; the reader's words are in the history
-        (before, "take theirs" dropped them: found in a new-user trial).
+        """"Take theirs" without losing the reader's words (`set_aside_revision`), all the
+        sections in ONE transaction.
 
         Args:
             reader_id: the reader.
@@ -444,22 +480,16 @@ class ReviewService:
             for section, (text, theirs_number) in mine.items():
                 if section not in SECTIONS:
                     raise ReviewError(f"unknown section {section!r}")
-                theirs = s.scalar(select(Revision).where(
-                    RevisionScope(reader_id, study_id, None).of(section),
-                    Revision.number == theirs_number))
-                if theirs is None:
-                    raise ReviewError(f"{section}: revision {theirs_number} does not exist")
                 try:
-                    kept = self._save_in(s, item, section, text, theirs_number, None, True)
-                    current = self._save_in(s, item, section, theirs.text, kept.number,
-                                            theirs.draft_id, True)
+                    aside = set_aside_revision(s, RevisionScope(reader_id, study_id, None),
+                                               section, text, theirs_number)
                 except EditConflict as exc:
                     out[section] = exc
                     continue
+                self._worked_on(item, aside.created)
                 self.audit.record("take_theirs", session=s, actor=actor, address=address,
-                                  target=f"study {study_id} {section} revision "
-                                         f"{current.number} (yours kept as {kept.number})")
-                out[section] = current
+                                  target=aside.audit_target(f"study {study_id}"))
+                out[section] = aside.current
         return out
 
     def _editor(self, s: Session, reader_id: int, study_id: int) -> tuple[WorklistItem, str]:
@@ -475,14 +505,18 @@ class ReviewService:
                  autosave: bool) -> RevisionView:
         revision, created = save_revision(s, RevisionScope(item.reader_id, item.study_id, None),
                                           section, text, base_number, draft_id, autosave)
+        self._worked_on(item, created)
+        return revision
+
+    @staticmethod
+    def _worked_on(item: WorklistItem, created: bool) -> None:
+        """A new revision is work on the study: it is in review now, and `resume` reopens the
+        one saved last (the on-update default fired only when the status changed, so a
+        re-login opened an older study; found in a new-user trial)."""
         if created:
             if item.status in ("new", "drafted"):
                 item.status = "in_review"
-            # every save is work on the study: `resume` reopens the one saved last (the
-            # on-update default fired only when the status changed, so a re-login opened an
-            # older study; found in a new-user trial)
             item.updated_at = utcnow()
-        return revision
 
     def _timing_in(self, s: Session, reader_id: int, study_id: int, section: str,
                    keys: Keystrokes | None, submitted: bool) -> None:

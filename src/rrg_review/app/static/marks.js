@@ -4,7 +4,8 @@
 // textarea that never takes a click or a key: the reader's text, cursor and undo history are
 // the textarea's alone. Typing hides a box's marks at once (they would point at the wrong
 // words); they come back when the server's answer is for the text in the box (after a pause:
-// the boxes' change event runs for the latest text only).
+// the boxes' change event runs for the latest text only). It redraws on page.js's poll
+// (`rrg.onPoll`), so an open page runs one timer for both.
 (() => {
   const SECTIONS = ['findings', 'impression'];
   const COPIED = ['fontFamily', 'fontSize', 'fontWeight', 'fontStyle', 'lineHeight',
@@ -99,5 +100,5 @@
     const row = e.target.closest('.rexval-row');  // the reader's own counts now
     if (row) row.querySelectorAll('.rrg-suggested').forEach((b) => b.classList.remove('rrg-suggested'));
   }, true);
-  setInterval(update, 250);
+  window.rrg.onPoll(update);  // page.js's tick (page.js runs first: app/page.py)
 })();

@@ -58,11 +58,13 @@ window.rrgLogout = () => {
     try { sessionStorage.setItem('rrg-tab', tab); } catch (e) {}
     return tab;
   })();
-  const beat = () => {
-    try { localStorage.setItem(aliveKey(TAB), JSON.stringify({at: Date.now()})); } catch (e) {}
+  let beatAt = 0;
+  const beat = () => {  // at most once a second (it is called on every tick of the poll)
+    if (Date.now() - beatAt < 1000) return;
+    beatAt = Date.now();
+    try { localStorage.setItem(aliveKey(TAB), JSON.stringify({at: beatAt})); } catch (e) {}
   };
   beat();
-  setInterval(beat, 1000);
   window.addEventListener('pagehide', () => {
     try { localStorage.removeItem(aliveKey(TAB)); } catch (e) {}
   });
@@ -358,7 +360,17 @@ window.rrgLogout = () => {
     refitWorklist();
     askInView();
   };
-  setInterval(poll, 200);
+  // the page's one 200 ms timer: the tab's alive beat and the poll, then what the other scripts
+  // hang on it with rrg.onPoll (marks.js redraws its highlights; it and the beat ran timers of
+  // their own). Each runs on its own: one that throws stops neither the others nor the next
+  // tick, and is reported as an uncaught error would be.
+  const ticks = [beat, poll];
+  rrg.onPoll = (fn) => { ticks.push(fn); };
+  setInterval(() => {
+    for (const fn of ticks) {
+      try { fn(); } catch (e) { window.reportError(e); }
+    }
+  }, 200);
 
   // a question the reader must answer is put in view when it is asked: Alt+A pressed in the
   // ReXVal comment at 1366x768 asked above the visible part of the column, and a conflict's
