@@ -94,7 +94,8 @@ class Page:
         with gr.Row(elem_id="main-row", equal_height=False):
             with gr.Column(scale=2, min_width=250, elem_id="worklist-col"):
                 studies = StudyListPanel.build()
-                worklist = build_worklist_panel(services.worklists)
+                worklist = build_worklist_panel(services.worklists,
+                                                left_off=_left_off_of(services))
                 with gr.Accordion("Keyboard shortcuts", open=False, elem_id="help"):
                     gr.Markdown("\n".join(f"- **{k}**: {v}" for k, v in SHORTCUTS))
                 export = ExportPanel.build()
@@ -114,6 +115,16 @@ class Page:
         wl = self.worklist
         return {self.tab.state, self.review.findings, self.review.impression, self.tab.client,
                 *wl.filters, wl.page}
+
+
+def _left_off_of(services: Services) -> Callable[[int], frozenset[int]]:
+    """What the plain worklist leaves off for a reader: the cases of their unfinished
+    blinded reader studies (one query; none without reader studies)."""
+    readings = services.readings
+
+    def left_off(reader: int) -> frozenset[int]:
+        return readings.studies.blinded_cases(reader).ids if readings else frozenset()
+    return left_off
 
 
 def build(services: Services) -> gr.Blocks:
@@ -186,7 +197,7 @@ class Navigation:
                 self.page.review.findings, self.page.review.impression]
 
     def study_lists(self, r: Reader) -> StudyListView:
-        return self.lists.view(r.name) if self.lists else StudyListView("", [], None)
+        return self.lists.view(r.name, r.id) if self.lists else StudyListView("", [], None)
 
     def reading_outputs(self, r: Reader, texts: dict[str, str] | None = None) -> Outputs:
         """The study worklists, Sign and whether the boxes take text (a signed reading's do
@@ -235,6 +246,10 @@ class Navigation:
         if progress.total and not progress.unfinished:
             return (f"All {progress.total:,} studies on your worklist are done. Open one in the "
                     "worklist to look at it again.")
+        if progress.unfinished and self.page.worklist.logic.left_off(reader):
+            return ("The unfinished studies on your worklist are cases of your blinded reader "
+                    "study: read them from the study worklist above; they open in plain "
+                    "review once you have signed all your readings of it.")
         hidden = worklists.report_only_count()
         if not hidden or worklists.include_report_only:
             return "Your worklist is empty."
@@ -255,7 +270,7 @@ class Navigation:
         if reading is not None:
             opened = self.desk.open_reading(session, r.id, reading, time.monotonic())
         elif study_id is not None:
-            self.study_lists(r).refuse_plain()
+            self.study_lists(r).refuse_plain(int(study_id))
             opened = self.desk.open(session, r.id, int(study_id), time.monotonic())
         session.offered = False
         out: Outputs = {p.tab.state: session, **p.top.reader(r), **p.enlarged.cleared(),
@@ -277,7 +292,8 @@ class Navigation:
         reading of an open study session, else the study to resume."""
         left = Client.parse(d[self.page.tab.client]).left
         asked, refused = r.query.get("reading"), ""
-        reading = self.study_lists(r).first_open
+        lists = self.study_lists(r)
+        reading = lists.first_open
         if asked is not None:
             try:
                 return {**self.study_outputs(r, None, int(asked)), **self.rows(r.id, d)}
@@ -288,7 +304,8 @@ class Navigation:
             out = self.study_outputs(r, None, reading)
         else:
             try:
-                out = self.study_outputs(r, self.desk.start(r.id, r.name, left))
+                out = self.study_outputs(r, self.desk.start(r.id, r.name, left,
+                                                            lists.blinded.ids))
             except ReaderStudyError as exc:  # a blinded study's reader between sessions
                 out = self.study_outputs(r, None)
                 refused = refused or f"{html.escape(str(exc))}"
