@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -183,6 +185,9 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path):
         # the aids' measures (#22): the suggestion stored with this rating is in its table
         aids = report.split('id="suggestion-agreement"', 1)[1].split("<h2", 1)[0]
         assert "No rating stored a suggestion" not in aids and "<td" in aids, aids
+        # a reader is never shown the admins' reader-study status (its load step ran long ago)
+        assert page.locator("#study-admin").count() == 0 or \
+            not page.locator("#study-admin").is_visible()
         # keyboard: next unfinished study
         page.locator("#film-head").click()
         page.keyboard.press("Alt+n")
@@ -346,3 +351,70 @@ def _ratings(db: Path, key: str) -> list[tuple[dict, dict]]:
         rows = conn.execute("SELECT r.errors, r.suggested FROM rating r JOIN study s ON "
                             "s.id = r.study_id WHERE s.study_key = ?", (key,)).fetchall()
     return [(json.loads(e), json.loads(s) if s else None) for e, s in rows]
+
+
+def _admin_study(db: Path) -> None:
+    """A blinded 2-reader crossover on the demo's studies with images, created through the
+    service on the running app's database: ann signed session 1 a day ago (real time: the
+    app's study clock), bob 2 readings; the model arm has no drafts yet."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import select, update
+
+    from rrg_review.app.accounts.service import AccountService
+    from rrg_review.app.reader_study.service import ReaderStudyService
+    from rrg_review.app.settings import Settings
+    from rrg_review.db.models import Reader, Reading, Study
+    from rrg_review.reader_study.design import load_design
+
+    database = Settings.from_args(str(db)).open_database()
+    try:
+        accounts = AccountService(database)
+        for name in ("ann", "bob"):
+            accounts.add(name, None)
+        with database.read() as s:
+            keys = list(s.scalars(select(Study.study_key).where(Study.image_count > 0)))
+        design = db.with_name("admin-study.json")
+        design.write_text(json.dumps({
+            "name": "admin-panel-study", "cases": keys, "readers": ["ann", "bob"],
+            "arms": ["unassisted", "draft:rrg24-baseline"], "design": "crossover",
+            "sessions": 2, "washout_days": 14, "seed": 3}))
+        ReaderStudyService(database, ("rrg24-baseline",)).create(load_design(design))
+        with database.write() as s:
+            ann, bob = (s.scalar(select(Reader.id).where(Reader.name == n)) for n in ("ann", "bob"))
+            s.execute(update(Reading).where(Reading.reader_id == ann, Reading.session == 1)
+                      .values(signed_at=datetime.now(UTC) - timedelta(days=1)))
+            first = list(s.scalars(select(Reading.id).where(Reading.reader_id == bob)
+                                   .order_by(Reading.session, Reading.position).limit(2)))
+            s.execute(update(Reading).where(Reading.id.in_(first))
+                      .values(signed_at=datetime.now(UTC) - timedelta(hours=1)))
+    finally:
+        database.dispose()
+
+
+def test_an_admin_sees_reader_study_status(browser, app, tmp_path):
+    """The local reader (an admin) opens the collapsed "Reader studies" panel: per reader the
+    signed counts per session, the washout left by the server's clock and the missing drafts,
+    with no arm name; Refresh shows a new signature. Screenshot at 1366 px."""
+    _admin_study(app.db)
+    page = new_page(browser, app.url, width=1366, height=768)
+    panel = page.locator("#study-admin")
+    panel.get_by_text("Reader studies (admin)").click()
+    wait_text(page, "study-admin-status", "admin-panel-study")
+    shown = page.locator("#study-admin-status").inner_text()
+    assert re.search(r"session 2 opens \d{4}-\d\d-\d\d \d\d:\d\d UTC \(1[23] d \d+ h left\)",
+                     shown), shown
+    assert "2 / 4" in shown and "4 / 4" in shown and "without a draft" in shown
+    for secret in ("rrg24", "unassisted", "draft:"):
+        assert secret not in page.locator("#study-admin").inner_html()
+    page.locator("#study-admin-status").scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / "studyadmin-1366.png"))
+    box = page.locator("#study-admin-status table").bounding_box()
+    column = page.locator("#worklist-col").bounding_box()
+    assert box is not None and column is not None
+    assert box["x"] + box["width"] <= column["x"] + column["width"] + 1  # fits the column
+    with sqlite3.connect(app.db) as con:
+        con.execute("UPDATE reading SET signed_at = CURRENT_TIMESTAMP WHERE id = (SELECT id "
+                    "FROM reading WHERE signed_at IS NULL AND session = 1 ORDER BY id LIMIT 1)")
+    page.locator("#study-admin-refresh").click()
+    wait_text(page, "study-admin-status", "3 / 4")

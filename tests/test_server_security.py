@@ -581,6 +581,16 @@ def test_unloading_the_model_is_for_admins_only(team):
     assert allowed["success"], allowed
 
 
+def test_reader_study_status_is_for_admins_only(team):
+    """A reader's tab that sends the admins' status event (its Refresh) is answered with one
+    sentence and no status; an admin's gets the status, by the server's clock."""
+    app, _, _ = team
+    refused = json.dumps(logged_in(app, "alice").call("study-admin-refresh", {}))
+    assert "Only an admin can see the status of reader studies." in refused
+    assert "Status at" not in refused and "server clock" not in refused
+    allowed = logged_in(app, "root").call("study-admin-refresh", {})
+    assert allowed["success"] and "Status at" in json.dumps(allowed), allowed
+
 def test_logout_ends_the_session_on_the_server(team):
     app, db, _ = team
     alice = logged_in(app, "alice")

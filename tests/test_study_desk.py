@@ -7,19 +7,33 @@ after signing."""
 
 from __future__ import annotations
 
+import html
 import json
+from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from rrg_review.app.accounts.service import AccountService
 from rrg_review.app.deps import sync_json
+from rrg_review.app.reader_study.panel import StudyLists
 from rrg_review.app.reader_study.reading import ReadingDesk
 from rrg_review.app.reader_study.service import ReaderStudyError
 from rrg_review.app.review.desk import Client, Desk, Session
 from rrg_review.app.review.service import ReviewService
 from rrg_review.app.viewer.service import StudyViewer
-from rrg_review.db.models import AuditEvent, Draft, Rating, Reading, ReadingSection, Revision, Study
+from rrg_review.app.worklist.panel import WorklistPanelLogic
+from rrg_review.db.models import (
+    AuditEvent,
+    Draft,
+    Rating,
+    ReaderStudy,
+    Reading,
+    ReadingSection,
+    Revision,
+    Study,
+    WorklistItem,
+)
 from tests.test_reader_study_service import T0, _design, _service
 
 pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
@@ -195,3 +209,141 @@ def test_the_prior_beside_a_reading_comes_without_its_report(desk):
     assert prior.reference.findings in film_html(viewer, view, prior)  # a plain review
     blinded = film_html(viewer, view, prior, prior_report=False)
     assert prior.reference.findings not in blinded and "not shown" in blinded
+
+
+# -- plain review beside reader studies: only the cases of an unfinished blinded study are held
+
+
+@pytest.fixture
+def beside(demo_db, settings, tmp_path):
+    """The demo's four cases with images (c0..c3 in key order) in three studies: 'blind'
+    (c0, c1; ann and bob), 'blind2' (c3; ann and cy) and 'open' (c2, not blinded; ann and
+    bob); ann in three studies, and an admin who reads in none."""
+    db = demo_db
+    accounts = AccountService(db)
+    for name in ("ann", "bob", "cy"):
+        accounts.add(name, None)
+    accounts.add("root", None, role="admin")
+    with db.write() as s:
+        cases = list(s.scalars(select(Study).where(Study.image_count > 0)
+                               .order_by(Study.sort_key)))
+        for c in cases:
+            for section in ("findings", "impression"):
+                s.add(Draft(study_id=c.id, section=section, preset="rrg24-baseline",
+                            text=f"Model {section} of {c.study_key}.", model_id=MODEL_ID))
+    assert len(cases) == 4
+    keys = [c.study_key for c in cases]
+    studies = _service(db)
+    arms = [{"arm": "unassisted", "template": "Template."}, "draft:rrg24-baseline"]
+    for name, picked, readers, blinded in (("blind", keys[:2], ["ann", "bob"], True),
+                                           ("blind2", keys[3:], ["ann", "cy"], True),
+                                           ("open", keys[2:3], ["ann", "bob"], False)):
+        studies.create(_design(tmp_path, name=name, cases=picked, readers=readers, arms=arms,
+                               blinded=blinded))
+    desk = Desk(StudyViewer(db, settings.blobs), ReviewService(db, accounts.audit),
+                accounts=accounts, readings=ReadingDesk(studies, accounts.audit))
+    ids = {name: desk.bind(Session(), name) for name in ("ann", "bob", "cy", "root")}
+    for reader in ids.values():
+        desk.prepare(reader)
+    return desk, studies, ids, [c.id for c in cases], keys
+
+
+def _sign(db, study, reader, session):
+    with db.write() as s:
+        s.execute(update(Reading).where(
+            Reading.reader_study_id == select(ReaderStudy.id).where(
+                ReaderStudy.name == study).scalar_subquery(),
+            Reading.reader_id == reader, Reading.session == session).values(signed_at=T0))
+
+
+def test_plain_review_refuses_only_the_cases_of_an_unfinished_blinded_study(beside):
+    d, studies, ids, c, keys = beside
+    ann = StudyLists(studies).view("ann", ids["ann"])
+    assert ann.blinded.ids == {c[0], c[1], c[3]}
+    with pytest.raises(ReaderStudyError, match=f"{keys[0]} is a case of your blinded reader "
+                                               "study 'blind': read it there"):
+        ann.refuse_plain(c[0])
+    with pytest.raises(ReaderStudyError, match="study 'blind2'"):
+        ann.refuse_plain(c[3])
+    ann.refuse_plain(c[2])  # a case of a study that is not blinded: plain review as before
+    lines = ann.head.split("**Reader study")
+    assert "its 2 cases are left off your worklist" in next(x for x in lines if "`blind`" in x)
+    assert "its case is left off" in next(x for x in lines if "`blind2`" in x)
+    assert "left off" not in next(x for x in lines if "`open`" in x)
+    assert StudyLists(studies).view("bob", ids["bob"]).blinded.ids == {c[0], c[1]}
+    root = StudyLists(studies).view("root", ids["root"])  # the admin reads in no study
+    assert (root.head, root.blinded.ids) == ("", frozenset())
+    for case in c:
+        root.refuse_plain(case)
+    # ann signs session 1 of 'blind': during the washout its cases are still held
+    db = d.review.db
+    _sign(db, "blind", ids["ann"], 1)
+    waiting = StudyLists(_service(db, T0 + timedelta(days=1))).view("ann", ids["ann"])
+    assert "session 2 opens" in waiting.head and "its 2 cases are left off" in waiting.head
+    assert waiting.blinded.ids == {c[0], c[1], c[3]}
+    # every reading of 'blind' signed: its cases open in plain review again (ann's only)
+    _sign(db, "blind", ids["ann"], 2)
+    done = StudyLists(_service(db, T0 + timedelta(days=20))).view("ann", ids["ann"])
+    assert done.blinded.ids == {c[3]} and "its 2 cases" not in done.head
+    done.refuse_plain(c[0])
+    assert StudyLists(studies).view("bob", ids["bob"]).blinded.ids == {c[0], c[1]}
+
+
+def test_the_plain_worklist_leaves_them_off_and_next_previous_pass_over_them(beside):
+    d, studies, ids, c, _ = beside
+    ann, bob = ids["ann"], ids["bob"]
+    with d.review.db.write() as s:  # ann worked on c0 in plain review before the study
+        s.execute(update(WorklistItem).where(WorklistItem.reader_id == ann,
+                                             WorklistItem.study_id == c[0])
+                  .values(status="in_review"))
+    held = studies.blinded_cases(ann).ids
+    # page load: neither the study last worked on nor one with unsaved text in the browser
+    assert d.start(ann, "ann", (("ann", c[0]),), held) == c[2]
+    assert d.start(ann, "ann", (("ann", c[2]),), held) == c[2]
+    logic = WorklistPanelLogic(d.worklists, page_size=10,
+                               left_off=lambda r: studies.blinded_cases(r).ids)
+    view = logic.view(ann)
+    assert [row[0] for row in view.rows] == [c[2]] and view.label.startswith("1-1 of 1 ")
+    in_review = logic.view(ann, status="in_review")  # c0 is in review, but held
+    assert (in_review.rows, in_review.label) == ([], "No study matches.")
+    assert logic.target(ann, c[2], 1) is None and logic.target(ann, c[2], -1) is None
+    assert logic.target(ann, None, 1) == logic.target(ann, c[0], -1) == c[2]
+    assert logic.page_showing(ann, c[0]) is None
+    assert [row[0] for row in logic.view(bob).rows] == [c[2], c[3]]
+    assert logic.target(bob, c[2], 1) == c[3] and logic.target(bob, c[3], 1) == c[2]
+    assert [row[0] for row in logic.view(ids["root"]).rows] == c  # the admin: every study
+    # once ann has signed 'blind' its cases are back on her list, in their place
+    _sign(d.review.db, "blind", ann, 1)
+    _sign(d.review.db, "blind", ann, 2)
+    assert [row[0] for row in logic.view(ann).rows] == c[:3]
+    assert logic.target(ann, c[0], 1) == c[1]
+
+
+def test_a_tab_open_on_a_case_when_its_blinded_study_is_created_stores_no_more(beside,
+                                                                             tmp_path):
+    d, studies, _, c, keys = beside
+    AccountService(d.review.db).add("dee", None)
+    session, dee = tab(d, "dee")
+    d.prepare(dee)
+    opened = d.open(session, dee, c[2], now=0.0)
+    assert d.save(session, {"findings": "Before.", "impression": ""}, Client(c[2], seq=1)).wrote
+    studies.create(_design(tmp_path, name="late", cases=[keys[2]], readers=["dee", "bob"],
+                           arms=[{"arm": "unassisted", "template": "Template."},
+                                 "draft:rrg24-baseline"]))
+    texts = {"findings": "After.", "impression": ""}
+    saved = d.save(session, texts, Client(c[2], seq=2))
+    assert not saved.wrote and saved.ok  # refused, and Next/Previous still leave the study
+    assert html.unescape(saved.message).startswith(
+        f"⚠ Not saved: {keys[2]} is a case of your blinded reader study 'late'")
+    assert f"Not rated: {keys[2]}" in d.rate(session, 4, False, {}, None)[1]
+    assert f"Not accepted: {keys[2]}" in d.accept(session, opened.texts, Client(c[2], seq=3),
+                                            confirmed=True).message
+    assert not d.leave(session, texts, Client(c[2], seq=4), now=5.0).wrote
+    with d.review.db.read() as s:
+        assert [r.text for r in s.scalars(select(Revision).where(
+            Revision.reader_id == dee, Revision.study_id == c[2]))] == ["Before."]
+        assert s.scalar(select(Rating.id).where(Rating.reader_id == dee)) is None
+    # another reader's plain review of the case is not held ('open' is not blinded for ann)
+    other, ann = tab(d, "ann")
+    d.open(other, ann, c[2], now=0.0)
+    assert d.save(other, {"findings": "Ann's.", "impression": ""}, Client(c[2], seq=1)).wrote

@@ -239,6 +239,8 @@ def test_blinded_crossover_read_and_signed_in_the_browser(study_app, browser, tm
             assert any("Model findings of" in body for body in reader.bodies)
         # session 2 waits for the washout: the list says so, the server refuses its readings
         wait_text(ann.page, "study-head", "session 2 opens 2026-11-16")
+        # still blinded: its cases (here the whole worklist) are left off the plain worklist
+        wait_text(ann.page, "study-head", "its 6 cases are left off your worklist")
         later = ann.readings(2)[0][0]
         tab = ann.tab(f"?reading={later}")
         wait_text(tab, "save-status", "after the washout")
@@ -266,6 +268,7 @@ def test_blinded_crossover_read_and_signed_in_the_browser(study_app, browser, tm
         for reader, other in ((ann, "bob"), (bob, "ann")):
             _no_leaks(reader, other, references)
             wait_text(reader.page, "study-head", "every session is signed")
+            assert "left off" not in reader.page.locator("#study-head").inner_text()
     finally:
         close_pages(browser)
     typed = app.query("SELECT COUNT(*) FROM reading_section WHERE keystrokes > 0 AND edits > 0"

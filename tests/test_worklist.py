@@ -529,3 +529,29 @@ def test_next_unfinished_agrees_with_walking_the_list(db, service, image):
 
 
 STATUSES_ALL = ("new", "drafted", "in_review", "done")
+
+
+def test_studies_left_off_are_on_no_page_count_or_step(db, service, image):
+    """WorklistFilter.left_off (the cases of a reader's unfinished blinded study): every page
+    (the index seek of a dense list and the OFFSET of a filtered one), the totals, the page of a
+    study and Next/Previous are as if those studies were not on the list."""
+    ids = add_studies(db, 30, image=image)
+    alice = reader(db)
+    service.assign(alice)
+    held = frozenset(ids[i] for i in (0, 4, 5, 6, 11, 29))
+    shown = [f"CXR{i + 1}" for i in range(30) if ids[i] not in held]
+    flt = WorklistFilter(left_off=held)
+    pages = [service.page(alice, flt, n, 5, service.progress(alice)) for n in range(1, 6)]
+    assert [k for p in pages for k in keys(p)] == shown
+    assert {(p.total, p.pages) for p in pages} == {(24, 5)}
+    assert keys(service.page(alice, flt, 99, 5)) == shown[20:]  # counted, clamped
+    assert service.page_of(alice, ids[12], flt, page_size=5) == 2  # CXR13: the 8th shown
+    assert service.page_of(alice, ids[4], flt, page_size=5) is None
+    assert service.next_unfinished(alice, ids[3], 1, flt) == ids[7]
+    assert service.next_unfinished(alice, ids[7], -1, flt) == ids[3]
+    assert service.next_unfinished(alice, ids[28], 1, flt, wrap=True) == ids[1]
+    assert service.resume(alice, held) == ids[1]
+    in_review = WorklistFilter(status="in_review", left_off=held)
+    ReviewService(db).save(alice, ids[5], "findings", "Mine.", None)
+    assert service.page(alice, in_review, 1, 5, service.progress(alice)).total == 0
+    assert service.resume(alice, held) == ids[1] and service.resume(alice) == ids[5]

@@ -32,6 +32,7 @@ from rrg_review.app.reader_study.panel import (
     wire_sign,
 )
 from rrg_review.app.reader_study.service import ReaderStudyError
+from rrg_review.app.reader_study.status_panel import StudyAdminPanel, wire_study_admin
 from rrg_review.app.review.desk import Client, Desk, Saved, Session
 from rrg_review.app.review.panel import (
     Editor,
@@ -83,6 +84,7 @@ class Page:
     enlarged: EnlargedPanel
     studies: StudyListPanel
     sign: SignPanel
+    study_admin: StudyAdminPanel  # reader-study status: shown to admins only
 
     @classmethod
     def build(cls, services: Services) -> Page:
@@ -92,10 +94,12 @@ class Page:
         with gr.Row(elem_id="main-row", equal_height=False):
             with gr.Column(scale=2, min_width=250, elem_id="worklist-col"):
                 studies = StudyListPanel.build()
-                worklist = build_worklist_panel(services.worklists)
+                worklist = build_worklist_panel(services.worklists,
+                                                left_off=_left_off_of(services))
                 with gr.Accordion("Keyboard shortcuts", open=False, elem_id="help"):
                     gr.Markdown("\n".join(f"- **{k}**: {v}" for k, v in SHORTCUTS))
                 export = ExportPanel.build()
+                study_admin = StudyAdminPanel.build()
             with gr.Column(scale=6, min_width=480, elem_id="viewer-col"):
                 film = FilmPanel.build(services.viewer)
             with gr.Column(scale=3, min_width=380, elem_id="editor-col"):
@@ -103,7 +107,7 @@ class Page:
                 review = ReviewPanel.build()
                 metrics = MetricsPanel.build()
         return cls(tab, top, worklist, export, film, review, metrics,
-                   EnlargedPanel.build(pick, enlarge), studies, sign)
+                   EnlargedPanel.build(pick, enlarge), studies, sign, study_admin)
 
     @property
     def edit_in(self) -> set[Any]:
@@ -111,6 +115,16 @@ class Page:
         wl = self.worklist
         return {self.tab.state, self.review.findings, self.review.impression, self.tab.client,
                 *wl.filters, wl.page}
+
+
+def _left_off_of(services: Services) -> Callable[[int], frozenset[int]]:
+    """What the plain worklist leaves off for a reader: the cases of their unfinished
+    blinded reader studies (one query; none without reader studies)."""
+    readings = services.readings
+
+    def left_off(reader: int) -> frozenset[int]:
+        return readings.studies.blinded_cases(reader).ids if readings else frozenset()
+    return left_off
 
 
 def build(services: Services) -> gr.Blocks:
@@ -135,7 +149,11 @@ def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
     wiring = Wiring(services, desk, guard, nav.editor, nav.rows, page.worklist.follow,
                     metrics_step, page.edit_in, nav.with_client,
                     [page.worklist.table, page.worklist.progress])
-    wire_draft_arrival(wiring, nav.wire_load(ui))
+    loaded = nav.wire_load(ui)
+    wire_draft_arrival(wiring, loaded)
+    if services.readings is not None:
+        wire_study_admin(page.study_admin, services.readings.studies, services.accounts,
+                         guard, loaded)
     nav.wire_steps()
     # search, filters and paging: the panel's own read-only events; the row click and
     # Previous/Next above save the reader's pending text before they leave the study
@@ -179,7 +197,7 @@ class Navigation:
                 self.page.review.findings, self.page.review.impression]
 
     def study_lists(self, r: Reader) -> StudyListView:
-        return self.lists.view(r.name) if self.lists else StudyListView("", [], None)
+        return self.lists.view(r.name, r.id) if self.lists else StudyListView("", [], None)
 
     def reading_outputs(self, r: Reader, texts: dict[str, str] | None = None) -> Outputs:
         """The study worklists, Sign and whether the boxes take text (a signed reading's do
@@ -228,6 +246,10 @@ class Navigation:
         if progress.total and not progress.unfinished:
             return (f"All {progress.total:,} studies on your worklist are done. Open one in the "
                     "worklist to look at it again.")
+        if progress.unfinished and self.page.worklist.logic.left_off(reader):
+            return ("The unfinished studies on your worklist are cases of your blinded reader "
+                    "study: read them from the study worklist above; they open in plain "
+                    "review once you have signed all your readings of it.")
         hidden = worklists.report_only_count()
         if not hidden or worklists.include_report_only:
             return "Your worklist is empty."
@@ -248,7 +270,7 @@ class Navigation:
         if reading is not None:
             opened = self.desk.open_reading(session, r.id, reading, time.monotonic())
         elif study_id is not None:
-            self.study_lists(r).refuse_plain()
+            self.study_lists(r).refuse_plain(int(study_id))
             opened = self.desk.open(session, r.id, int(study_id), time.monotonic())
         session.offered = False
         out: Outputs = {p.tab.state: session, **p.top.reader(r), **p.enlarged.cleared(),
@@ -270,7 +292,8 @@ class Navigation:
         reading of an open study session, else the study to resume."""
         left = Client.parse(d[self.page.tab.client]).left
         asked, refused = r.query.get("reading"), ""
-        reading = self.study_lists(r).first_open
+        lists = self.study_lists(r)
+        reading = lists.first_open
         if asked is not None:
             try:
                 return {**self.study_outputs(r, None, int(asked)), **self.rows(r.id, d)}
@@ -281,7 +304,8 @@ class Navigation:
             out = self.study_outputs(r, None, reading)
         else:
             try:
-                out = self.study_outputs(r, self.desk.start(r.id, r.name, left))
+                out = self.study_outputs(r, self.desk.start(r.id, r.name, left,
+                                                            lists.blinded.ids))
             except ReaderStudyError as exc:  # a blinded study's reader between sessions
                 out = self.study_outputs(r, None)
                 refused = refused or f"{html.escape(str(exc))}"

@@ -18,7 +18,7 @@ import html
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ import gradio as gr
 
 from rrg_review.app.deps import PRIVATE, Guard, Inputs, Outputs, Reader, sync_json
 from rrg_review.app.reader_study.service import (
+    BlindedCases,
     ReaderStudyError,
     ReaderStudyService,
     StudyWorklist,
@@ -46,30 +47,36 @@ class StudyListView:
 
     head: one Markdown line per study ('' when the reader is in none); rows: the open
     sessions' readings; first_open: the first unsigned reading there (None: none);
-    blinding: a blinded study the reader has not finished (None: none), during which the
-    page opens no plain review: a plain review shows the model's name and provenance and the
-    dataset's reference reports (a retrieval draft is another case's reference), which the
-    blinded study hides."""
+    blinded: the cases of the reader's unfinished blinded studies, which plain review refuses
+    and the plain worklist leaves off (the rest of the worklist reads as before)."""
 
     head: str
     rows: list[list[Any]]
     first_open: int | None
-    blinding: str | None = None
+    blinded: BlindedCases = field(default_factory=BlindedCases)
 
-    def refuse_plain(self) -> None:
-        """Raises ReaderStudyError while a blinded study of the reader is unfinished."""
-        if self.blinding is not None:
-            raise ReaderStudyError([f"you are reading in the blinded study {self.blinding!r}; "
-                                    "other studies open once you have signed all of its "
-                                    "readings"])
+    def refuse_plain(self, case: int) -> None:
+        """Raises ReaderStudyError when `case` belongs to a blinded study the reader has not
+        finished (before anything of it is read or shown)."""
+        self.blinded.refuse(case)
 
     @property
     def enrolled(self) -> bool:
         return bool(self.head)
 
 
-def study_line(worklist: StudyWorklist, now: datetime) -> str:
-    """One study's line: session, signed/left, or what the reader waits for."""
+def study_line(worklist: StudyWorklist, now: datetime, left_off: int = 0) -> str:
+    """One study's line: session, signed/left, or what the reader waits for; and how many of
+    its cases the plain worklist leaves off meanwhile (`left_off`)."""
+    line = _progress_line(worklist, now)
+    if not left_off:
+        return line
+    cases = "its case is" if left_off == 1 else f"its {left_off:,} cases are"
+    return (f"{line}<br>*Blinded: {cases} left off your worklist below until you have "
+            "signed all your readings of it.*")
+
+
+def _progress_line(worklist: StudyWorklist, now: datetime) -> str:
     name, plan = html.escape(worklist.study), worklist.schedule
     if plan.open_session is not None:
         done = sum(r.signed_at is not None for r in worklist.readings)
@@ -90,23 +97,23 @@ class StudyLists:
     def __init__(self, studies: ReaderStudyService) -> None:
         self.studies = studies
 
-    def view(self, login: str) -> StudyListView:
+    def view(self, login: str, reader: int) -> StudyListView:
+        """The study worklists of the reader (`login`, account id `reader`)."""
         now = self.studies.clock()
         lines: list[str] = []
         readings: list[WorklistReading] = []
-        blinding = None
-        for name in self.studies.studies_of(login):
+        names = self.studies.studies_of(login)
+        blinded = self.studies.blinded_cases(reader) if names else BlindedCases()
+        for name in names:
             worklist = self.studies.worklist(name, login, now)
-            lines.append(study_line(worklist, now))
+            lines.append(study_line(worklist, now, blinded.count(name)))
             readings.extend(worklist.readings)
-            if worklist.blinded and not worklist.schedule.finished and blinding is None:
-                blinding = name
         keys = self.studies.case_keys({r.study_id for r in readings})
         rows = [[r.reading_id, keys.get(r.study_id, "?"),
                  "signed" if r.signed_at else "opened" if r.opened_at else "to read"]
                 for r in readings]
         first = next((r.reading_id for r in readings if r.signed_at is None), None)
-        return StudyListView("<br>".join(lines), rows, first, blinding)
+        return StudyListView("<br>".join(lines), rows, first, blinded)
 
 
 @dataclass(frozen=True)

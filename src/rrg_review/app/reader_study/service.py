@@ -16,8 +16,8 @@ themselves, so tests (and an admin replaying a day) decide what "now" is.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, func, insert, select
@@ -145,6 +145,36 @@ class StudyWorklist:
     washout_left: timedelta
     readings: tuple[WorklistReading, ...]  # the open session's, in the allocated order
     blinded: bool = True
+
+
+@dataclass(frozen=True)
+class BlindedCases:
+    """The cases a reader may not open in plain review: those of their own blinded studies
+    they have not finished (every reading signed), washout included. A plain review shows a
+    case's draft and model, its reference report and metrics: opened during the study it
+    would unblind the reader's readings of that case, and store plain revisions beside them.
+    Other cases (and every case of a non-blinded study) stay readable in plain review.
+
+    study_of: case (study id) -> (the reader study's name, the case's key)."""
+
+    study_of: Mapping[int, tuple[str, str]] = field(default_factory=dict)
+
+    @property
+    def ids(self) -> frozenset[int]:
+        return frozenset(self.study_of)
+
+    def count(self, study: str) -> int:
+        """How many of the reader's cases `study` keeps out of plain review."""
+        return sum(name == study for name, _ in self.study_of.values())
+
+    def refuse(self, case: int) -> None:
+        """Raises ReaderStudyError (one sentence naming the study) for such a case."""
+        if case in self.study_of:
+            name, key = self.study_of[case]
+            raise ReaderStudyError([
+                f"{key} is a case of your blinded reader study {name!r}: read it there, from "
+                "the study worklist above; it opens in plain review once you have signed all "
+                "your readings of the study"])
 
 
 def _utcnow() -> datetime:
@@ -421,6 +451,34 @@ class ReaderStudyService:
             rows = s.execute(select(Study.id, Study.study_key).where(
                 Study.id.in_(list(study_ids))))
             return {study_id: key for study_id, key in rows}
+
+    def blinded_cases(self, reader: int, case: int | None = None) -> BlindedCases:
+        """The cases of the reader's unfinished blinded studies, in one query (the reader's
+        readings, by the reader index; a study is unfinished while one of the reader's
+        readings in it is unsigned, which is `schedule(...).finished` negated: a session
+        waiting for its washout counts, its readings are unsigned).
+
+        Args:
+            reader: the reader's id (an account that reads in no study: no cases).
+            case: only this case (is it held?); None: all of them.
+        """
+        # not a correlated EXISTS: that probes once per reading, and walks all of a finished
+        # study's readings each time
+        unsigned = select(Reading.reader_study_id).where(
+            Reading.reader_id == reader, Reading.signed_at.is_(None))
+        stmt = (select(Reading.study_id, ReaderStudy.name, Study.study_key)
+                .join(ReaderStudy, ReaderStudy.id == Reading.reader_study_id)
+                .join(Study, Study.id == Reading.study_id)
+                .where(Reading.reader_id == reader, ReaderStudy.blinded.is_(True),
+                       Reading.reader_study_id.in_(unsigned))
+                .order_by(ReaderStudy.name).distinct())
+        if case is not None:
+            stmt = stmt.where(Reading.study_id == case)
+        with self.db.read() as s:
+            found: dict[int, tuple[str, str]] = {}
+            for case, name, key in s.execute(stmt):
+                found.setdefault(case, (name, key))
+        return BlindedCases(found)
 
     def studies_of(self, reader: str) -> list[str]:
         """The names of the studies `reader` is a reader of (the page shows their

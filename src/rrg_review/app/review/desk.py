@@ -280,6 +280,21 @@ class Desk:
             counts[section] = (max(0, pressed - was[0]), max(0, changed - was[1]))
         return ReadingReview(self.readings, session.reading, session.owner, counts)
 
+    def held(self, session: Session) -> str | None:
+        """Why the plain study on screen takes no more work (one sentence), or None: it is a
+        case of the reader's unfinished blinded study, which became so after this tab opened
+        it (a tab left open while the study was created; opening it now is refused). Plain
+        revisions and ratings of it would sit beside the readings of the same case."""
+        if session.reading is not None or self.readings is None or session.reader is None \
+                or session.study is None:
+            return None
+        try:
+            self.readings.studies.blinded_cases(session.reader, session.study).refuse(
+                session.study)
+        except ReaderStudyError as exc:
+            return str(exc)
+        return None
+
     # -- who ------------------------------------------------------------------------------
     def bind(self, session: Session, login: str) -> int:
         """The reader for this request: `login` must be a reader in the database and the one
@@ -303,17 +318,20 @@ class Desk:
                 self.worklists.assign(reader)
 
     def start(self, reader: int, login: str | None = None,
-              left: tuple[tuple[str, int], ...] = ()) -> int | None:
+              left: tuple[tuple[str, int], ...] = (),
+              left_off: frozenset[int] = frozenset()) -> int | None:
         """On page load: a new reader gets every study on the worklist; then the study to
         resume: the newest one whose unsaved text this browser still keeps (`left`, so that
         text can be restored; only the login's own and only studies on their worklist),
-        else the last one worked on, else the first unfinished."""
+        else the last one worked on, else the first unfinished; never one of `left_off` (the
+        cases of the reader's unfinished blinded studies, which plain review refuses)."""
         worklists = self.worklists
         self.prepare(reader)
         study = next((s for owner, s in left
-                      if owner == login and worklists.status_of(reader, s) is not None), None)
+                      if owner == login and s not in left_off
+                      and worklists.status_of(reader, s) is not None), None)
         if study is None:
-            study = self.worklists.resume(reader)
+            study = self.worklists.resume(reader, left_off)
         if study is not None and self.predrafter is not None:
             # the study the reader sees first is drafted first (it usually is already: the
             # app queued it at start); the page opens at once and `await_draft` fills the
@@ -551,6 +569,8 @@ class Desk:
             return Saved("Open a study first.", {}, False)
         if client.seq < session.seq:
             return Saved("A newer edit of this tab is already saved.", {}, False)
+        if (held := self.held(session)) is not None:  # the text stays in the box
+            return Saved(f"⚠ Not saved: {html.escape(held)}.", {}, False)
         wrote, messages = False, list[str]()
         edits: dict[str, SectionEdit] = {}
         for section, text in self.pending(session, texts, client).items():
@@ -786,6 +806,8 @@ class Desk:
         if session.reading is not None:
             return Accepted("In a reader study a draft is accepted by signing it unchanged: "
                             "press **Sign reading**.")
+        if (held := self.held(session)) is not None:
+            return Accepted(f"⚠ Not accepted: {html.escape(held)}.")
         if not session.drafts:
             return Accepted("No draft to accept.")
         drafts = self.draft_texts(session)
@@ -822,6 +844,8 @@ class Desk:
         beside the reader's."""
         if session.study is None or session.reader is None:
             return False, "Open a study first."
+        if (held := self.held(session)) is not None:
+            return False, f"⚠ Not rated: {html.escape(held)}."
         if not session.drafts and session.reading is None:
             # the score is the model draft's: with none there is nothing it could mean, and
             # the evaluation (which pairs ratings with drafts) would leave it out unseen

@@ -21,7 +21,7 @@ from __future__ import annotations
 import html
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gradio as gr
@@ -75,22 +75,32 @@ def table_rows(page: WorklistPage) -> list[list[Any]]:
 
 def page_label(page: WorklistPage) -> str:
     if not page.total:
-        return "No study matches." if page.filter != WorklistFilter() else ""
+        return "No study matches." if page.filter.narrowed else ""
     return (f"{page.first:,}-{page.last:,} of {page.total:,} · page {page.page:,} / "
             f"{page.pages:,}")
 
 
-class WorklistPanelLogic:
-    """The panel's decisions, without Gradio: what a page shows, where Next/Previous go."""
+def _nothing_left_off(reader: int) -> frozenset[int]:
+    return frozenset()
 
-    def __init__(self, worklists: WorklistService, page_size: int = PAGE_SIZE) -> None:
+
+class WorklistPanelLogic:
+    """The panel's decisions, without Gradio: what a page shows, where Next/Previous go.
+
+    `left_off(reader)` gives the studies the reader's list leaves out whatever the filters
+    (the cases of their unfinished blinded reader studies, one query per event): every page,
+    count and Next/Previous is taken without them."""
+
+    def __init__(self, worklists: WorklistService, page_size: int = PAGE_SIZE,
+                 left_off: Callable[[int], frozenset[int]] = _nothing_left_off) -> None:
         self.worklists = worklists
         self.page_size = page_size
+        self.left_off = left_off
 
-    @staticmethod
-    def filter_of(search: str | None, status: str | None, source: str | None,
-                  split: str | None, images: str | None) -> WorklistFilter:
-        return WorklistFilter.from_ui(status, source, split, images, search)
+    def filter_of(self, reader: int, search: str | None, status: str | None,
+                  source: str | None, split: str | None, images: str | None) -> WorklistFilter:
+        flt = WorklistFilter.from_ui(status, source, split, images, search)
+        return replace(flt, left_off=self.left_off(reader))
 
     def view(self, reader: int, search: str | None = "", status: str | None = "all",
              source: str | None = "all", split: str | None = "all", images: str | None = "all",
@@ -101,7 +111,7 @@ class WorklistPanelLogic:
         status filter they also give the page's total. A search or a column filter counts its
         own matches and leaves the progress line as it is."""
         try:
-            flt = self.filter_of(search, status, source, split, images)
+            flt = self.filter_of(reader, search, status, source, split, images)
             number = int(page) if page is not None and page == page else 1  # NaN -> 1
         except (WorklistError, ValueError, OverflowError) as exc:
             return PanelView([], 1, "", None, f"⚠ {html.escape(str(exc))}")
@@ -116,9 +126,9 @@ class WorklistPanelLogic:
                split: str | None = "all", images: str | None = "all") -> int | None:
         """The next/previous unfinished study within the filters (None: none that way)."""
         try:
-            flt = self.filter_of(search, status, source, split, images)
+            flt = self.filter_of(reader, search, status, source, split, images)
         except WorklistError:
-            flt = WorklistFilter()
+            flt = WorklistFilter(left_off=self.left_off(reader))
         return self.worklists.next_unfinished(reader, current, step, flt, wrap=True)
 
     def wrapped(self, reader: int, current: int, target: int, step: int) -> bool:
@@ -133,7 +143,7 @@ class WorklistPanelLogic:
                      split: str | None = "all", images: str | None = "all") -> PanelView | None:
         """The page on which a study appears under the filters (None: it is filtered out)."""
         try:
-            flt = self.filter_of(search, status, source, split, images)
+            flt = self.filter_of(reader, search, status, source, split, images)
         except WorklistError:
             return None
         number = self.worklists.page_of(reader, study_id, flt, self.page_size)
@@ -349,10 +359,12 @@ class _Steps:
         return out
 
 
-def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE
+def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE,
+                         left_off: Callable[[int], frozenset[int]] = _nothing_left_off
                          ) -> WorklistPanel:
-    """Lay the panel out in the current Gradio context (call inside the left column)."""
-    logic = WorklistPanelLogic(worklists, page_size)
+    """Lay the panel out in the current Gradio context (call inside the left column);
+    `left_off`: see WorklistPanelLogic."""
+    logic = WorklistPanelLogic(worklists, page_size, left_off)
     sources = ["all", *worklists.sources()]
     splits = ["all", *worklists.splits()]
     with gr.Group(elem_id="worklist-panel"):
