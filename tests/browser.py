@@ -60,7 +60,9 @@ class App:
     https with (README's team set-up). `wait=False` only starts it (see `AppSpares`);
     `serving()` then waits until it answers."""
 
-    def __init__(self, db: Path, *args: str, start_s: float = 120,
+    # (start_s: a start takes 4-6 s quiet; a browser run beside two busy processes and other
+    # jobs, load 15 on 2 cores, took over 120 s for one: a long limit costs nothing when quick)
+    def __init__(self, db: Path, *args: str, start_s: float = 300,
                  tls: tuple[Path, Path] | None = None, wait: bool = True) -> None:
         if not os.path.exists(CHROMIUM):
             pytest.skip(f"{CHROMIUM} not installed (make test installs Debian's chromium)")
@@ -81,7 +83,7 @@ class App:
         if wait:
             self.serving(start_s)
 
-    def serving(self, start_s: float = 120) -> App:
+    def serving(self, start_s: float = 300) -> App:
         """Wait (at most `start_s` from now) until the app answers its page."""
         if self.start_s is None:
             self.start_s = self._wait_until_serving(self.port, start_s)

@@ -42,14 +42,19 @@ def _timed(step: Callable[[], int | None]) -> tuple[float, int]:
 
 
 def _matplotlib() -> None:
-    """The import Gradio's per-event backend switch would make on the first event. A server
-    draws no windows: with MPLBACKEND=agg, matplotlib need not import pyplot to choose one."""
+    """The import Gradio's per-event backend switch would make on the first event, and pyplot,
+    imported here once. A server draws no windows: the backend is fixed to agg, so that switch
+    (`matplotlib.use("agg")` around every event) has nothing to do. pyplot is imported now,
+    before any thread runs: a browser test under load (15 on 2 cores) caught an event's switch
+    calling into pyplot while an export's thread was still importing it ("partially initialized
+    module 'matplotlib.pyplot'"), a traceback on the reader's screen."""
     os.environ.setdefault("MPLBACKEND", "agg")
     try:
         import matplotlib
     except ImportError:  # Gradio then skips its switch too
         return
-    matplotlib.get_backend()
+    matplotlib.use("agg")
+    import matplotlib.pyplot  # (see above)
 
 
 def _metrics(metrics: Sequence[Metric]) -> None:
