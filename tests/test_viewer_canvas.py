@@ -363,3 +363,79 @@ def test_a_distance_is_measured_in_mm_within_one_percent(browser, films):
     got = _measure(page, (100, 100), (1100, 100))
     assert got["mm"] is None and "uncalibrated" in got["text"], got
     assert abs(got["px"] - 1000) < 10, got
+
+
+FILM_BOX = """() => { const v = window.rrgViewer, c = document.querySelector('#wl-canvas');
+  const top = document.querySelector('#enlarged-tools').offsetHeight;
+  return {s: v.s, tx: v.tx, ty: v.ty, fitted: v.fitted, refits: v.refits, w: c.width * v.s,
+          h: c.height * v.s, vw: innerWidth, vh: innerHeight, top,
+          fit: Math.min(innerWidth / c.width, (innerHeight - top) / c.height)}; }"""
+
+
+def _centre_point(box: dict) -> tuple[float, float]:
+    """The image pixel at the centre of the view (below the toolbar)."""
+    cy = box["top"] + (box["vh"] - box["top"]) / 2
+    return (box["vw"] / 2 - box["tx"]) / box["s"], (cy - box["ty"]) / box["s"]
+
+
+def _resize(page, width: int, height: int) -> dict:
+    """Resize the window; the film as it is two animation frames later."""
+    page.set_viewport_size({"width": width, "height": height})
+    page.wait_for_function(f"() => innerWidth === {width} && innerHeight === {height}")
+    page.evaluate("() => new Promise((done) => "
+                  "requestAnimationFrame(() => requestAnimationFrame(done)))")
+    return page.evaluate(FILM_BOX)
+
+
+def test_the_enlarged_view_refits_when_the_window_is_resized(browser, films):
+    """#21 M1: at 1920 -> 1366 the fitted film kept its size (the lower lungs off-screen), and
+    growing left it small in a corner. A film at "fit" is fitted again; a zoomed one keeps its
+    zoom and the point at the centre of the view; window/level, invert and a measurement stay;
+    a burst of resize events costs one refit."""
+    app, files = films
+    page, _ = open_page(browser, app, 1920, 1080)
+    enlarge(page, "BIG2")
+    box = page.evaluate(FILM_BOX)
+    assert abs(box["s"] - box["fit"]) < 1e-9, box
+    for width, height in ((1366, 768), (1920, 1080)):
+        box = _resize(page, width, height)
+        assert abs(box["s"] - box["fit"]) < 1e-9, box  # fitted to the new window
+        assert box["top"] - 1 <= box["ty"] and box["ty"] + box["h"] <= height + 1, box
+        assert abs(box["tx"] + box["w"] / 2 - width / 2) < 1, box  # centred
+    # the reader's window, invert and a measurement survive; a zoom keeps the centre point
+    page.locator("#wl-preset").select_option("lung")
+    page.locator("#wl-invert").click()
+    page.locator("#wl-measure").click()
+    _measure(page, (500, 600), (1400, 1900))
+    line = page.evaluate("() => [...rrgViewer.line]")
+    page.mouse.move(700, 500)
+    page.mouse.wheel(0, -300)
+    page.wait_for_function("() => !rrgViewer.fitted")
+    before = page.evaluate(FILM_BOX)
+    box = _resize(page, 1366, 768)
+    assert box["s"] == before["s"] and not box["fitted"], (before, box)
+    assert np.allclose(_centre_point(box), _centre_point(before), atol=0.5), (before, box)
+    got = canvas_matches(page, files["BIG2"], step=13)
+    assert got["shown"]["preset"] == "lung" and got["inv"], got["shown"]
+    assert page.evaluate("() => rrgViewer.line") == line
+    drawn = page.evaluate("() => ['x1', 'y1'].map((k) => "
+                          "Number(document.querySelector('#wl-line').getAttribute(k)))")
+    assert np.allclose(drawn, [box["tx"] + line[0] * box["s"], box["ty"] + line[1] * box["s"]])
+    # panned to the edge, then shrunk: a strip of the film stays on screen
+    page.locator("#wl-measure").click()
+    page.mouse.dblclick(600, 400)
+    _resize(page, 1920, 1080)
+    page.mouse.move(400, 500)
+    page.mouse.down()
+    page.mouse.move(1700, 500, steps=3)  # 80 px of the film left on screen
+    page.mouse.up()
+    box = _resize(page, 1366, 768)
+    assert box["tx"] <= 1366 - 32, box
+    # a burst of resize events: one refit in the next frame
+    got = page.evaluate("""() => new Promise((done) => {
+      const n = rrgViewer.refits;
+      for (let i = 0; i < 30; i++) window.dispatchEvent(new Event('resize'));
+      requestAnimationFrame(() => requestAnimationFrame(() => done(rrgViewer.refits - n)));
+    })""")
+    assert got == 1, got
+

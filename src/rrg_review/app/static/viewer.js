@@ -8,7 +8,8 @@
 (() => {
   const V = window.rrgViewer = {pick: null, img: null, full: false, c: 0, w: 1, inv: false,
                                 s: 1, tx: 0, ty: 0, frames: 0, dragMs: 0, requested: null, presets: {},
-                                measuring: false, line: null, length: null};
+                                measuring: false, line: null, length: null, fitted: false,
+                                refits: 0};
   const $ = (sel) => document.querySelector(sel);
   const HINTS = 'right-drag window/level · wheel zoom · drag pan · double-click fits · ' +
                 '← → other images · Esc closes';
@@ -16,6 +17,7 @@
   let root = null, stage, canvas, ctx, imageData = null, out32 = null, lut = null;
   let fast, fastCtx, fastData = null, fast32 = null;
   let drag = null, queued = false, lastData = null;
+  let view = null, refitQueued = false;  // the view the film was last placed in: {w, h, top}
   const fmt = (x) => String(Math.round(x * 100) / 100);
   const el = (id) => root.querySelector('#' + id);
 
@@ -102,13 +104,43 @@
     const r = stage.getBoundingClientRect();
     return [(e.clientX - r.left - V.tx) / V.s, (e.clientY - r.top - V.ty) / V.s];
   };
-  const fit = () => {
+  // the part of the stage the film is fitted to: below the toolbar (it wraps when narrow)
+  const viewBox = () => {
     const r = stage.getBoundingClientRect(), top = el('enlarged-tools').offsetHeight;
-    const h = Math.max(r.height - top, 1);
-    V.s = Math.min(r.width / canvas.width, h / canvas.height);
-    V.tx = (r.width - canvas.width * V.s) / 2;
-    V.ty = top + (h - canvas.height * V.s) / 2;
+    return {w: r.width, h: Math.max(r.height - top, 1), top};
+  };
+  const fit = () => {
+    const b = viewBox();
+    V.s = Math.min(b.w / canvas.width, b.h / canvas.height);
+    V.tx = (b.w - canvas.width * V.s) / 2;
+    V.ty = b.top + (b.h - canvas.height * V.s) / 2;
+    V.fitted = true; view = b;
     place();
+  };
+  // A resized window (#21 M1: at 1920 -> 1366 the lower lungs were left off-screen, growing
+  // left the film small in a corner): a film still at "fit" is fitted again; one the reader
+  // zoomed or panned keeps its zoom and the point at the centre of the view stays there, with
+  // a strip of the film always on screen. Window/level, invert and a measurement (in image
+  // pixels) are untouched. Resize events come in bursts: one refit per animation frame.
+  const keep = (t, size, lo, hi) => {
+    const m = Math.min(64, size, hi - lo);
+    return Math.min(Math.max(t, lo + m - size), hi - m);
+  };
+  const refit = () => {
+    refitQueued = false;
+    if (!root.hasAttribute('data-open') || !view) return;
+    V.refits += 1;
+    if (V.fitted) fit();
+    else {
+      const b = viewBox(), tx = V.tx, ty = V.ty;
+      V.tx = keep(tx + (b.w - view.w) / 2, canvas.width * V.s, 0, b.w);
+      V.ty = keep(ty + (b.top + b.h / 2) - (view.top + view.h / 2), canvas.height * V.s,
+                  b.top, b.top + b.h);
+      if (drag) { drag.tx += V.tx - tx; drag.ty += V.ty - ty; }  // a pan under way goes on
+      view = b;
+      place();
+    }
+    if (drag && drag.button === 2 && V.img) schedule();  // (place hid a drag's fast frame)
   };
 
   // -- the controls always say what is on screen ---------------------------------------------
@@ -202,7 +234,7 @@
         const [x, y] = imageAt(e);
         V.line[2] = x; V.line[3] = y; measure();
       } else if (drag.button === 0) {
-        V.tx = drag.tx + dx; V.ty = drag.ty + dy; place();
+        V.tx = drag.tx + dx; V.ty = drag.ty + dy; V.fitted = false; place();
       }
     });
     window.addEventListener('mouseup', () => {
@@ -216,9 +248,14 @@
       const s = Math.min(Math.max(V.s * (e.deltaY < 0 ? 1.2 : 1 / 1.2), 0.02), 64);
       const f = s / V.s;  // about the cursor: the point under it stays under it
       V.tx = mx - (mx - V.tx) * f; V.ty = my - (my - V.ty) * f; V.s = s;
-      place();
+      V.fitted = false; place();
     }, {passive: false});
     stage.addEventListener('dblclick', () => fit());
+    window.addEventListener('resize', () => {
+      if (refitQueued || !root.hasAttribute('data-open')) return;
+      refitQueued = true;
+      requestAnimationFrame(refit);
+    });
   };
 
   // -- which image ----------------------------------------------------------------------------
