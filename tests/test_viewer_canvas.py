@@ -439,3 +439,46 @@ def test_the_enlarged_view_refits_when_the_window_is_resized(browser, films):
     })""")
     assert got == 1, got
 
+
+def test_each_image_reopens_with_the_readers_window(browser, films):
+    """#21 M2 (and L1): every opening reset window/level to the file default, so flipping
+    current <-> prior at a lung window meant retyping it, and ← → on a one-film study threw
+    it away. Each image remembers its window, preset and invert for the page; a new study's
+    images open at their default."""
+    app, files = films
+    page, requests = open_page(browser, app)
+    enlarge(page, "BIG2")
+    page.locator("#wl-preset").select_option("lung")
+    page.locator("#wl-invert").click()
+    page.keyboard.press("Escape")
+    page.locator("#toggle-prior").click()
+    prior = page.locator("#prior-panel [data-index='0'] img")
+    prior.click()
+    page.wait_for_function("() => rrgViewer.full", timeout=90_000)
+    got = canvas_matches(page, files["BIG1"], step=13)  # another image: its own default
+    assert got["shown"]["preset"] == "file default" and not got["inv"], got["shown"]
+    page.locator("#wl-preset").select_option("bone")
+    page.keyboard.press("Escape")
+    page.locator("#film .film-study.current [data-index='0'] img").click()
+    page.wait_for_function("() => rrgViewer.full", timeout=90_000)
+    got = canvas_matches(page, files["BIG2"], step=13)
+    assert got["shown"]["preset"] == "lung" and got["shown"]["inv"], got["shown"]
+    # ← → on a one-film study reopens it: a typed level stays (it was discarded)
+    page.locator("#wl-center").fill("20000")
+    page.keyboard.press("Enter")
+    page.locator("#wl-stage").click(position={"x": 5, "y": 300})  # the focus off the box
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => rrgViewer.full", timeout=90_000)
+    got = canvas_matches(page, files["BIG2"], step=13)
+    assert got["c"] == 20000 and got["shown"]["c"] == "20000", got["shown"]
+    assert got["shown"]["preset"] == "custom" and got["shown"]["inv"], got["shown"]
+    page.keyboard.press("Escape")
+    prior.click()
+    page.wait_for_function("() => rrgViewer.full", timeout=90_000)
+    got = canvas_matches(page, files["BIG1"], step=13)
+    assert got["shown"]["preset"] == "bone" and not got["inv"], got["shown"]
+    page.keyboard.press("Escape")
+    enlarge(page, "MONO1")  # a new study: its default
+    got = canvas_matches(page, files["MONO1"], step=13)
+    assert got["shown"]["preset"] == "file default" and not got["inv"], got["shown"]
+    assert requests.outside() == []

@@ -14,6 +14,11 @@
   const HINTS = 'right-drag window/level · wheel zoom · drag pan · double-click fits · ' +
                 '← → other images · Esc closes';
   const cache = new Map();  // url -> Uint16Array (the last few images: ← → come back to them)
+  // image id -> the reader's {c, w, inv} for each image opened on this page, so that flipping
+  // between current and prior (or ← → on one film) keeps the window set (a new-user trial
+  // retyped a lung window on every flip). In memory only: a reload starts from the defaults.
+  const remembered = new Map();
+  const REMEMBER = 1000;
   let root = null, stage, canvas, ctx, imageData = null, out32 = null, lut = null;
   let fast, fastCtx, fastData = null, fast32 = null;
   let drag = null, queued = false, lastData = null;
@@ -145,6 +150,12 @@
 
   // -- the controls always say what is on screen ---------------------------------------------
   const sync = () => {
+    if (V.img) {  // what is on screen is what this image reopens with
+      const id = V.img.image;
+      remembered.delete(id);  // (the most recent last: the oldest is forgotten first)
+      remembered.set(id, {c: V.c, w: V.w, inv: V.inv});
+      if (remembered.size > REMEMBER) remembered.delete(remembered.keys().next().value);
+    }
     const preset = el('wl-preset');
     const name = Object.keys(V.presets).find((k) => V.presets[k][0] === V.c &&
                                                    V.presets[k][1] === V.w);
@@ -334,8 +345,11 @@
       select.appendChild(o);
     }
     for (const id of ['wl-center', 'wl-width']) delete el(id).dataset.typed;  // now on screen
-    const def = d.presets['file default'];
-    setWindow(def[0], def[1]); V.inv = false;
+    // the reader's own window for this image if it was opened before on this page, else the
+    // file's default (a new study's images)
+    const mine = remembered.get(d.image), def = d.presets['file default'];
+    if (mine) { setWindow(mine.c, mine.w); V.inv = mine.inv; }
+    else { setWindow(def[0], def[1]); V.inv = false; }
     render(); fit();
     V.full = true;
     el('wl-status').textContent = '';
