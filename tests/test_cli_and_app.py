@@ -101,3 +101,45 @@ def test_serve_is_a_command_whose_help_names_it(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "serve" in capsys.readouterr().out
+
+
+def test_imported_studies_join_existing_worklists_unless_asked_not_to(tmp_path, rg1_small,
+                                                                      capsys):
+    """A dataset imported after the readers exist reaches their worklists (a new-user trial
+    imported two studies and never saw them); `--no-worklists` leaves every list as it is. A
+    reader with an empty list (`--empty`) is left alone: the first page load fills it."""
+    from sqlalchemy import func, select
+
+    from rrg_review.db.models import Reader, WorklistItem
+
+    db = str(tmp_path / "lists.sqlite")
+    assert main(["import", str(layouts.rexgradient(tmp_path / "rex", rg1_small)), "--db",
+                 db]) == 0
+    assert "worklists:" not in capsys.readouterr().out  # no reader yet
+    for name, extra in (("ana", []), ("ben", ["--empty"])):
+        done = subprocess.run([sys.executable, "-m", "rrg_review.app.cli", "readers", "add", name,
+                               "--password-stdin", "--db", db, *extra],
+                              input="correct horse battery\n", capture_output=True, text=True,
+                              cwd=ROOT, check=False)
+        assert done.returncode == 0, done.stderr
+
+    def listed() -> dict[str, int]:
+        database = Settings.from_args(db).open_database()
+        try:
+            with database.read() as s:
+                return dict(s.execute(select(Reader.name, func.count(WorklistItem.id))
+                                      .outerjoin(WorklistItem, WorklistItem.reader_id == Reader.id)
+                                      .group_by(Reader.name)).all())
+        finally:
+            database.dispose()
+
+    assert listed() == {"ana": 3, "ben": 0}
+    assert main(["import", str(layouts.mimic_cxr(tmp_path / "mimic", rg1_small)), "--db",
+                 db]) == 0
+    assert "worklists: 3 study places added for 1 reader(s)" in capsys.readouterr().out
+    assert listed() == {"ana": 6, "ben": 0}
+    assert main(["import", str(tmp_path / "mimic"), "--db", db]) == 0  # nothing new
+    assert "worklists:" not in capsys.readouterr().out and listed() == {"ana": 6, "ben": 0}
+    assert main(["import", str(layouts.iu_archive(tmp_path / "iu", rg1_small)),
+                 "--db", db, "--no-worklists"]) == 0
+    assert "worklists:" not in capsys.readouterr().out and listed() == {"ana": 6, "ben": 0}

@@ -33,6 +33,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--workers", type=int, metavar="N",
                    help="processes that check images (default: $RRG_REVIEW_IMPORT_WORKERS, "
                         "else one per CPU core)")
+    p.add_argument("--no-worklists", action="store_true",
+                   help="leave readers' worklists as they are (default: every reader who has a "
+                        "worklist gets the newly stored studies with images at its end)")
     add_db(p)
     p.set_defaults(func=run)
 
@@ -59,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
             workers=args.workers if args.workers is not None else settings.import_workers,
             progress=progress,
         )
+        placed = None if args.no_worklists or not report.added else _placed(db)
     except (StudyLoadError, DatabaseProblem) as exc:  # nothing stored: one sentence, exit 2
         progress(-1, None)
         print(f"error: {exc}", file=sys.stderr)
@@ -78,7 +82,39 @@ def run(args: argparse.Namespace) -> int:
             db.dispose()
     progress(-1, None)
     _print_report(report, args.show_errors)
+    if placed is not None and placed[0]:
+        readers, studies = placed
+        print(f"worklists: {studies} study places added for {readers} reader(s) who have a "
+              "worklist (--no-worklists: none)")
     return 1 if report.failed else 0
+
+
+def _placed(db: Any) -> tuple[int, int] | None:
+    from rrg_review.db.engine import DatabaseProblem
+
+    try:
+        return _onto_worklists(db)
+    except DatabaseProblem as exc:  # the studies are stored: only the worklists wait
+        print(f"warning: the studies are stored, but not yet on readers' worklists ({exc}); "
+              "run the import again to place them", file=sys.stderr)
+        return None
+
+
+def _onto_worklists(db: Any) -> tuple[int, int]:
+    """The newly stored studies go on every existing worklist, as a new reader gets every
+    stored study: imported after the readers, a dataset never reached them (a new-user trial
+    imported two studies and never saw them). A reader with nothing on their worklist yet gets
+    every stored study at their first page load, these included. Returns (readers, study
+    places added)."""
+    from sqlalchemy import select
+
+    from rrg_review.app.worklist.service import WorklistService
+    from rrg_review.db.models import WorklistItem
+
+    with db.read() as s:
+        readers = list(s.scalars(select(WorklistItem.reader_id).distinct()))
+    worklists = WorklistService(db)
+    return len(readers), sum(worklists.assign(reader) for reader in readers)
 
 
 def _print_report(report: Any, show: int) -> None:
