@@ -482,3 +482,23 @@ def test_each_image_reopens_with_the_readers_window(browser, films):
     got = canvas_matches(page, files["MONO1"], step=13)
     assert got["shown"]["preset"] == "file default" and not got["inv"], got["shown"]
     assert requests.outside() == []
+
+
+def test_an_image_picked_while_the_last_one_loads_still_opens(browser, films):
+    """A second new-user trial (medium): → (or another film) pressed before the first film's
+    full image had arrived left the view on "Loading the full image…" for good, with no window
+    to set: the page's request for the second image was dropped while the first was under way.
+    Here the prior is picked right after the current film, before its answer can be in."""
+    app, files = films
+    page, _ = open_page(browser, app)
+    click_row(page, "BIG2")
+    page.locator("#toggle-prior").click()
+    prior = page.locator("#prior-panel [data-index='0'] img")
+    prior.wait_for()
+    page.locator("#film .film-study.current [data-index='0'] img").click()
+    page.keyboard.press("Escape")  # at once: the current film's answer is still on its way
+    prior.click()
+    page.wait_for_function("() => rrgViewer.full && rrgPick() === 'prior:0'", timeout=60_000)
+    got = canvas_matches(page, files["BIG1"], step=13)
+    assert got["shown"]["preset"] == "file default", got["shown"]
+    assert page.locator("#wl-status").inner_text() == ""

@@ -198,6 +198,10 @@ def wire_enlarged(panel: EnlargedPanel, viewer: StudyViewer, desk: Desk, guard: 
         return {state: session, panel.data: image_data(viewer, desk, pick, view, index)}
 
     pick_at = sorted([state, panel.pick], key=lambda b: b._id).index(panel.pick)
+    # always_last: an image picked while the one before is still on its way (← / → or the
+    # prior, pressed before the first film had loaded) is served once that answer is in; the
+    # button's default ("once") dropped it and left the view "Loading the full image…" for
+    # good (a second new-user trial, medium)
     panel.enlarge.click(on_enlarge, {state, panel.pick}, [state, panel.data], **PRIVATE,
-                        show_progress="hidden",
+                        show_progress="hidden", trigger_mode="always_last",
                         js=f"(...a) => window.rrgWithPick(a, {pick_at})")
