@@ -302,9 +302,19 @@ def click_row(page, key: str) -> None:
 
 
 def wait_text(page, elem_id: str, text: str, timeout: float = 60_000) -> None:
-    page.wait_for_function(
-        "([id, text]) => { const el = document.getElementById(id); "
-        "return !!el && el.innerText.includes(text); }", arg=[elem_id, text], timeout=timeout)
+    """Wait until element `elem_id` shows `text`; on a timeout, say what it showed instead."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            "([id, text]) => { const el = document.getElementById(id); "
+            "return !!el && el.innerText.includes(text); }", arg=[elem_id, text],
+            timeout=timeout)
+    except PlaywrightTimeout:
+        shown = page.evaluate("(id) => { const el = document.getElementById(id); "
+                              "return el ? el.innerText : '(no such element)'; }", elem_id)
+        raise AssertionError(f"#{elem_id} never showed {text!r} in {timeout / 1000:.0f} s; "
+                             f"it shows {shown!r}") from None
 
 
 def press_draft(page, timeout: float = 60_000) -> None:
