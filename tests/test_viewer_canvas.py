@@ -502,3 +502,37 @@ def test_an_image_picked_while_the_last_one_loads_still_opens(browser, films):
     got = canvas_matches(page, files["BIG1"], step=13)
     assert got["shown"]["preset"] == "file default", got["shown"]
     assert page.locator("#wl-status").inner_text() == ""
+
+
+def test_the_view_keeps_the_report_shortcuts_and_measures_only_the_film(browser, films):
+    """A third new-user trial: Alt+R and Alt+A in the enlarged view rated and accepted the
+    study unseen (high), Alt+F typed into the hidden findings, and a measurement dragged past
+    the window's edge measured beyond the film (medium). The view now refuses the report's
+    shortcuts and says why, and a measurement's ends stay on the film."""
+    app, _ = films
+    page, _ = open_page(browser, app, 1920, 1080)
+    click_row(page, "CAL1")
+    findings = page.locator("#edit-findings textarea").input_value()
+    enlarge(page, "CAL1")
+    page.locator("#wl-stage").click(position={"x": 5, "y": 300})
+    for key in ("Alt+r", "Alt+a", "Alt+d", "Alt+f"):
+        page.keyboard.press(key)
+    page.keyboard.type("ZZZ")
+    assert "Close the enlarged view first" in page.locator("#wl-status").inner_text()
+    page.locator("#wl-measure").click()
+    width = page.evaluate("() => rrgViewer.img.width")
+    s, tx = page.evaluate("() => [rrgViewer.s, rrgViewer.tx]")
+    page.mouse.move(tx + width / 2 * s, 500)
+    page.mouse.down()
+    page.mouse.move(1920 + 300, 500, steps=5)  # past the window's right edge
+    page.mouse.up()
+    line = page.evaluate("() => rrgViewer.line")
+    assert line[2] == width, line  # at the film's edge, not beyond
+    got = page.evaluate("() => rrgViewer.length")
+    assert abs(got["mm"] - width / 2 * SPACING[1]) < 0.5, (got, width)
+    page.keyboard.press("Escape")
+    page.locator("#enlarged").wait_for(state="hidden")
+    # nothing reached the editor or the rating under the view
+    assert page.locator("#edit-findings textarea").input_value() == findings
+    assert page.locator("#rate-status").inner_text().strip() == ""
+    assert "accept" not in page.locator("#save-status").inner_text().lower()

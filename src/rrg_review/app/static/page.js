@@ -448,6 +448,16 @@ window.rrgLogout = () => {
       if (keys[e.code]) { e.preventDefault(); click(keys[e.code]); return; }
     }
     if (e.altKey && !e.ctrlKey && !e.metaKey) {
+      // not while the enlarged view covers the editor and the rating: an accept, a rating, a
+      // draft or typing the reader cannot see (a third new-user trial: Alt+R there stored a
+      // rating unseen; Alt+F then typed into the hidden findings). Alt+N / Alt+P close it.
+      if (enlarged() && ['KeyA', 'KeyR', 'KeyD', 'KeyF', 'KeyI'].includes(e.code)) {
+        e.preventDefault();
+        const status = document.getElementById('wl-status');
+        if (status) status.textContent = 'Close the enlarged view first (Esc): the report ' +
+                                         'and the rating are under it.';
+        return;
+      }
       const map = {KeyN: 'next-study', KeyP: 'prev-study', KeyA: 'accept', KeyD: 'draft-button',
                    KeyR: 'rate', KeyB: 'toggle-prior'};
       if (map[e.code]) { e.preventDefault(); click(map[e.code]); return; }

@@ -219,6 +219,10 @@
       });
       input.addEventListener('blur', () => applyTyped(input));
     }
+    // a measurement's ends stay on the film: a drag past the window's edge measured beyond it
+    // (446 mm on a 368 mm film, a third new-user trial)
+    const onFilm = ([x, y]) => [Math.min(Math.max(x, 0), V.img.width),
+                                Math.min(Math.max(y, 0), V.img.height)];
     stage.addEventListener('contextmenu', (e) => e.preventDefault());
     stage.addEventListener('mousedown', (e) => {
       e.preventDefault();  // (keeps the focus where it is: a typed box is applied first)
@@ -226,7 +230,7 @@
       drag = {button: e.button, x: e.clientX, y: e.clientY, c: V.c, w: V.w, tx: V.tx, ty: V.ty};
       if (e.button === 0 && V.measuring && V.img) {
         drag.measure = true;
-        const [x, y] = imageAt(e);
+        const [x, y] = onFilm(imageAt(e));
         V.line = [x, y, x, y]; measure();
       }
     });
@@ -242,7 +246,7 @@
         setWindow(whole(drag.c + (V.img.inverted ? -dy : dy) * k), whole(drag.w + dx * k));
         schedule();
       } else if (drag.measure) {
-        const [x, y] = imageAt(e);
+        const [x, y] = onFilm(imageAt(e));
         V.line[2] = x; V.line[3] = y; measure();
       } else if (drag.button === 0) {
         V.tx = drag.tx + dx; V.ty = drag.ty + dy; V.fitted = false; place();
