@@ -72,7 +72,7 @@ SCRIPTS = {
                       "table of 72 readings from the database"]),
 }
 # modules of bench/ that are helpers of the scripts, not scripts
-NOT_SCRIPTS = {"synthetic", "postgres"}
+NOT_SCRIPTS = {"synthetic", "postgres", "processes"}
 # printed instead of the PostgreSQL figures where no PostgreSQL server can be started
 NO_POSTGRES = "PostgreSQL: skipped"
 # printed instead of the lme4 figures where R or its lme4 package is not installed

@@ -106,15 +106,9 @@ def _onto_worklists(db: Any) -> tuple[int, int]:
     imported two studies and never saw them). A reader with nothing on their worklist yet gets
     every stored study at their first page load, these included. Returns (readers, study
     places added)."""
-    from sqlalchemy import select
-
     from rrg_review.app.worklist.service import WorklistService
-    from rrg_review.db.models import WorklistItem
 
-    with db.read() as s:
-        readers = list(s.scalars(select(WorklistItem.reader_id).distinct()))
-    worklists = WorklistService(db)
-    return len(readers), sum(worklists.assign(reader) for reader in readers)
+    return WorklistService(db).extend_every_worklist()
 
 
 def _print_report(report: Any, show: int) -> None:

@@ -270,6 +270,13 @@ class WorklistService:
                 added += self._insert(s, reader_id, start + added, chunk, include_report_only)
             return added
 
+    def extend_every_worklist(self) -> tuple[int, int]:
+        """Every stored study not yet on a non-empty worklist goes at its end (after an
+        import: see `rrg-review import`). Returns (readers, study places added)."""
+        with self.db.read() as s:
+            readers = list(s.scalars(select(WorklistItem.reader_id).distinct()))
+        return len(readers), sum(self.assign(reader) for reader in readers)
+
     @staticmethod
     def _insert(s: Session, reader_id: int, start: int, ids: Sequence[int] | None,
                 include_report_only: bool) -> int:
