@@ -205,6 +205,33 @@ def browser():
         b.close()
 
 
+def demo_copy(templates: Any, path: Path) -> Path:
+    """A copy of the session's demo database (and its images) at `path`: what a first start
+    seeds (tests/test_cli_and_app.py checks the seeding itself), without seeding it again."""
+    from rrg_review.app.settings import Settings
+
+    templates.copy_sqlite("demo", Settings.from_args(str(path)))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _pages_closed_after_each_test(request):
+    """Close the pages (and contexts) a test opened in the module's browser when it ends.
+
+    An open page keeps working: its 200 ms poll, the viewer's watch, Gradio's heartbeat, and
+    the app answering them. A module whose tests each open a page and leave it (one app for
+    the module) had 13 such renderers at 6-7 % of a core each by its last test."""
+    if "browser" not in request.fixturenames:
+        yield
+        return
+    browser = request.getfixturevalue("browser")
+    before = set(browser.contexts)
+    yield
+    for context in browser.contexts:
+        if context not in before:
+            context.close()
+
+
 class AppSpares:
     """Fresh demo apps, each started while the test before it runs.
 
@@ -221,11 +248,8 @@ class AppSpares:
         self._stopping: list[App] = []
 
     def _launch(self) -> App:
-        from rrg_review.app.settings import Settings
-
-        path = self._folders.mktemp("app") / "app.sqlite"
-        self._templates.copy_sqlite("demo", Settings.from_args(str(path)))
-        return App(path, wait=False)
+        return App(demo_copy(self._templates, self._folders.mktemp("app") / "app.sqlite"),
+                   wait=False)
 
     def take(self) -> App:
         """A serving app of its own; the next one starts now."""

@@ -15,6 +15,7 @@ from tests.browser import (
     ROOT,
     App,
     click_row,
+    demo_copy,
     new_page,
     press_draft,
     wait_in_view,
@@ -102,8 +103,8 @@ def test_draft_on_request_and_predrafted_next_study(browser, app):
     page.locator("#draft-model").get_by_text("unloaded").wait_for()
 
 
-def test_review_a_study_end_to_end_with_login(browser, tmp_path):
-    db = tmp_path / "review.sqlite"
+def test_review_a_study_end_to_end_with_login(browser, tmp_path, database_templates):
+    db = demo_copy(database_templates, tmp_path / "review.sqlite")
     add = subprocess.run(
         [sys.executable, "-m", "rrg_review.app.cli", "readers", "add", "dr.ana", "--password-stdin",
          "--db", str(db)], input="correct horse\n", capture_output=True, text=True, cwd=ROOT)

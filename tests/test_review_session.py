@@ -14,6 +14,7 @@ from tests.browser import (
     App,
     box,
     click_row,
+    demo_copy,
     new_page,
     press_draft,
     wait_in_view,
@@ -486,14 +487,15 @@ def test_revert_to_the_draft_keeps_the_readers_words_in_the_history(browser, app
                "the reverted text to be autosaved")
 
 
-def test_a_failed_draft_is_shown_beside_the_boxes_never_in_them(browser, tmp_path):
+def test_a_failed_draft_is_shown_beside_the_boxes_never_in_them(browser, tmp_path,
+                                                                 database_templates):
     presets = tmp_path / "broken.json"
     presets.write_text(json.dumps({"broken": {
         "backend": "vision-encoder-decoder", "description": "a model that is not here",
         "models": {"findings": {"model_id": "example-org/not-in-the-cache"},
                    "impression": {"model_id": "example-org/not-in-the-cache"}}}}))
-    running = App(tmp_path / "failed.sqlite", "--presets", str(presets), "--model", "broken",
-                  "--no-predraft")
+    running = App(demo_copy(database_templates, tmp_path / "failed.sqlite"),
+                  "--presets", str(presets), "--model", "broken", "--no-predraft")
     try:
         page = new_page(browser, running.url)
         click_row(page, "DEMO-0002")
@@ -709,7 +711,7 @@ def _login(browser, url: str, name: str):
     return context, page
 
 
-def test_a_tab_state_is_refused_to_another_login(browser, tmp_path):
+def test_a_tab_state_is_refused_to_another_login(browser, tmp_path, database_templates):
     """Alice, with her own cookie, sends a save under Bob's tab (his session hash): refused,
     nothing written, and Bob's text is not shown to her."""
     import subprocess
@@ -717,7 +719,7 @@ def test_a_tab_state_is_refused_to_another_login(browser, tmp_path):
 
     from tests.browser import ROOT
 
-    db = tmp_path / "two.sqlite"
+    db = demo_copy(database_templates, tmp_path / "two.sqlite")
     for name in ("alice", "bob"):
         add = subprocess.run(
             [sys.executable, "-m", "rrg_review.app.cli", "readers", "add", name, "--password-stdin",
@@ -852,7 +854,8 @@ def test_an_empty_worklist_says_report_only_studies_are_left_off(browser, tmp_pa
         running.stop()
 
 
-def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path):
+def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path,
+                                                          database_templates):
     """Found in a third new-user trial: after Log out in one tab, Save in another tab of the
     same browser did nothing visible (every request refused with 401, nothing shown)."""
     import subprocess
@@ -860,7 +863,7 @@ def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path):
 
     from tests.browser import ROOT
 
-    db = tmp_path / "out.sqlite"
+    db = demo_copy(database_templates, tmp_path / "out.sqlite")
     add = subprocess.run(
         [sys.executable, "-m", "rrg_review.app.cli", "readers", "add", "alice", "--password-stdin",
          "--db", str(db)], input="correct horse battery\n", capture_output=True, text=True,
