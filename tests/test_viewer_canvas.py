@@ -242,6 +242,69 @@ def test_quick_invert_preset_and_typed_values_never_disagree_with_the_image(brow
     assert requests.outside() == []
 
 
+def _hold_full_depth(page) -> list:
+    """Hold the page's full-depth pixel requests (`.u16`) until the test releases them; the
+    held routes (a slow link, without a timer)."""
+    held: list = []
+    page.route(re.compile(r".*\.u16$"), lambda route: held.append(route))
+    return held
+
+
+def _released(page, held: list) -> None:
+    for _ in range(500):  # the request leaves once the image's data are in (a round trip)
+        if held:
+            break
+        page.wait_for_timeout(20)
+    assert len(held) == 1, held
+    assert not page.evaluate("() => rrgViewer.full")  # still the preview
+    held.pop().continue_()
+    page.wait_for_function("() => rrgViewer.full", timeout=90_000)
+
+
+def test_inputs_made_while_the_full_image_loads_are_kept(browser, films):
+    """A fourth new-user trial (medium): Invert, a typed value (Enter) and a preset picked while
+    the enlarged view showed the preview and "Loading the full image…" were lost when the
+    full-depth pixels arrived, and the toolbar meanwhile showed values that were not on screen.
+    The pixel request is held until the three inputs are made; they show at once on the
+    preview and stay on the full image, and the controls agree with the canvas throughout."""
+    app, files = films
+    path = files["MONO1"]
+    page, _ = open_page(browser, app)
+    click_row(page, "MONO1")
+    held = _hold_full_depth(page)
+    page.locator("#film .film-study.current [data-index='0'] img").click()
+    first = np.array(page.evaluate(READ_BACK, 9)["values"], dtype=int)
+    page.locator("#wl-invert").click()  # at once, on the preview
+    got = page.evaluate(READ_BACK, 9)
+    assert got["shown"]["inv"] and got["inv"], got["shown"]
+    assert np.abs(first + np.array(got["values"]) - 255).max() <= 1
+    # the window's controls come alive with the image's data (before its pixels)
+    page.wait_for_function("() => !document.querySelector('#wl-preset').disabled")
+    page.locator("#wl-preset").select_option("lung", timeout=5_000)
+    lung = page.evaluate("() => rrgViewer.presets.lung")
+    page.locator("#wl-width").fill("3000")
+    page.keyboard.press("Enter")
+    during = page.evaluate(READ_BACK, 2)
+    assert during["shown"] == {"c": str(lung[0]).removesuffix(".0"), "w": "3000", "inv": True,
+                               "preset": "custom"}, during["shown"]
+    assert (during["c"], during["w"], during["inv"]) == (lung[0], 3000, True)
+    # the preview shows that window now, as near as its 256 levels allow
+    pw, ph = during["width"], during["height"]
+    step = -(-1841 // pw)
+    assert (pw, ph) == (-(-1841 // step), -(-1955 // step)), (pw, ph)
+    want = 255 - window_level(decode(ImageSource(name=path, path=path)), lung[0], 3000)
+    want = want[::step, ::step][::2, ::2].ravel().astype(int)
+    off = np.abs(np.array(during["values"]) - want)
+    print(f"\npreview at the typed window: median {np.median(off):.0f}, 90th percentile "
+          f"{np.percentile(off, 90):.0f} grey levels from the full image's")
+    assert np.median(off) <= 8
+    _released(page, held)
+    got = canvas_matches(page, path)
+    assert (got["c"], got["w"], got["inv"]) == (lung[0], 3000, True), got["shown"]
+    assert got["shown"]["preset"] == "custom" and got["shown"]["w"] == "3000", got["shown"]
+    assert page.locator("#wl-status").inner_text() == ""
+
+
 @pytest.mark.parametrize("key", ["BIG1", "MONO1", "JTK1"])
 def test_the_canvas_equals_the_servers_display_pipeline(browser, films, key):
     """A 16-bit PNG, a MONOCHROME1 DICOM and a JPEG 2000 DICOM, at their default window and

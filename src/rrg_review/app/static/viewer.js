@@ -6,7 +6,8 @@
 // server's (studies/pixels.py window_level, DICOM PS3.3 C.11.2.1.2), MONOCHROME1 flipped.
 // Hand-written rather than Cornerstone3D: see README ("The enlarged view").
 (() => {
-  const V = window.rrgViewer = {pick: null, img: null, full: false, c: 0, w: 1, inv: false,
+  const V = window.rrgViewer = {pick: null, img: null, full: false, meta: null, c: 0, w: 1,
+                                inv: false,
                                 s: 1, tx: 0, ty: 0, frames: 0, dragMs: 0, requested: null, presets: {},
                                 measuring: false, line: null, length: null, fitted: false,
                                 refits: 0};
@@ -23,6 +24,9 @@
   let fast, fastCtx, fastData = null, fast32 = null;
   let drag = null, queued = false, lastData = null;
   let view = null, refitQueued = false;  // the view the film was last placed in: {w, h, top}
+  // the film's preview (its 8-bit grey values, as drawn at the file's default window) while
+  // the full-depth pixels are on their way, and whether the reader ticked Invert meanwhile
+  let preview = null, invertTouched = false;
   const fmt = (x) => String(Math.round(x * 100) / 100);
   const el = (id) => root.querySelector('#' + id);
 
@@ -41,7 +45,7 @@
   };
   const render = () => {  // every pixel of the image, at full resolution
     queued = false;
-    const im = V.img; if (!im) return;
+    const im = V.img; if (!im) { renderPlain(); return; }
     fillLut(im);
     const src = im.data, dst = out32;
     for (let i = 0, n = src.length; i < n; i++) dst[i] = lut[src[i]];
@@ -77,6 +81,40 @@
     V.frames += 1;
     V.dragMs += performance.now() - t0;  // what a drag frame costs (a test reads it)
     sync();
+  };
+  // the preview before the image's window is known (its data from the server): as it came,
+  // or inverted, so that a tick of Invert shows at once
+  const renderPlain = () => {
+    if (preview && out32) {
+      const src = preview.data, dst = out32, inv = V.inv;
+      for (let i = 0, n = src.length; i < n; i++) {
+        const g = inv ? 255 - src[i] : src[i];
+        dst[i] = 0xff000000 | (g << 16) | (g << 8) | g;
+      }
+      ctx.putImageData(imageData, 0, 0);
+    }
+    sync();
+  };
+  // The preview as an image to window: it shows the file's default window (center c0, width
+  // w0; bone white), so its grey value p stands for the raw value c0 - 0.5 + (p/255 - 0.5) *
+  // (w0 - 1) (MONOCHROME1: the other way round). Windowing it with that slope and offset shows
+  // a typed value, a preset or a drag at once, as near as 256 levels allow; the full-depth
+  // pixels replace it, at the same window, when they arrive (inputs made while a film loaded
+  // were lost then, a fourth new-user trial).
+  const previewImage = (d) => {
+    const [c0, w0] = d.presets['file default'], k = (Math.max(w0, 1) - 1) / 255;
+    const full = d.presets['full range'];
+    return {data: preview.data, max: 255, width: preview.width, height: preview.height,
+            offset: d.inverted ? c0 - 0.5 + k * 127.5 : c0 - 0.5 - k * 127.5,
+            slope: d.inverted ? -k : k, span: full ? full[1] : w0, inverted: d.inverted,
+            image: d.image, study: d.study, spacing: null, preview: true};
+  };
+  // the canvas (and its pixel buffers) sized for an image
+  const useSize = (width, height, max) => {
+    canvas.width = width; canvas.height = height;
+    imageData = ctx.createImageData(width, height);
+    out32 = new Uint32Array(imageData.data.buffer);
+    lut = new Uint32Array(max + 1);
   };
   const schedule = () => { if (!queued) { queued = true; requestAnimationFrame(renderFast); } };
   const place = () => {
@@ -156,11 +194,15 @@
       remembered.set(id, {c: V.c, w: V.w, inv: V.inv});
       if (remembered.size > REMEMBER) remembered.delete(remembered.keys().next().value);
     }
-    const preset = el('wl-preset');
+    el('wl-invert').checked = V.inv;
+    // until the image's data say its window, there is no window to show or set: the boxes
+    // and the menu wait (disabled) rather than show the last image's values
+    const known = !!V.meta, preset = el('wl-preset');
+    for (const id of ['wl-preset', 'wl-center', 'wl-width']) el(id).disabled = !known;
+    if (!known) { el('wl-center').value = ''; el('wl-width').value = ''; return; }
     const name = Object.keys(V.presets).find((k) => V.presets[k][0] === V.c &&
                                                    V.presets[k][1] === V.w);
     preset.value = name || 'custom';
-    el('wl-invert').checked = V.inv;
     for (const [id, value] of [['wl-center', V.c], ['wl-width', V.w]]) {
       const input = el(id);
       if (!(document.activeElement === input && input.dataset.typed)) input.value = fmt(value);
@@ -171,10 +213,10 @@
   const applyTyped = (input) => {
     delete input.dataset.typed;
     const value = parseFloat(input.value);
-    if (V.img && Number.isFinite(value)) {
+    if (V.meta && Number.isFinite(value)) {
       if (input.id === 'wl-center') setWindow(value, V.w); else setWindow(V.c, value);
       render();  // at once: Enter and blur both apply (Enter did nothing before)
-    } else if (V.img) sync();
+    } else if (V.meta) sync();
   };
 
   // -- building the overlay -------------------------------------------------------------------
@@ -205,11 +247,11 @@
     el('prev-image').addEventListener('click', () => step(-1));
     el('wl-measure').addEventListener('click', () => setMeasuring(!V.measuring));
     el('wl-invert').addEventListener('change', (e) => {
-      V.inv = e.target.checked; if (V.img) render(); else sync();
+      V.inv = e.target.checked; invertTouched = true; render();
     });
     el('wl-preset').addEventListener('change', (e) => {
       const p = V.presets[e.target.value];
-      if (p && V.img) { setWindow(p[0], p[1]); render(); }
+      if (p && V.meta) { setWindow(p[0], p[1]); render(); }
     });
     for (const id of ['wl-center', 'wl-width']) {
       const input = el(id);
@@ -228,7 +270,7 @@
       e.preventDefault();  // (keeps the focus where it is: a typed box is applied first)
       if (root.contains(document.activeElement)) document.activeElement.blur();
       drag = {button: e.button, x: e.clientX, y: e.clientY, c: V.c, w: V.w, tx: V.tx, ty: V.ty};
-      if (e.button === 0 && V.measuring && V.img) {
+      if (e.button === 0 && V.measuring && V.full) {
         drag.measure = true;
         const [x, y] = onFilm(imageAt(e));
         V.line = [x, y, x, y]; measure();
@@ -240,7 +282,7 @@
       if (drag.button === 2 && V.img) {
         // the same on every file: up is brighter, right is wider (MONOCHROME1 has bone low,
         // so its level moves the other way in raw units; defect 5 of a new-user trial)
-        const k = Math.max(V.img.max * V.img.slope, 1) / 600;
+        const k = Math.max(V.img.span || V.img.max * V.img.slope, 1) / 600;
         // whole values where a pixel of drag moves more than one (no "19070.59")
         const whole = k >= 1 ? Math.round : (x) => x;
         setWindow(whole(drag.c + (V.img.inverted ? -dy : dy) * k), whole(drag.w + dx * k));
@@ -288,21 +330,26 @@
     setMeasuring(false);
     const [film, at] = pick.split(':'), figs = figures(film), index = Number(at);
     const fig = figs[index]; if (!fig) return;
-    V.pick = pick; V.img = null; V.full = false; V.presets = {}; V.line = null; measure();
+    V.pick = pick; V.img = null; V.full = false; V.meta = null; V.presets = {}; V.line = null;
+    V.inv = false; invertTouched = false; preview = null; measure();
     root.setAttribute('data-open', '');
     const head = fig.closest('.film-study').querySelector('.film-head');
     el('wl-caption').textContent = `${head ? head.innerText : ''} · ` +
       `${fig.querySelector('figcaption').innerText} · Image ${index + 1} of ${figs.length} · ` +
       HINTS;
-    for (const id of ['wl-center', 'wl-width']) el(id).value = '';
     el('wl-preset').innerHTML = '';
     el('wl-status').textContent = 'Loading the full image…';
     const img = fig.querySelector('img');  // the film's preview, at once
     if (img && img.complete && img.naturalWidth) {
-      canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+      const w = img.naturalWidth, h = img.naturalHeight;
+      useSize(w, h, 255);
       ctx.drawImage(img, 0, 0);
+      const rgba = ctx.getImageData(0, 0, w, h).data, grey = new Uint16Array(w * h);
+      for (let i = 0; i < grey.length; i++) grey[i] = rgba[i * 4];
+      preview = {data: grey, width: w, height: h};
       fit();
-    }
+    } else { imageData = null; out32 = null; }
+    sync();
     lastData = null;  // the same image again: its (unchanged) data counts as new
     const button = document.getElementById('enlarge-button'); if (button) button.click();
   };
@@ -317,7 +364,8 @@
     if (on || !root) return;
     root.removeAttribute('data-open'); V.pick = null; drag = null;
     // nothing of the study stays behind the closed view (the next may be another patient's)
-    V.img = null; V.full = false; imageData = null; out32 = null; fastData = null;
+    V.img = null; V.full = false; V.meta = null; preview = null;
+    imageData = null; out32 = null; fastData = null;
     canvas.width = 1; canvas.height = 1; fast.width = 1; fast.height = 1;
     fast.style.display = 'none';
     el('wl-caption').textContent = '';
@@ -330,17 +378,12 @@
   });
 
   // -- the full-bit-depth pixels --------------------------------------------------------------
-  const show = (d, data) => {
-    if (V.pick !== d.pick) return;  // the reader moved on meanwhile
-    let max = 0;
-    for (let i = 0; i < data.length; i++) if (data[i] > max) max = data[i];
-    V.img = {data, max, width: d.width, height: d.height, offset: d.offset, slope: d.slope,
-             inverted: d.inverted, image: d.image, study: d.study, spacing: d.spacing};
-    lut = new Uint32Array(max + 1);
-    canvas.width = d.width; canvas.height = d.height;
-    imageData = ctx.createImageData(d.width, d.height);
-    out32 = new Uint32Array(imageData.data.buffer);
-    V.presets = d.presets;
+  // The image's data (its window presets, before its pixels): the controls come alive and
+  // the preview is windowed from here on. The starting window is the reader's own for this
+  // image if it was opened before on this page, else the file's default; an Invert ticked
+  // before this moment is kept.
+  const prepare = (d) => {
+    V.meta = d; V.presets = d.presets;
     const select = el('wl-preset');
     select.innerHTML = '';
     for (const name of [...Object.keys(d.presets), 'custom']) {
@@ -348,18 +391,31 @@
       if (name === 'custom') o.disabled = true;
       select.appendChild(o);
     }
-    for (const id of ['wl-center', 'wl-width']) delete el(id).dataset.typed;  // now on screen
-    // the reader's own window for this image if it was opened before on this page, else the
-    // file's default (a new study's images)
     const mine = remembered.get(d.image), def = d.presets['file default'];
-    if (mine) { setWindow(mine.c, mine.w); V.inv = mine.inv; }
-    else { setWindow(def[0], def[1]); V.inv = false; }
-    render(); fit();
+    if (mine) setWindow(mine.c, mine.w); else setWindow(def[0], def[1]);
+    if (!invertTouched) V.inv = mine ? mine.inv : false;
+    if (preview && def) V.img = previewImage(d);
+    render();
+  };
+  // The full-depth pixels replace the preview at the window, invert, zoom and pan the view
+  // has now: whatever the reader set while they were on their way is kept.
+  const show = (d, data) => {
+    if (V.pick !== d.pick) return;  // the reader moved on meanwhile
+    let max = 0;
+    for (let i = 0; i < data.length; i++) if (data[i] > max) max = data[i];
+    const was = canvas.width;
+    V.img = {data, max, width: d.width, height: d.height, offset: d.offset, slope: d.slope,
+             inverted: d.inverted, image: d.image, study: d.study, spacing: d.spacing};
+    useSize(d.width, d.height, max);
+    render();
+    if (V.fitted || !preview) fit();
+    else { V.s *= was / d.width; place(); }  // zoomed or panned on the preview: kept
     V.full = true;
     el('wl-status').textContent = '';
   };
   const load = async (d) => {
     V.requested = d.url;
+    prepare(d);
     let data = cache.get(d.url);
     if (!data) {
       try {
