@@ -6,14 +6,16 @@
 // server's (studies/pixels.py window_level, DICOM PS3.3 C.11.2.1.2), MONOCHROME1 flipped.
 // Hand-written rather than Cornerstone3D: see README ("The enlarged view").
 (() => {
-  const V = window.rrgViewer = {pick: null, img: null, full: false, meta: null, c: 0, w: 1,
+  const V = window.rrgViewer = {pick: null, img: null, full: false, meta: null, limits: null, c: 0, w: 1,
                                 inv: false,
                                 s: 1, tx: 0, ty: 0, frames: 0, dragMs: 0, requested: null, presets: {},
                                 measuring: false, line: null, length: null, fitted: false,
                                 refits: 0};
   const $ = (sel) => document.querySelector(sel);
-  const HINTS = 'right-drag window/level · wheel zoom · drag pan · double-click fits · ' +
-                '← → other images · Esc closes';
+  // what a drag does says which tool is on (it said "drag pan" while Measure was on)
+  const hints = (measuring) => 'right-drag window/level · wheel zoom · ' +
+    (measuring ? 'drag measures (Measure on)' : 'drag pan') + ' · double-click fits · ' +
+    '← → other images · P current ⇄ prior · Esc closes';
   const cache = new Map();  // url -> Uint16Array (the last few images: ← → come back to them)
   // image id -> the reader's {c, w, inv} for each image opened on this page, so that flipping
   // between current and prior (or ← → on one film) keeps the window set (a new-user trial
@@ -27,6 +29,7 @@
   // the film's preview (its 8-bit grey values, as drawn at the file's default window) while
   // the full-depth pixels are on their way, and whether the reader ticked Invert meanwhile
   let preview = null, invertTouched = false;
+  let captionHead = '';  // whose film this is: patient, study, date, image n of N
   const fmt = (x) => String(Math.round(x * 100) / 100);
   const el = (id) => root.querySelector('#' + id);
 
@@ -148,9 +151,11 @@
     return [(e.clientX - r.left - V.tx) / V.s, (e.clientY - r.top - V.ty) / V.s];
   };
   // the part of the stage the film is fitted to: below the toolbar (it wraps when narrow)
+  // and above the caption (it covered the film's last 19 px at 1366x768)
   const viewBox = () => {
     const r = stage.getBoundingClientRect(), top = el('enlarged-tools').offsetHeight;
-    return {w: r.width, h: Math.max(r.height - top, 1), top};
+    const bottom = el('wl-caption').offsetHeight;
+    return {w: r.width, h: Math.max(r.height - top - bottom, 1), top};
   };
   const fit = () => {
     const b = viewBox();
@@ -168,6 +173,13 @@
   const keep = (t, size, lo, hi) => {
     const m = Math.min(64, size, hi - lo);
     return Math.min(Math.max(t, lo + m - size), hi - m);
+  };
+  // a pan (or a zoom) keeps at least 64 px of the film in the view: a film dragged wholly
+  // out of it was lost (the resize refit's rule)
+  const keepInView = () => {
+    const b = viewBox();
+    V.tx = keep(V.tx, canvas.width * V.s, 0, b.w);
+    V.ty = keep(V.ty, canvas.height * V.s, b.top, b.top + b.h);
   };
   const refit = () => {
     refitQueued = false;
@@ -208,13 +220,33 @@
       if (!(document.activeElement === input && input.dataset.typed)) input.value = fmt(value);
     }
   };
-  const setWindow = (c, w) => { V.c = Math.round(c * 100) / 100;
-                                V.w = Math.max(Math.round(w * 100) / 100, 1); };
+  // Level and window stay within reach of the film's values: a window of 0, a negative one
+  // or 1e12 was taken as typed (a grey or black screen, and a box that said so). The limits:
+  // a width of 1 to twice the film's range, a level up to one range beyond either end, and
+  // never narrower than the presets themselves.
+  const limits = (presets) => {
+    const [mid, span] = presets['full range'] || [0, 65536];
+    const all = Object.values(presets);
+    return {c: [Math.min(mid - 1.5 * span, ...all.map((p) => p[0])),
+                Math.max(mid + 1.5 * span, ...all.map((p) => p[0]))],
+            w: [1, Math.max(2 * span, ...all.map((p) => p[1]))]};
+  };
+  const within = (x, [lo, hi]) => Math.min(Math.max(x, lo), hi);
+  const setWindow = (c, w) => {
+    const L = V.limits || {c: [-Infinity, Infinity], w: [1, Infinity]};
+    V.c = Math.round(within(c, L.c) * 100) / 100;
+    V.w = Math.round(within(w, L.w) * 100) / 100;
+  };
   const applyTyped = (input) => {
     delete input.dataset.typed;
     const value = parseFloat(input.value);
     if (V.meta && Number.isFinite(value)) {
-      if (input.id === 'wl-center') setWindow(value, V.w); else setWindow(V.c, value);
+      const center = input.id === 'wl-center';
+      if (center) setWindow(value, V.w); else setWindow(V.c, value);
+      const applied = center ? V.c : V.w, [lo, hi] = V.limits[center ? 'c' : 'w'];
+      el('wl-status').textContent = Math.abs(applied - value) > 0.005
+        ? `${center ? 'Level' : 'Window'} kept within ${fmt(lo)} … ${fmt(hi)} for this film.`
+        : (V.full ? '' : el('wl-status').textContent);
       render();  // at once: Enter and blur both apply (Enter did nothing before)
     } else if (V.meta) sync();
   };
@@ -229,6 +261,7 @@
       <div id="enlarged-tools">
         <button type="button" id="prev-image">◀ image</button>
         <button type="button" id="next-image">image ▶</button>
+        <button type="button" id="flip-prior" title="the other study's film (P)">current ⇄ prior (P)</button>
         <label>Preset <select id="wl-preset"></select></label>
         <label><input type="checkbox" id="wl-invert"> Invert</label>
         <label>Level <input type="text" inputmode="decimal" id="wl-center" size="9"></label>
@@ -245,6 +278,7 @@
     el('close-enlarged').addEventListener('click', () => window.rrgEnlarged(false));
     el('next-image').addEventListener('click', () => step(1));
     el('prev-image').addEventListener('click', () => step(-1));
+    el('flip-prior').addEventListener('click', () => flip());
     el('wl-measure').addEventListener('click', () => setMeasuring(!V.measuring));
     el('wl-invert').addEventListener('change', (e) => {
       V.inv = e.target.checked; invertTouched = true; render();
@@ -271,7 +305,7 @@
       if (root.contains(document.activeElement)) document.activeElement.blur();
       drag = {button: e.button, x: e.clientX, y: e.clientY, c: V.c, w: V.w, tx: V.tx, ty: V.ty};
       if (e.button === 0 && V.measuring && V.full) {
-        drag.measure = true;
+        drag.measure = true; drag.line = V.line;  // (kept if this is only a click)
         const [x, y] = onFilm(imageAt(e));
         V.line = [x, y, x, y]; measure();
       }
@@ -291,11 +325,16 @@
         const [x, y] = onFilm(imageAt(e));
         V.line[2] = x; V.line[3] = y; measure();
       } else if (drag.button === 0) {
-        V.tx = drag.tx + dx; V.ty = drag.ty + dy; V.fitted = false; place();
+        V.tx = drag.tx + dx; V.ty = drag.ty + dy; V.fitted = false; keepInView(); place();
       }
     });
     window.addEventListener('mouseup', () => {
       const windowed = drag && drag.button === 2 && V.img;
+      // a click with no drag measures nothing (it said "0.0 mm"): the last line stays
+      if (drag && drag.measure && V.line &&
+          Math.hypot(V.line[2] - V.line[0], V.line[3] - V.line[1]) * V.s < 3) {
+        V.line = drag.line; measure();
+      }
       drag = null;
       if (windowed) render();  // the whole image at full resolution again
     });
@@ -305,7 +344,7 @@
       const s = Math.min(Math.max(V.s * (e.deltaY < 0 ? 1.2 : 1 / 1.2), 0.02), 64);
       const f = s / V.s;  // about the cursor: the point under it stays under it
       V.tx = mx - (mx - V.tx) * f; V.ty = my - (my - V.ty) * f; V.s = s;
-      V.fitted = false; place();
+      V.fitted = false; keepInView(); place();
     }, {passive: false});
     stage.addEventListener('dblclick', () => fit());
     window.addEventListener('resize', () => {
@@ -324,6 +363,7 @@
     V.measuring = on;
     el('wl-measure').setAttribute('aria-pressed', String(on));
     el('wl-stage').classList.toggle('measuring', on);
+    if (root.hasAttribute('data-open')) el('wl-caption').textContent = captionHead + hints(on);
   };
   const open = (pick) => {
     build();
@@ -333,10 +373,15 @@
     V.pick = pick; V.img = null; V.full = false; V.meta = null; V.presets = {}; V.line = null;
     V.inv = false; invertTouched = false; preview = null; measure();
     root.setAttribute('data-open', '');
-    const head = fig.closest('.film-study').querySelector('.film-head');
-    el('wl-caption').textContent = `${head ? head.innerText : ''} · ` +
-      `${fig.querySelector('figcaption').innerText} · Image ${index + 1} of ${figs.length} · ` +
-      HINTS;
+    const study = fig.closest('.film-study'), head = study.querySelector('.film-head');
+    // the prior's head on the page names no patient (it is the same one): the view alone
+    // must say whose film it is (the current study's said it, the prior's did not)
+    const patient = film === 'prior' && study.dataset.patient
+      ? `Patient ${study.dataset.patient} · ` : '';
+    captionHead = `${patient}${head ? head.innerText : ''} · ` +
+      `${fig.querySelector('figcaption').innerText} · Image ${index + 1} of ${figs.length} · `;
+    el('wl-caption').textContent = captionHead + hints(false);
+    el('flip-prior').disabled = !figures('prior').length;
     el('wl-preset').innerHTML = '';
     el('wl-status').textContent = 'Loading the full image…';
     const img = fig.querySelector('img');  // the film's preview, at once
@@ -352,6 +397,17 @@
     sync();
     lastData = null;  // the same image again: its (unchanged) data counts as new
     const button = document.getElementById('enlarge-button'); if (button) button.click();
+  };
+  // current ⇄ prior (P): the same image number where the other study has it, else its last
+  const flip = () => {
+    if (!V.pick) return;
+    const [film, at] = V.pick.split(':'), other = film === 'prior' ? 'current' : 'prior';
+    const n = figures(other).length;
+    if (!n) {
+      el('wl-status').textContent = 'No prior beside: close (Esc) and show it (Alt+B) first.';
+      return;
+    }
+    open(`${other}:${Math.min(Number(at), n - 1)}`);
   };
   const step = (k) => {
     if (!V.pick) return;
@@ -383,7 +439,7 @@
   // image if it was opened before on this page, else the file's default; an Invert ticked
   // before this moment is kept.
   const prepare = (d) => {
-    V.meta = d; V.presets = d.presets;
+    V.meta = d; V.presets = d.presets; V.limits = limits(d.presets);
     const select = el('wl-preset');
     select.innerHTML = '';
     for (const name of [...Object.keys(d.presets), 'custom']) {

@@ -72,8 +72,11 @@ def film_html(viewer: StudyViewer, view: StudyView | None,
                   if ref else "No reference report stored for the prior study.")
         if not prior_report:
             report = "The prior's report is not shown during a reader-study reading."
+        # (the patient for the enlarged view's caption: the head here names none)
         parts.append(f'<div class="film-study prior" id="prior-panel" '
-                     f'data-study="{prior.study_id}"><div class="film-head">'
+                     f'data-study="{prior.study_id}" '
+                     f'data-patient="{html.escape(prior.patient_key, quote=True)}">'
+                     f'<div class="film-head">'
                      f"{study_line(prior, prior=True)}</div>{images(prior)}"
                      f'<div class="prior-report">{html.escape(report)}</div></div>')
     return f'<div class="film">{"".join(parts)}</div>'
