@@ -14,7 +14,7 @@
   const $ = (sel) => document.querySelector(sel);
   // what a drag does says which tool is on (it said "drag pan" while Measure was on)
   const hints = (measuring) => 'right-drag window/level · wheel zoom · ' +
-    (measuring ? 'drag measures (Measure on)' : 'drag pan') + ' · double-click fits · ' +
+    (measuring ? 'drag measures' : 'drag pan') + ' · double-click fits · ' +
     '← → other images · P current ⇄ prior · Esc closes';
   const cache = new Map();  // url -> Uint16Array (the last few images: ← → come back to them)
   // image id -> the reader's {c, w, inv} for each image opened on this page, so that flipping
@@ -363,7 +363,13 @@
     V.measuring = on;
     el('wl-measure').setAttribute('aria-pressed', String(on));
     el('wl-stage').classList.toggle('measuring', on);
-    if (root.hasAttribute('data-open')) el('wl-caption').textContent = captionHead + hints(on);
+    if (!root.hasAttribute('data-open')) return;
+    const caption = el('wl-caption'), was = caption.offsetHeight;
+    caption.textContent = captionHead + hints(on);
+    // a caption that now wraps onto another line (or no longer does) moves the view's edge
+    if (caption.offsetHeight !== was && !refitQueued) {
+      refitQueued = true; requestAnimationFrame(refit);
+    }
   };
   const open = (pick) => {
     build();
