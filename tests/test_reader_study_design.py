@@ -313,9 +313,10 @@ def test_the_balance_table_renders_blinded_codes_in_code_order():
 
 
 def test_waits_read_as_people_say_them():
-    assert describe_wait(timedelta(days=3)) == "3.0 days"
-    assert describe_wait(timedelta(hours=30)) == "30.0 hours"
-    assert describe_wait(timedelta(minutes=12, seconds=20)) == "12 minutes"
+    assert describe_wait(timedelta(days=3)) == "3 d 0 h"
+    assert describe_wait(timedelta(hours=30)) == "1 d 6 h"
+    assert describe_wait(timedelta(minutes=12, seconds=20)) == "12 min"
+    assert describe_wait(timedelta(seconds=-5)) == "under 1 min"
 
 
 def test_yaml_that_would_run_code_or_explode_is_refused_in_one_sentence(tmp_path):

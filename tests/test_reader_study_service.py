@@ -413,9 +413,9 @@ def test_the_server_refuses_readings_of_a_session_that_is_not_open(study_db, tmp
     assert _cli(settings, "status", "s1", "--now", at) == 0
     assert "ann\ts1 7/7  s2 0/7\tsession 2 opens" in capsys.readouterr().out
     assert _cli(settings, "worklist", "s1", "ann", "--now", at) == 0
-    assert "(washout left 3.0 days)" in capsys.readouterr().out
+    assert "(3 d 0 h left)" in capsys.readouterr().out
     with pytest.raises(ReaderStudyError, match=r"session 2 opens .* after the washout "
-                                               r"\(24.0 hours left\)"):
+                                               r"\(1 d 0 h left\)"):
         service.open_reading(_reading_of(study_db, "ann", 2), "ann", last + timedelta(days=13))
     opened = service.open_reading(_reading_of(study_db, "ann", 2), "ann",
                                   last + timedelta(days=14))

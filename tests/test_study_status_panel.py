@@ -21,10 +21,10 @@ from rrg_review.app.reader_study.status_panel import (
     StudyAdminPanel,
     boards_html,
     status_boards,
-    wait_words,
 )
 from rrg_review.app.review.desk import Session
 from rrg_review.db.models import ReaderStudy, Reading
+from rrg_review.reader_study.sessions import describe_wait
 from tests.test_reader_study_service import T0, _design, _service, study_db  # noqa: F401
 
 NOW = T0 + timedelta(days=3)  # 2026-11-05 08:00 UTC
@@ -124,4 +124,4 @@ def test_only_an_admin_is_shown_the_panel_and_given_the_status(three):
     (timedelta(seconds=20), "under 1 min"),
 ])
 def test_the_time_left_reads_in_days_and_hours(wait, words):
-    assert wait_words(wait) == words
+    assert describe_wait(wait) == words

@@ -47,6 +47,17 @@ class ReaderSchedule:
             return timedelta(0)
         return max(self.opens_at - now, timedelta(0))
 
+    def words(self, wait: timedelta) -> str:
+        """Where the reader stands, as the admin panel and the command line both say it:
+        "finished: every session signed", "session 2 open", or "session 2 opens
+        2026-11-16 10:00 UTC (11 d 2 h left)" (`wait`: the time left, `wait(now)`)."""
+        if self.finished:
+            return "finished: every session signed"
+        if self.open_session is not None:
+            return f"session {self.open_session} open"
+        when = f"{self.opens_at:%Y-%m-%d %H:%M} UTC" if self.opens_at is not None else "later"
+        return f"session {self.next_session} opens {when} ({describe_wait(wait)} left)"
+
 
 def schedule(progress: Sequence[SessionProgress], washout: timedelta,
              now: datetime) -> ReaderSchedule:
@@ -73,10 +84,13 @@ def schedule(progress: Sequence[SessionProgress], washout: timedelta,
 
 
 def describe_wait(wait: timedelta) -> str:
-    """A wait as people say it: "3.0 days", "5.5 hours", "12 minutes"."""
-    seconds = wait.total_seconds()
-    if seconds >= 48 * 3600:
-        return f"{seconds / 86400:.1f} days"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} hours"
-    return f"{max(seconds, 0) / 60:.0f} minutes"
+    """A washout's time left as a coordinator plans with it and a reader reads it: "3 d 4 h",
+    "5 h 12 min", "12 min" (whole units, rounded down; "under 1 min" at the very end)."""
+    minutes = int(max(wait.total_seconds(), 0) // 60)
+    days, rest = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min" if minutes else "under 1 min"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -145,27 +145,13 @@ def _now(args: argparse.Namespace) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _left(wait: timedelta) -> str:
-    from rrg_review.reader_study.sessions import describe_wait
-
-    return describe_wait(wait)
-
-
 def _status(args: argparse.Namespace, service: ReaderStudyService) -> int:
     status = service.status(args.name, _now(args))
     print(f"study {status.name} at {status.now:%Y-%m-%d %H:%M} UTC "
           f"(washout {status.washout.total_seconds() / 86400:g} days)")
     for r in status.readers:
         done = "  ".join(f"s{p.session} {p.signed}/{p.total}" for p in r.sessions)
-        plan = r.schedule
-        if plan.finished:
-            state = "finished"
-        elif plan.open_session is not None:
-            state = f"session {plan.open_session} open"
-        else:
-            state = (f"session {plan.next_session} opens {plan.opens_at:%Y-%m-%d %H:%M} UTC "
-                     f"(washout left {_left(r.washout_left)})")
-        print(f"{r.reader}\t{done}\t{state}")
+        print(f"{r.reader}\t{done}\t{r.schedule.words(r.washout_left)}")
     _warn_missing_drafts(status.missing_drafts)
     return 0
 
@@ -174,9 +160,7 @@ def _worklist(args: argparse.Namespace, service: ReaderStudyService) -> int:
     worklist = service.worklist(args.name, args.reader, _now(args))
     plan = worklist.schedule
     if plan.open_session is None:
-        print("finished" if plan.finished else
-              f"session {plan.next_session} opens {plan.opens_at:%Y-%m-%d %H:%M} UTC "
-              f"(washout left {_left(worklist.washout_left)})")
+        print(plan.words(worklist.washout_left))
         return 0
     for r in worklist.readings:
         state = "signed" if r.signed_at else "opened" if r.opened_at else "to read"

@@ -20,7 +20,7 @@ import html
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import gradio as gr
@@ -66,33 +66,13 @@ class StudyBoard:
     missing_drafts: tuple[str, ...]
 
 
-def wait_words(wait: timedelta) -> str:
-    """A washout's time left as a coordinator plans with it: "3 d 4 h", "5 h 12 min",
-    "12 min" (whole units, rounded down; "under 1 min" at the very end)."""
-    minutes = int(wait.total_seconds() // 60)
-    days, rest = divmod(minutes, 24 * 60)
-    hours, minutes = divmod(rest, 60)
-    if days:
-        return f"{days} d {hours} h"
-    if hours:
-        return f"{hours} h {minutes} min"
-    return f"{minutes} min" if minutes else "under 1 min"
-
-
 def _when(value: datetime | None) -> str:
     return f"{value:%Y-%m-%d %H:%M} UTC" if value is not None else "-"
 
 
 def reader_row(status: ReaderStatus) -> ReaderRow:
     """The row of one reader's status (`ReaderStudyService.status`)."""
-    plan = status.schedule
-    if plan.finished:
-        state = "finished: every session signed"
-    elif plan.open_session is not None:
-        state = f"session {plan.open_session} open"
-    else:
-        state = (f"session {plan.next_session} opens {_when(plan.opens_at)} "
-                 f"({wait_words(status.washout_left)} left)")
+    state = status.schedule.words(status.washout_left)
     signed = [p.last_signed_at for p in status.sessions if p.last_signed_at is not None]
     return ReaderRow(status.reader,
                      tuple(f"{p.signed} / {p.total}" if p.total else "-"
