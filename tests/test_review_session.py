@@ -503,6 +503,10 @@ def test_a_failed_draft_is_shown_beside_the_boxes_never_in_them(browser, tmp_pat
         page.locator("#draft-button").click()
         wait_text(page, "draft-error", "Draft failed", timeout=120_000)
         assert "not-in-the-cache" in page.locator("#draft-error").inner_text()
+        # a failed draft offers no new draft (the status said "The new draft is beside your
+        # text" under "Draft failed": a fourth new-user trial)
+        wait_text(page, "save-status", "No new draft; your text is kept.")
+        assert "beside" not in page.locator("#save-status").inner_text()
         assert box(page, "findings").input_value() == "The reader's findings."
         assert box(page, "impression").input_value() == ""
         # the reader's text was kept as a revision; no error text ever became one
@@ -626,7 +630,8 @@ def test_save_says_where_both_sections_stand(browser, app):
 
 def _frontal_and_lateral_dataset(root) -> None:
     """A ReXGradient-style dataset with one study holding a PA and a LATERAL radiograph
-    (16-bit PNGs of different shapes, so each must be fitted on its own)."""
+    (16-bit PNGs of different shapes, so each must be fitted on its own), and the same
+    patient's prior with the PA alone."""
     import numpy as np
     from PIL import Image
 
@@ -640,7 +645,10 @@ def _frontal_and_lateral_dataset(root) -> None:
         "pP1_aA1_s1": {"PatientID": "P1", "AccessionNumber": "A1", "StudyDate": 20240102,
                        "Findings": "No acute findings.", "Impression": "Normal chest.",
                        "ImagePath": ["../deid_png/P1/lat.png", "../deid_png/P1/pa.png"],
-                       "ImageViewPosition": ["LATERAL", "PA"]}}))
+                       "ImageViewPosition": ["LATERAL", "PA"]},
+        "pP1_aA2_s2": {"PatientID": "P1", "AccessionNumber": "A2", "StudyDate": 20230102,
+                       "Findings": "Clear lungs.", "Impression": "Normal.",
+                       "ImagePath": ["../deid_png/P1/pa.png"], "ImageViewPosition": ["PA"]}}))
 
 
 def test_frontal_and_lateral_are_side_by_side_and_whole(browser, tmp_path):
@@ -686,6 +694,18 @@ def test_frontal_and_lateral_are_side_by_side_and_whole(browser, tmp_path):
         assert lat["box"]["x"] >= pa["box"]["x"] + pa["box"]["w"] - 1, figures
         assert lat["drawn"]["x"] >= pa["drawn"]["x"] + pa["drawn"]["w"] - 1, figures
         assert abs(lat["box"]["y"] - pa["box"]["y"]) < 2, figures
+        # the prior beside: the current study's films get at least the prior's room (each
+        # was half the prior's size: a fourth new-user trial); the same PA file on both sides
+        page.locator("#toggle-prior").click()
+        page.wait_for_function("() => { const i = document.querySelector('#prior-panel img');"
+                               " return !!i && i.complete && i.naturalWidth > 0; }")
+        scale = page.evaluate("""() => [...document.querySelectorAll('#film figure img')]
+          .map(img => { const r = img.getBoundingClientRect();
+            return [img.closest('.prior') ? 'prior' : 'current', img.alt,
+                    Math.min(r.width / img.naturalWidth, r.height / img.naturalHeight)]; })""")
+        pas = {side: s for side, alt, s in scale if "PA" in alt}
+        assert len(scale) == 3 and set(pas) == {"current", "prior"}, scale
+        assert pas["current"] >= 0.95 * pas["prior"], scale
     finally:
         running.stop()
 

@@ -239,7 +239,85 @@ def test_quick_invert_preset_and_typed_values_never_disagree_with_the_image(brow
     page.keyboard.press("Enter")  # refused: the box goes back to what is on screen
     got = canvas_matches(page, path)
     assert got["shown"]["preset"] == "lung" and got["shown"]["c"] != "not a number"
+    # values out of all reason are kept within the film's range, and the box says what is
+    # applied (a window of 0, -50 or 1e12 was taken as typed)
+    lo, hi = page.evaluate("() => { const [c, w] = rrgViewer.presets['full range'];"
+                           " return [c - w / 2, c + w / 2]; }")
+    for typed, want in (("0", 1), ("-50", 1), ("1e12", 2 * (hi - lo))):
+        page.locator("#wl-width").fill(typed)
+        page.keyboard.press("Enter")
+        got = canvas_matches(page, path)
+        assert got["w"] == round(want, 2) and float(got["shown"]["w"]) == got["w"], got["shown"]
+        assert "kept within" in page.locator("#wl-status").inner_text()
+    page.locator("#wl-center").fill("-1e12")
+    page.keyboard.press("Enter")
+    got = canvas_matches(page, path)
+    assert float(got["shown"]["c"]) == got["c"], got["shown"]
+    assert abs(got["c"] - (lo - (hi - lo))) < 0.01, (got["c"], lo, hi)  # one range below
     assert requests.outside() == []
+
+
+def _hold_full_depth(page) -> list:
+    """Hold the page's full-depth pixel requests (`.u16`) until the test releases them; the
+    held routes (a slow link, without a timer)."""
+    held: list = []
+    page.route(re.compile(r".*\.u16$"), lambda route: held.append(route))
+    return held
+
+
+def _released(page, held: list) -> None:
+    for _ in range(500):  # the request leaves once the image's data are in (a round trip)
+        if held:
+            break
+        page.wait_for_timeout(20)
+    assert len(held) == 1, held
+    assert not page.evaluate("() => rrgViewer.full")  # still the preview
+    held.pop().continue_()
+    page.wait_for_function("() => rrgViewer.full", timeout=90_000)
+
+
+def test_inputs_made_while_the_full_image_loads_are_kept(browser, films):
+    """A fourth new-user trial (medium): Invert, a typed value (Enter) and a preset picked while
+    the enlarged view showed the preview and "Loading the full image…" were lost when the
+    full-depth pixels arrived, and the toolbar meanwhile showed values that were not on screen.
+    The pixel request is held until the three inputs are made; they show at once on the
+    preview and stay on the full image, and the controls agree with the canvas throughout."""
+    app, files = films
+    path = files["MONO1"]
+    page, _ = open_page(browser, app)
+    click_row(page, "MONO1")
+    held = _hold_full_depth(page)
+    page.locator("#film .film-study.current [data-index='0'] img").click()
+    first = np.array(page.evaluate(READ_BACK, 9)["values"], dtype=int)
+    page.locator("#wl-invert").click()  # at once, on the preview
+    got = page.evaluate(READ_BACK, 9)
+    assert got["shown"]["inv"] and got["inv"], got["shown"]
+    assert np.abs(first + np.array(got["values"]) - 255).max() <= 1
+    # the window's controls come alive with the image's data (before its pixels)
+    page.wait_for_function("() => !document.querySelector('#wl-preset').disabled")
+    page.locator("#wl-preset").select_option("lung", timeout=5_000)
+    lung = page.evaluate("() => rrgViewer.presets.lung")
+    page.locator("#wl-width").fill("3000")
+    page.keyboard.press("Enter")
+    during = page.evaluate(READ_BACK, 2)
+    assert during["shown"] == {"c": str(lung[0]).removesuffix(".0"), "w": "3000", "inv": True,
+                               "preset": "custom"}, during["shown"]
+    assert (during["c"], during["w"], during["inv"]) == (lung[0], 3000, True)
+    # the preview shows that window now, as near as its 256 levels allow
+    pw, ph = during["width"], during["height"]
+    step = -(-1841 // pw)
+    assert (pw, ph) == (-(-1841 // step), -(-1955 // step)), (pw, ph)
+    want = 255 - window_level(decode(ImageSource(name=path, path=path)), lung[0], 3000)
+    want = want[::step, ::step][::2, ::2].ravel().astype(int)
+    off = np.abs(np.array(during["values"]) - want)
+    print(f"\npreview at the typed window: median {np.median(off):.0f}, 90th percentile "
+          f"{np.percentile(off, 90):.0f} grey levels from the full image's")
+    assert np.median(off) <= 8
+    _released(page, held)
+    got = canvas_matches(page, path)
+    assert (got["c"], got["w"], got["inv"]) == (lung[0], 3000, True), got["shown"]
+    assert got["shown"]["preset"] == "custom" and got["shown"]["w"] == "3000", got["shown"]
+    assert page.locator("#wl-status").inner_text() == ""
 
 
 @pytest.mark.parametrize("key", ["BIG1", "MONO1", "JTK1"])
@@ -307,8 +385,11 @@ def test_the_prior_opens_as_its_own_viewport_filling_the_window(browser, films):
     page.locator("#prior-panel [data-index='0'] img").wait_for()
     prior = int(page.locator("#prior-panel").get_attribute("data-study"))
     assert prior != current
+    patient = re.search(r"Patient (\S+)", page.locator("#film-head").inner_text())[1]
     page.locator("#prior-panel [data-index='0'] img").click()
-    assert "PRIOR" in page.locator("#wl-caption").inner_text()  # at once, before any answer
+    caption = page.locator("#wl-caption").inner_text()
+    assert "PRIOR" in caption  # at once, before any answer
+    assert f"Patient {patient} · PRIOR" in caption, caption  # whose film: the prior's said not
     page.wait_for_function("() => window.rrgViewer.full", timeout=90_000)
     assert page.evaluate("() => rrgViewer.img.study") == prior
     area = page.evaluate("""() => { const r = document.querySelector('#wl-stage')
@@ -359,22 +440,31 @@ def test_a_distance_is_measured_in_mm_within_one_percent(browser, films):
     # every image opens with the pan tool (a new-user trial: Measure stayed on into the next
     # image, so the click meant to start it switched it off and the drag panned)
     assert page.locator("#wl-measure").get_attribute("aria-pressed") == "false"
+    assert "drag pan" in page.locator("#wl-caption").inner_text()
     page.locator("#wl-measure").click()
+    caption = page.locator("#wl-caption").inner_text()  # says what a drag does now
+    assert "drag measures" in caption and "drag pan" not in caption, caption
+    page.mouse.click(700, 500)  # a click, no drag: no measurement (it said "0.0 mm")
+    assert page.evaluate("() => rrgViewer.length") is None
+    assert page.locator("#wl-length").inner_text() == ""
     got = _measure(page, (100, 100), (1100, 100))
     assert got["mm"] is None and "uncalibrated" in got["text"], got
+    page.mouse.click(700, 500)  # nor does it undo the last one
+    assert page.evaluate("() => rrgViewer.length.px") == got["px"]
     assert abs(got["px"] - 1000) < 10, got
 
 
 FILM_BOX = """() => { const v = window.rrgViewer, c = document.querySelector('#wl-canvas');
   const top = document.querySelector('#enlarged-tools').offsetHeight;
+  const cap = document.querySelector('#wl-caption').offsetHeight;
   return {s: v.s, tx: v.tx, ty: v.ty, fitted: v.fitted, refits: v.refits, w: c.width * v.s,
-          h: c.height * v.s, vw: innerWidth, vh: innerHeight, top,
-          fit: Math.min(innerWidth / c.width, (innerHeight - top) / c.height)}; }"""
+          h: c.height * v.s, vw: innerWidth, vh: innerHeight, top, cap,
+          fit: Math.min(innerWidth / c.width, (innerHeight - top - cap) / c.height)}; }"""
 
 
 def _centre_point(box: dict) -> tuple[float, float]:
-    """The image pixel at the centre of the view (below the toolbar)."""
-    cy = box["top"] + (box["vh"] - box["top"]) / 2
+    """The image pixel at the centre of the view (below the toolbar, above the caption)."""
+    cy = box["top"] + (box["vh"] - box["top"] - box["cap"]) / 2
     return (box["vw"] / 2 - box["tx"]) / box["s"], (cy - box["ty"]) / box["s"]
 
 
@@ -400,7 +490,9 @@ def test_the_enlarged_view_refits_when_the_window_is_resized(browser, films):
     for width, height in ((1366, 768), (1920, 1080)):
         box = _resize(page, width, height)
         assert abs(box["s"] - box["fit"]) < 1e-9, box  # fitted to the new window
-        assert box["top"] - 1 <= box["ty"] and box["ty"] + box["h"] <= height + 1, box
+        # under neither the toolbar nor the caption (it covered the film's last 19 px)
+        assert box["cap"] >= 15, box
+        assert box["top"] - 1 <= box["ty"] and box["ty"] + box["h"] <= height - box["cap"] + 1, box
         assert abs(box["tx"] + box["w"] / 2 - width / 2) < 1, box  # centred
     # the reader's window, invert and a measurement survive; a zoom keeps the centre point
     page.locator("#wl-preset").select_option("lung")
@@ -429,6 +521,12 @@ def test_the_enlarged_view_refits_when_the_window_is_resized(browser, films):
     page.mouse.down()
     page.mouse.move(1700, 500, steps=3)  # 80 px of the film left on screen
     page.mouse.up()
+    page.mouse.move(1700, 500)
+    page.mouse.down()
+    page.mouse.move(1900, 300, steps=3)  # on, out of the view: a strip of 64 px stays
+    page.mouse.up()
+    box = page.evaluate(FILM_BOX)
+    assert abs(box["tx"] - (1920 - 64)) < 1 and box["ty"] < box["top"], box
     box = _resize(page, 1366, 768)
     assert box["tx"] <= 1366 - 32, box
     # a burst of resize events: one refit in the next frame
@@ -458,9 +556,9 @@ def test_each_image_reopens_with_the_readers_window(browser, films):
     got = canvas_matches(page, files["BIG1"], step=13)  # another image: its own default
     assert got["shown"]["preset"] == "file default" and not got["inv"], got["shown"]
     page.locator("#wl-preset").select_option("bone")
-    page.keyboard.press("Escape")
-    page.locator("#film .film-study.current [data-index='0'] img").click()
-    page.wait_for_function("() => rrgViewer.full", timeout=90_000)
+    page.locator("#wl-stage").click(position={"x": 5, "y": 300})  # the focus off the menu
+    page.keyboard.press("p")  # the current study's film, without leaving the view
+    page.wait_for_function("() => rrgViewer.full && rrgPick() === 'current:0'", timeout=90_000)
     got = canvas_matches(page, files["BIG2"], step=13)
     assert got["shown"]["preset"] == "lung" and got["shown"]["inv"], got["shown"]
     # ← → on a one-film study reopens it: a typed level stays (it was discarded)

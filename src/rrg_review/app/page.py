@@ -66,7 +66,8 @@ SHORTCUTS = [
     ("Alt+R", "submit the rating"),
     ("Alt+B", "show / hide the prior study beside this one"),
     ("Click an image", "enlarged view (current or prior): right-drag window/level, "
-                        "wheel zoom, drag pan, ← → other images, Esc closes"),
+                        "wheel zoom, drag pan, ← → other images, P current ⇄ prior (with "
+                        "the prior beside), Esc closes"),
 ]
 
 

@@ -556,10 +556,12 @@ def _drafts_arrived(w: Wiring, r: Reader, d: Inputs) -> Outputs:
     if fresh is not None:
         out.update({**p.boxes(fresh), p.diff: diff_of(shown, fresh),
                     p.save_status: desk.status_line(session)})
-    else:
+    else:  # a failed draft offers no new draft (it said both: a fourth new-user trial)
+        new = any(d.error is None and d.text for d in drafts.values())
         out.update({p.diff: diff_of(shown, texts),
                     p.save_status: "The new draft is beside your text (Model draft); your "
-                                   "text is kept."})
+                                   "text is kept." if new or not failed else
+                                   "No new draft; your text is kept."})
     return out
 
 

@@ -445,6 +445,8 @@ window.rrgLogout = () => {
     }
     if (enlarged() && (e.code === 'Escape' || !typing(e.target))) {
       const keys = {Escape: 'close-enlarged', ArrowRight: 'next-image', ArrowLeft: 'prev-image'};
+      // P: the current study's film ⇄ the prior's (plain P only: Alt+P is the previous study)
+      if (e.code === 'KeyP' && !e.altKey && !e.ctrlKey && !e.metaKey) keys.KeyP = 'flip-prior';
       if (keys[e.code]) { e.preventDefault(); click(keys[e.code]); return; }
     }
     if (e.altKey && !e.ctrlKey && !e.metaKey) {

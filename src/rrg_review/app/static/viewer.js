@@ -6,13 +6,16 @@
 // server's (studies/pixels.py window_level, DICOM PS3.3 C.11.2.1.2), MONOCHROME1 flipped.
 // Hand-written rather than Cornerstone3D: see README ("The enlarged view").
 (() => {
-  const V = window.rrgViewer = {pick: null, img: null, full: false, c: 0, w: 1, inv: false,
+  const V = window.rrgViewer = {pick: null, img: null, full: false, meta: null, limits: null, c: 0, w: 1,
+                                inv: false,
                                 s: 1, tx: 0, ty: 0, frames: 0, dragMs: 0, requested: null, presets: {},
                                 measuring: false, line: null, length: null, fitted: false,
                                 refits: 0};
   const $ = (sel) => document.querySelector(sel);
-  const HINTS = 'right-drag window/level · wheel zoom · drag pan · double-click fits · ' +
-                '← → other images · Esc closes';
+  // what a drag does says which tool is on (it said "drag pan" while Measure was on)
+  const hints = (measuring) => 'right-drag window/level · wheel zoom · ' +
+    (measuring ? 'drag measures' : 'drag pan') + ' · double-click fits · ' +
+    '← → other images · P current ⇄ prior · Esc closes';
   const cache = new Map();  // url -> Uint16Array (the last few images: ← → come back to them)
   // image id -> the reader's {c, w, inv} for each image opened on this page, so that flipping
   // between current and prior (or ← → on one film) keeps the window set (a new-user trial
@@ -23,6 +26,10 @@
   let fast, fastCtx, fastData = null, fast32 = null;
   let drag = null, queued = false, lastData = null;
   let view = null, refitQueued = false;  // the view the film was last placed in: {w, h, top}
+  // the film's preview (its 8-bit grey values, as drawn at the file's default window) while
+  // the full-depth pixels are on their way, and whether the reader ticked Invert meanwhile
+  let preview = null, invertTouched = false;
+  let captionHead = '';  // whose film this is: patient, study, date, image n of N
   const fmt = (x) => String(Math.round(x * 100) / 100);
   const el = (id) => root.querySelector('#' + id);
 
@@ -41,7 +48,7 @@
   };
   const render = () => {  // every pixel of the image, at full resolution
     queued = false;
-    const im = V.img; if (!im) return;
+    const im = V.img; if (!im) { renderPlain(); return; }
     fillLut(im);
     const src = im.data, dst = out32;
     for (let i = 0, n = src.length; i < n; i++) dst[i] = lut[src[i]];
@@ -78,6 +85,40 @@
     V.dragMs += performance.now() - t0;  // what a drag frame costs (a test reads it)
     sync();
   };
+  // the preview before the image's window is known (its data from the server): as it came,
+  // or inverted, so that a tick of Invert shows at once
+  const renderPlain = () => {
+    if (preview && out32) {
+      const src = preview.data, dst = out32, inv = V.inv;
+      for (let i = 0, n = src.length; i < n; i++) {
+        const g = inv ? 255 - src[i] : src[i];
+        dst[i] = 0xff000000 | (g << 16) | (g << 8) | g;
+      }
+      ctx.putImageData(imageData, 0, 0);
+    }
+    sync();
+  };
+  // The preview as an image to window: it shows the file's default window (center c0, width
+  // w0; bone white), so its grey value p stands for the raw value c0 - 0.5 + (p/255 - 0.5) *
+  // (w0 - 1) (MONOCHROME1: the other way round). Windowing it with that slope and offset shows
+  // a typed value, a preset or a drag at once, as near as 256 levels allow; the full-depth
+  // pixels replace it, at the same window, when they arrive (inputs made while a film loaded
+  // were lost then, a fourth new-user trial).
+  const previewImage = (d) => {
+    const [c0, w0] = d.presets['file default'], k = (Math.max(w0, 1) - 1) / 255;
+    const full = d.presets['full range'];
+    return {data: preview.data, max: 255, width: preview.width, height: preview.height,
+            offset: d.inverted ? c0 - 0.5 + k * 127.5 : c0 - 0.5 - k * 127.5,
+            slope: d.inverted ? -k : k, span: full ? full[1] : w0, inverted: d.inverted,
+            image: d.image, study: d.study, spacing: null, preview: true};
+  };
+  // the canvas (and its pixel buffers) sized for an image
+  const useSize = (width, height, max) => {
+    canvas.width = width; canvas.height = height;
+    imageData = ctx.createImageData(width, height);
+    out32 = new Uint32Array(imageData.data.buffer);
+    lut = new Uint32Array(max + 1);
+  };
   const schedule = () => { if (!queued) { queued = true; requestAnimationFrame(renderFast); } };
   const place = () => {
     canvas.style.transform = `translate(${V.tx}px, ${V.ty}px) scale(${V.s})`;
@@ -110,9 +151,11 @@
     return [(e.clientX - r.left - V.tx) / V.s, (e.clientY - r.top - V.ty) / V.s];
   };
   // the part of the stage the film is fitted to: below the toolbar (it wraps when narrow)
+  // and above the caption (it covered the film's last 19 px at 1366x768)
   const viewBox = () => {
     const r = stage.getBoundingClientRect(), top = el('enlarged-tools').offsetHeight;
-    return {w: r.width, h: Math.max(r.height - top, 1), top};
+    const bottom = el('wl-caption').offsetHeight;
+    return {w: r.width, h: Math.max(r.height - top - bottom, 1), top};
   };
   const fit = () => {
     const b = viewBox();
@@ -130,6 +173,13 @@
   const keep = (t, size, lo, hi) => {
     const m = Math.min(64, size, hi - lo);
     return Math.min(Math.max(t, lo + m - size), hi - m);
+  };
+  // a pan (or a zoom) keeps at least 64 px of the film in the view: a film dragged wholly
+  // out of it was lost (the resize refit's rule)
+  const keepInView = () => {
+    const b = viewBox();
+    V.tx = keep(V.tx, canvas.width * V.s, 0, b.w);
+    V.ty = keep(V.ty, canvas.height * V.s, b.top, b.top + b.h);
   };
   const refit = () => {
     refitQueued = false;
@@ -156,25 +206,49 @@
       remembered.set(id, {c: V.c, w: V.w, inv: V.inv});
       if (remembered.size > REMEMBER) remembered.delete(remembered.keys().next().value);
     }
-    const preset = el('wl-preset');
+    el('wl-invert').checked = V.inv;
+    // until the image's data say its window, there is no window to show or set: the boxes
+    // and the menu wait (disabled) rather than show the last image's values
+    const known = !!V.meta, preset = el('wl-preset');
+    for (const id of ['wl-preset', 'wl-center', 'wl-width']) el(id).disabled = !known;
+    if (!known) { el('wl-center').value = ''; el('wl-width').value = ''; return; }
     const name = Object.keys(V.presets).find((k) => V.presets[k][0] === V.c &&
                                                    V.presets[k][1] === V.w);
     preset.value = name || 'custom';
-    el('wl-invert').checked = V.inv;
     for (const [id, value] of [['wl-center', V.c], ['wl-width', V.w]]) {
       const input = el(id);
       if (!(document.activeElement === input && input.dataset.typed)) input.value = fmt(value);
     }
   };
-  const setWindow = (c, w) => { V.c = Math.round(c * 100) / 100;
-                                V.w = Math.max(Math.round(w * 100) / 100, 1); };
+  // Level and window stay within reach of the film's values: a window of 0, a negative one
+  // or 1e12 was taken as typed (a grey or black screen, and a box that said so). The limits:
+  // a width of 1 to twice the film's range, a level up to one range beyond either end, and
+  // never narrower than the presets themselves.
+  const limits = (presets) => {
+    const [mid, span] = presets['full range'] || [0, 65536];
+    const all = Object.values(presets);
+    return {c: [Math.min(mid - 1.5 * span, ...all.map((p) => p[0])),
+                Math.max(mid + 1.5 * span, ...all.map((p) => p[0]))],
+            w: [1, Math.max(2 * span, ...all.map((p) => p[1]))]};
+  };
+  const within = (x, [lo, hi]) => Math.min(Math.max(x, lo), hi);
+  const setWindow = (c, w) => {
+    const L = V.limits || {c: [-Infinity, Infinity], w: [1, Infinity]};
+    V.c = Math.round(within(c, L.c) * 100) / 100;
+    V.w = Math.round(within(w, L.w) * 100) / 100;
+  };
   const applyTyped = (input) => {
     delete input.dataset.typed;
     const value = parseFloat(input.value);
-    if (V.img && Number.isFinite(value)) {
-      if (input.id === 'wl-center') setWindow(value, V.w); else setWindow(V.c, value);
+    if (V.meta && Number.isFinite(value)) {
+      const center = input.id === 'wl-center';
+      if (center) setWindow(value, V.w); else setWindow(V.c, value);
+      const applied = center ? V.c : V.w, [lo, hi] = V.limits[center ? 'c' : 'w'];
+      el('wl-status').textContent = Math.abs(applied - value) > 0.005
+        ? `${center ? 'Level' : 'Window'} kept within ${fmt(lo)} … ${fmt(hi)} for this film.`
+        : (V.full ? '' : el('wl-status').textContent);
       render();  // at once: Enter and blur both apply (Enter did nothing before)
-    } else if (V.img) sync();
+    } else if (V.meta) sync();
   };
 
   // -- building the overlay -------------------------------------------------------------------
@@ -187,6 +261,7 @@
       <div id="enlarged-tools">
         <button type="button" id="prev-image">◀ image</button>
         <button type="button" id="next-image">image ▶</button>
+        <button type="button" id="flip-prior" title="the other study's film (P)">current ⇄ prior (P)</button>
         <label>Preset <select id="wl-preset"></select></label>
         <label><input type="checkbox" id="wl-invert"> Invert</label>
         <label>Level <input type="text" inputmode="decimal" id="wl-center" size="9"></label>
@@ -203,13 +278,14 @@
     el('close-enlarged').addEventListener('click', () => window.rrgEnlarged(false));
     el('next-image').addEventListener('click', () => step(1));
     el('prev-image').addEventListener('click', () => step(-1));
+    el('flip-prior').addEventListener('click', () => flip());
     el('wl-measure').addEventListener('click', () => setMeasuring(!V.measuring));
     el('wl-invert').addEventListener('change', (e) => {
-      V.inv = e.target.checked; if (V.img) render(); else sync();
+      V.inv = e.target.checked; invertTouched = true; render();
     });
     el('wl-preset').addEventListener('change', (e) => {
       const p = V.presets[e.target.value];
-      if (p && V.img) { setWindow(p[0], p[1]); render(); }
+      if (p && V.meta) { setWindow(p[0], p[1]); render(); }
     });
     for (const id of ['wl-center', 'wl-width']) {
       const input = el(id);
@@ -228,8 +304,8 @@
       e.preventDefault();  // (keeps the focus where it is: a typed box is applied first)
       if (root.contains(document.activeElement)) document.activeElement.blur();
       drag = {button: e.button, x: e.clientX, y: e.clientY, c: V.c, w: V.w, tx: V.tx, ty: V.ty};
-      if (e.button === 0 && V.measuring && V.img) {
-        drag.measure = true;
+      if (e.button === 0 && V.measuring && V.full) {
+        drag.measure = true; drag.line = V.line;  // (kept if this is only a click)
         const [x, y] = onFilm(imageAt(e));
         V.line = [x, y, x, y]; measure();
       }
@@ -240,7 +316,7 @@
       if (drag.button === 2 && V.img) {
         // the same on every file: up is brighter, right is wider (MONOCHROME1 has bone low,
         // so its level moves the other way in raw units; defect 5 of a new-user trial)
-        const k = Math.max(V.img.max * V.img.slope, 1) / 600;
+        const k = Math.max(V.img.span || V.img.max * V.img.slope, 1) / 600;
         // whole values where a pixel of drag moves more than one (no "19070.59")
         const whole = k >= 1 ? Math.round : (x) => x;
         setWindow(whole(drag.c + (V.img.inverted ? -dy : dy) * k), whole(drag.w + dx * k));
@@ -249,11 +325,16 @@
         const [x, y] = onFilm(imageAt(e));
         V.line[2] = x; V.line[3] = y; measure();
       } else if (drag.button === 0) {
-        V.tx = drag.tx + dx; V.ty = drag.ty + dy; V.fitted = false; place();
+        V.tx = drag.tx + dx; V.ty = drag.ty + dy; V.fitted = false; keepInView(); place();
       }
     });
     window.addEventListener('mouseup', () => {
       const windowed = drag && drag.button === 2 && V.img;
+      // a click with no drag measures nothing (it said "0.0 mm"): the last line stays
+      if (drag && drag.measure && V.line &&
+          Math.hypot(V.line[2] - V.line[0], V.line[3] - V.line[1]) * V.s < 3) {
+        V.line = drag.line; measure();
+      }
       drag = null;
       if (windowed) render();  // the whole image at full resolution again
     });
@@ -263,7 +344,7 @@
       const s = Math.min(Math.max(V.s * (e.deltaY < 0 ? 1.2 : 1 / 1.2), 0.02), 64);
       const f = s / V.s;  // about the cursor: the point under it stays under it
       V.tx = mx - (mx - V.tx) * f; V.ty = my - (my - V.ty) * f; V.s = s;
-      V.fitted = false; place();
+      V.fitted = false; keepInView(); place();
     }, {passive: false});
     stage.addEventListener('dblclick', () => fit());
     window.addEventListener('resize', () => {
@@ -282,29 +363,57 @@
     V.measuring = on;
     el('wl-measure').setAttribute('aria-pressed', String(on));
     el('wl-stage').classList.toggle('measuring', on);
+    if (!root.hasAttribute('data-open')) return;
+    const caption = el('wl-caption'), was = caption.offsetHeight;
+    caption.textContent = captionHead + hints(on);
+    // a caption that now wraps onto another line (or no longer does) moves the view's edge
+    if (caption.offsetHeight !== was && !refitQueued) {
+      refitQueued = true; requestAnimationFrame(refit);
+    }
   };
   const open = (pick) => {
     build();
     setMeasuring(false);
     const [film, at] = pick.split(':'), figs = figures(film), index = Number(at);
     const fig = figs[index]; if (!fig) return;
-    V.pick = pick; V.img = null; V.full = false; V.presets = {}; V.line = null; measure();
+    V.pick = pick; V.img = null; V.full = false; V.meta = null; V.presets = {}; V.line = null;
+    V.inv = false; invertTouched = false; preview = null; measure();
     root.setAttribute('data-open', '');
-    const head = fig.closest('.film-study').querySelector('.film-head');
-    el('wl-caption').textContent = `${head ? head.innerText : ''} · ` +
-      `${fig.querySelector('figcaption').innerText} · Image ${index + 1} of ${figs.length} · ` +
-      HINTS;
-    for (const id of ['wl-center', 'wl-width']) el(id).value = '';
+    const study = fig.closest('.film-study'), head = study.querySelector('.film-head');
+    // the prior's head on the page names no patient (it is the same one): the view alone
+    // must say whose film it is (the current study's said it, the prior's did not)
+    const patient = film === 'prior' && study.dataset.patient
+      ? `Patient ${study.dataset.patient} · ` : '';
+    captionHead = `${patient}${head ? head.innerText : ''} · ` +
+      `${fig.querySelector('figcaption').innerText} · Image ${index + 1} of ${figs.length} · `;
+    el('wl-caption').textContent = captionHead + hints(false);
+    el('flip-prior').disabled = !figures('prior').length;
     el('wl-preset').innerHTML = '';
     el('wl-status').textContent = 'Loading the full image…';
     const img = fig.querySelector('img');  // the film's preview, at once
     if (img && img.complete && img.naturalWidth) {
-      canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+      const w = img.naturalWidth, h = img.naturalHeight;
+      useSize(w, h, 255);
       ctx.drawImage(img, 0, 0);
+      const rgba = ctx.getImageData(0, 0, w, h).data, grey = new Uint16Array(w * h);
+      for (let i = 0; i < grey.length; i++) grey[i] = rgba[i * 4];
+      preview = {data: grey, width: w, height: h};
       fit();
-    }
+    } else { imageData = null; out32 = null; }
+    sync();
     lastData = null;  // the same image again: its (unchanged) data counts as new
     const button = document.getElementById('enlarge-button'); if (button) button.click();
+  };
+  // current ⇄ prior (P): the same image number where the other study has it, else its last
+  const flip = () => {
+    if (!V.pick) return;
+    const [film, at] = V.pick.split(':'), other = film === 'prior' ? 'current' : 'prior';
+    const n = figures(other).length;
+    if (!n) {
+      el('wl-status').textContent = 'No prior beside: close (Esc) and show it (Alt+B) first.';
+      return;
+    }
+    open(`${other}:${Math.min(Number(at), n - 1)}`);
   };
   const step = (k) => {
     if (!V.pick) return;
@@ -317,7 +426,8 @@
     if (on || !root) return;
     root.removeAttribute('data-open'); V.pick = null; drag = null;
     // nothing of the study stays behind the closed view (the next may be another patient's)
-    V.img = null; V.full = false; imageData = null; out32 = null; fastData = null;
+    V.img = null; V.full = false; V.meta = null; preview = null;
+    imageData = null; out32 = null; fastData = null;
     canvas.width = 1; canvas.height = 1; fast.width = 1; fast.height = 1;
     fast.style.display = 'none';
     el('wl-caption').textContent = '';
@@ -330,17 +440,12 @@
   });
 
   // -- the full-bit-depth pixels --------------------------------------------------------------
-  const show = (d, data) => {
-    if (V.pick !== d.pick) return;  // the reader moved on meanwhile
-    let max = 0;
-    for (let i = 0; i < data.length; i++) if (data[i] > max) max = data[i];
-    V.img = {data, max, width: d.width, height: d.height, offset: d.offset, slope: d.slope,
-             inverted: d.inverted, image: d.image, study: d.study, spacing: d.spacing};
-    lut = new Uint32Array(max + 1);
-    canvas.width = d.width; canvas.height = d.height;
-    imageData = ctx.createImageData(d.width, d.height);
-    out32 = new Uint32Array(imageData.data.buffer);
-    V.presets = d.presets;
+  // The image's data (its window presets, before its pixels): the controls come alive and
+  // the preview is windowed from here on. The starting window is the reader's own for this
+  // image if it was opened before on this page, else the file's default; an Invert ticked
+  // before this moment is kept.
+  const prepare = (d) => {
+    V.meta = d; V.presets = d.presets; V.limits = limits(d.presets);
     const select = el('wl-preset');
     select.innerHTML = '';
     for (const name of [...Object.keys(d.presets), 'custom']) {
@@ -348,18 +453,31 @@
       if (name === 'custom') o.disabled = true;
       select.appendChild(o);
     }
-    for (const id of ['wl-center', 'wl-width']) delete el(id).dataset.typed;  // now on screen
-    // the reader's own window for this image if it was opened before on this page, else the
-    // file's default (a new study's images)
     const mine = remembered.get(d.image), def = d.presets['file default'];
-    if (mine) { setWindow(mine.c, mine.w); V.inv = mine.inv; }
-    else { setWindow(def[0], def[1]); V.inv = false; }
-    render(); fit();
+    if (mine) setWindow(mine.c, mine.w); else setWindow(def[0], def[1]);
+    if (!invertTouched) V.inv = mine ? mine.inv : false;
+    if (preview && def) V.img = previewImage(d);
+    render();
+  };
+  // The full-depth pixels replace the preview at the window, invert, zoom and pan the view
+  // has now: whatever the reader set while they were on their way is kept.
+  const show = (d, data) => {
+    if (V.pick !== d.pick) return;  // the reader moved on meanwhile
+    let max = 0;
+    for (let i = 0; i < data.length; i++) if (data[i] > max) max = data[i];
+    const was = canvas.width;
+    V.img = {data, max, width: d.width, height: d.height, offset: d.offset, slope: d.slope,
+             inverted: d.inverted, image: d.image, study: d.study, spacing: d.spacing};
+    useSize(d.width, d.height, max);
+    render();
+    if (V.fitted || !preview) fit();
+    else { V.s *= was / d.width; place(); }  // zoomed or panned on the preview: kept
     V.full = true;
     el('wl-status').textContent = '';
   };
   const load = async (d) => {
     V.requested = d.url;
+    prepare(d);
     let data = cache.get(d.url);
     if (!data) {
       try {

@@ -60,7 +60,13 @@ def film_html(viewer: StudyViewer, view: StudyView | None,
                         "</figcaption></figure>")
         return f'<div class="film-images">{"".join(figs)}</div>'
 
-    parts = [f'<div class="film-study current" data-study="{view.study_id}">'
+    def grow(v: StudyView) -> str:
+        # each study's share of the row by its number of images, so that every film gets the
+        # same width: a current frontal and lateral beside a one-film prior were each half
+        # the prior's size (a fourth new-user trial)
+        return f'style="flex-grow: {max(len(v.images), 1)}"' if prior is not None else ""
+
+    parts = [f'<div class="film-study current" data-study="{view.study_id}" {grow(view)}>'
              f'<div class="film-head" id="film-head">{study_line(view)}</div>'
              f"{images(view)}</div>"]
     if prior is not None:
@@ -72,8 +78,11 @@ def film_html(viewer: StudyViewer, view: StudyView | None,
                   if ref else "No reference report stored for the prior study.")
         if not prior_report:
             report = "The prior's report is not shown during a reader-study reading."
+        # (the patient for the enlarged view's caption: the head here names none)
         parts.append(f'<div class="film-study prior" id="prior-panel" '
-                     f'data-study="{prior.study_id}"><div class="film-head">'
+                     f'data-study="{prior.study_id}" '
+                     f'data-patient="{html.escape(prior.patient_key, quote=True)}" '
+                     f'{grow(prior)}><div class="film-head">'
                      f"{study_line(prior, prior=True)}</div>{images(prior)}"
                      f'<div class="prior-report">{html.escape(report)}</div></div>')
     return f'<div class="film">{"".join(parts)}</div>'
