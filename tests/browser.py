@@ -251,11 +251,12 @@ class AppSpares:
         return App(demo_copy(self._templates, self._folders.mktemp("app") / "app.sqlite"),
                    wait=False)
 
-    def take(self) -> App:
-        """A serving app of its own; the next one starts now."""
+    def take(self, another: bool = True) -> App:
+        """A serving app of its own; the next one starts now if `another` test will want one."""
         running, self._spare = self._spare or self._launch(), None
         running.serving()
-        self._spare = self._launch()
+        if another:
+            self._spare = self._launch()
         return running
 
     def stopping(self, running: App) -> None:
@@ -276,12 +277,24 @@ def app_spares(tmp_path_factory, database_templates):
     spares.close()
 
 
+def _app_wanted_later(request: pytest.FixtureRequest) -> bool:
+    """Whether a later test of this module (as this worker runs them) takes an `app` too: a
+    spare started for none would cost a whole start (seconds of CPU) for nothing."""
+    items = request.session.items
+    try:
+        at = items.index(request.node)
+    except ValueError:
+        return True
+    return any(item.module is request.node.module and "app" in item.fixturenames
+               for item in items[at + 1:])
+
+
 @pytest.fixture
 def app(app_spares, request):
     """A fresh app on its own copy of the demo studies (imported once per session: the app
     finds studies and seeds none; tests that start the app on a new database seed for
     real)."""
-    running = app_spares.take()
+    running = app_spares.take(another=_app_wanted_later(request))
     yield running
     app_spares.stopping(running)  # reaped at the module's end, also if the check below fails
     running.stop(close_first=(lambda: close_pages(request.getfixturevalue("browser")))
