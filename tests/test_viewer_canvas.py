@@ -257,67 +257,79 @@ def test_quick_invert_preset_and_typed_values_never_disagree_with_the_image(brow
     assert requests.outside() == []
 
 
-def _hold_full_depth(page) -> list:
-    """Hold the page's full-depth pixel requests (`.u16`) until the test releases them; the
-    held routes (a slow link, without a timer)."""
+def _hold(page, pattern: str) -> list:
+    """Hold the page's requests for pixel files matching `pattern` (the full-depth `-0.u16`,
+    the stand-in `-400.u16`) until the test releases them: a slow link, without a timer."""
     held: list = []
-    page.route(re.compile(r".*\.u16$"), lambda route: held.append(route))
+    page.route(re.compile(pattern), lambda route: held.append(route))
     return held
 
 
-def _released(page, held: list) -> None:
+def _released(page, held: list, until: str = "rrgViewer.full") -> None:
     for _ in range(500):  # the request leaves once the image's data are in (a round trip)
         if held:
             break
         page.wait_for_timeout(20)
     assert len(held) == 1, held
-    assert not page.evaluate("() => rrgViewer.full")  # still the preview
+    assert not page.evaluate("() => rrgViewer.full")  # not yet the full image
     held.pop().continue_()
-    page.wait_for_function("() => rrgViewer.full", timeout=90_000)
+    page.wait_for_function(f"() => {until}", timeout=90_000)
 
 
 def test_inputs_made_while_the_full_image_loads_are_kept(browser, films):
     """A fourth new-user trial (medium): Invert, a typed value (Enter) and a preset picked while
     the enlarged view showed the preview and "Loading the full image…" were lost when the
     full-depth pixels arrived, and the toolbar meanwhile showed values that were not on screen.
-    The pixel request is held until the three inputs are made; they show at once on the
-    preview and stay on the full image, and the controls agree with the canvas throughout."""
+    A fifth (medium): the preview stood in as an 8-bit copy of the default window, so the lung
+    preset showed black lungs, nothing like the full image. Now a stand-in of full bit depth
+    (every step-th pixel) comes first and is windowed exactly like the full image. Both pixel
+    requests are held: while the stand-in is held, the preview shows the default window and the
+    controls say so (disabled); Invert shows at once; with the stand-in in, "lung" equals the
+    pipeline on the strided pixels; the typed width and all stay on the full image."""
     app, files = films
     path = files["MONO1"]
-    page, _ = open_page(browser, app)
+    page, requests = open_page(browser, app)
     click_row(page, "MONO1")
-    held = _hold_full_depth(page)
+    small, held = _hold(page, r".*-400\.u16$"), _hold(page, r".*-0\.u16$")
     page.locator("#film .film-study.current [data-index='0'] img").click()
     first = np.array(page.evaluate(READ_BACK, 9)["values"], dtype=int)
     page.locator("#wl-invert").click()  # at once, on the preview
     got = page.evaluate(READ_BACK, 9)
     assert got["shown"]["inv"] and got["inv"], got["shown"]
     assert np.abs(first + np.array(got["values"]) - 255).max() <= 1
-    # the window's controls come alive with the image's data (before its pixels)
-    page.wait_for_function("() => !document.querySelector('#wl-preset').disabled")
+    # the image's data are in, its pixels not: the controls say the preview's window
+    page.wait_for_function("() => rrgViewer.meta")
+    default = page.evaluate("() => rrgViewer.presets['file default']")
+    got = page.evaluate(READ_BACK, 9)
+    assert got["shown"]["preset"] == "file default", got["shown"]
+    assert float(got["shown"]["c"]) == default[0] and float(got["shown"]["w"]) == default[1]
+    assert page.locator("#wl-preset").is_disabled()
+    _released(page, small, until="rrgViewer.img && rrgViewer.img.standIn")
+    step = page.evaluate("() => JSON.parse(document.querySelector('#wl-data textarea').value)"
+                         ".standIn.step")
     page.locator("#wl-preset").select_option("lung", timeout=5_000)
     lung = page.evaluate("() => rrgViewer.presets.lung")
+    during = page.evaluate(READ_BACK, 1)
+    assert during["shown"]["preset"] == "lung" and during["shown"]["inv"], during["shown"]
+    want = 255 - window_level(decode(ImageSource(name=path, path=path)), *lung)
+    want = want[::step, ::step]
+    assert (during["height"], during["width"]) == want.shape
+    off = np.abs(np.array(during["values"]) - want.ravel().astype(int))
+    print(f"\nstand-in at the lung window: 90th percentile {np.percentile(off, 90):.0f}, "
+          f"max {off.max()} grey levels from the pipeline on the strided pixels")
+    assert np.percentile(off, 90) <= 3
     page.locator("#wl-width").fill("3000")
     page.keyboard.press("Enter")
     during = page.evaluate(READ_BACK, 2)
     assert during["shown"] == {"c": str(lung[0]).removesuffix(".0"), "w": "3000", "inv": True,
                                "preset": "custom"}, during["shown"]
     assert (during["c"], during["w"], during["inv"]) == (lung[0], 3000, True)
-    # the preview shows that window now, as near as its 256 levels allow
-    pw, ph = during["width"], during["height"]
-    step = -(-1841 // pw)
-    assert (pw, ph) == (-(-1841 // step), -(-1955 // step)), (pw, ph)
-    want = 255 - window_level(decode(ImageSource(name=path, path=path)), lung[0], 3000)
-    want = want[::step, ::step][::2, ::2].ravel().astype(int)
-    off = np.abs(np.array(during["values"]) - want)
-    print(f"\npreview at the typed window: median {np.median(off):.0f}, 90th percentile "
-          f"{np.percentile(off, 90):.0f} grey levels from the full image's")
-    assert np.median(off) <= 8
     _released(page, held)
     got = canvas_matches(page, path)
     assert (got["c"], got["w"], got["inv"]) == (lung[0], 3000, True), got["shown"]
     assert got["shown"]["preset"] == "custom" and got["shown"]["w"] == "3000", got["shown"]
     assert page.locator("#wl-status").inner_text() == ""
+    assert requests.outside() == []
 
 
 @pytest.mark.parametrize("key", ["BIG1", "MONO1", "JTK1"])

@@ -26,8 +26,8 @@
   let fast, fastCtx, fastData = null, fast32 = null;
   let drag = null, queued = false, lastData = null;
   let view = null, refitQueued = false;  // the view the film was last placed in: {w, h, top}
-  // the film's preview (its 8-bit grey values, as drawn at the file's default window) while
-  // the full-depth pixels are on their way, and whether the reader ticked Invert meanwhile
+  // the film's preview (its 8-bit grey values, as drawn at the file's default window) until
+  // the stand-in's pixels arrive, and whether the reader ticked Invert meanwhile
   let preview = null, invertTouched = false;
   let captionHead = '';  // whose film this is: patient, study, date, image n of N
   const fmt = (x) => String(Math.round(x * 100) / 100);
@@ -97,20 +97,6 @@
       ctx.putImageData(imageData, 0, 0);
     }
     sync();
-  };
-  // The preview as an image to window: it shows the file's default window (center c0, width
-  // w0; bone white), so its grey value p stands for the raw value c0 - 0.5 + (p/255 - 0.5) *
-  // (w0 - 1) (MONOCHROME1: the other way round). Windowing it with that slope and offset shows
-  // a typed value, a preset or a drag at once, as near as 256 levels allow; the full-depth
-  // pixels replace it, at the same window, when they arrive (inputs made while a film loaded
-  // were lost then, a fourth new-user trial).
-  const previewImage = (d) => {
-    const [c0, w0] = d.presets['file default'], k = (Math.max(w0, 1) - 1) / 255;
-    const full = d.presets['full range'];
-    return {data: preview.data, max: 255, width: preview.width, height: preview.height,
-            offset: d.inverted ? c0 - 0.5 + k * 127.5 : c0 - 0.5 - k * 127.5,
-            slope: d.inverted ? -k : k, span: full ? full[1] : w0, inverted: d.inverted,
-            image: d.image, study: d.study, spacing: null, preview: true};
   };
   // the canvas (and its pixel buffers) sized for an image
   const useSize = (width, height, max) => {
@@ -208,14 +194,19 @@
     }
     el('wl-invert').checked = V.inv;
     // until the image's data say its window, there is no window to show or set: the boxes
-    // and the menu wait (disabled) rather than show the last image's values
+    // and the menu wait (disabled) rather than show the last image's values; until pixels of
+    // full bit depth (the stand-in first) arrive, the 8-bit preview shows only the file's
+    // default window, so the controls say that one and wait (disabled): an 8-bit copy
+    // windowed again was far from the same window on the full image (a new-user trial)
     const known = !!V.meta, preset = el('wl-preset');
-    for (const id of ['wl-preset', 'wl-center', 'wl-width']) el(id).disabled = !known;
+    for (const id of ['wl-preset', 'wl-center', 'wl-width']) el(id).disabled = !V.img;
     if (!known) { el('wl-center').value = ''; el('wl-width').value = ''; return; }
-    const name = Object.keys(V.presets).find((k) => V.presets[k][0] === V.c &&
-                                                   V.presets[k][1] === V.w);
+    const def = V.presets['file default'] || [V.c, V.w];
+    const [c, w] = V.img ? [V.c, V.w] : def;
+    const name = Object.keys(V.presets).find((k) => V.presets[k][0] === c &&
+                                                   V.presets[k][1] === w);
     preset.value = name || 'custom';
-    for (const [id, value] of [['wl-center', V.c], ['wl-width', V.w]]) {
+    for (const [id, value] of [['wl-center', c], ['wl-width', w]]) {
       const input = el(id);
       if (!(document.activeElement === input && input.dataset.typed)) input.value = fmt(value);
     }
@@ -240,7 +231,7 @@
   const applyTyped = (input) => {
     delete input.dataset.typed;
     const value = parseFloat(input.value);
-    if (V.meta && Number.isFinite(value)) {
+    if (V.img && Number.isFinite(value)) {
       const center = input.id === 'wl-center';
       if (center) setWindow(value, V.w); else setWindow(V.c, value);
       const applied = center ? V.c : V.w, [lo, hi] = V.limits[center ? 'c' : 'w'];
@@ -248,7 +239,7 @@
         ? `${center ? 'Level' : 'Window'} kept within ${fmt(lo)} … ${fmt(hi)} for this film.`
         : (V.full ? '' : el('wl-status').textContent);
       render();  // at once: Enter and blur both apply (Enter did nothing before)
-    } else if (V.meta) sync();
+    } else if (V.meta) sync();  // (nothing to window yet: the boxes say what is shown)
   };
 
   // -- building the overlay -------------------------------------------------------------------
@@ -285,7 +276,7 @@
     });
     el('wl-preset').addEventListener('change', (e) => {
       const p = V.presets[e.target.value];
-      if (p && V.meta) { setWindow(p[0], p[1]); render(); }
+      if (p && V.img) { setWindow(p[0], p[1]); render(); }
     });
     for (const id of ['wl-center', 'wl-width']) {
       const input = el(id);
@@ -440,10 +431,10 @@
   });
 
   // -- the full-bit-depth pixels --------------------------------------------------------------
-  // The image's data (its window presets, before its pixels): the controls come alive and
-  // the preview is windowed from here on. The starting window is the reader's own for this
-  // image if it was opened before on this page, else the file's default; an Invert ticked
-  // before this moment is kept.
+  // The image's data (its window presets, before its pixels): the window the image will
+  // start at is the reader's own for this image if it was opened before on this page, else
+  // the file's default; an Invert ticked before this moment is kept. The controls come alive
+  // when the first full-depth pixels (the stand-in) arrive.
   const prepare = (d) => {
     V.meta = d; V.presets = d.presets; V.limits = limits(d.presets);
     const select = el('wl-preset');
@@ -456,43 +447,56 @@
     const mine = remembered.get(d.image), def = d.presets['file default'];
     if (mine) setWindow(mine.c, mine.w); else setWindow(def[0], def[1]);
     if (!invertTouched) V.inv = mine ? mine.inv : false;
-    if (preview && def) V.img = previewImage(d);
     render();
   };
-  // The full-depth pixels replace the preview at the window, invert, zoom and pan the view
-  // has now: whatever the reader set while they were on their way is kept.
-  const show = (d, data) => {
-    if (V.pick !== d.pick) return;  // the reader moved on meanwhile
+  // Progressive, as PACS viewers load: a stand-in first (the same full-depth values with
+  // every step-th pixel kept, a few hundred KB), windowed by the same lookup table as the
+  // full image, so any window shows as it will on the full image; then the full image. Each
+  // replaces what is shown at the window, invert, zoom and pan the view has then: whatever
+  // the reader set while the pixels were on their way is kept.
+  const swapIn = (d, data, width, height, full) => {
+    if (V.meta !== d || V.full) return;  // the reader moved on, or the full image is in
     let max = 0;
     for (let i = 0; i < data.length; i++) if (data[i] > max) max = data[i];
-    const was = canvas.width;
-    V.img = {data, max, width: d.width, height: d.height, offset: d.offset, slope: d.slope,
-             inverted: d.inverted, image: d.image, study: d.study, spacing: d.spacing};
-    useSize(d.width, d.height, max);
+    const was = canvas.width, shown = !!(preview || V.img), range = d.presets['full range'];
+    V.img = {data, max, width, height, offset: d.offset, slope: d.slope, span: range && range[1],
+             inverted: d.inverted, image: d.image, study: d.study,
+             spacing: full ? d.spacing : null, standIn: !full};
+    useSize(width, height, max);
     render();
-    if (V.fitted || !preview) fit();
-    else { V.s *= was / d.width; place(); }  // zoomed or panned on the preview: kept
-    V.full = true;
-    el('wl-status').textContent = '';
+    if (V.fitted || !shown) fit();
+    else { V.s *= was / width; place(); }  // zoomed or panned meanwhile: kept
+    V.full = full;
+    if (full) el('wl-status').textContent = '';
+  };
+  // a uint16 pixel file (cached: ← → come back to it); null when it could not be had
+  const pixels = async (url, n) => {
+    let data = cache.get(url);
+    if (data) return data;
+    const response = await fetch(url, {credentials: 'same-origin'});
+    if (!response.ok) throw new Error(String(response.status));
+    data = new Uint16Array(await response.arrayBuffer());
+    if (data.length !== n) throw new Error(`${data.length} values, not ${n}`);
+    cache.set(url, data);
+    while (cache.size > 8) cache.delete(cache.keys().next().value);
+    return data;
   };
   const load = async (d) => {
     V.requested = d.url;
     prepare(d);
-    let data = cache.get(d.url);
-    if (!data) {
-      try {
-        const response = await fetch(d.url, {credentials: 'same-origin'});
-        if (!response.ok) throw new Error(String(response.status));
-        data = new Uint16Array(await response.arrayBuffer());
-      } catch (err) {
-        if (V.pick === d.pick) el('wl-status').textContent = 'The full image could not be loaded.';
-        return;
-      }
-      if (data.length !== d.width * d.height) return;
-      cache.set(d.url, data);
-      while (cache.size > 4) cache.delete(cache.keys().next().value);
+    const s = d.standIn;
+    if (s && !cache.has(d.url)) {  // both on their way at once; the small one comes first
+      pixels(s.url, s.width * s.height)
+        .then((data) => swapIn(d, data, s.width, s.height, false), () => {});
     }
-    show(d, data);
+    let data;
+    try {
+      data = await pixels(d.url, d.width * d.height);
+    } catch (err) {
+      if (V.meta === d) el('wl-status').textContent = 'The full image could not be loaded.';
+      return;
+    }
+    swapIn(d, data, d.width, d.height, true);
   };
   setInterval(() => {
     const box = $('#wl-data textarea'), raw = box ? box.value : '';

@@ -120,6 +120,24 @@ class FullDepth:
     slope: float
     inverted: bool  # MONOCHROME1: high raw values are shown dark
     pixel_spacing: tuple[float, float] | None  # (row, column) mm; None: uncalibrated
+    stand_in: StandIn  # the same values, strided small: shown (and windowed) first
+
+
+# the stand-in's longest side: at most 400 x 400 x 2 bytes = 320 KB, a few seconds on a slow link
+STAND_IN_SIDE = 400
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """The full-depth values with every `step`-th pixel kept each way (the same offset and
+    slope): the page fetches it first and windows it exactly as it windows the full image, so
+    whatever window the reader picks while the full image is on its way shows faithfully (an
+    8-bit preview windowed again showed black lungs at a lung window, a new-user trial)."""
+
+    path: Path
+    width: int
+    height: int
+    step: int
 
 
 def full_depth_u16(raw: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -472,7 +490,19 @@ class StudyViewer:
             atomic_write(path, np.ascontiguousarray(values).tobytes())
         rows, cols = values.shape[:2]
         return FullDepth(path, int(cols), int(rows), offset, slope, decoded.inverted,
-                         decoded.info.pixel_spacing)
+                         decoded.info.pixel_spacing, self._stand_in(view, values))
+
+    def _stand_in(self, view: ImageView, values: np.ndarray) -> StandIn:
+        """The full-depth values strided to at most `STAND_IN_SIDE`, written once beside them
+        (`<checksum>-400.u16`)."""
+        small = strided(values, STAND_IN_SIDE)
+        step = max(1, int(np.ceil(max(values.shape[:2]) / STAND_IN_SIDE)))
+        path = self.preview_path(view, STAND_IN_SIDE).with_suffix(".u16")
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, np.ascontiguousarray(small).tobytes())
+        rows, cols = small.shape[:2]
+        return StandIn(path, int(cols), int(rows), step)
 
     def value_range(self, image_id: int) -> ValueRange:
         """The range of an image's full-bit-depth values, its default window and polarity.
