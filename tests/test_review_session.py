@@ -220,7 +220,9 @@ def test_a_reload_right_after_an_autosave_whose_answer_was_lost_keeps_the_tail(b
     wait_value(page, "impression", f"v === {json.dumps(full)}")
     wait_until(lambda: latest_text(app, "DEMO-0003", "impression") == full,
                "the restored text to be saved on top of the tab's own revision")
-    assert "Restored" in page.locator("#restore-note").inner_text()
+    # "it is being saved" clears once it is saved (it stayed on screen: a new-user trial)
+    page.wait_for_function("() => !document.querySelector('#restore-note').innerText"
+                           ".includes('Restored')", timeout=15_000)
 
 
 def test_unsaved_text_never_silently_overwrites_another_save(browser, app):

@@ -269,7 +269,11 @@ window.rrgLogout = () => {
     }
     return response;
   };
+  // the note that restored text is being saved clears once it is saved or superseded (a conflict,
+  // Take theirs, Accept): it stayed on screen through all of these (a new-user trial)
+  const RESTORED = 'Restored text you typed before the page was left; it is being saved.';
   const setNote = (text, choices) => {
+    rrg.restoredNote = text === RESTORED;
     const note = $('#restore-note'); if (!note) return;
     let own = note.querySelector('.rrg-restore');
     if (!text) { if (own) own.remove(); return; }
@@ -304,7 +308,7 @@ window.rrgLogout = () => {
                                           !(sent[s] || []).includes(shown[s] || ''));
     if (!foreign.length) {
       putBack(entry, differs);
-      setNote('Restored text you typed before the page was left; it is being saved.');
+      setNote(RESTORED);
       return;
     }
     // another tab or reader saved in between: never overwritten silently, the reader chooses
@@ -352,6 +356,8 @@ window.rrgLogout = () => {
           rrg.unsaved = !same(f.value, rrg.shown.findings) ||
                         !same(i.value, rrg.shown.impression);
           if (!rrg.unsaved && !$('#restore-mine')) localStorage.removeItem(storeKey(sync.study));
+          const conflict = $('#conflict-row button:not([disabled])');
+          if (rrg.restoredNote && (!rrg.unsaved || conflict)) setNote('');
         }
       }
     }
