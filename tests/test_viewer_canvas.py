@@ -398,6 +398,9 @@ def test_the_prior_opens_as_its_own_viewport_filling_the_window(browser, films):
     prior = int(page.locator("#prior-panel").get_attribute("data-study"))
     assert prior != current
     patient = re.search(r"Patient (\S+)", page.locator("#film-head").inner_text())[1]
+    # the prior's head beside the current one names the patient as the current's does
+    assert page.locator("#prior-panel .film-head").inner_text().startswith(
+        f"Patient {patient} · PRIOR"), page.locator("#prior-panel .film-head").inner_text()
     page.locator("#prior-panel [data-index='0'] img").click()
     caption = page.locator("#wl-caption").inner_text()
     assert "PRIOR" in caption  # at once, before any answer

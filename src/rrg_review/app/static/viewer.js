@@ -371,11 +371,8 @@
     V.inv = false; invertTouched = false; preview = null; measure();
     root.setAttribute('data-open', '');
     const study = fig.closest('.film-study'), head = study.querySelector('.film-head');
-    // the prior's head on the page names no patient (it is the same one): the view alone
-    // must say whose film it is (the current study's said it, the prior's did not)
-    const patient = film === 'prior' && study.dataset.patient
-      ? `Patient ${study.dataset.patient} · ` : '';
-    captionHead = `${patient}${head ? head.innerText : ''} · ` +
+    // the head names the patient, the prior's as the current study's (whose film it is)
+    captionHead = `${head ? head.innerText : ''} · ` +
       `${fig.querySelector('figcaption').innerText} · Image ${index + 1} of ${figs.length} · `;
     el('wl-caption').textContent = captionHead + hints(false);
     el('flip-prior').disabled = !figures('prior').length;

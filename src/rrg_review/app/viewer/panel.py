@@ -32,8 +32,9 @@ def _image_src(viewer: StudyViewer, img: ImageView) -> str:
 def study_line(view: StudyView, prior: bool = False) -> str:
     esc = html.escape
     when = esc(str(view.study_date or "date unknown"))
-    if prior:  # the same patient: the date and key are what matter
-        return f"PRIOR (read-only) · <b>{when}</b> · Study {esc(view.study_key)}"
+    if prior:  # named as the current study is (a reader checks whose film it is: new-user trial)
+        return (f"<b>Patient {esc(view.patient_key)}</b> · PRIOR (read-only) · <b>{when}</b>"
+                f" · Study {esc(view.study_key)}")
     return (f"<b>Patient {esc(view.patient_key)}</b> · <b>Study {esc(view.study_key)}</b>"
             f" · {when} · {esc(view.source)}")
 
@@ -78,10 +79,8 @@ def film_html(viewer: StudyViewer, view: StudyView | None,
                   if ref else "No reference report stored for the prior study.")
         if not prior_report:
             report = "The prior's report is not shown during a reader-study reading."
-        # (the patient for the enlarged view's caption: the head here names none)
         parts.append(f'<div class="film-study prior" id="prior-panel" '
                      f'data-study="{prior.study_id}" '
-                     f'data-patient="{html.escape(prior.patient_key, quote=True)}" '
                      f'{grow(prior)}><div class="film-head">'
                      f"{study_line(prior, prior=True)}</div>{images(prior)}"
                      f'<div class="prior-report">{html.escape(report)}</div></div>')
