@@ -36,6 +36,30 @@ def big_png(path: Path) -> Path:
     return path
 
 
+NONSQUARE = (1000, 500)  # rows, cols of the non-square film: 0.1 mm rows, 0.2 mm columns
+CIRCLE_MM = 50.0
+
+
+def circle_dicom(path: Path) -> Path:
+    """A film with non-square pixels (ImagerPixelSpacing 0.1\\0.2, no PixelSpacing): a bright
+    50 mm disc, 500 rows tall and 250 columns wide, on a dark ground; 12-bit MONOCHROME2."""
+    import pydicom
+
+    y, x = np.indices(NONSQUARE, dtype=np.float64)
+    mm = np.hypot((y - 500) * 0.1, (x - 250) * 0.2)
+    values = np.where(mm <= CIRCLE_MM / 2, 3000, 200).astype(np.uint16)
+    ds = pydicom.dcmread(rg1("RG1_UNCR.dcm"))
+    del ds.PixelSpacing
+    ds.ImagerPixelSpacing = [0.1, 0.2]
+    ds.PhotometricInterpretation = "MONOCHROME2"
+    ds.Rows, ds.Columns = NONSQUARE
+    ds.BitsAllocated, ds.BitsStored, ds.HighBit, ds.PixelRepresentation = 16, 12, 11, 0
+    ds.WindowCenter, ds.WindowWidth = 1600, 3200
+    ds.PixelData = values.tobytes()
+    ds.save_as(path)
+    return path
+
+
 @pytest.fixture(scope="module")
 def films(tmp_path_factory, database_templates, browser):
     """The app, and the file behind each study key."""
@@ -56,11 +80,14 @@ def films(tmp_path_factory, database_templates, browser):
         cal = calibrated_dicom(root / "calibrated.dcm")
         add_studies(db, 1, source="cal", prefix="CAL",
                     image=SyntheticImage(str(cal), 1955, 1841, 15, "MONOCHROME1"))
+        circle = circle_dicom(root / "circle.dcm")
+        add_studies(db, 1, source="nsq", prefix="NSQ",
+                    image=SyntheticImage(str(circle), *NONSQUARE, 12, "MONOCHROME2"))
     finally:
         db.dispose()
     running = App(root / "app.sqlite", "--no-demo", "--no-predraft")
     files = {"BIG2": str(png), "BIG1": str(png), "MONO1": rg1("RG1_UNCI.dcm"),
-             "JTK1": rg1("RG1_J2KR.dcm"), "CAL1": str(cal)}
+             "JTK1": rg1("RG1_J2KR.dcm"), "CAL1": str(cal), "NSQ1": str(circle)}
     yield running, files
     running.stop(close_first=lambda: close_pages(browser))
 
@@ -428,8 +455,9 @@ def test_the_prior_opens_as_its_own_viewport_filling_the_window(browser, films):
 
 def _measure(page, a: tuple[int, int], b: tuple[int, int]) -> dict:
     """Drag the measuring tool from image pixel a to image pixel b (x, y); what it says."""
-    s, tx, ty = page.evaluate("() => [rrgViewer.s, rrgViewer.tx, rrgViewer.ty]")
-    at = [(tx + x * s, ty + y * s) for x, y in (a, b)]
+    s, tx, ty, k = page.evaluate("() => [rrgViewer.s, rrgViewer.tx, rrgViewer.ty, "
+                                 "rrgViewer.a || 1]")  # k: a row's height over a column's width
+    at = [(tx + x * s, ty + y * s * k) for x, y in (a, b)]
     page.mouse.move(*at[0])
     page.mouse.down()
     page.mouse.move(*at[1], steps=5)
@@ -448,7 +476,13 @@ def test_a_distance_is_measured_in_mm_within_one_percent(browser, films):
     got = _measure(page, (300, 400), (1500, 1300))
     print(f"\nmeasured {got['mm']:.2f} mm, true {true_mm:.2f} mm")
     assert abs(got["mm"] - true_mm) / true_mm < 0.01, (got, true_mm)
-    assert got["text"].endswith(" mm")
+    assert got["text"].endswith(" mm")  # PixelSpacing: at the patient
+    # ImagerPixelSpacing only: the detector's mm, not corrected for magnification; says so
+    page.keyboard.press("Escape")
+    enlarge(page, "NSQ1")
+    page.locator("#wl-measure").click()
+    got = _measure(page, (250, 100), (250, 900))  # 800 rows x 0.1 mm
+    assert abs(got["mm"] - 80) < 0.5 and got["text"].endswith(" mm at the detector"), got
     # a film without a spacing says so instead of inventing mm
     page.keyboard.press("Escape")
     enlarge(page, "BIG1")

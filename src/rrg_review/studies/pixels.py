@@ -55,6 +55,8 @@ class ImageInfo:
     view_source: str | None = None  # "dicom" | "metadata" | None (unknown)
     # (row, column) spacing in mm from PixelSpacing, else ImagerPixelSpacing; None: uncalibrated
     pixel_spacing: tuple[float, float] | None = None
+    # the spacing is ImagerPixelSpacing's: at the detector, not corrected for magnification
+    spacing_at_detector: bool = False
 
 
 @dataclass(frozen=True)
@@ -333,14 +335,16 @@ def _dicom_info(ds: Dataset, checksum: str, source: ImageSource) -> ImageInfo:
         view_source="dicom" if dicom_view else (
             (source.view_source or "metadata") if source.view_position else None),
         pixel_spacing=_pixel_spacing(ds),
+        spacing_at_detector=_pixel_spacing(ds, "PixelSpacing") is None
+        and _pixel_spacing(ds) is not None,
     )
 
 
-def _pixel_spacing(ds: Dataset) -> tuple[float, float] | None:
+def _pixel_spacing(ds: Dataset, *keywords: str) -> tuple[float, float] | None:
     """(row, column) mm per pixel for measuring: PixelSpacing (calibrated to the patient), else
     ImagerPixelSpacing (at the detector); None when absent, zero or unreadable (RG1 carries
-    "0.000\\0.000"), so a length is never given in mm that are not mm."""
-    for keyword in ("PixelSpacing", "ImagerPixelSpacing"):
+    "0.000\\0.000"), so a length is never given in mm that are not mm. `keywords`: only these."""
+    for keyword in keywords or ("PixelSpacing", "ImagerPixelSpacing"):
         value = ds.get(keyword)
         try:
             row, col = (float(v) for v in value)

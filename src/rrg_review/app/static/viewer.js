@@ -128,8 +128,9 @@
     // spacing is (row, column) mm: rows are y, columns are x
     const mm = sp ? Math.hypot(dx * sp[1], dy * sp[0]) : null;
     V.length = {mm, px};
+    // ImagerPixelSpacing is at the detector: the patient is magnified there, so it says so
     el('wl-length').textContent = mm === null ? `${px.toFixed(0)} px (uncalibrated)`
-                                              : `${mm.toFixed(1)} mm`;
+      : `${mm.toFixed(1)} mm${V.img.atDetector ? ' at the detector' : ''}`;
     drawLine();
   };
   const imageAt = (e) => {
@@ -458,7 +459,7 @@
     const was = canvas.width, shown = !!(preview || V.img), range = d.presets['full range'];
     V.img = {data, max, width, height, offset: d.offset, slope: d.slope, span: range && range[1],
              inverted: d.inverted, image: d.image, study: d.study,
-             spacing: full ? d.spacing : null, standIn: !full};
+             spacing: full ? d.spacing : null, atDetector: !!d.atDetector, standIn: !full};
     useSize(width, height, max);
     render();
     if (V.fitted || !shown) fit();

@@ -181,7 +181,7 @@ def image_data(viewer: StudyViewer, desk: Desk, pick: str, view: StudyView, inde
         "url": "/gradio_api/file=" + str(full.path), "width": full.width,
         "height": full.height, "offset": full.offset, "slope": full.slope,
         "inverted": full.inverted, "presets": presets, "label": img.label,
-        "spacing": full.pixel_spacing,
+        "spacing": full.pixel_spacing, "atDetector": full.spacing_at_detector,
         "standIn": {"url": "/gradio_api/file=" + str(full.stand_in.path),
                     "width": full.stand_in.width, "height": full.stand_in.height,
                     "step": full.stand_in.step}})

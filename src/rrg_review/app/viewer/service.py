@@ -121,6 +121,7 @@ class FullDepth:
     inverted: bool  # MONOCHROME1: high raw values are shown dark
     pixel_spacing: tuple[float, float] | None  # (row, column) mm; None: uncalibrated
     stand_in: StandIn  # the same values, strided small: shown (and windowed) first
+    spacing_at_detector: bool = False  # ImagerPixelSpacing: not corrected for magnification
 
 
 # the stand-in's longest side: at most 400 x 400 x 2 bytes = 320 KB, a few seconds on a slow link
@@ -490,7 +491,8 @@ class StudyViewer:
             atomic_write(path, np.ascontiguousarray(values).tobytes())
         rows, cols = values.shape[:2]
         return FullDepth(path, int(cols), int(rows), offset, slope, decoded.inverted,
-                         decoded.info.pixel_spacing, self._stand_in(view, values))
+                         decoded.info.pixel_spacing, self._stand_in(view, values),
+                         decoded.info.spacing_at_detector)
 
     def _stand_in(self, view: ImageView, values: np.ndarray) -> StandIn:
         """The full-depth values strided to at most `STAND_IN_SIDE`, written once beside them
