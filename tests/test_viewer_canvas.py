@@ -6,6 +6,7 @@ file the same way, and the prior opens as its own viewport filling the window. O
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
@@ -501,6 +502,53 @@ def test_a_distance_is_measured_in_mm_within_one_percent(browser, films):
     page.mouse.click(700, 500)  # nor does it undo the last one
     assert page.evaluate("() => rrgViewer.length.px") == got["px"]
     assert abs(got["px"] - 1000) < 10, got
+
+
+def _disc(png: bytes) -> tuple[int, int]:
+    """The bright disc's width and height in a screenshot, in screen pixels."""
+    grey = np.asarray(PILImage.open(io.BytesIO(png)).convert("L"))
+    ys, xs = np.nonzero(grey > 128)
+    return int(xs.max() - xs.min() + 1), int(ys.max() - ys.min() + 1)
+
+
+def test_a_film_with_non_square_pixels_is_drawn_at_its_true_aspect(browser, films):
+    """A new-user trial (medium): a 50 mm circle on a film with 0.1 x 0.2 mm pixels was drawn a
+    tall ellipse in the gallery and in the enlarged view (the mm measurement was right). Both
+    now draw it round (width = height within 3 %); zoom about the cursor keeps the point under
+    it on both axes, and the canvas still equals the pipeline."""
+    app, files = films
+    page, requests = open_page(browser, app)
+    click_row(page, "NSQ1")
+    wait_text(page, "film-head", "NSQ1")
+    img = page.locator("#film .film-study.current [data-index='0'] img")
+    img.wait_for()
+    page.wait_for_function("() => { const i = document.querySelector("
+                           "'#film .film-study.current img'); return i.complete && "
+                           "i.naturalWidth > 0; }")
+    w, h = _disc(img.screenshot())
+    print(f"\ngallery: disc {w} x {h} px", end="")
+    assert abs(w / h - 1) < 0.03, (w, h)
+    img.click()
+    page.wait_for_function("() => window.rrgViewer.full", timeout=90_000)
+    box = page.evaluate("""() => { const v = rrgViewer, c = document.querySelector('#wl-canvas');
+      const r = document.querySelector('#wl-stage').getBoundingClientRect();
+      return {x: r.left + v.tx, y: r.top + v.ty, width: c.width * v.s,
+              height: c.height * v.s * v.a}; }""")
+    w, h = _disc(page.screenshot(clip=box))
+    print(f"; enlarged: disc {w} x {h} px")
+    assert abs(w / h - 1) < 0.03, (w, h)
+    s, tx, ty, k = page.evaluate("() => [rrgViewer.s, rrgViewer.tx, rrgViewer.ty, rrgViewer.a]")
+    assert k == 0.5
+    page.mouse.move(600, 400)
+    page.mouse.wheel(0, -300)
+    page.wait_for_function(f"() => rrgViewer.s > {s}")
+    s2, tx2, ty2 = page.evaluate("() => [rrgViewer.s, rrgViewer.tx, rrgViewer.ty]")
+    stage_top = page.evaluate("() => document.querySelector('#wl-stage')"
+                              ".getBoundingClientRect().top")
+    assert abs((600 - tx) / s - (600 - tx2) / s2) < 1
+    assert abs((400 - stage_top - ty) / (s * k) - (400 - stage_top - ty2) / (s2 * k)) < 1
+    canvas_matches(page, files["NSQ1"], step=5)
+    assert requests.outside() == []
 
 
 FILM_BOX = """() => { const v = window.rrgViewer, c = document.querySelector('#wl-canvas');

@@ -7,7 +7,7 @@
 // Hand-written rather than Cornerstone3D: see README ("The enlarged view").
 (() => {
   const V = window.rrgViewer = {pick: null, img: null, full: false, meta: null, limits: null, c: 0, w: 1,
-                                inv: false,
+                                inv: false, a: 1,
                                 s: 1, tx: 0, ty: 0, frames: 0, dragMs: 0, requested: null, presets: {},
                                 measuring: false, line: null, length: null, fitted: false,
                                 refits: 0};
@@ -79,7 +79,7 @@
       for (let i = y * W, end = i + W; i < end; i += step) dst[j++] = lut[src[i]];
     }
     fastCtx.putImageData(fastData, 0, 0);
-    fast.style.transform = `translate(${V.tx}px, ${V.ty}px) scale(${V.s * step})`;
+    fast.style.transform = `translate(${V.tx}px, ${V.ty}px) scale(${V.s * step}, ${sy() * step})`;
     fast.style.display = 'block';
     V.frames += 1;
     V.dragMs += performance.now() - t0;  // what a drag frame costs (a test reads it)
@@ -105,9 +105,14 @@
     out32 = new Uint32Array(imageData.data.buffer);
     lut = new Uint32Array(max + 1);
   };
+  // Films with non-square pixels are drawn at their true aspect: x is scaled by V.s, y by
+  // V.s * V.a, V.a being a row's height over a column's width (PixelSpacing, else
+  // ImagerPixelSpacing; 1 without): a 50 mm circle on a 0.1 x 0.2 mm film was drawn a tall
+  // ellipse (a new-user trial). Image pixels stay the unit of a measurement.
+  const sy = () => V.s * V.a;
   const schedule = () => { if (!queued) { queued = true; requestAnimationFrame(renderFast); } };
   const place = () => {
-    canvas.style.transform = `translate(${V.tx}px, ${V.ty}px) scale(${V.s})`;
+    canvas.style.transform = `translate(${V.tx}px, ${V.ty}px) scale(${V.s}, ${sy()})`;
     fast.style.display = 'none';
     drawLine();
   };
@@ -117,7 +122,7 @@
     const line = el('wl-line'), L = V.line;
     line.style.display = L ? '' : 'none';
     if (!L) return;
-    const at = (x, y) => [V.tx + x * V.s, V.ty + y * V.s];
+    const at = (x, y) => [V.tx + x * V.s, V.ty + y * sy()];
     const [x1, y1] = at(L[0], L[1]), [x2, y2] = at(L[2], L[3]);
     for (const [k, v] of Object.entries({x1, y1, x2, y2})) line.setAttribute(k, v);
   };
@@ -135,7 +140,7 @@
   };
   const imageAt = (e) => {
     const r = stage.getBoundingClientRect();
-    return [(e.clientX - r.left - V.tx) / V.s, (e.clientY - r.top - V.ty) / V.s];
+    return [(e.clientX - r.left - V.tx) / V.s, (e.clientY - r.top - V.ty) / sy()];
   };
   // the part of the stage the film is fitted to: below the toolbar (it wraps when narrow)
   // and above the caption (it covered the film's last 19 px at 1366x768)
@@ -146,9 +151,9 @@
   };
   const fit = () => {
     const b = viewBox();
-    V.s = Math.min(b.w / canvas.width, b.h / canvas.height);
+    V.s = Math.min(b.w / canvas.width, b.h / (canvas.height * V.a));
     V.tx = (b.w - canvas.width * V.s) / 2;
-    V.ty = b.top + (b.h - canvas.height * V.s) / 2;
+    V.ty = b.top + (b.h - canvas.height * sy()) / 2;
     V.fitted = true; view = b;
     place();
   };
@@ -166,7 +171,7 @@
   const keepInView = () => {
     const b = viewBox();
     V.tx = keep(V.tx, canvas.width * V.s, 0, b.w);
-    V.ty = keep(V.ty, canvas.height * V.s, b.top, b.top + b.h);
+    V.ty = keep(V.ty, canvas.height * sy(), b.top, b.top + b.h);
   };
   const refit = () => {
     refitQueued = false;
@@ -176,7 +181,7 @@
     else {
       const b = viewBox(), tx = V.tx, ty = V.ty;
       V.tx = keep(tx + (b.w - view.w) / 2, canvas.width * V.s, 0, b.w);
-      V.ty = keep(ty + (b.top + b.h / 2) - (view.top + view.h / 2), canvas.height * V.s,
+      V.ty = keep(ty + (b.top + b.h / 2) - (view.top + view.h / 2), canvas.height * sy(),
                   b.top, b.top + b.h);
       if (drag) { drag.tx += V.tx - tx; drag.ty += V.ty - ty; }  // a pan under way goes on
       view = b;
@@ -324,7 +329,7 @@
       const windowed = drag && drag.button === 2 && V.img;
       // a click with no drag measures nothing (it said "0.0 mm"): the last line stays
       if (drag && drag.measure && V.line &&
-          Math.hypot(V.line[2] - V.line[0], V.line[3] - V.line[1]) * V.s < 3) {
+          Math.hypot((V.line[2] - V.line[0]) * V.s, (V.line[3] - V.line[1]) * sy()) < 3) {
         V.line = drag.line; measure();
       }
       drag = null;
@@ -369,7 +374,7 @@
     const [film, at] = pick.split(':'), figs = figures(film), index = Number(at);
     const fig = figs[index]; if (!fig) return;
     V.pick = pick; V.img = null; V.full = false; V.meta = null; V.presets = {}; V.line = null;
-    V.inv = false; invertTouched = false; preview = null; measure();
+    V.inv = false; V.a = 1; invertTouched = false; preview = null; measure();
     root.setAttribute('data-open', '');
     const study = fig.closest('.film-study'), head = study.querySelector('.film-head');
     // the head names the patient, the prior's as the current study's (whose film it is)
@@ -457,6 +462,8 @@
     let max = 0;
     for (let i = 0; i < data.length; i++) if (data[i] > max) max = data[i];
     const was = canvas.width, shown = !!(preview || V.img), range = d.presets['full range'];
+    const sp = d.spacing;  // (the preview's pixels are square: the server resampled them)
+    V.a = sp ? sp[0] / sp[1] : 1;
     V.img = {data, max, width, height, offset: d.offset, slope: d.slope, span: range && range[1],
              inverted: d.inverted, image: d.image, study: d.study,
              spacing: full ? d.spacing : null, atDetector: !!d.atDetector, standIn: !full};

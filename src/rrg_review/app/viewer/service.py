@@ -199,6 +199,31 @@ def strided(display: np.ndarray, max_side: int) -> np.ndarray:
     return display[::step, ::step]
 
 
+def square_pixels(display: np.ndarray, spacing: tuple[float, float] | None) -> np.ndarray:
+    """A preview resampled to square pixels, so that the gallery draws a film with non-square
+    pixels at its true aspect (a 50 mm circle on a 0.1 x 0.2 mm film was a tall ellipse in a
+    new-user trial); the longer pixel side is kept, the other axis shrunk (box filter).
+
+    Args:
+        display: the preview's pixels.
+        spacing: (row, column) mm per pixel; None: square.
+
+    Returns:
+        The pixels as they are when square (within 1 %), else resampled.
+    """
+    if spacing is None or abs(spacing[0] / spacing[1] - 1) < 0.01:
+        return display
+    from PIL import Image as PILImage
+
+    rows, cols = display.shape[:2]
+    if spacing[0] < spacing[1]:
+        rows = max(1, round(rows * spacing[0] / spacing[1]))
+    else:
+        cols = max(1, round(cols * spacing[1] / spacing[0]))
+    resized = PILImage.fromarray(display).resize((cols, rows), PILImage.Resampling.BOX)
+    return np.asarray(resized)
+
+
 class DecodedCache:
     """A small LRU of decoded images, bounded in bytes, shared by the UI and pre-drafting."""
 
@@ -399,11 +424,12 @@ class StudyViewer:
             path = str(resolve_uri(uri, self.blobs))
             reduced = decode_reduced(ImageSource(name=path, path=path), max_side)
             if reduced is not None:
-                pixels = strided(reduced.display, max_side)
+                pixels = square_pixels(strided(reduced.display, max_side),
+                                       reduced.info.pixel_spacing)
                 self._previews.put(key, pixels)
                 return pixels
             full = self._decoded_by_id(image_id)
-        pixels = strided(full.display, max_side)
+        pixels = square_pixels(strided(full.display, max_side), full.info.pixel_spacing)
         self._previews.put(key, pixels)
         return pixels
 
