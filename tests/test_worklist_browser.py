@@ -110,6 +110,9 @@ def test_search_paging_row_click_and_next_in_chromium(panel_app, page):
     assert "done" in page.locator('#worklist .body-cell[data-row="5"][data-col="2"]').inner_text()
 
 
+LONG_KEY = "anon-44e5c0a047d1e2f3"
+
+
 @pytest.fixture
 def big_ids_app(db):
     """The panel in the workstation's left column (its scale and minimum width, the page's own
@@ -133,6 +136,9 @@ def big_ids_app(db):
     with db.engine.begin() as conn:
         conn.execute(text("UPDATE study SET study_key = study_key || '/1' "
                           "WHERE study_key LIKE 'CXR%'"))
+        # a pseudonymous key as long as the store makes them ("anon-" + 16 hex digits)
+        conn.execute(text(f"UPDATE study SET study_key = '{LONG_KEY}' "
+                          "WHERE study_key = 'CXR15995/1'"))
     reader = AccountService(db).add("alice", None)
     worklists = WorklistService(db)
     worklists.assign(reader)
@@ -146,7 +152,9 @@ def big_ids_app(db):
                 gr.Markdown("editor")
         panel.connect(ui, gr.State(None), lambda request: reader, None, [], navigation=False)
     port = free_port()
-    ui.launch(server_port=port, prevent_thread_lock=True, css=launch_options()["css"])
+    options = launch_options()  # the page's styles and script (it titles the keys)
+    ui.launch(server_port=port, prevent_thread_lock=True, css=options["css"],
+              head=options["head"])
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
@@ -160,6 +168,17 @@ def test_six_digit_ids_and_long_keys_stay_on_one_line_at_1366(big_ids_app, page)
     page.set_viewport_size({"width": 1366, "height": 768})
     page.goto(big_ids_app)
     wait_for_label(page, r"1-1 of 3,200")
+    # a long key (cut off at "anon-44e5c0a047…" in a new-user trial) is readable whole: it
+    # wraps within its column, every line fits, and the cell's tooltip holds it
+    key = page.locator('#worklist .body-cell[data-col="1"]').filter(has_text="anon-").first
+    page.wait_for_function("k => [...document.querySelectorAll('#worklist .body-cell')]"
+                           ".some(c => c.title === k)", arg=LONG_KEY)
+    got = key.evaluate("""c => { const t = c.querySelector('span') || c;
+        return {text: c.innerText.replace(/\\s/g, ''), title: c.title,
+                fits: t.scrollWidth <= c.clientWidth + 1,
+                height: c.getBoundingClientRect().height}; }""")
+    assert got["text"] == LONG_KEY and got["title"] == LONG_KEY and got["fits"], got
+    assert got["height"] < 40, got  # two lines at most
     page.locator("#worklist-last").click()
     wait_for_label(page, r"page 3,200 / 3,200")
     page.wait_for_function("() => document.querySelector('#worklist-page input').value"

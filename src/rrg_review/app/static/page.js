@@ -364,6 +364,7 @@ window.rrgLogout = () => {
     settled();
     applyTheme();
     refitWorklist();
+    titleKeys();
     askInView();
   };
   // the page's one 200 ms timer: the tab's alive beat and the poll, then what the other scripts
@@ -400,6 +401,13 @@ window.rrgLogout = () => {
   // under "1-4 of 4" (found in a new-user trial; fixed upstream in gradio-app/gradio#13744).
   // A scroll event on the table makes it read the window again, so one follows every new page.
   let worklistLabel = null;
+  // each worklist key's whole text as its tooltip (a long key is wrapped, and was cut off)
+  const titleKeys = () => {
+    for (const cell of document.querySelectorAll('#worklist .body-cell[data-col="1"]')) {
+      const text = (cell.innerText || '').trim();
+      if (cell.title !== text) cell.title = text;
+    }
+  };
   const refitWorklist = () => {
     const label = $('#worklist-page-label'), view = $('#worklist .virtual-table-viewport');
     const text = label ? label.innerText : null;

@@ -42,9 +42,11 @@ PAGE_SIZE = 50
 # few columns, so that the list is readable in the left column of a 1366 px screen: source,
 # split and images are filters above the table (a study without images says so in its status
 # cell), and the patient (a long pseudonym) is above the film and searchable; ids (6 digits at
-# 160,000 studies) and keys ("CXR15995/1") fit on one line at 1366 px, the status wraps
+# 160,000 studies) and keys ("CXR15995/1") fit on one line at 1366 px, the status wraps; a
+# pseudonymous key ("anon-" + 16 hex digits, 21 characters) takes two lines in the study column
+# (it was cut off at "anon-44e5c0a047…" with 40 %: three lines), titled whole by page.js
 COLUMNS = ["id", "study", "status", "min"]
-COLUMN_WIDTHS: list[str | int] = ["18%", "40%", "28%", "14%"]
+COLUMN_WIDTHS: list[str | int] = ["18%", "47%", "23%", "12%"]
 LAST_PAGE = 1 << 30  # clamped to the last page by the service
 LOADING = "*Loading worklist…*"
 
