@@ -12,7 +12,8 @@ answers are counted: accepted, refused with "slow down" (429), other.
 Printed, from the same run: alice's Next and Save p50/p95 unloaded and under the flood, and
 the ratio of the p95s (the target: within 2x).
 
-Run: `.venv/bin/python -m bench.fairness [--studies 300] [--calls 40] [--rate 30] [--tabs 3]`
+Run: `.venv/bin/python -m bench.fairness [--studies 300] [--calls 40] [--rate 30] [--tabs 3]
+[--pace 0.25]` (alice starts a round every `--pace` seconds at most, as a person would)
 (a quick check: `--studies 30 --calls 5 --rate 20 --tabs 2`).
 """
 
@@ -118,9 +119,13 @@ def flood(base: str, rate: float, tabs: int, stop: threading.Event, answers: Cou
         stop.wait(max(0.0, gap - (time.perf_counter() - started)))
 
 
-def measure(reader: Reader, calls: int, first: int) -> dict[str, list[float]]:
+def measure(reader: Reader, calls: int, first: int, pace: float) -> dict[str, list[float]]:
+    """Alice's rounds, one every `pace` seconds at most (a person reading; a client sending
+    Next as fast as answers come is itself a flood, and the fair limits treat it as one)."""
     times: dict[str, list[float]] = {"Next": [], "Save": []}
+    start = time.monotonic()
     for i in range(calls):
+        time.sleep(max(0.0, start + i * pace - time.monotonic()))
         reader.round(times, first + i)
     return times
 
@@ -139,14 +144,14 @@ def run(args: argparse.Namespace, folder: Path) -> None:
     try:
         _wait(f"{base}/login", app, "the app")
         reader = Reader(base)
-        measure(reader, 3, 0)  # warm-up
-        quiet = measure(reader, args.calls, 3)
+        measure(reader, 3, 0, args.pace)  # warm-up
+        quiet = measure(reader, args.calls, 3, args.pace)
         stop, answers = threading.Event(), Counter[str]()
         flooder = threading.Thread(target=flood, args=(base, args.rate, args.tabs, stop,
                                                        answers), daemon=True)
         flooder.start()
         time.sleep(args.settle)  # the flooder's tabs sign in and fill their share
-        loaded = measure(reader, args.calls, 3 + args.calls)
+        loaded = measure(reader, args.calls, 3 + args.calls, args.pace)
         stop.set()
         flooder.join(timeout=60)
     finally:
@@ -176,6 +181,8 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=40, help="alice's rounds per phase")
     parser.add_argument("--rate", type=float, default=30.0, help="flood events a second")
     parser.add_argument("--tabs", type=int, default=3, help="the flooder's tabs")
+    parser.add_argument("--pace", type=float, default=0.25,
+                        help="seconds between the starts of alice's rounds (default: 4 a second)")
     parser.add_argument("--settle", type=float, default=3.0,
                         help="seconds of flood before alice is measured")
     parser.add_argument("--dir", help="work folder (default: a temporary one)")

@@ -217,10 +217,20 @@ def test_findings_named_apart_and_places_after_a_comma(extractor, text, expected
     assert _facts(extractor, text) == expected
 
 
-def test_three_thousand_sentences_in_well_under_a_second(extractor):
-    """The split looks back a bounded distance from each period (it was quadratic: 12 s)."""
-    text = "Small right effusion. 2. No pneumothorax. " * 1500
-    t0 = time.perf_counter()
-    report = extractor.extract(text)
-    assert time.perf_counter() - t0 < 2.0
-    assert len(report.sentences) == 3000
+def test_three_thousand_sentences_take_ten_times_three_hundred_not_a_hundred(extractor):
+    """The split looks back a bounded distance from each period (it was quadratic: 12 s for
+    3,000 sentences). Checked as a ratio within one run, best of three each, so a loaded
+    machine slows both sides alike: linear work gives ~10x for 10x the text, quadratic
+    ~100x. (A fixed limit in seconds failed on a loaded machine at 2.7 s.)"""
+    def best_of_three(pairs: int) -> float:
+        text = "Small right effusion. 2. No pneumothorax. " * pairs
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            report = extractor.extract(text)
+            times.append(time.perf_counter() - t0)
+        assert len(report.sentences) == 2 * pairs
+        return min(times)
+
+    ratio = best_of_three(1500) / best_of_three(150)
+    assert ratio < 35, f"3,000 sentences took {ratio:.0f}x the time of 300"

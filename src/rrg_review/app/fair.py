@@ -9,6 +9,11 @@ request (server.py's `RequestCheck`):
   all their tabs, and `inflight_limit` other requests in progress (unqueued events run in the
   request itself); beyond that the request gets 429 with a "slow down" sentence, which Gradio's
   page shows as an error notice (never a silent stall).
+- Rate: while another reader is active (a request in the last few seconds), a reader may
+  start `join_burst` queued events at once and then `join_rate` a second (a token bucket):
+  the order below cannot stop a flood from keeping an event lane busy, so another reader's
+  event would still wait a whole running event each time (bench/fairness.py: 4.1x its p95
+  without the rate, 0.7x with it). A reader alone is never held to it.
 - Order: after each join, every lane of Gradio's queue is put in fair order: a reader's k-th
   waiting event (counting their running ones) goes after every other reader's events of lower
   rank, so another reader's first event waits at most for the events already running.
@@ -24,7 +29,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +37,8 @@ log = logging.getLogger(__name__)
 
 SLOW_DOWN = ("Slow down: this {what} has {n} requests waiting. Wait for them to finish, "
              "then try again.")
+SLOW_DOWN_RATE = ("Slow down: more than {rate:g} requests a second from this reader. Wait a "
+                  "moment, then try again.")
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,15 @@ class FairLimits:
     tab_limit: int = 12  # queued + running events of one browser tab
     reader_limit: int = 24  # ... of one reader, over all their tabs
     inflight_limit: int = 12  # a reader's other requests in progress at once
+    # queued events a reader may start: `join_burst` at once, then `join_rate` a second. A
+    # reader flipping studies as fast as keys repeat made ~7 a second for 2-3 s (15 Alt+N in
+    # 1.5 s: 17 joins); a flood kept the Next lane busy, so another reader's Next waited a
+    # whole event (2.1x its p95) however fair the order.
+    # Only while another reader is active (a request within `others_within` seconds): a
+    # reader alone may use the whole server.
+    join_rate: float = 5.0
+    join_burst: float = 30.0
+    others_within: float = 5.0
 
 
 def _key(event: Any) -> str:
@@ -48,11 +64,14 @@ def _key(event: Any) -> str:
 class FairQueue:
     """The limits and the fair order over one Gradio app's queue (see the module)."""
 
-    def __init__(self, blocks: Any, limits: FairLimits = FairLimits()) -> None:
-        self.blocks, self.limits = blocks, limits
+    def __init__(self, blocks: Any, limits: FairLimits = FairLimits(),
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.blocks, self.limits, self._clock = blocks, limits, clock
         self._inflight: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._warned: dict[str, float] = {}
+        self._tokens: dict[str, tuple[float, float]] = {}  # reader: (tokens, at)
+        self._seen: dict[str, float] = {}  # reader: their last request (monotonic)
 
     def _lanes(self) -> list[Any]:
         queue = getattr(self.blocks, "_queue", None)
@@ -77,15 +96,43 @@ class FairQueue:
             return self._refused(user, "tab", tab)
         if reader >= self.limits.reader_limit:
             return self._refused(user, "reader", reader)
+        return self._take_token(user)
+
+    def _take_token(self, user: str) -> str | None:
+        """Spend one of `user`'s join tokens (a token bucket), or the "slow down" sentence
+        when none is left. On the event loop, like the other join checks."""
+        now, limits = self._clock(), self.limits
+        tokens, at = self._tokens.get(user, (limits.join_burst, now))
+        tokens = min(limits.join_burst, tokens + (now - at) * limits.join_rate)
+        if not self._others_active(user, now):
+            self._tokens[user] = (tokens, now)
+            return None
+        if tokens < 1:
+            self._tokens[user] = (tokens, now)
+            return self._refused(user, "reader", 0, rate=True)
+        self._tokens[user] = (tokens - 1, now)
         return None
 
-    def _refused(self, user: str, what: str, n: int) -> str:
+    def _others_active(self, user: str, now: float) -> bool:
+        """Note `user`'s request; whether another reader made one within `others_within`."""
+        self._seen[user] = now
+        recent = now - self.limits.others_within
+        if len(self._seen) > 256:  # readers gone for a while are forgotten
+            self._seen = {u: t for u, t in self._seen.items() if t >= recent}
+        return any(t >= recent for u, t in self._seen.items() if u != user)
+
+    def _refused(self, user: str, what: str, n: int, rate: bool = False) -> str:
         now = time.monotonic()
         if now - self._warned.get(user, -60.0) >= 60:  # once a minute per reader, not per hit
             self._warned[user] = now
-            log.warning("%s sends events faster than they run (%d of this %s waiting): "
-                        "refused with 'slow down'", user, n, what)
-        return SLOW_DOWN.format(what=what, n=n)
+            if rate:
+                log.warning("%s starts events faster than %g a second: refused with 'slow "
+                            "down'", user, self.limits.join_rate)
+            else:
+                log.warning("%s sends events faster than they run (%d of this %s waiting): "
+                            "refused with 'slow down'", user, n, what)
+        return (SLOW_DOWN_RATE.format(rate=self.limits.join_rate) if rate
+                else SLOW_DOWN.format(what=what, n=n))
 
     def reorder(self) -> None:
         """Put every lane of the queue in fair order (stable: a reader's own events keep
@@ -109,6 +156,7 @@ class FairQueue:
         """Count one more request of `user` in progress, or the "slow down" sentence (and
         nothing counted) when they have `inflight_limit` already; `leave` after a None."""
         with self._lock:
+            self._seen[user] = self._clock()
             if self._inflight[user] >= self.limits.inflight_limit:
                 n = self._inflight[user]
             else:

@@ -30,7 +30,8 @@ login). FastAPI is imported at module level because it resolves the route annota
   signs nobody out (an `<img src=.../logout>` on another page must not): it shows a button
   that posts.
 - A signed-in reader's requests go through fair.FairQueue: limits on a tab's and a reader's
-  queued events and requests in progress (429 "Slow down" beyond them), and Gradio's queue
+  queued events and requests in progress and, while another reader is active, on the rate
+  a reader starts queued events (429 "Slow down" beyond them), and Gradio's queue
   in fair order after each join, so one reader cannot starve the others.
 - Behind a reverse proxy named with `--trusted-proxy`, uvicorn's proxy-headers middleware
   makes the client address (throttling, audit, tabs) the rightmost untrusted X-Forwarded-For

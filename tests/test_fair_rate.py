@@ -1,0 +1,69 @@
+"""The per-reader rate of queued events (app/fair.py's token bucket), on a clock the test
+moves: a reader alone is never held to it; while another reader is active, a flood gets its
+burst and then `join_rate` a second, with the rate's "slow down" sentence; the other reader
+keeps their own bucket. (bench/fairness.py measures what it buys on a real server.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from rrg_review.app.fair import FairLimits, FairQueue
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def fair():
+    clock = Clock()
+    # no Gradio queue behind it (blocks without `_queue`): only the rate decides here
+    return FairQueue(object(), FairLimits(join_rate=5.0, join_burst=30.0, others_within=5.0),
+                     clock), clock
+
+
+def joins(fair: FairQueue, user: str, n: int) -> list[str | None]:
+    return [fair.join_refusal(user, {f"{user}-tab"}) for _ in range(n)]
+
+
+def test_a_reader_alone_is_never_held_to_the_rate(fair):
+    queue, clock = fair
+    assert joins(queue, "mallory", 500) == [None] * 500
+    clock.now += 10  # alice's last request was long ago: she is not active
+    assert queue.enter("alice") is None
+    queue.leave("alice")
+    clock.now += 6
+    assert joins(queue, "mallory", 100) == [None] * 100
+
+
+def test_while_another_reader_is_active_a_flood_gets_its_burst_then_the_rate(fair):
+    queue, clock = fair
+    assert queue.enter("alice") is None  # alice is reading
+    queue.leave("alice")
+    got = joins(queue, "mallory", 40)
+    assert got[:30] == [None] * 30
+    assert all(g is not None and "more than 5 requests a second" in g for g in got[30:])
+    clock.now += 1.0  # one second: five more
+    got = joins(queue, "mallory", 8)
+    assert got[:5] == [None] * 5 and None not in got[5:]
+    # alice's own bucket is untouched by mallory's flood
+    assert joins(queue, "alice", 20) == [None] * 20
+    # alice stops; once she has been quiet for `others_within`, mallory is alone again
+    clock.now += 5.1
+    assert joins(queue, "mallory", 100) == [None] * 100
+
+
+def test_the_bucket_refills_to_its_burst_and_no_further(fair):
+    queue, clock = fair
+    assert joins(queue, "alice", 1) == [None]
+    assert [g is None for g in joins(queue, "mallory", 31)] == [True] * 30 + [False]
+    clock.now += 4.0  # alice still counts as active (4 s < 5 s); 20 tokens back
+    assert [g is None for g in joins(queue, "mallory", 21)] == [True] * 20 + [False]
+    assert joins(queue, "alice", 1) == [None]
+    clock.now += 60.0  # a long pause refills to the burst (30), not to 300
+    assert joins(queue, "alice", 1) == [None]
+    assert [g is None for g in joins(queue, "mallory", 31)] == [True] * 30 + [False]
