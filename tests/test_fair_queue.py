@@ -106,3 +106,9 @@ def test_a_flooding_tab_is_told_to_slow_down_and_another_reader_goes_next(slow_a
         time.sleep(0.3)
     # served right after what was already running (mallory's first one or two), not 13th
     assert ran.index("alice") <= 2, ran
+    # Gradio's "call" API adds events to the same queue: it is held to the same limits (a
+    # review found 60 of 60 accepted, around every limit)
+    alice.order()  # alice is still reading
+    called = [mallory.http.post("gradio_api/call/slow", json={"data": []}).status_code
+              for _ in range(40)]
+    assert 429 in called and called.count(200) <= FairLimits().reader_limit, called

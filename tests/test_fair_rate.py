@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from rrg_review.app.deps import AUTOSAVE_S
 from rrg_review.app.fair import FairLimits, FairQueue
 
 
@@ -67,3 +68,35 @@ def test_the_bucket_refills_to_its_burst_and_no_further(fair):
     clock.now += 60.0  # a long pause refills to the burst (30), not to 300
     assert joins(queue, "alice", 1) == [None]
     assert [g is None for g in joins(queue, "mallory", 31)] == [True] * 30 + [False]
+
+
+def test_a_reader_who_flooded_alone_has_no_burst_left_when_another_arrives(fair):
+    queue, clock = fair
+    for _ in range(100):  # mallory alone, 40 a second for 2.5 s: never refused
+        assert joins(queue, "mallory", 1) == [None]
+        clock.now += 0.025
+    assert queue.enter("alice") is None  # alice arrives
+    queue.leave("alice")
+    got = joins(queue, "mallory", 10)
+    assert None not in got  # no stored burst to spend on the lane alice now needs
+
+
+def test_a_reader_flipping_studies_fast_beside_another_is_never_refused():
+    """What a page did in Chromium (15 Alt+N in 1.5 s: 17 joins, then ~7 a second for 3 s;
+    a navigation is two joins, the step and its metrics), with another reader active."""
+    clock = Clock()
+    queue = FairQueue(object(), FairLimits(), clock)
+    for _ in range(17):
+        assert queue.enter("bob") is None  # bob's autosave tick: he is reading
+        queue.leave("bob")
+        assert joins(queue, "alice", 1) == [None]
+        clock.now += 1.5 / 17
+    for _ in range(21):
+        assert joins(queue, "alice", 1) == [None]
+        clock.now += 1 / 7
+
+
+def test_an_open_page_keeps_its_reader_active():
+    """Every open tab sends the autosave tick (an unqueued request) each AUTOSAVE_S: a reader
+    with a page open must count as active between two ticks."""
+    assert FairLimits().others_within > AUTOSAVE_S

@@ -12,8 +12,8 @@ request (server.py's `RequestCheck`):
 - Rate: while another reader is active (a request in the last few seconds), a reader may
   start `join_burst` queued events at once and then `join_rate` a second (a token bucket):
   the order below cannot stop a flood from keeping an event lane busy, so another reader's
-  event would still wait a whole running event each time (bench/fairness.py: 4.1x its p95
-  without the rate, 0.7x with it). A reader alone is never held to it.
+  event would still wait a whole running event each time (bench/fairness.py: Next p95 4.1x
+  without the rate, 1.2x with it). A reader alone is never held to it, but spends from it.
 - Order: after each join, every lane of Gradio's queue is put in fair order: a reader's k-th
   waiting event (counting their running ones) goes after every other reader's events of lower
   rank, so another reader's first event waits at most for the events already running.
@@ -49,12 +49,15 @@ class FairLimits:
     # queued events a reader may start: `join_burst` at once, then `join_rate` a second. A
     # reader flipping studies as fast as keys repeat made ~7 a second for 2-3 s (15 Alt+N in
     # 1.5 s: 17 joins); a flood kept the Next lane busy, so another reader's Next waited a
-    # whole event (2.1x its p95) however fair the order.
+    # whole event (2.1x its p95) however fair the order; at 5 a second still 1.7-2.3x.
     # Only while another reader is active (a request within `others_within` seconds): a
     # reader alone may use the whole server.
-    join_rate: float = 5.0
-    join_burst: float = 30.0
-    others_within: float = 5.0
+    # (A page's navigation is two joins: the step and its metrics. `others_within` must stay
+    # above the page's autosave tick, deps.AUTOSAVE_S, which every open tab sends: a reader
+    # with a page open counts as active; tests/test_fair_rate.py checks it.)
+    join_rate: float = 3.0
+    join_burst: float = 40.0
+    others_within: float = 6.0
 
 
 def _key(event: Any) -> str:
@@ -101,28 +104,35 @@ class FairQueue:
     def _take_token(self, user: str) -> str | None:
         """Spend one of `user`'s join tokens (a token bucket), or the "slow down" sentence
         when none is left. On the event loop, like the other join checks."""
-        now, limits = self._clock(), self.limits
-        tokens, at = self._tokens.get(user, (limits.join_burst, now))
-        tokens = min(limits.join_burst, tokens + (now - at) * limits.join_rate)
-        if not self._others_active(user, now):
-            self._tokens[user] = (tokens, now)
-            return None
-        if tokens < 1:
-            self._tokens[user] = (tokens, now)
-            return self._refused(user, "reader", 0, rate=True)
-        self._tokens[user] = (tokens - 1, now)
-        return None
+        with self._lock:
+            now, limits = self._clock(), self.limits
+            tokens, at = self._tokens.get(user, (limits.join_burst, now))
+            tokens = min(limits.join_burst, tokens + (now - at) * limits.join_rate)
+            if not self._others_active(user, now):
+                # alone: never refused, but the tokens are spent all the same, so a reader
+                # who flooded alone has none left the moment another reader arrives
+                self._tokens[user] = (max(0.0, tokens - 1), now)
+                return None
+            if tokens < 1:
+                self._tokens[user] = (tokens, now)
+                refused = True
+            else:
+                self._tokens[user] = (tokens - 1, now)
+                return None
+        return self._refused(user, "reader", 0, rate=refused)
 
     def _others_active(self, user: str, now: float) -> bool:
-        """Note `user`'s request; whether another reader made one within `others_within`."""
+        """Note `user`'s request; whether another reader made one within `others_within`
+        (under `_lock`)."""
         self._seen[user] = now
         recent = now - self.limits.others_within
         if len(self._seen) > 256:  # readers gone for a while are forgotten
-            self._seen = {u: t for u, t in self._seen.items() if t >= recent}
+            for gone in [u for u, t in self._seen.items() if t < recent]:
+                del self._seen[gone]
         return any(t >= recent for u, t in self._seen.items() if u != user)
 
     def _refused(self, user: str, what: str, n: int, rate: bool = False) -> str:
-        now = time.monotonic()
+        now = self._clock()
         if now - self._warned.get(user, -60.0) >= 60:  # once a minute per reader, not per hit
             self._warned[user] = now
             if rate:

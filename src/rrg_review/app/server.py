@@ -94,6 +94,14 @@ PUBLIC_PREFIXES = ("/assets/", "/static/", "/svelte/", "/pwa_icon")
 _HASH_IN_PATH = (re.compile(r"^/gradio_api/heartbeat/([^/]+)/?$"),
                  re.compile(r"^/gradio_api/call/(?:v2/)?[^/]+/([^/]+)/?$"))
 JOIN = "/gradio_api/queue/join"
+# the "call" API adds an event to the same queue as a join (gradio/routes.py, queue_join_helper)
+_CALL = re.compile(r"^/gradio_api/call/(?:v2/)?[^/]+/?$")
+
+
+def adds_an_event(method: str, path: str) -> bool:
+    """Whether this request puts an event on Gradio's queue: the page's join, or the "call"
+    API's POST (which a scripted client could use to go around the join's limits)."""
+    return method == "POST" and (path == JOIN or _CALL.match(path) is not None)
 _BODY_LIMIT = 8 * 1024 * 1024  # an event's inputs are text; uploads go to /upload (multipart)
 
 
@@ -432,7 +440,7 @@ class RequestCheck:
                     detail=f"tab of {owner}")
                 return JSONResponse({"detail": "This tab belongs to another reader; "
                                                "reload the page."}, status_code=403)
-        if request.method == "POST" and path == JOIN:
+        if adds_an_event(request.method, path):
             slow = self.fair.join_refusal(user, hashes)
             if slow is not None:
                 return slow_down(slow)
@@ -562,7 +570,7 @@ class Guard:
             await self.app(scope, receive, send)
         finally:
             fair.leave(user)
-        if request.url.path == JOIN:
+        if adds_an_event(request.method, request.url.path):
             fair.reorder()
 
     def _with_headers(self, send: Send, sent: dict[str, int], request: Request) -> Send:
