@@ -357,6 +357,31 @@ def test_inputs_made_while_the_full_image_loads_are_kept(browser, films):
     assert (got["c"], got["w"], got["inv"]) == (lung[0], 3000, True), got["shown"]
     assert got["shown"]["preset"] == "custom" and got["shown"]["w"] == "3000", got["shown"]
     assert page.locator("#wl-status").inner_text() == ""
+    # A new-user trial on a slow link (medium): Measure lit up on the stand-in but a drag
+    # panned. A film with known spacing, its full image held: the line, in full-image pixels,
+    # measures within 1 % on the stand-in and stays when the full image arrives.
+    page.keyboard.press("Escape")
+    click_row(page, "CAL1")
+    wait_text(page, "film-head", "CAL1")
+    page.locator("#film .film-study.current [data-index='0'] img").click()
+    _released(page, small, until="rrgViewer.img && rrgViewer.img.standIn")
+    page.locator("#wl-measure").click()
+    step = page.evaluate("() => rrgViewer.meta.standIn.step")
+    assert step > 1
+    a, b = (300 // step, 400 // step), (1500 // step, 1300 // step)  # stand-in pixels
+    got = _measure(page, a, b)
+    true_mm = float(np.hypot((b[0] - a[0]) * step * SPACING[1], (b[1] - a[1]) * step * SPACING[0]))
+    print(f"on the stand-in (step {step}): {got['mm']:.2f} mm, true {true_mm:.2f} mm")
+    assert abs(got["mm"] - true_mm) / true_mm < 0.01, (got, true_mm)
+    line = page.evaluate("() => rrgViewer.line")
+    _released(page, held)
+    assert page.evaluate("() => rrgViewer.line") == line
+    assert page.evaluate("() => rrgViewer.length.mm") == got["mm"]
+    ends = page.evaluate("() => ['x1', 'y1', 'x2', 'y2'].map((k) => "
+                         "Number(document.querySelector('#wl-line').getAttribute(k)))")
+    s, tx, ty, k = page.evaluate("() => [rrgViewer.s, rrgViewer.tx, rrgViewer.ty, rrgViewer.a]")
+    want = [tx + line[0] * s, ty + line[1] * s * k, tx + line[2] * s, ty + line[3] * s * k]
+    assert np.abs(np.array(ends) - want).max() < 1, (ends, want)  # drawn where it was
     assert requests.outside() == []
 
 

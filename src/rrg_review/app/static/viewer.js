@@ -118,16 +118,27 @@
   };
 
   // -- distance in mm from the file's pixel spacing ("uncalibrated" without one) -------------
+  // A line's ends are in the full image's pixels whatever is shown: the stand-in (every
+  // step-th pixel) or the preview (resampled) while the full image loads, so Measure works at
+  // once and the line stays when the full image arrives (a new-user trial on a slow link: a
+  // drag with Measure on panned until then). These are full-image pixels per canvas pixel.
+  const per = () => {
+    const m = V.meta;
+    if (!m || !canvas.width) return [1, 1];
+    if (V.img && V.img.standIn) return [m.standIn.step, m.standIn.step];
+    return [m.width / canvas.width, m.height / canvas.height];
+  };
   const drawLine = () => {
     const line = el('wl-line'), L = V.line;
     line.style.display = L ? '' : 'none';
     if (!L) return;
-    const at = (x, y) => [V.tx + x * V.s, V.ty + y * sy()];
+    const [kx, ky] = per();
+    const at = (x, y) => [V.tx + x / kx * V.s, V.ty + y / ky * sy()];
     const [x1, y1] = at(L[0], L[1]), [x2, y2] = at(L[2], L[3]);
     for (const [k, v] of Object.entries({x1, y1, x2, y2})) line.setAttribute(k, v);
   };
   const measure = () => {
-    const L = V.line, sp = V.img && V.img.spacing;
+    const L = V.line, sp = V.meta && V.meta.spacing;
     if (!L) { V.length = null; el('wl-length').textContent = ''; return; }
     const dx = L[2] - L[0], dy = L[3] - L[1], px = Math.hypot(dx, dy);
     // spacing is (row, column) mm: rows are y, columns are x
@@ -135,12 +146,12 @@
     V.length = {mm, px};
     // ImagerPixelSpacing is at the detector: the patient is magnified there, so it says so
     el('wl-length').textContent = mm === null ? `${px.toFixed(0)} px (uncalibrated)`
-      : `${mm.toFixed(1)} mm${V.img.atDetector ? ' at the detector' : ''}`;
+      : `${mm.toFixed(1)} mm${V.meta.atDetector ? ' at the detector' : ''}`;
     drawLine();
   };
   const imageAt = (e) => {
-    const r = stage.getBoundingClientRect();
-    return [(e.clientX - r.left - V.tx) / V.s, (e.clientY - r.top - V.ty) / sy()];
+    const r = stage.getBoundingClientRect(), [kx, ky] = per();
+    return [(e.clientX - r.left - V.tx) / V.s * kx, (e.clientY - r.top - V.ty) / sy() * ky];
   };
   // the part of the stage the film is fitted to: below the toolbar (it wraps when narrow)
   // and above the caption (it covered the film's last 19 px at 1366x768)
@@ -294,14 +305,15 @@
     }
     // a measurement's ends stay on the film: a drag past the window's edge measured beyond it
     // (446 mm on a 368 mm film, a third new-user trial)
-    const onFilm = ([x, y]) => [Math.min(Math.max(x, 0), V.img.width),
-                                Math.min(Math.max(y, 0), V.img.height)];
+    const onFilm = ([x, y]) => [Math.min(Math.max(x, 0), V.meta.width),
+                                Math.min(Math.max(y, 0), V.meta.height)];
     stage.addEventListener('contextmenu', (e) => e.preventDefault());
     stage.addEventListener('mousedown', (e) => {
       e.preventDefault();  // (keeps the focus where it is: a typed box is applied first)
       if (root.contains(document.activeElement)) document.activeElement.blur();
       drag = {button: e.button, x: e.clientX, y: e.clientY, c: V.c, w: V.w, tx: V.tx, ty: V.ty};
-      if (e.button === 0 && V.measuring && V.full) {
+      // (on whatever is shown once the image's size is known: the stand-in, even the preview)
+      if (e.button === 0 && V.measuring && V.meta && imageData) {
         drag.measure = true; drag.line = V.line;  // (kept if this is only a click)
         const [x, y] = onFilm(imageAt(e));
         V.line = [x, y, x, y]; measure();
@@ -328,8 +340,9 @@
     window.addEventListener('mouseup', () => {
       const windowed = drag && drag.button === 2 && V.img;
       // a click with no drag measures nothing (it said "0.0 mm"): the last line stays
+      const [kx, ky] = per();
       if (drag && drag.measure && V.line &&
-          Math.hypot((V.line[2] - V.line[0]) * V.s, (V.line[3] - V.line[1]) * sy()) < 3) {
+          Math.hypot((V.line[2] - V.line[0]) / kx * V.s, (V.line[3] - V.line[1]) / ky * sy()) < 3) {
         V.line = drag.line; measure();
       }
       drag = null;
@@ -466,7 +479,7 @@
     V.a = sp ? sp[0] / sp[1] : 1;
     V.img = {data, max, width, height, offset: d.offset, slope: d.slope, span: range && range[1],
              inverted: d.inverted, image: d.image, study: d.study,
-             spacing: full ? d.spacing : null, atDetector: !!d.atDetector, standIn: !full};
+             standIn: !full};
     useSize(width, height, max);
     render();
     if (V.fitted || !shown) fit();
