@@ -436,6 +436,42 @@ def test_level_and_window_move_every_file_the_same_way(browser, films, key):
     assert spread1 < spread0 - 1, (key, spread0, spread1)
 
 
+def test_each_full_image_is_fetched_once_and_a_left_study_stops_its_downloads(browser, films):
+    """A new-user trial on a slow link (medium): → ← → within a second fetched the same 10 MB
+    file again on each reopen, and leaving a study did not stop its downloads (the next film
+    waited 22 s behind the last study's lateral). The full-depth requests are held: four
+    openings of BIG2's film ask for its file once; moving to MONO1 aborts the held request, and
+    MONO1's film loads."""
+    app, files = films
+    page, requests = open_page(browser, app)
+    failed: list[str] = []
+    page.on("requestfailed", lambda request: failed.append(request.url))
+    held = _hold(page, r".*-0\.u16$")
+    click_row(page, "BIG2")
+    wait_text(page, "film-head", "BIG2")
+    page.locator("#film .film-study.current [data-index='0'] img").click()
+    page.wait_for_function("() => rrgViewer.img && rrgViewer.img.standIn", timeout=90_000)
+    page.locator("#wl-stage").click(position={"x": 5, "y": 300})  # the focus on the view
+    for key in ("ArrowRight", "ArrowLeft", "ArrowRight"):  # a one-film study: each reopens it
+        page.keyboard.press(key)
+        page.wait_for_function("() => rrgViewer.img && rrgViewer.img.standIn", timeout=90_000)
+    full = [u for u in requests.urls if re.search(r"-0\.u16$", u)]
+    assert len(full) == 1 and len(held) == 1, full
+    assert not page.evaluate("() => rrgViewer.full")
+    page.keyboard.press("Escape")
+    click_row(page, "MONO1")
+    wait_text(page, "film-head", "MONO1")
+    for _ in range(250):  # aborted once the film panel shows the other study
+        if full[0] in failed:
+            break
+        page.wait_for_timeout(20)
+    assert [u for u in failed if u.endswith(".u16")] == full, failed  # (not the SSE polls)
+    page.unroute(re.compile(r".*-0\.u16$"))
+    enlarge(page, "MONO1")  # the new study's film: its full image arrives
+    canvas_matches(page, files["MONO1"], step=13)
+    assert requests.outside() == []
+
+
 def test_the_prior_opens_as_its_own_viewport_filling_the_window(browser, films):
     """Defect 3: clicking the prior's film enlarged the current study; defect 4: the enlarged
     view was no larger than the film. The prior is windowed on its own, the view is >= 90 % of

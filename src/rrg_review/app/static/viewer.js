@@ -17,6 +17,7 @@
     (measuring ? 'drag measures' : 'drag pan') + ' · double-click fits · ' +
     '← → other images · P current ⇄ prior · Esc closes';
   const cache = new Map();  // url -> Uint16Array (the last few images: ← → come back to them)
+  const pending = new Map();  // url -> {promise, controller, study} of a file on its way
   // image id -> the reader's {c, w, inv} for each image opened on this page, so that flipping
   // between current and prior (or ← → on one film) keeps the window set (a new-user trial
   // retyped a lung window on every flip). In memory only: a reload starts from the defaults.
@@ -487,29 +488,55 @@
     V.full = full;
     if (full) el('wl-status').textContent = '';
   };
-  // a uint16 pixel file (cached: ← → come back to it); null when it could not be had
-  const pixels = async (url, n) => {
-    let data = cache.get(url);
-    if (data) return data;
-    const response = await fetch(url, {credentials: 'same-origin'});
-    if (!response.ok) throw new Error(String(response.status));
-    data = new Uint16Array(await response.arrayBuffer());
-    if (data.length !== n) throw new Error(`${data.length} values, not ${n}`);
-    cache.set(url, data);
-    while (cache.size > 8) cache.delete(cache.keys().next().value);
-    return data;
+  // A uint16 pixel file (cached: ← → come back to it), fetched once per page: a file still on
+  // its way is waited for, not asked for again (on a slow link → ← → fetched each 10 MB file
+  // twice), and the study it belongs to is kept with it so that leaving the study stops it.
+  const pixels = (url, n, study) => {
+    const data = cache.get(url);
+    if (data) return Promise.resolve(data);
+    const under = pending.get(url);
+    if (under) return under.promise;
+    const controller = new AbortController();
+    const promise = (async () => {
+      try {
+        const response = await fetch(url, {credentials: 'same-origin', signal: controller.signal});
+        if (!response.ok) throw new Error(String(response.status));
+        const got = new Uint16Array(await response.arrayBuffer());
+        if (got.length !== n) throw new Error(`${got.length} values, not ${n}`);
+        cache.set(url, got);
+        while (cache.size > 8) cache.delete(cache.keys().next().value);
+        return got;
+      } finally {
+        if (pending.get(url) && pending.get(url).controller === controller) pending.delete(url);
+      }
+    })();
+    pending.set(url, {promise, controller, study: String(study)});
+    return promise;
+  };
+  // Downloads for films no longer on the page (the reader moved to another study) are stopped:
+  // the next study's film waited 22 s behind the last study's lateral on a 1 MB/s link. The
+  // film in the enlarged view keeps its own.
+  const abandon = () => {
+    if (!pending.size) return;
+    const studies = new Set([...document.querySelectorAll('#film .film-study[data-study]')]
+      .map((f) => f.dataset.study));
+    if (!studies.size) return;  // (no film panel to judge by)
+    if (V.meta) studies.add(String(V.meta.study));
+    for (const [url, p] of pending) {
+      if (!studies.has(p.study)) { pending.delete(url); p.controller.abort(); }
+    }
   };
   const load = async (d) => {
     V.requested = d.url;
     prepare(d);
     const s = d.standIn;
     if (s && !cache.has(d.url)) {  // both on their way at once; the small one comes first
-      pixels(s.url, s.width * s.height)
+      pixels(s.url, s.width * s.height, d.study)
         .then((data) => swapIn(d, data, s.width, s.height, false), () => {});
     }
     let data;
     try {
-      data = await pixels(d.url, d.width * d.height);
+      data = await pixels(d.url, d.width * d.height, d.study);
     } catch (err) {
       if (V.meta === d) el('wl-status').textContent = 'The full image could not be loaded.';
       return;
@@ -517,6 +544,7 @@
     swapIn(d, data, d.width, d.height, true);
   };
   setInterval(() => {
+    abandon();
     const box = $('#wl-data textarea'), raw = box ? box.value : '';
     if (!raw || raw === lastData) return;
     lastData = raw;
