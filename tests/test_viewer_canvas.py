@@ -61,6 +61,21 @@ def circle_dicom(path: Path) -> Path:
     return path
 
 
+def add_lateral(db, study_id: int) -> None:
+    """A second image (a lateral, the study's first file again) for a study of one image."""
+    from sqlalchemy import insert, select, update
+
+    from rrg_review.db.models import Image, Study
+
+    with db.engine.begin() as conn:
+        query = select(Image.__table__).where(Image.study_id == study_id)
+        first = conn.execute(query).mappings().one()
+        row = {k: v for k, v in first.items() if k != "id"}
+        conn.execute(insert(Image), [{**row, "position": 1, "view_position": "LL",
+                                      "view_group": "lateral"}])
+        conn.execute(update(Study).where(Study.id == study_id).values(image_count=2))
+
+
 @pytest.fixture(scope="module")
 def films(tmp_path_factory, database_templates, browser):
     """The app, and the file behind each study key."""
@@ -84,6 +99,9 @@ def films(tmp_path_factory, database_templates, browser):
         circle = circle_dicom(root / "circle.dcm")
         add_studies(db, 1, source="nsq", prefix="NSQ",
                     image=SyntheticImage(str(circle), *NONSQUARE, 12, "MONOCHROME2"))
+        two = add_studies(db, 2, source="two", prefix="TWO",  # TWO2: frontal, lateral; prior TWO1
+                          image=SyntheticImage(str(circle), *NONSQUARE, 12, "MONOCHROME2"))
+        add_lateral(db, two[1])
     finally:
         db.dispose()
     running = App(root / "app.sqlite", "--no-demo", "--no-predraft")
@@ -738,6 +756,26 @@ def test_each_image_reopens_with_the_readers_window(browser, films):
     got = canvas_matches(page, files["MONO1"], step=13)
     assert got["shown"]["preset"] == "file default" and not got["inv"], got["shown"]
     assert requests.outside() == []
+
+
+def test_p_twice_comes_back_to_the_film_left(browser, films):
+    """A new-user trial (low): P pressed twice from a study's lateral came back to its
+    frontal. P goes to the image last opened on the other study, else the same number."""
+    app, _ = films
+    page, _ = open_page(browser, app)
+    click_row(page, "TWO2")
+    wait_text(page, "film-head", "TWO2")
+    page.locator("#toggle-prior").click()
+    page.locator("#prior-panel [data-index='0'] img").wait_for()
+    page.locator("#film .film-study.current [data-index='1'] img").click()
+    page.wait_for_function("() => rrgViewer.full && rrgPick() === 'current:1'", timeout=90_000)
+    page.locator("#wl-stage").click(position={"x": 5, "y": 300})  # the focus on the view
+    page.keyboard.press("p")
+    page.wait_for_function("() => rrgViewer.full && rrgPick() === 'prior:0'", timeout=90_000)
+    page.keyboard.press("p")
+    page.wait_for_function("() => rrgViewer.full", timeout=90_000)
+    assert page.evaluate("() => rrgPick()") == "current:1"
+    assert "Image 2 of 2" in page.locator("#wl-caption").inner_text()
 
 
 def test_an_image_picked_while_the_last_one_loads_still_opens(browser, films):

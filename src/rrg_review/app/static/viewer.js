@@ -31,6 +31,7 @@
   // the stand-in's pixels arrive, and whether the reader ticked Invert meanwhile
   let preview = null, invertTouched = false;
   let captionHead = '';  // whose film this is: patient, study, date, image n of N
+  const left = {};  // 'current' / 'prior' -> {study, at}: the image last opened there (P)
   const fmt = (x) => String(Math.round(x * 100) / 100);
   const el = (id) => root.querySelector('#' + id);
 
@@ -387,6 +388,7 @@
     setMeasuring(false);
     const [film, at] = pick.split(':'), figs = figures(film), index = Number(at);
     const fig = figs[index]; if (!fig) return;
+    left[film] = {study: fig.closest('.film-study').dataset.study, at: index};
     V.pick = pick; V.img = null; V.full = false; V.meta = null; V.presets = {}; V.line = null;
     V.inv = false; V.a = 1; invertTouched = false; preview = null; measure();
     root.setAttribute('data-open', '');
@@ -412,16 +414,20 @@
     lastData = null;  // the same image again: its (unchanged) data counts as new
     const button = document.getElementById('enlarge-button'); if (button) button.click();
   };
-  // current ⇄ prior (P): the same image number where the other study has it, else its last
+  // current ⇄ prior (P): the image last opened there of the study shown now, so that P
+  // twice comes back to the film left (it went to the frontal from a lateral: a new-user
+  // trial), else the same image number where the other study has it, else its last
   const flip = () => {
     if (!V.pick) return;
     const [film, at] = V.pick.split(':'), other = film === 'prior' ? 'current' : 'prior';
-    const n = figures(other).length;
+    const figs = figures(other), n = figs.length;
     if (!n) {
       el('wl-status').textContent = 'No prior beside: close (Esc) and show it (Alt+B) first.';
       return;
     }
-    open(`${other}:${Math.min(Number(at), n - 1)}`);
+    const was = left[other], study = figs[0].closest('.film-study').dataset.study;
+    const back = was && was.study === study && was.at < n ? was.at : null;
+    open(`${other}:${back === null ? Math.min(Number(at), n - 1) : back}`);
   };
   const step = (k) => {
     if (!V.pick) return;
