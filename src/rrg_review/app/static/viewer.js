@@ -231,14 +231,15 @@
     }
   };
   // Level and window stay within reach of the film's values: a window of 0, a negative one
-  // or 1e12 was taken as typed (a grey or black screen, and a box that said so). The limits:
-  // a width of 1 to twice the film's range, a level up to one range beyond either end, and
-  // never narrower than the presets themselves.
+  // or 1e12 was taken as typed (a grey or black screen, and a box that said so), and a level
+  // of 112000 or -44000 on a film of values 8000-60000 (a new-user trial: README says the
+  // film's range). The limits: a width of 1 to twice the film's range, a level within the
+  // film's range, and never narrower than the presets themselves.
   const limits = (presets) => {
     const [mid, span] = presets['full range'] || [0, 65536];
     const all = Object.values(presets);
-    return {c: [Math.min(mid - 1.5 * span, ...all.map((p) => p[0])),
-                Math.max(mid + 1.5 * span, ...all.map((p) => p[0]))],
+    return {c: [Math.min(mid - span / 2, ...all.map((p) => p[0])),
+                Math.max(mid + span / 2, ...all.map((p) => p[0]))],
             w: [1, Math.max(2 * span, ...all.map((p) => p[1]))]};
   };
   const within = (x, [lo, hi]) => Math.min(Math.max(x, lo), hi);
