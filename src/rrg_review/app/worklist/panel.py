@@ -46,7 +46,7 @@ PAGE_SIZE = 50
 # pseudonymous key ("anon-" + 16 hex digits, 21 characters) takes two lines in the study column
 # (it was cut off at "anon-44e5c0a047…" with 40 %: three lines), titled whole by page.js
 COLUMNS = ["id", "study", "status", "min"]
-COLUMN_WIDTHS: list[str | int] = ["18%", "47%", "23%", "12%"]
+COLUMN_WIDTHS: list[str | int] = ["18%", "47%", "21%", "14%"]
 LAST_PAGE = 1 << 30  # clamped to the last page by the service
 LOADING = "*Loading worklist…*"
 
