@@ -119,3 +119,38 @@ def test_a_study_without_images_says_so(db, settings):
     view = StudyViewer(db, settings.blobs).open(1)
     assert not view.has_images and view.images == ()
     assert view.notice == NO_IMAGES_NOTICE and "no images" in view.notice
+
+
+@pytest.mark.parametrize("photometric", ["MONOCHROME2", "MONOCHROME1"])
+def test_a_preview_is_the_files_window_as_the_viewer_draws_it(db, settings, tmp_path,
+                                                              photometric):
+    """A film whose values fill only the middle half of its own window: the preview shows
+    that window as the viewer's "file default" draws it (a new-user trial saw the preview
+    stretched black to white, its corner at grey 1 where the viewer drew 47), not the display
+    pipeline's stretch over the values present."""
+    import pydicom
+
+    from rrg_review.app.viewer.service import at_file_default
+    from rrg_review.studies.pixels import window_level
+
+    raw = decode(src(rg1("RG1_UNCR.dcm"))).raw
+    lo, hi = float(raw.min()), float(raw.max())
+    center, width = (lo + hi) / 2, 2 * (hi - lo)
+    ds = pydicom.dcmread(rg1("RG1_UNCR.dcm"))
+    ds.WindowCenter, ds.WindowWidth = round(center), round(width)
+    ds.PhotometricInterpretation = photometric
+    path = tmp_path / "windowed.dcm"
+    ds.save_as(path)
+    decoded = decode(src(str(path)))
+    shown = at_file_default(decoded)
+    assert np.array_equal(shown, window_level(decoded, round(center), round(width)))
+    assert decoded.display.min() == 0 and decoded.display.max() == 255  # the stretch
+    assert shown.min() > 50 and shown.max() < 205  # the middle half of the window
+    # and that is the preview file the page shows
+    _import(db, settings, ("WIN", (str(path),)))
+    viewer = StudyViewer(db, settings.blobs, preview_dir=tmp_path / "previews")
+    from PIL import Image
+
+    preview = np.asarray(Image.open(viewer.preview_file(viewer.open(1).images[0])))
+    step = int(np.ceil(max(shown.shape) / 1024))
+    assert np.array_equal(preview, shown[::step, ::step])

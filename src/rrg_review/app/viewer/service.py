@@ -183,6 +183,19 @@ class StudyView:
         return None if self.images else NO_IMAGES_NOTICE
 
 
+def at_file_default(decoded: DecodedImage) -> np.ndarray:
+    """The pixels a preview shows: the file's own window exactly as the viewer draws "file
+    default" (`window_level`), so that the preview, the full-depth stand-in and the full image
+    agree at that window. The display pipeline (VOI, then stretched over the values present)
+    differs wherever a film does not reach both ends of its window: a new-user trial saw the
+    preview's corner at grey 1 where the viewer drew 47, and the picture jump when the full
+    image came. Without a window in the file, "file default" is the full range, which is what
+    the display pipeline shows."""
+    if decoded.window is None:
+        return decoded.display
+    return window_level(decoded, *decoded.window)
+
+
 def strided(display: np.ndarray, max_side: int) -> np.ndarray:
     """A quick preview by keeping every n-th pixel (no resampling, no copy), for screens that
     show the image smaller than it is.
@@ -424,12 +437,13 @@ class StudyViewer:
             path = str(resolve_uri(uri, self.blobs))
             reduced = decode_reduced(ImageSource(name=path, path=path), max_side)
             if reduced is not None:
-                pixels = square_pixels(strided(reduced.display, max_side),
+                pixels = square_pixels(strided(at_file_default(reduced), max_side),
                                        reduced.info.pixel_spacing)
                 self._previews.put(key, pixels)
                 return pixels
             full = self._decoded_by_id(image_id)
-        pixels = square_pixels(strided(full.display, max_side), full.info.pixel_spacing)
+        pixels = square_pixels(strided(at_file_default(full), max_side),
+                               full.info.pixel_spacing)
         self._previews.put(key, pixels)
         return pixels
 
