@@ -9,14 +9,7 @@ import pytest
 
 from rrg_review.app.deps import AUTOSAVE_S
 from rrg_review.app.fair import FairLimits, FairQueue
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.test_accounts import Clock
 
 
 @pytest.fixture
