@@ -113,13 +113,11 @@ class FairQueue:
                 # who flooded alone has none left the moment another reader arrives
                 self._tokens[user] = (max(0.0, tokens - 1), now)
                 return None
-            if tokens < 1:
-                self._tokens[user] = (tokens, now)
-                refused = True
-            else:
+            if tokens >= 1:
                 self._tokens[user] = (tokens - 1, now)
                 return None
-        return self._refused(user, "reader", 0, rate=refused)
+            self._tokens[user] = (tokens, now)
+        return self._refused(user, "reader", 0, rate=True)
 
     def _others_active(self, user: str, now: float) -> bool:
         """Note `user`'s request; whether another reader made one within `others_within`
