@@ -62,6 +62,9 @@ def type_into(page, section: str, text: str) -> None:
 
 def test_typed_text_survives_alt_n_a_worklist_click_and_a_reload_with_no_wait(browser, app):
     page = new_page(browser, app.url)
+    joins: list[str] = []  # what the page sent (said when a round's text was not saved)
+    page.on("request", lambda r: joins.append(r.post_data or "")
+            if r.method == "POST" and "/queue/join" in r.url else None)
     click_row(page, "DEMO-0001")
     for i in range(4):  # back and forth: type, then at once Alt+N / Alt+P
         key = key_on_screen(page)  # the list is in natural key order: 0001 then 0002
@@ -71,7 +74,11 @@ def test_typed_text_survives_alt_n_a_worklist_click_and_a_reload_with_no_wait(br
         page.keyboard.press("Alt+n" if i % 2 == 0 else "Alt+p")
         page.wait_for_function(f"() => document.querySelector('#film .current')"
                                f".dataset.study !== '{before}'")
-        assert latest_text(app, key, "findings") == text  # saved in the same request
+        # saved in the same request (else the history says what was stored, and when)
+        assert latest_text(app, key, "findings") == text, (app.query(
+            "SELECT r.number, r.text, r.autosave, r.created_at FROM revision r JOIN study s "
+            "ON s.id = r.study_id WHERE s.study_key = ? AND r.section = 'findings' "
+            "ORDER BY r.number", key), [j[:300] for j in joins if text in j])
         # the boxes take keys again once they show the new study (the film may come first)
         page.wait_for_function("() => !document.body.classList.contains('rrg-leaving')")
     # a click on another study of the worklist, right after typing

@@ -285,6 +285,14 @@ def test_quick_invert_preset_and_typed_values_never_disagree_with_the_image(brow
     page.keyboard.press("Enter")  # refused: the box goes back to what is on screen
     got = canvas_matches(page, path)
     assert got["shown"]["preset"] == "lung" and got["shown"]["c"] != "not a number"
+    assert "not a number" in page.locator("#wl-status").inner_text()
+    # numbers as readers type them: "2,500" was applied as 2 (a new-user trial); "12abc" as 12
+    for typed, want in (("2,500", 2500), ("2 500", 2500), ("2500,5", 2500.5),
+                        ("12abc", 2500.5)):
+        page.locator("#wl-width").fill(typed)
+        page.keyboard.press("Enter")
+        got = canvas_matches(page, path)
+        assert got["w"] == want and float(got["shown"]["w"]) == want, (typed, got["shown"])
     # values out of all reason are kept within the film's range, and the box says what is
     # applied (a window of 0, -50 or 1e12 was taken as typed)
     lo, hi = page.evaluate("() => { const [c, w] = rrgViewer.presets['full range'];"

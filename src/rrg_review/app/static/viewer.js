@@ -248,10 +248,24 @@
     V.c = Math.round(within(c, L.c) * 100) / 100;
     V.w = Math.round(within(w, L.w) * 100) / 100;
   };
+  // A typed number as readers write one: "2,500", "2 500" and "2500" are the same (thousands
+  // grouped by commas or spaces), "2,5" is 2.5 (a decimal comma). Anything else is not a
+  // number and is refused: "2,500" was read as 2 (parseFloat stops at the comma: a new-user
+  // trial), and "12abc" as 12.
+  const typedNumber = (text) => {
+    let t = String(text).trim().replace(/[\s\u00a0\u202f]/g, '');
+    if (/^[-+]?\d{1,3}(,\d{3})+(\.\d+)?$/.test(t)) t = t.replace(/,/g, '');
+    else if (/^[-+]?\d*,\d+$/.test(t)) t = t.replace(',', '.');
+    return /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(t) ? Number(t) : NaN;
+  };
   const applyTyped = (input) => {
     delete input.dataset.typed;
-    const value = parseFloat(input.value);
-    if (V.img && Number.isFinite(value)) {
+    const value = typedNumber(input.value);
+    if (V.img && !Number.isFinite(value)) {
+      el('wl-status').textContent = `"${input.value.trim().slice(0, 20)}" is not a number: ` +
+        `the ${input.id === 'wl-center' ? 'level' : 'window'} is unchanged.`;
+      sync();
+    } else if (V.img) {
       const center = input.id === 'wl-center';
       if (center) setWindow(value, V.w); else setWindow(V.c, value);
       const applied = center ? V.c : V.w, [lo, hi] = V.limits[center ? 'c' : 'w'];
