@@ -261,7 +261,10 @@ def test_accept_asks_first_when_the_reader_has_edits_and_invents_no_likert(desk)
     session, texts = opened(d, reader, ids[3])
     mine = {**texts, "findings": texts["findings"] + " My addition."}
     asked = d.accept(session, mine, typed(ids[3], "findings"))
-    assert asked.needs_confirm and "findings" in asked.message
+    assert asked.needs_confirm and "Your findings differ from the draft" in asked.message
+    alone = d.accept(session, {**texts, "impression": texts["impression"] + " Mine."},
+                     typed(ids[3], "impression"))
+    assert "Your impression differs from the draft" in alone.message  # (not "differ")
     assert d.review.current(reader, ids[3]) == {} and d.review.latest_rating(reader, ids[3]) \
         is None
     done = d.accept(session, mine, typed(ids[3], "findings"), confirmed=True)

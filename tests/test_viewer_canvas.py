@@ -790,6 +790,87 @@ def test_p_twice_comes_back_to_the_film_left(browser, films):
     assert "Image 2 of 2" in page.locator("#wl-caption").inner_text()
 
 
+VIEW_NOW = """() => {
+  const v = window.rrgViewer, c = document.querySelector('#wl-canvas');
+  const r = document.querySelector('#wl-stage').getBoundingClientRect();
+  const top = document.querySelector('#enlarged-tools').offsetHeight;
+  const h = r.height - top - document.querySelector('#wl-caption').offsetHeight;
+  const fit = Math.min(r.width / c.width, h / (c.height * v.a));
+  return {z: v.s / fit, fx: (r.width / 2 - v.tx) / (c.width * v.s),
+          fy: (top + h / 2 - v.ty) / (c.height * v.s * v.a)};
+}"""
+
+
+def test_p_keeps_the_part_of_the_chest_in_view_the_tool_and_each_films_line(browser, films):
+    """A seventh new-user trial (medium): P opened the other study's film at fit, so comparing
+    one zone meant zooming and panning again on every flip. P now shows the same part of the
+    film (fractions of its width and height at the view's centre) at the same zoom over fit,
+    as linked PACS viewports do; each film keeps its own window. (Lows of the same trial:)
+    Measure stays on through P, a film's line is there again on coming back, P without the
+    prior beside says how to show it, and a picked preset is not renamed to another preset
+    of the same values."""
+    app, _ = films
+    page, requests = open_page(browser, app, 1920, 1080)
+    click_row(page, "BIG2")
+    wait_text(page, "film-head", "BIG2")
+    page.locator("#toggle-prior").click()
+    page.locator("#prior-panel [data-index='0'] img").wait_for()
+    enlarge(page, "BIG2")
+    for _ in range(3):  # zoomed in on the upper left zone
+        page.mouse.move(700, 400)
+        page.mouse.wheel(0, -300)
+        page.wait_for_timeout(100)
+    page.mouse.move(900, 600)
+    page.mouse.down()
+    page.mouse.move(960, 640, steps=4)  # and panned a little
+    page.mouse.up()
+    here = page.evaluate(VIEW_NOW)
+    assert here["z"] > 1.5, here
+    page.locator("#wl-measure").click()
+    page.mouse.move(800, 500)
+    page.mouse.down()
+    page.mouse.move(1000, 500, steps=5)
+    page.mouse.up()
+    line = page.evaluate("() => rrgViewer.length.px")
+    page.keyboard.press("p")
+    page.wait_for_function("() => rrgViewer.full && rrgPick() === 'prior:0'", timeout=90_000)
+    there = page.evaluate(VIEW_NOW)
+    for k in ("z", "fx", "fy"):
+        assert abs(there[k] - here[k]) < 0.01 * max(1, abs(here[k])), (k, here, there)
+    assert page.locator("#wl-measure").get_attribute("aria-pressed") == "true"
+    assert "drag measures" in page.locator("#wl-caption").inner_text()
+    assert page.evaluate("() => rrgViewer.length") is None  # the prior has no line of its own
+    page.keyboard.press("p")
+    page.wait_for_function("() => rrgViewer.full && rrgPick() === 'current:0'", timeout=90_000)
+    back = page.evaluate(VIEW_NOW)
+    assert all(abs(back[k] - here[k]) < 0.01 * max(1, abs(here[k])) for k in here), (here, back)
+    assert page.evaluate("() => rrgViewer.length.px") == line  # the film's line is back
+    drawn = page.evaluate("""() => { const l = document.querySelector('#wl-line');
+      return [l.style.display, +l.getAttribute('x2') - +l.getAttribute('x1')]; }""")
+    assert drawn[0] != "none" and abs(drawn[1] - 200) < 2, drawn  # where it was drawn
+    # ← → is another projection: at fit (a one-film study reopens its film)
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => rrgViewer.full", timeout=90_000)
+    assert abs(page.evaluate(VIEW_NOW)["z"] - 1) < 0.01
+    # a picked preset keeps its name where another has the same values
+    presets = page.evaluate("() => rrgViewer.presets")
+    twins = [(a, b) for a in presets for b in presets
+             if a < b and presets[a] == presets[b]]
+    for a, b in twins:
+        for name in (a, b):
+            page.locator("#wl-preset").select_option(name)
+            assert page.locator("#wl-preset").input_value() == name, (name, presets)
+    page.keyboard.press("Escape")
+    page.locator("#toggle-prior").click()  # the prior off: P says how to show it
+    page.locator("#prior-panel [data-index='0'] img").wait_for(state="detached")
+    enlarge(page, "BIG2")
+    assert "no prior beside (Alt+B" in page.locator("#wl-caption").inner_text()
+    page.keyboard.press("p")
+    wait_text(page, "wl-status", "Alt+B shows it")
+    assert page.evaluate("() => rrgPick()") == "current:0"
+    assert requests.outside() == []
+
+
 def test_an_image_picked_while_the_last_one_loads_still_opens(browser, films):
     """A second new-user trial (medium): → (or another film) pressed before the first film's
     full image had arrived left the view on "Loading the full image…" for good, with no window

@@ -63,6 +63,12 @@ LEFT_KEPT = 20  # unsaved studies a page load reports at most
 OWN_KEPT = 50  # texts per section a tab reports as its own (page.js keeps as many)
 
 
+def _differ(sections: list[str]) -> str:
+    """"findings differ", "impression differs", "findings and impression differ" ("Your
+    impression differ from the draft" was on the page: a new-user trial)."""
+    return " and ".join(sections) + (" differs" if sections == ["impression"] else " differ")
+
+
 class TabRefused(ReviewError):
     """The request's login is not the reader this tab's state belongs to."""
 
@@ -814,7 +820,7 @@ class Desk:
         own = [s for s in SECTIONS if (texts.get(s) or "") != drafts[s]
                or (session.base.get(s) is not None and session.shown.get(s) != drafts[s])]
         if own and not confirmed:
-            return Accepted(f"Your {' and '.join(own)} differ from the draft. Accepting replaces "
+            return Accepted(f"Your {_differ(own)} from the draft. Accepting replaces "
                             "them with the draft (your text stays in the history). Press "
                             "**Accept the draft, replacing my edits** to go on.",
                             needs_confirm=True)
@@ -858,7 +864,7 @@ class Desk:
             changed = [s for s in SECTIONS if (texts.get(s) or "").strip() != drafts[s].strip()]
             if changed:
                 return False, ("⚠ Not rated: “Acceptable without changes” is ticked, but your "
-                               f"{' and '.join(changed)} differ from the draft; untick it, or "
+                               f"{_differ(changed)} from the draft; untick it, or "
                                "revert to the draft.")
         suggested = (self.aids.suggest(self.draft_texts(session), texts)
                      if texts is not None else None)

@@ -15,7 +15,9 @@
   // what a drag does says which tool is on (it said "drag pan" while Measure was on)
   const hints = (measuring) => 'right-drag window/level · wheel zoom · ' +
     (measuring ? 'drag measures' : 'drag pan') + ' · double-click fits · ' +
-    '← → other images · P current ⇄ prior · Esc closes';
+    '← → other images · ' +
+    (figures('prior').length ? 'P current ⇄ prior' : 'no prior beside (Alt+B shows it)') +
+    ' · Esc closes';
   const cache = new Map();  // url -> Uint16Array (the last few images: ← → come back to them)
   const pending = new Map();  // url -> {promise, controller, study} of a file on its way
   // image id -> the reader's {c, w, inv} for each image opened on this page, so that flipping
@@ -23,6 +25,9 @@
   // retyped a lung window on every flip). In memory only: a reload starts from the defaults.
   const remembered = new Map();
   const REMEMBER = 1000;
+  // image id -> the line measured on it (full-image pixels): a measurement stays with its
+  // film through ← → and P and is there on coming back (it was dropped: a new-user trial)
+  const lines = new Map();
   let root = null, stage, canvas, ctx, imageData = null, out32 = null, lut = null;
   let fast, fastCtx, fastData = null, fast32 = null;
   let drag = null, queued = false, lastData = null;
@@ -141,7 +146,8 @@
   };
   const measure = () => {
     const L = V.line, sp = V.meta && V.meta.spacing;
-    if (!L) { V.length = null; el('wl-length').textContent = ''; return; }
+    if (V.meta) { if (L) lines.set(V.meta.image, L); else lines.delete(V.meta.image); }
+    if (!L) { V.length = null; el('wl-length').textContent = ''; drawLine(); return; }
     const dx = L[2] - L[0], dy = L[3] - L[1], px = Math.hypot(dx, dy);
     // spacing is (row, column) mm: rows are y, columns are x
     const mm = sp ? Math.hypot(dx * sp[1], dy * sp[0]) : null;
@@ -169,6 +175,28 @@
     V.ty = b.top + (b.h - canvas.height * sy()) / 2;
     V.fitted = true; view = b;
     place();
+  };
+  // Current and prior are linked as PACS viewports are: P opens the other study's film on the
+  // same part of the chest at the same zoom (it opened at fit, and flipping to compare one
+  // zone meant zooming again each time: a new-user trial). The part in view is the zoom over
+  // the fit zoom and the film's point (fractions of its width and height) at the view's
+  // centre; each study's film keeps its own window. ← → (another projection) start at fit.
+  let carry = null;  // the view the image being opened takes at its first fit (P)
+  const viewNow = () => {
+    if (V.fitted || !canvas.width || !view) return null;
+    const b = viewBox(), s = Math.min(b.w / canvas.width, b.h / (canvas.height * V.a));
+    return {z: V.s / s, fx: (b.w / 2 - V.tx) / (canvas.width * V.s),
+            fy: (b.top + b.h / 2 - V.ty) / (canvas.height * sy())};
+  };
+  const fitOrCarry = () => {
+    fit();
+    const v = carry; carry = null;
+    if (!v) return;
+    const b = viewBox();
+    V.s *= v.z;
+    V.tx = b.w / 2 - v.fx * canvas.width * V.s;
+    V.ty = b.top + b.h / 2 - v.fy * canvas.height * sy();
+    V.fitted = false; keepInView(); place();
   };
   // A resized window (#21 M1: at 1920 -> 1366 the lower lungs were left off-screen, growing
   // left the film small in a corner): a film still at "fit" is fitted again; one the reader
@@ -222,8 +250,10 @@
     if (!known) { el('wl-center').value = ''; el('wl-width').value = ''; return; }
     const def = V.presets['file default'] || [V.c, V.w];
     const [c, w] = V.img ? [V.c, V.w] : def;
-    const name = Object.keys(V.presets).find((k) => V.presets[k][0] === c &&
-                                                   V.presets[k][1] === w);
+    // the preset the reader picked, where another has the same values ("full range" of a
+    // file whose default is its full range showed "file default": a new-user trial)
+    const same = (k) => V.presets[k] && V.presets[k][0] === c && V.presets[k][1] === w;
+    const name = same(V.picked) ? V.picked : Object.keys(V.presets).find(same);
     preset.value = name || 'custom';
     for (const [id, value] of [['wl-center', c], ['wl-width', w]]) {
       const input = el(id);
@@ -310,7 +340,7 @@
     });
     el('wl-preset').addEventListener('change', (e) => {
       const p = V.presets[e.target.value];
-      if (p && V.img) { setWindow(p[0], p[1]); render(); }
+      if (p && V.img) { V.picked = e.target.value; setWindow(p[0], p[1]); render(); }
     });
     for (const id of ['wl-center', 'wl-width']) {
       const input = el(id);
@@ -398,9 +428,13 @@
       refitQueued = true; requestAnimationFrame(refit);
     }
   };
-  const open = (pick) => {
+  // `within`: opened from another film of the same view (P, ← →): the tool in use stays (a
+  // drag after P panned where the reader meant to measure: a new-user trial); a film opened
+  // from the gallery starts with the pan tool. `region`: the part of the film to show (P).
+  const open = (pick, within = false, region = null) => {
     build();
-    setMeasuring(false);
+    setMeasuring(within && V.measuring);
+    carry = region;
     const [film, at] = pick.split(':'), figs = figures(film), index = Number(at);
     const fig = figs[index]; if (!fig) return;
     left[film] = {study: fig.closest('.film-study').dataset.study, at: index};
@@ -411,8 +445,8 @@
     // the head names the patient, the prior's as the current study's (whose film it is)
     captionHead = `${head ? head.innerText : ''} · ` +
       `${fig.querySelector('figcaption').innerText} · Image ${index + 1} of ${figs.length} · `;
-    el('wl-caption').textContent = captionHead + hints(false);
-    el('flip-prior').disabled = !figures('prior').length;
+    el('wl-caption').textContent = captionHead + hints(V.measuring);
+    // (never disabled: P and a click without the prior beside say how to show it)
     el('wl-preset').innerHTML = '';
     el('wl-status').textContent = 'Loading the full image…';
     const img = fig.querySelector('img');  // the film's preview, at once
@@ -423,7 +457,7 @@
       const rgba = ctx.getImageData(0, 0, w, h).data, grey = new Uint16Array(w * h);
       for (let i = 0; i < grey.length; i++) grey[i] = rgba[i * 4];
       preview = {data: grey, width: w, height: h};
-      fit();
+      fitOrCarry();
     } else { imageData = null; out32 = null; }
     sync();
     lastData = null;  // the same image again: its (unchanged) data counts as new
@@ -437,17 +471,17 @@
     const [film, at] = V.pick.split(':'), other = film === 'prior' ? 'current' : 'prior';
     const figs = figures(other), n = figs.length;
     if (!n) {
-      el('wl-status').textContent = 'No prior beside: close (Esc) and show it (Alt+B) first.';
+      el('wl-status').textContent = 'No prior beside: Alt+B shows it (if there is one), then P.';
       return;
     }
     const was = left[other], study = figs[0].closest('.film-study').dataset.study;
     const back = was && was.study === study && was.at < n ? was.at : null;
-    open(`${other}:${back === null ? Math.min(Number(at), n - 1) : back}`);
+    open(`${other}:${back === null ? Math.min(Number(at), n - 1) : back}`, true, viewNow());
   };
   const step = (k) => {
     if (!V.pick) return;
     const [film, at] = V.pick.split(':'), n = figures(film).length;
-    if (n) open(`${film}:${((Number(at) + k) % n + n) % n}`);
+    if (n) open(`${film}:${((Number(at) + k) % n + n) % n}`, true);
   };
   V.draw = render;  // the full-resolution frame (a test times it)
   window.rrgPick = () => V.pick || '';
@@ -482,6 +516,7 @@
       if (name === 'custom') o.disabled = true;
       select.appendChild(o);
     }
+    V.line = lines.get(d.image) || null; measure();
     const mine = remembered.get(d.image), def = d.presets['file default'];
     if (mine) setWindow(mine.c, mine.w); else setWindow(def[0], def[1]);
     if (!invertTouched) V.inv = mine ? mine.inv : false;
@@ -504,7 +539,7 @@
              standIn: !full};
     useSize(width, height, max);
     render();
-    if (V.fitted || !shown) fit();
+    if (!shown) fitOrCarry(); else if (V.fitted) fit();
     else { V.s *= was / width; place(); }  // zoomed or panned meanwhile: kept
     V.full = full;
     if (full) el('wl-status').textContent = '';
