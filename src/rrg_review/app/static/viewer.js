@@ -411,6 +411,36 @@
     });
   };
 
+  // -- the gallery's films -------------------------------------------------------------------
+  // Gradio updates the film panel's HTML in place: the next study's <img> elements are the
+  // last study's with a new src, and Chromium goes on drawing the old picture until the new
+  // one has loaded, under the new patient's header (0.3-0.6 s on a slow link: a new-user
+  // trial, high). A film whose picture is on its way is hidden (black) until it is there; the
+  // observer runs before the next paint, so the old picture is never drawn under the new head.
+  const FILMS = '#film .film-images img';
+  const shownWhenLoaded = (img) => {
+    img.classList.toggle('rrg-loading', !(img.complete && img.naturalWidth));
+  };
+  for (const ev of ['load', 'error']) {  // (an error shows the browser's broken-image sign)
+    document.addEventListener(ev, (e) => {
+      if (e.target.matches && e.target.matches(FILMS)) e.target.classList.remove('rrg-loading');
+    }, true);
+  }
+  new MutationObserver((records) => {
+    for (const r of records) {
+      if (r.type === 'attributes') {
+        if (r.target.matches(FILMS)) shownWhenLoaded(r.target);
+        continue;
+      }
+      for (const n of r.addedNodes) {
+        if (n.nodeType !== 1) continue;
+        if (n.matches(FILMS)) shownWhenLoaded(n);
+        for (const img of n.querySelectorAll(FILMS)) shownWhenLoaded(img);
+      }
+    }
+  }).observe(document.documentElement, {subtree: true, childList: true, attributes: true,
+                                        attributeFilter: ['src']});
+
   // -- which image ----------------------------------------------------------------------------
   const figures = (film) => [...document.querySelectorAll(
     `#film .film-study.${film === 'prior' ? 'prior' : 'current'} [data-index]`)];

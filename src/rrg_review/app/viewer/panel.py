@@ -31,7 +31,8 @@ def _image_src(viewer: StudyViewer, img: ImageView) -> str:
 
 def study_line(view: StudyView, prior: bool = False) -> str:
     esc = html.escape
-    when = esc(str(view.study_date or "date unknown"))
+    # (a date never breaks at its hyphens: "2026-03-" / "12" at 1366, a new-user trial)
+    when = f'<span class="nobreak">{esc(str(view.study_date or "date unknown"))}</span>'
     if prior:  # named as the current study is (a reader checks whose film it is: new-user trial)
         return (f"<b>Patient {esc(view.patient_key)}</b> · PRIOR (read-only) · <b>{when}</b>"
                 f" · Study {esc(view.study_key)}")
