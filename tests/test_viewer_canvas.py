@@ -973,3 +973,83 @@ def test_the_next_patients_head_never_sits_over_the_last_patients_film(browser, 
     page.wait_for_function("() => [...document.querySelectorAll('#film .current .film-images"
                            " img')].every((i) => getComputedStyle(i).visibility !== 'hidden'"
                            " && i.complete && i.naturalWidth)", timeout=90_000)
+
+
+def test_a_film_shown_smaller_than_half_is_drawn_from_averaged_pixels(browser, films):
+    """An eighth new-user trial (medium): at fit (0.18x) the enlarged view dropped the
+    3-pixel arms of a marker cross that the gallery preview kept: the browser scaled the
+    full-resolution canvas straight down (bilinear: 4 of every 30 pixels read). Shown at
+    less than half size, the film is drawn from a copy halved k times (2 x 2 means), so
+    every pixel counts; the copy equals the box mean of the full canvas (numpy)."""
+    app, _ = films
+    page, _ = open_page(browser, app)
+    enlarge(page, "BIG2")
+    got = page.evaluate("""() => {
+      const v = window.rrgViewer, c = document.querySelector('#wl-canvas');
+      const m = document.querySelector('#wl-mip');
+      const grey = (cv) => { const d = cv.getContext('2d').getImageData(0, 0, cv.width,
+        cv.height).data; const out = new Array(cv.width * cv.height);
+        for (let i = 0; i < out.length; i++) out[i] = d[i * 4]; return out; };
+      return {s: v.s, shown: getComputedStyle(m).display, hidden: getComputedStyle(c).visibility,
+              full: [c.width, c.height, grey(c)], mip: [m.width, m.height, grey(m)]};
+    }""")
+    assert got["s"] < 0.5 and got["shown"] == "block" and got["hidden"] == "hidden", got["s"]
+    w, h, full = got["full"]
+    mw, mh, mip = got["mip"]
+    k = round(np.log2(w / mw))
+    f = 2 ** k
+    assert k >= 1 and got["s"] * f >= 0.5 and round(h / mh) == f, (k, got["s"], h, mh)
+    full = np.array(full, dtype=float).reshape(h, w)
+    mean = full[: h // f * f, : w // f * f].reshape(h // f, f, w // f, f).mean(axis=(1, 3))
+    drawn = np.array(mip, dtype=float).reshape(mh, mw)[: h // f, : w // f]
+    err = np.abs(drawn - mean)
+    print(f"\nshown at {got['s']:.3f}x from a copy halved {k} times: |copy - box mean| "
+          f"p99 {np.percentile(err, 99):.2f}, max {err.max():.2f} grey levels")
+    assert np.percentile(err, 99) <= 1.0 and err.max() <= 2.0
+    # zoomed to more than half size the full-resolution canvas is shown again
+    page.mouse.move(600, 400)
+    for _ in range(10):
+        page.mouse.wheel(0, -300)
+        page.wait_for_timeout(30)
+    page.wait_for_function("() => rrgViewer.s >= 0.5")
+    assert page.evaluate("() => [getComputedStyle(document.querySelector('#wl-mip')).display,"
+                         " getComputedStyle(document.querySelector('#wl-canvas')).visibility]"
+                         ) == ["none", "visible"]
+
+
+def test_pixel_files_travel_gzipped_and_nothing_else_is_served_that_way(browser, films):
+    """An eighth new-user trial (medium, on a 1 MB/s link): full images took 10-24 s; they
+    went as raw 16-bit values. Each pixel file is stored once packed beside it (differences,
+    high bytes then low bytes, gzipped), and a browser that accepts gzip gets that copy, which
+    the page unpacks: the canvas still equals the server's pipeline, and the values equal the
+    plain file's. A `../` out of the pixel folder is not answered from it."""
+    app, files = films
+    page, _ = open_page(browser, app)
+    sizes: dict[str, tuple[str | None, int]] = {}
+
+    def seen(response) -> None:
+        if response.url.endswith(".u16"):
+            body = response.body()
+            sizes[response.url] = (response.headers.get("content-encoding"), len(body))
+
+    page.on("response", seen)
+    enlarge(page, "MONO1")
+    canvas_matches(page, files["MONO1"], step=13)
+    assert sizes and all(enc == "gzip" for enc, _ in sizes.values()), sizes
+    for url, (_, decoded) in sizes.items():
+        sent = page.evaluate("(u) => performance.getEntriesByName(u)[0].encodedBodySize", url)
+        print(f"\n{url.rsplit('-', 1)[1]}: {decoded} bytes sent as {sent} ({sent / decoded:.2f})")
+    full = next(url for url in sizes if url.endswith("-0.u16"))
+    plain = page.request.get(full, headers={"Accept-Encoding": "identity"})
+    packed = page.request.get(full, headers={"Accept-Encoding": "gzip"})
+    assert plain.status == packed.status == 200
+    assert packed.headers.get("x-pixel-coding") == "delta-planes"
+    planes = np.frombuffer(packed.body(), dtype=np.uint8)  # (gzip undone by the client)
+    n = planes.size // 2
+    delta = (planes[:n].astype(np.uint16) << 8) | planes[n:]
+    values = np.cumsum(delta, dtype=np.uint64) % 65536  # the page's unpacking, in numpy
+    assert np.array_equal(values.astype(np.uint16), np.frombuffer(plain.body(), np.uint16))
+    folder = full.split("/file=", 1)[1].rsplit("/", 2)[0]  # .../previews
+    outside = page.request.get(full.split("/file=", 1)[0] + "/file=" + folder
+                               + "/../app.sqlite.u16", headers={"Accept-Encoding": "gzip"})
+    assert outside.status != 200 or "gzip" not in outside.headers.get("content-encoding", "")

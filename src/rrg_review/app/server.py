@@ -59,7 +59,13 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
@@ -69,6 +75,7 @@ from rrg_review.app.accounts.service import AccountService, SessionStore
 from rrg_review.app.asset_cache import AssetCache
 from rrg_review.app.fair import FairQueue
 from rrg_review.app.stream_end import StreamsEnd, is_event_stream
+from rrg_review.app.viewer.service import packed
 from rrg_review.app.web_policy import (
     CORS_PREFIX,
     LOGIN_FIELD,
@@ -113,6 +120,9 @@ class ServerOptions:
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     gradio_cache: Path | None = None  # Gradio's private temp folder (GRADIO_TEMP_DIR)
+    # the viewer's folder of previews and pixel files: a pixel file goes gzipped where the
+    # browser accepts it (`_packed_pixels`)
+    pixel_dir: Path | None = None
     # written where the page's script tag in Gradio's `head` needs the page's CSP nonce
     # (web_policy.nonce_placeholder); each page gets its own nonce in its place
     nonce_placeholder: str = field(default_factory=nonce_placeholder)
@@ -483,6 +493,7 @@ class Guard:
         self.app, self.check, self.options = app, check, options
         self.streams = streams or StreamsEnd()
         self.cache = options.gradio_cache.resolve() if options.gradio_cache else None
+        self.pixels = options.pixel_dir.resolve() if options.pixel_dir else None
         self.on_export_download = on_export_download
         self.headers = security_headers(tls=options.tls)
         self._downloading: set[Path] = set()
@@ -517,6 +528,13 @@ class Guard:
         served = _export_file(request.url.path, self.cache)
         if served is not None:
             await self._download(served, request, scope, receive, send, sent)
+            return
+        gz = _packed_pixels(request, self.pixels)
+        if gz is not None:  # (signed in: the check above)
+            answer = FileResponse(gz, media_type="application/octet-stream", headers={
+                "Content-Encoding": "gzip", "X-Pixel-Coding": "delta-planes",
+                "Vary": "Accept-Encoding", "Cache-Control": "private, max-age=3600"})
+            await answer(scope, receive, self._with_headers(send, sent, request))
             return
         try:
             await self._serve(request, scope, receive, self._with_headers(send, sent, request))
@@ -654,6 +672,23 @@ def _export_file(url_path: str, cache: Path | None) -> Path | None:
     if target.name.startswith(EXPORT_PREFIX) and target.is_relative_to(cache):
         return target
     return None
+
+
+def _packed_pixels(request: Request, pixels: Path | None) -> Path | None:
+    """The packed copy (viewer/service.py `packed`) of the viewer's pixel file a GET of
+    Gradio's `/file=` URL asks for, when the browser accepts gzip and the copy is there; None
+    sends the request on to Gradio as it is (which serves the plain file, and every other
+    file)."""
+    path = request.url.path
+    if (pixels is None or request.method != "GET" or "/file=" not in path
+            or not path.endswith(".u16")
+            or "gzip" not in request.headers.get("accept-encoding", "")):
+        return None
+    target = Path(urllib.parse.unquote(path.split("/file=", 1)[1])).resolve()
+    if not target.is_relative_to(pixels):  # (a ../ or another folder: Gradio's own answer)
+        return None
+    gz = packed(target)
+    return gz if gz.is_file() else None
 
 
 def _delete(path: Path, then: Callable[[], Any] | None = None) -> None:

@@ -30,6 +30,8 @@
   const lines = new Map();
   let root = null, stage, canvas, ctx, imageData = null, out32 = null, lut = null;
   let fast, fastCtx, fastData = null, fast32 = null;
+  let mipEl, gen = 0, mipGen = -1, mipK = '';  // the film drawn smaller (see showView)
+  const scratch = [];
   let drag = null, queued = false, lastData = null;
   let view = null, refitQueued = false;  // the view the film was last placed in: {w, h, top}
   // the film's preview (its 8-bit grey values, as drawn at the file's default window) until
@@ -60,7 +62,9 @@
     const src = im.data, dst = out32;
     for (let i = 0, n = src.length; i < n; i++) dst[i] = lut[src[i]];
     ctx.putImageData(imageData, 0, 0);
+    gen += 1;
     fast.style.display = 'none';
+    showView();
     V.frames += 1;
     sync();
   };
@@ -102,6 +106,8 @@
         dst[i] = 0xff000000 | (g << 16) | (g << 8) | g;
       }
       ctx.putImageData(imageData, 0, 0);
+      gen += 1;
+      showView();
     }
     sync();
   };
@@ -118,9 +124,41 @@
   // ellipse (a new-user trial). Image pixels stay the unit of a measurement.
   const sy = () => V.s * V.a;
   const schedule = () => { if (!queued) { queued = true; requestAnimationFrame(renderFast); } };
+  // A film shown at less than half its size is drawn from a copy halved k times (each
+  // halving averages 2 x 2 pixels), then scaled by 0.5-1: scaled straight down by the
+  // browser (bilinear, 4 of 30 pixels read at 0.18x) it dropped thin lines: a marker's
+  // 3-pixel arms at fit on a 3,400-pixel film, which the server's preview keeps (a new-user
+  // trial, medium; a pleural line is as thin). The copy is made once per frame drawn and
+  // zoom level; the full-resolution canvas stays what the pixels are (a test reads it back).
+  const levelFor = (s) => (s >= 0.5 ? 0 : Math.min(8, Math.ceil(Math.log2(0.5 / s))));
+  const buildMip = (kx, ky) => {  // (each axis halved on its own: non-square pixels)
+    let src = canvas, w = canvas.width, h = canvas.height;
+    for (let i = 1; i <= Math.max(kx, ky); i++) {
+      const last = i === Math.max(kx, ky), fx = i <= kx ? 2 : 1, fy = i <= ky ? 2 : 1;
+      const dst = last ? mipEl : (scratch[i] = scratch[i] || document.createElement('canvas'));
+      const nw = Math.max(1, Math.ceil(w / fx)), nh = Math.max(1, Math.ceil(h / fy));
+      if (dst.width !== nw || dst.height !== nh) { dst.width = nw; dst.height = nh; }
+      const c = dst.getContext('2d');
+      c.imageSmoothingEnabled = true; c.imageSmoothingQuality = 'low';  // bilinear at 0.5x:
+      c.clearRect(0, 0, nw, nh);                                         // a 2-pixel mean
+      c.drawImage(src, 0, 0, w, h, 0, 0, w / fx, h / fy);
+      src = dst; w /= fx; h /= fy;
+    }
+    mipGen = gen; mipK = `${kx},${ky}`;
+  };
+  const showView = () => {
+    const kx = canvas.width > 1 ? levelFor(V.s) : 0, ky = canvas.width > 1 ? levelFor(sy()) : 0;
+    if (!kx && !ky) { mipEl.style.display = 'none'; canvas.style.visibility = ''; return; }
+    if (mipGen !== gen || mipK !== `${kx},${ky}`) buildMip(kx, ky);
+    mipEl.style.transform = `translate(${V.tx}px, ${V.ty}px) ` +
+      `scale(${V.s * 2 ** kx}, ${sy() * 2 ** ky})`;
+    mipEl.style.display = 'block';
+    canvas.style.visibility = 'hidden';
+  };
   const place = () => {
     canvas.style.transform = `translate(${V.tx}px, ${V.ty}px) scale(${V.s}, ${sy()})`;
     fast.style.display = 'none';
+    showView();
     drawLine();
   };
 
@@ -311,7 +349,7 @@
     if (root) return;
     root = document.createElement('div');
     root.id = 'enlarged';
-    root.innerHTML = `<div id="wl-stage"><canvas id="wl-canvas"></canvas><canvas id="wl-fast"></canvas>
+    root.innerHTML = `<div id="wl-stage"><canvas id="wl-canvas"></canvas><canvas id="wl-mip"></canvas><canvas id="wl-fast"></canvas>
         <svg id="wl-overlay"><line id="wl-line" style="display: none"></line></svg></div>
       <div id="enlarged-tools">
         <button type="button" id="prev-image">◀ image</button>
@@ -329,7 +367,7 @@
       <div id="wl-caption"></div>`;
     document.body.appendChild(root);
     stage = el('wl-stage'); canvas = el('wl-canvas'); ctx = canvas.getContext('2d');
-    fast = el('wl-fast'); fastCtx = fast.getContext('2d');
+    fast = el('wl-fast'); fastCtx = fast.getContext('2d'); mipEl = el('wl-mip');
     el('close-enlarged').addEventListener('click', () => window.rrgEnlarged(false));
     el('next-image').addEventListener('click', () => step(1));
     el('prev-image').addEventListener('click', () => step(-1));
@@ -484,11 +522,14 @@
       const w = img.naturalWidth, h = img.naturalHeight;
       useSize(w, h, 255);
       ctx.drawImage(img, 0, 0);
+      gen += 1;
       const rgba = ctx.getImageData(0, 0, w, h).data, grey = new Uint16Array(w * h);
       for (let i = 0; i < grey.length; i++) grey[i] = rgba[i * 4];
       preview = {data: grey, width: w, height: h};
       fitOrCarry();
-    } else { imageData = null; out32 = null; }
+    } else {  // nothing of the last film stays on the stage meanwhile
+      imageData = null; out32 = null; canvas.width = 1; canvas.height = 1; gen += 1; showView();
+    }
     sync();
     lastData = null;  // the same image again: its (unchanged) data counts as new
     const button = document.getElementById('enlarge-button'); if (button) button.click();
@@ -522,7 +563,8 @@
     V.img = null; V.full = false; V.meta = null; preview = null;
     imageData = null; out32 = null; fastData = null;
     canvas.width = 1; canvas.height = 1; fast.width = 1; fast.height = 1;
-    fast.style.display = 'none';
+    mipEl.width = 1; mipEl.height = 1; mipGen = -1;
+    fast.style.display = 'none'; mipEl.style.display = 'none';
     el('wl-caption').textContent = '';
   };
   document.addEventListener('click', (e) => {
@@ -574,6 +616,14 @@
     V.full = full;
     if (full) el('wl-status').textContent = '';
   };
+  // The server's packed pixel file (viewer/service.py `pack_pixels`; gzip is undone by the
+  // browser): the high bytes of the differences, then their low bytes; summed back here.
+  const unpack = (bytes) => {
+    const n = bytes.length >> 1, out = new Uint16Array(n);
+    let v = 0;
+    for (let i = 0; i < n; i++) { v = (v + ((bytes[i] << 8) | bytes[n + i])) & 0xffff; out[i] = v; }
+    return out;
+  };
   // A uint16 pixel file (cached: ← → come back to it), fetched once per page: a file still on
   // its way is waited for, not asked for again (on a slow link → ← → fetched each 10 MB file
   // twice), and the study it belongs to is kept with it so that leaving the study stops it.
@@ -587,7 +637,9 @@
       try {
         const response = await fetch(url, {credentials: 'same-origin', signal: controller.signal});
         if (!response.ok) throw new Error(String(response.status));
-        const got = new Uint16Array(await response.arrayBuffer());
+        const body = await response.arrayBuffer();
+        const got = response.headers.get('x-pixel-coding') === 'delta-planes'
+          ? unpack(new Uint8Array(body)) : new Uint16Array(body);
         if (got.length !== n) throw new Error(`${got.length} values, not ${n}`);
         cache.set(url, got);
         while (cache.size > 8) cache.delete(cache.keys().next().value);

@@ -311,6 +311,38 @@ class PreviewCache:
                 self._items.popitem(last=False)
 
 
+
+def packed(path: Path) -> Path:
+    """The packed copy of a pixel file, beside it: what the server sends a browser that accepts
+    gzip (server.py), and `viewer.js` unpacks. On a 1 MB/s link a film's full image took
+    10-24 s as raw 16-bit values (a new-user trial). Packed, as PNG's Sub filter does: each
+    value minus the one before it (mod 2^16), the high bytes of all of them, then the low
+    bytes, gzipped (level 1): neighbouring pixels differ by little, so the high bytes are
+    nearly all 0 or 255. A real radiograph (pydicom-data's RG1_UNCI, 15 bits) goes at 0.66 of
+    its size, against 0.87 gzipped as it is; a smooth synthetic film at 0.30."""
+    return path.with_name(path.name + ".gz")
+
+
+def pack_pixels(values: np.ndarray) -> bytes:
+    """The packed bytes (see `packed`) of uint16 values, row after row."""
+    import gzip
+
+    flat = np.ascontiguousarray(values, dtype=np.uint16).ravel()
+    delta = flat.copy()
+    delta[1:] -= flat[:-1]  # (uint16: wraps, as the page's unpacking does)
+    planes = np.concatenate([(delta >> 8).astype(np.uint8), (delta & 0xFF).astype(np.uint8)])
+    return gzip.compress(planes.tobytes(), compresslevel=1, mtime=0)
+
+
+def _write_packed(path: Path, values: np.ndarray) -> None:
+    """A pixel file and its packed copy, each written once (atomically) where missing."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, np.ascontiguousarray(values).tobytes())
+    if not packed(path).exists():
+        atomic_write(packed(path), pack_pixels(values))
+
+
 class StudyViewer:
     def __init__(self, db: Database, blobs: BlobStore, cache: DecodedCache | None = None,
                  preview_dir: Path | None = None) -> None:
@@ -526,9 +558,7 @@ class StudyViewer:
         decoded = self._decoded_by_id(view.image_id)
         values, offset, slope = full_depth_u16(decoded.raw)
         path = self.preview_path(view, 0).with_suffix(".u16")
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, np.ascontiguousarray(values).tobytes())
+        _write_packed(path, values)
         rows, cols = values.shape[:2]
         return FullDepth(path, int(cols), int(rows), offset, slope, decoded.inverted,
                          decoded.info.pixel_spacing, self._stand_in(view, values),
@@ -540,9 +570,7 @@ class StudyViewer:
         small = strided(values, STAND_IN_SIDE)
         step = max(1, int(np.ceil(max(values.shape[:2]) / STAND_IN_SIDE)))
         path = self.preview_path(view, STAND_IN_SIDE).with_suffix(".u16")
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, np.ascontiguousarray(small).tobytes())
+        _write_packed(path, small)
         rows, cols = small.shape[:2]
         return StandIn(path, int(cols), int(rows), step)
 
