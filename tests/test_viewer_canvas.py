@@ -267,6 +267,8 @@ def test_quick_invert_preset_and_typed_values_never_disagree_with_the_image(brow
     page.keyboard.press("Enter")  # Enter applies at once
     got = canvas_matches(page, path)
     assert got["c"] == 9000 and got["shown"]["preset"] == "custom", got["shown"]
+    # and gives the keys back to the view (P typed "1000p" into the box: trial 8, low)
+    assert page.evaluate("() => document.activeElement.id") != "wl-center"
     page.locator("#wl-width").fill("5000")
     page.locator("#wl-center").click()  # blur applies too
     got = canvas_matches(page, path)
@@ -782,8 +784,15 @@ def test_p_twice_comes_back_to_the_film_left(browser, films):
     page.locator("#film .film-study.current [data-index='1'] img").click()
     page.wait_for_function("() => rrgViewer.full && rrgPick() === 'current:1'", timeout=90_000)
     page.locator("#wl-stage").click(position={"x": 5, "y": 300})  # the focus on the view
+    page.mouse.move(600, 400)
+    for _ in range(3):  # zoomed in on the lateral
+        page.mouse.wheel(0, -300)
+        page.wait_for_timeout(50)
     page.keyboard.press("p")
     page.wait_for_function("() => rrgViewer.full && rrgPick() === 'prior:0'", timeout=90_000)
+    # the prior has no lateral (trial 8, low: its PA opened at the lateral's zoom): said, at fit
+    assert "has no lateral film" in page.locator("#wl-status").inner_text()
+    assert abs(page.evaluate(VIEW_NOW)["z"] - 1) < 0.01
     page.keyboard.press("p")
     page.wait_for_function("() => rrgViewer.full", timeout=90_000)
     assert page.evaluate("() => rrgPick()") == "current:1"

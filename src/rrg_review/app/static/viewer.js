@@ -383,10 +383,12 @@
     for (const id of ['wl-center', 'wl-width']) {
       const input = el(id);
       input.addEventListener('input', () => { input.dataset.typed = '1'; });
+      // Enter applies and gives the keys back to the view: P after a typed level went into
+      // the box ("1000p", a new-user trial) instead of flipping to the prior
       input.addEventListener('keydown', (e) => {
-        if (e.key === 'Enter') { e.preventDefault(); applyTyped(input); }
+        if (e.key === 'Enter') { e.preventDefault(); applyTyped(input); input.blur(); }
       });
-      input.addEventListener('blur', () => applyTyped(input));
+      input.addEventListener('blur', () => { if (input.dataset.typed) applyTyped(input); });
     }
     // a measurement's ends stay on the film: a drag past the window's edge measured beyond it
     // (446 mm on a 368 mm film, a third new-user trial)
@@ -507,6 +509,7 @@
     const fig = figs[index]; if (!fig) return;
     left[film] = {study: fig.closest('.film-study').dataset.study, at: index};
     V.pick = pick; V.img = null; V.full = false; V.meta = null; V.presets = {}; V.line = null;
+    V.note = '';
     V.inv = false; V.a = 1; invertTouched = false; preview = null; measure();
     root.setAttribute('data-open', '');
     const study = fig.closest('.film-study'), head = study.querySelector('.film-head');
@@ -537,6 +540,12 @@
   // current ⇄ prior (P): the image last opened there of the study shown now, so that P
   // twice comes back to the film left (it went to the frontal from a lateral: a new-user
   // trial), else the same image number where the other study has it, else its last
+  // a film's projection from its caption ("1: PA · frontal" -> "frontal"); '' when unknown
+  const projection = (fig) => {
+    const caption = fig && fig.querySelector('figcaption');
+    const words = caption ? caption.innerText.split('·') : [];
+    return words.length > 1 ? words[words.length - 1].trim() : '';
+  };
   const flip = () => {
     if (!V.pick) return;
     const [film, at] = V.pick.split(':'), other = film === 'prior' ? 'current' : 'prior';
@@ -547,7 +556,19 @@
     }
     const was = left[other], study = figs[0].closest('.film-study').dataset.study;
     const back = was && was.study === study && was.at < n ? was.at : null;
-    open(`${other}:${back === null ? Math.min(Number(at), n - 1) : back}`, true, viewNow());
+    // else the other study's film of the same projection; the zone in view goes along only
+    // to the same projection (P from a lateral opened the prior's PA at the lateral's zoom:
+    // a new-user trial), and a missing one is said
+    const kind = projection(figures(film)[Number(at)]);
+    const same = figs.findIndex((f) => projection(f) === kind);
+    const to = back !== null ? back : (same >= 0 ? same : Math.min(Number(at), n - 1));
+    const alike = projection(figs[to]) === kind;
+    open(`${other}:${to}`, true, alike ? viewNow() : null);
+    if (!alike && kind) {
+      V.note = `The ${other} study has no ${kind} film: its ` +
+        `${projection(figs[to]) || 'other'} film is shown, at fit.`;
+      el('wl-status').textContent = V.note;
+    }
   };
   const step = (k) => {
     if (!V.pick) return;
@@ -614,7 +635,7 @@
     if (!shown) fitOrCarry(); else if (V.fitted) fit();
     else { V.s *= was / width; place(); }  // zoomed or panned meanwhile: kept
     V.full = full;
-    if (full) el('wl-status').textContent = '';
+    if (full) el('wl-status').textContent = V.note || '';
   };
   // The server's packed pixel file (viewer/service.py `pack_pixels`; gzip is undone by the
   // browser): the high bytes of the differences, then their low bytes; summed back here.
