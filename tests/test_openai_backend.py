@@ -60,8 +60,11 @@ def server(tiny_model, tmp_path_factory):
     if cli is None:
         pytest.skip("the transformers command is not installed next to this python")
     port = _free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    folder = tmp_path_factory.mktemp("serve")
+    log = folder / "serve.log"
+    # `transformers serve` writes each image of a request to a temporary file it never
+    # deletes: in the test's own folder, not /tmp (20 PNGs per run were left there)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TMPDIR": str(folder)}
     with open(log, "wb") as out:
         proc = subprocess.Popen([cli, "serve", "--host", "127.0.0.1", "--port", str(port),
                                  "--device", "cpu", "--dtype", "float32"],
