@@ -130,7 +130,7 @@ def test_a_preview_is_the_files_window_as_the_viewer_draws_it(db, settings, tmp_
     pipeline's stretch over the values present."""
     import pydicom
 
-    from rrg_review.app.viewer.service import at_file_default
+    from rrg_review.app.viewer.service import at_file_default, binned
     from rrg_review.studies.pixels import window_level
 
     raw = decode(src(rg1("RG1_UNCR.dcm"))).raw
@@ -152,5 +152,24 @@ def test_a_preview_is_the_files_window_as_the_viewer_draws_it(db, settings, tmp_
     from PIL import Image
 
     preview = np.asarray(Image.open(viewer.preview_file(viewer.open(1).images[0])))
-    step = int(np.ceil(max(shown.shape) / 1024))
-    assert np.array_equal(preview, shown[::step, ::step])
+    assert np.array_equal(preview, binned(shown, 1024))
+
+
+def test_a_preview_keeps_one_pixel_lines_wherever_they_fall():
+    """A ninth new-user trial (medium): previews kept every n-th pixel, so a 1-pixel line
+    vanished from the gallery unless it fell on a kept column (a cross lost an arm; ten thin
+    lines 6 px apart all went). Each preview pixel is now its block's mean: every line stays,
+    at 1/step of its contrast, wherever it falls."""
+    from rrg_review.app.viewer.service import binned
+
+    film = np.full((2500, 2000), 40, dtype=np.uint8)
+    columns = [601 + 6 * k for k in range(10)]  # none of them on a multiple of 3
+    film[:, columns] = 250
+    small = binned(film, 1024)
+    assert small.shape == (834, 667)  # step 3, the edge padded
+    for x in columns:
+        assert small[:, x // 3].min() >= 40 + (250 - 40) // 3 - 1, x  # each line's block shows it
+    assert np.abs(small.astype(int)[:, :150] - 40).max() == 0  # and nothing else changes
+    sixteen = np.arange(6 * 4, dtype=np.uint16).reshape(6, 4) * 1000
+    assert binned(sixteen, 2).dtype == np.uint16  # (the stand-in: full-depth values)
+    assert binned(sixteen, 2)[0, 0] == round(np.mean(sixteen[:3, :3]))
