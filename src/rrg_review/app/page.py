@@ -365,6 +365,11 @@ class Navigation:
         wl, session = self.page.worklist, d[self.page.tab.state]
         row = evt.index[0] if isinstance(evt.index, list | tuple) else evt.index
         study = int(d[wl.table].iloc[row, 0])
+        # the row clicked last, when it is on the list: a click made while another was on its
+        # way runs after it (`always_last`), but with the first click's event data
+        clicked = Client.parse(d[self.page.tab.client]).row
+        if clicked is not None and clicked in set(d[wl.table].iloc[:, 0].astype(int)):
+            study = clicked
         with session.lock:
             r = self.guard.reader(session, request)
             if study != session.study:
@@ -411,16 +416,20 @@ class Navigation:
 
     def wire_steps(self) -> None:
         """The row click and Previous/Next. The page script holds keystrokes back from a
-        navigation's click until its answer is on screen (`ARRIVED` tells it)."""
+        navigation's click until its answer is on screen (`ARRIVED` tells it). Of row clicks
+        made while one is on its way the last one runs after it (Gradio's default ran a
+        select once at a time and dropped the clicks meanwhile: on a slow link the list then
+        marked another patient's row than the one shown, a new-user trial)."""
         wl, edit_in = self.page.worklist, self.page.edit_in
         studies = self.page.studies.table
         for navigation in (
                 studies.select(self.on_select_reading, edit_in | {studies}, self.study_outs,
-                               **PRIVATE, js=self.page.tab.client_js(
+                               **PRIVATE, trigger_mode="always_last",
+                               js=self.page.tab.client_js(
                                    edit_in | {studies},
                                    (self.page.review.findings, self.page.review.impression))),
                 wl.table.select(self.on_select, edit_in | {wl.table}, self.study_outs,
-                                **PRIVATE, js=self._select_js),
+                                **PRIVATE, trigger_mode="always_last", js=self._select_js),
                 wl.next_study.click(self.on_step(1), edit_in, self.study_outs,
                                     api_name="next_study", **self.with_client),
                 wl.previous_study.click(self.on_step(-1), edit_in, self.study_outs,

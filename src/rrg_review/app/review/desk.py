@@ -94,6 +94,9 @@ class Client:
     own: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # section -> (keystroke events, edit operations) since the study was shown (page.js)
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # the id in the worklist row the reader clicked last (page.js): Gradio re-sends a row
+    # click made while another was on its way with the first click's row (see page.py)
+    row: int | None = None
 
     @classmethod
     def parse(cls, raw: str | None) -> Client:
@@ -110,9 +113,11 @@ class Client:
             own = {s: tuple(str(t) for t in texts[-OWN_KEPT:])
                    for s, texts in (data.get("own") or {}).items()
                    if s in SECTIONS and isinstance(texts, list)}
+            row = data.get("row")
             return cls(int(study) if study not in (None, "") else None, typed,
                        int(data.get("seq") or 0), bool(data.get("visible", True)),
-                       float(data.get("idle_ms") or 0) / 1000, left, own, counts)
+                       float(data.get("idle_ms") or 0) / 1000, left, own, counts,
+                       int(row) if row not in (None, "") else None)
         except (TypeError, ValueError, AttributeError, IndexError, KeyError):
             log.warning("malformed client report ignored: %.200r", raw)
             return cls()

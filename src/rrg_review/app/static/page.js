@@ -104,7 +104,7 @@ window.rrgLogout = () => {
     noteSent(texts);
     const keys = {};
     for (const [s, k] of Object.entries(rrg.keys)) keys[s] = [k[0], k[1], rrg.pressed[s] || 0, k[3] || 0];
-    const report = {study: rrg.study, keys, seq: rrg.seq,
+    const report = {study: rrg.study, keys, seq: rrg.seq, row: rrg.row,
                     visible: !document.hidden, idle_ms: Date.now() - rrg.last};
     // the texts this tab (this one, across its reloads; entries are per tab) sent for the
     // open study: a newer revision holding one of them is this tab's own late save, not
@@ -208,11 +208,18 @@ window.rrgLogout = () => {
   };
   document.addEventListener('click', (e) => {
     if (!e.target.closest) return;
-    if (e.target.closest('#next-study, #prev-study')) { startLeaving(); return; }
-    const row = e.target.closest('#worklist tbody tr');
-    if (!row) return;
+    if (e.target.closest('#next-study, #prev-study')) { rrg.row = null; startLeaving(); return; }
+    // Gradio 6 draws the table's rows as div cells (its <tr> rows are a hidden copy for
+    // measuring: matching those, a row click never held keys back nor said its row)
+    const cell = e.target.closest('#worklist .body-cell[data-row]');
+    if (!cell) return;
+    const table = cell.closest('#worklist');
+    const cells = [...table.querySelectorAll(`.body-cell[data-row="${cell.dataset.row}"]`)]
+      .map((c) => (c.innerText || '').trim());
     const head = $('#film-head'), open = head && /Study (\S+)/.exec(head.innerText || '');
-    const cells = [...row.querySelectorAll('td')].map((td) => (td.innerText || '').trim());
+    // the row clicked last (its id, the first column), sent with the click's event: a click
+    // made while another is on its way is sent again afterwards with the first one's row
+    if (/^\d+$/.test(cells[0] || '')) rrg.row = Number(cells[0]);
     if (!open || !cells.includes(open[1])) startLeaving();  // the open study's row only saves
   }, true);
   document.addEventListener('beforeinput', (e) => {
@@ -339,6 +346,7 @@ window.rrgLogout = () => {
         rrg.reader = sync.reader; rrg.shown = sync.shown || {}; rrg.base = sync.base;
         if (changed) {
           rrg.study = sync.study; rrg.keys = {}; rrg.pressed = {};
+          if (rrg.row === sync.study) rrg.row = null;  // the row clicked last is open
           if (window.rrgEnlarged) window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
           setNote(rrg.strayed ? STRAY_NOTE : '');
           rrg.strayed = false;

@@ -466,7 +466,8 @@
       if (e.target.matches && e.target.matches(FILMS)) e.target.classList.remove('rrg-loading');
     }, true);
   }
-  new MutationObserver((records) => {
+  // (watching the film panel only: the whole page's mutations are many on every update)
+  const films = new MutationObserver((records) => {
     for (const r of records) {
       if (r.type === 'attributes') {
         if (r.target.matches(FILMS)) shownWhenLoaded(r.target);
@@ -478,8 +479,20 @@
         for (const img of n.querySelectorAll(FILMS)) shownWhenLoaded(img);
       }
     }
-  }).observe(document.documentElement, {subtree: true, childList: true, attributes: true,
-                                        attributeFilter: ['src']});
+  });
+  let watched = null;
+  const watchFilms = () => {  // (the panel is found, or found again if Gradio replaced it)
+    const panel = $('#film');
+    if (panel === watched) return;
+    films.disconnect();
+    watched = panel;
+    if (!panel) return;
+    films.observe(panel, {subtree: true, childList: true, attributes: true,
+                          attributeFilter: ['src']});
+    for (const img of panel.querySelectorAll(FILMS)) shownWhenLoaded(img);
+  };
+  watchFilms();
+  document.addEventListener('DOMContentLoaded', watchFilms);
 
   // -- which image ----------------------------------------------------------------------------
   const figures = (film) => [...document.querySelectorAll(
@@ -703,6 +716,7 @@
     swapIn(d, data, d.width, d.height, true);
   };
   setInterval(() => {
+    watchFilms();
     abandon();
     const box = $('#wl-data textarea'), raw = box ? box.value : '';
     if (!raw || raw === lastData) return;
