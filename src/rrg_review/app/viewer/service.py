@@ -217,7 +217,8 @@ def binned(pixels: np.ndarray, max_side: int) -> np.ndarray:
     padded = np.pad(pixels, ((0, -h % step), (0, -w % step)), mode="edge")
     blocks = padded.reshape(padded.shape[0] // step, step, padded.shape[1] // step, step)
     means = blocks.mean(axis=(1, 3), dtype=np.float32)
-    return np.rint(means).astype(pixels.dtype)
+    out: np.ndarray = np.rint(means).astype(pixels.dtype)
+    return out
 
 
 def square_pixels(display: np.ndarray, spacing: tuple[float, float] | None) -> np.ndarray:
