@@ -664,12 +664,18 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
+def _file_target(url_path: str) -> Path | None:
+    """The resolved file a Gradio `/file=` URL names (`..` resolved away), or None."""
+    if "/file=" not in url_path:
+        return None
+    return Path(urllib.parse.unquote(url_path.split("/file=", 1)[1])).resolve()
+
+
 def _export_file(url_path: str, cache: Path | None) -> Path | None:
     """The cached export file a Gradio `/file=` URL points at, if it is one."""
-    if cache is None or "/file=" not in url_path:
-        return None
-    target = Path(urllib.parse.unquote(url_path.split("/file=", 1)[1])).resolve()
-    if target.name.startswith(EXPORT_PREFIX) and target.is_relative_to(cache):
+    target = _file_target(url_path) if cache is not None else None
+    if target is not None and cache is not None and target.name.startswith(EXPORT_PREFIX) \
+            and target.is_relative_to(cache):
         return target
     return None
 
@@ -680,12 +686,11 @@ def _packed_pixels(request: Request, pixels: Path | None) -> Path | None:
     sends the request on to Gradio as it is (which serves the plain file, and every other
     file)."""
     path = request.url.path
-    if (pixels is None or request.method != "GET" or "/file=" not in path
-            or not path.endswith(".u16")
+    if (pixels is None or request.method != "GET" or not path.endswith(".u16")
             or "gzip" not in request.headers.get("accept-encoding", "")):
         return None
-    target = Path(urllib.parse.unquote(path.split("/file=", 1)[1])).resolve()
-    if not target.is_relative_to(pixels):  # (a ../ or another folder: Gradio's own answer)
+    target = _file_target(path)
+    if target is None or not target.is_relative_to(pixels):  # (a ../: Gradio's own answer)
         return None
     gz = packed(target)
     return gz if gz.is_file() else None
