@@ -153,11 +153,13 @@ def test_a_reloaded_page_knows_its_own_late_autosave(browser, app):
     page.on("dialog", lambda dialog: dialog.accept())
     part, tail = "The reader's own impression,", " typed on after the autosave."
     caught: list[tuple[str, bytes, dict]] = []
+    seen: list[str] = []  # (what the page sent, shown when the save never comes)
 
     def catch(route) -> None:
         """The old page's save of `part` is kept for later; nothing with the text leaves."""
         request = route.request
         body = request.post_data or ""
+        seen.append(f"{request.method} {request.url.rsplit('/', 2)[-2:]} {body[:300]}")
         if request.method == "POST" and part in body:
             if json.dumps(part) in body:  # (its input events too: replayed, harmless)
                 caught.append((request.url, request.post_data_buffer or b"",
@@ -172,7 +174,10 @@ def test_a_reloaded_page_knows_its_own_late_autosave(browser, app):
     page.keyboard.type(part)
     page.keyboard.press("Control+s")
     # (the save carries the page's client report, with its edit counter "seq")
-    pump_until(page, lambda: any(b"seq" in body for _, body, _ in caught), "the old page's save")
+    pump_until(page, lambda: any(b"seq" in body for _, body, _ in caught), "the old page's save",
+               detail=lambda: {"box": box(page, "impression").input_value(),
+                               "status": page.locator("#save-status").inner_text(),
+                               "sent": seen[-12:]})
     page.keyboard.type(tail)
     page.unroute_all(behavior="wait")
     held: list = []
@@ -230,13 +235,16 @@ def test_a_reloaded_page_knows_its_own_late_autosave(browser, app):
     assert "not saved" not in status and "elsewhere" not in status, status
 
 
-def pump_until(page, check, what: str, timeout: float = 60) -> None:
-    """Wait for a condition while Playwright's event loop runs (route handlers included)."""
+def pump_until(page, check, what: str, timeout: float = 60, detail=None) -> None:
+    """Wait for a condition while Playwright's event loop runs (route handlers included);
+    `detail` says what the page showed instead when it times out."""
     import time
 
     deadline = time.monotonic() + timeout
     while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out waiting for {what}"
+                                 + (f"; {detail()}" if detail else ""))
         page.wait_for_timeout(100)
 
 
