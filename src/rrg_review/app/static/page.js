@@ -219,7 +219,11 @@ window.rrgLogout = () => {
     const head = $('#film-head'), open = head && /Study (\S+)/.exec(head.innerText || '');
     // the row clicked last (its id, the first column), sent with the click's event: a click
     // made while another is on its way is sent again afterwards with the first one's row
-    if (/^\d+$/.test(cells[0] || '')) rrg.row = Number(cells[0]);
+    if (/^\d+$/.test(cells[0] || '')) {
+      const row = Number(cells[0]);
+      if (row !== rrg.row) rrg.rowTries = 0;
+      rrg.row = row; rrg.rowAt = Date.now();
+    }
     if (!open || !cells.includes(open[1])) startLeaving();  // the open study's row only saves
   }, true);
   document.addEventListener('beforeinput', (e) => {
@@ -243,6 +247,7 @@ window.rrgLogout = () => {
     // paste); a restore's replayed text is not the reader's typing
     rrg.keys[section] = [was ? was[0] : now, now, 0, ((was && was[3]) || 0) + (e.isTrusted ? 1 : 0)];
     rrg.seq += 1;
+    rrg.typedAt = now;
     rrg.unsaved = true;
     remember();
   }, true);
@@ -347,6 +352,7 @@ window.rrgLogout = () => {
         if (changed) {
           rrg.study = sync.study; rrg.keys = {}; rrg.pressed = {};
           if (rrg.row === sync.study) rrg.row = null;  // the row clicked last is open
+          rrg.changedAt = Date.now();
           if (window.rrgEnlarged) window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
           setNote(rrg.strayed ? STRAY_NOTE : '');
           rrg.strayed = false;
@@ -370,6 +376,8 @@ window.rrgLogout = () => {
       }
     }
     settled();
+    chaseRow();
+    markOpenRow();
     applyTheme();
     refitWorklist();
     titleKeys();
@@ -410,6 +418,43 @@ window.rrgLogout = () => {
   // A scroll event on the table makes it read the window again, so one follows every new page.
   let worklistLabel = null;
   // each worklist key's whole text as its tooltip (a long key is wrapped, and was cut off)
+  // The row clicked last wins, whatever became of its click. Gradio can lose it: a row's
+  // select clicked while another is on its way waits for that one, and is dropped when that
+  // one fails (a network error), and a click landing while the table is redrawn raises no
+  // select at all (a new-user trial: 15 of 32 bursts of clicks 0.15-0.35 s apart left
+  // another patient open). Once the page has been still for a moment (no click, no study
+  // change), that row is clicked again, at most CHASE_TRIES times; it stops where the reader
+  // went elsewhere (Next/Previous clear rrg.row), the row left the list, the reader typed into
+  // the study on screen since, or a conflict asks the reader first.
+  const CHASE_AFTER_MS = 1500, CHASE_STILL_MS = 1000, CHASE_EVERY_MS = 2500, CHASE_TRIES = 3;
+  const rowCells = (id) => [...document.querySelectorAll('#worklist .body-cell[data-row]')]
+    .filter((c) => c.dataset.col === '0' && (c.innerText || '').trim() === String(id));
+  const chaseRow = () => {
+    if (rrg.row === null || rrg.row === undefined || rrg.row === rrg.study) return;
+    const now = Date.now();
+    if (now - (rrg.rowAt || 0) < CHASE_AFTER_MS || now - (rrg.changedAt || 0) < CHASE_STILL_MS ||
+        now - (rrg.chasedAt || 0) < CHASE_EVERY_MS) return;
+    const cell = rowCells(rrg.row)[0];
+    if (!cell || (rrg.rowTries || 0) >= CHASE_TRIES || (rrg.typedAt || 0) > rrg.rowAt ||
+        $('#conflict-row button:not([disabled])')) {
+      rrg.row = null;
+      return;
+    }
+    rrg.rowTries = (rrg.rowTries || 0) + 1;
+    rrg.chasedAt = now;
+    // a cell the table has not selected: a click on its selected cell raises no new select
+    const cells = [...cell.parentElement.querySelectorAll('.body-cell[data-col]')];
+    (cells.find((c) => !c.classList.contains('cell-selected')) || cell).click();
+  };
+  // the open study's row is marked (the list marked only the row clicked, and nothing after
+  // Next, Previous or a reload: a new-user trial)
+  const markOpenRow = () => {
+    for (const cell of document.querySelectorAll('#worklist .body-cell[data-row]')) {
+      const id = (cell.parentElement.querySelector('.body-cell[data-col="0"]') || cell).innerText;
+      const open = rrg.study !== null && (id || '').trim() === String(rrg.study);
+      if (cell.classList.contains('rrg-open') !== open) cell.classList.toggle('rrg-open', open);
+    }
+  };
   const titleKeys = () => {
     for (const cell of document.querySelectorAll('#worklist .body-cell[data-col="1"]')) {
       const text = (cell.innerText || '').trim();
