@@ -93,3 +93,22 @@ def test_an_open_page_keeps_its_reader_active():
     """Every open tab sends the autosave tick (an unqueued request) each AUTOSAVE_S: a reader
     with a page open must count as active between two ticks."""
     assert FairLimits().others_within > AUTOSAVE_S
+
+
+def test_out_of_tokens_says_so_without_spending_one(fair):
+    """The server's early refusal (before a join's body is read or its session looked up)
+    asks only this: it refuses exactly when the full check would refuse on the rate, and it
+    spends nothing, so a join it lets through is counted once, by the full check."""
+    queue, clock = fair
+    assert queue.out_of_tokens("mallory") is None  # alone: never
+    assert joins(queue, "mallory", 60) == [None] * 60  # alone, the burst is spent anyway
+    assert queue.out_of_tokens("mallory") is None  # still alone
+    assert queue.enter("alice") is None  # alice is reading
+    queue.leave("alice")
+    refused = queue.out_of_tokens("mallory")
+    assert refused is not None and "more than 5 requests a second" in refused
+    clock.now += 0.3  # 1.5 tokens back: let through, and asking again spends nothing
+    assert [queue.out_of_tokens("mallory") for _ in range(5)] == [None] * 5
+    got = joins(queue, "mallory", 2)  # one token and a half: one join, then the rate
+    assert got[0] is None and got[1] is not None and "requests a second" in got[1]
+    assert queue.out_of_tokens("mallory") is not None

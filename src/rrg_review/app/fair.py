@@ -119,6 +119,20 @@ class FairQueue:
             self._tokens[user] = (tokens, now)
         return self._refused(user, "reader", 0, rate=True)
 
+    def out_of_tokens(self, user: str) -> str | None:
+        """The rate's "slow down" sentence when `user` has no join token left while another
+        reader is active, without spending one (nothing else is looked at: no queue walk, no
+        body, no database); else None, and the full check follows. A flood's joins are mostly
+        refused here (server.py's early refusal), so a refused join costs the server next to
+        nothing."""
+        with self._lock:
+            now, limits = self._clock(), self.limits
+            tokens, at = self._tokens.get(user, (limits.join_burst, now))
+            tokens = min(limits.join_burst, tokens + (now - at) * limits.join_rate)
+            if tokens >= 1 or not self._others_active(user, now):
+                return None
+        return self._refused(user, "reader", 0, rate=True)
+
     def _others_active(self, user: str, now: float) -> bool:
         """Note `user`'s request; whether another reader made one within `others_within`
         (under `_lock`)."""

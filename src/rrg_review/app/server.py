@@ -42,6 +42,7 @@ login). FastAPI is imported at module level because it resolves the route annota
 from __future__ import annotations
 
 import functools
+import hashlib
 import html
 import json
 import logging
@@ -392,6 +393,32 @@ class RequestCheck:
                  tabs: TabOwners, blocks: Any, fair: FairQueue) -> None:
         self.accounts, self.readers, self.options = accounts, readers, options
         self.tabs, self.blocks, self.fair = tabs, blocks, fair
+        # the reader of each recently checked session cookie (its digest), for `early_refusal`
+        self._cookie_readers: dict[bytes, tuple[str, float]] = {}
+
+    def early_refusal(self, request: Request) -> Response | None:
+        """A queued event's join from a reader out of join tokens (fair.FairQueue's rate), refused
+        before its body is read or its session looked up: a flood's refusals cost the server
+        next to nothing, so the other readers' requests do not wait behind them (Save p95 under
+        a flood went to 2.7-3.3x its unloaded p95 in 2 of 6 runs of bench/fairness.py).
+
+        Only a cookie whose session was found valid in the last `EARLY_TTL_S` seconds is known
+        here; this can only refuse, never let anything in (a join that passes goes through the
+        full check in `refusal`)."""
+        if not (self.options.login and adds_an_event(request.method, request.url.path)):
+            return None
+        known = self._cookie_readers.get(_cookie_digest(request))
+        if known is None or time.monotonic() - known[1] > EARLY_TTL_S:
+            return None
+        slow = self.fair.out_of_tokens(known[0])
+        return slow_down(slow) if slow is not None else None
+
+    def _know_cookie(self, request: Request, user: str) -> None:
+        if len(self._cookie_readers) >= 4096:  # a bound: sessions seen long ago are forgotten
+            cutoff = time.monotonic() - EARLY_TTL_S
+            self._cookie_readers = {k: v for k, v in self._cookie_readers.items()
+                                    if v[1] >= cutoff}
+        self._cookie_readers[_cookie_digest(request)] = (user, time.monotonic())
 
     def reads_body(self, request: Request) -> bool:
         """Whether `refusal` needs the request's body (it is read once, then replayed)."""
@@ -451,10 +478,19 @@ class RequestCheck:
                 return JSONResponse({"detail": "This tab belongs to another reader; "
                                                "reload the page."}, status_code=403)
         if adds_an_event(request.method, path):
+            self._know_cookie(request, user)
             slow = self.fair.join_refusal(user, hashes)
             if slow is not None:
                 return slow_down(slow)
         return None
+
+
+EARLY_TTL_S = 10.0  # how long a checked session cookie may be refused early (see early_refusal)
+
+
+def _cookie_digest(request: Request) -> bytes:
+    """A session cookie's digest (the token itself is never kept in this cache)."""
+    return hashlib.sha256((request.cookies.get(COOKIE) or "").encode()).digest()
 
 
 def slow_down(message: str) -> Response:
@@ -511,6 +547,10 @@ class Guard:
             foreign = JSONResponse({"detail": "Refused: this request came from another "
                                               "web page."}, status_code=403)
             await foreign(scope, receive, self._with_headers(send, sent, request))
+            return
+        early = self.check.early_refusal(request)
+        if early is not None:
+            await early(scope, receive, self._with_headers(send, sent, request))
             return
         body, too_large = None, False
         if self.check.reads_body(request):
