@@ -368,7 +368,9 @@ class Navigation:
         # the row clicked last, when it is on the list: a click made while another was on its
         # way runs after it (`always_last`), but with the first click's event data
         clicked = Client.parse(d[self.page.tab.client]).row
-        if clicked is not None and clicked in set(d[wl.table].iloc[:, 0].astype(int)):
+        if clicked is not None and clicked < 0:  # a step (Next) since the last row chosen:
+            study = session.study or study   # this late select stays where the step went
+        elif clicked is not None and clicked in set(d[wl.table].iloc[:, 0].astype(int)):
             study = clicked
         with session.lock:
             r = self.guard.reader(session, request)

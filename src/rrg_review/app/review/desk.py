@@ -94,8 +94,9 @@ class Client:
     own: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # section -> (keystroke events, edit operations) since the study was shown (page.js)
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)
-    # the id in the worklist row the reader clicked last (page.js): Gradio re-sends a row
-    # click made while another was on its way with the first click's row (see page.py)
+    # the id in the worklist row the reader chose last (page.js): Gradio re-sends a row
+    # click made while another was on its way with the first click's row (see page.py);
+    # -1: the reader stepped (Next/Previous) since, so a late row select changes nothing
     row: int | None = None
 
     @classmethod

@@ -207,22 +207,33 @@ window.rrgLogout = () => {
     if ((rrg.study !== leaving.from && !rrg.pending) || Date.now() > leaving.until) stopLeaving();
   };
   document.addEventListener('click', (e) => {
-    if (!e.target.closest) return;
-    if (e.target.closest('#next-study, #prev-study')) { rrg.row = null; startLeaving(); return; }
-    // Gradio 6 draws the table's rows as div cells (its <tr> rows are a hidden copy for
-    // measuring: matching those, a row click never held keys back nor said its row)
+    if (e.target.closest && e.target.closest('#next-study, #prev-study')) {
+      // a step after the last row chosen: a select of that row still on its way (sent again
+      // by Gradio with its first data) must not take the reader back there (the server stays)
+      rrg.row = -1; rrg.rowWanted = false;
+      startLeaving();
+    }
+  }, true);
+  // A worklist row is chosen on mousedown: Gradio 6's table raises its select then, before
+  // the click (so the row noted on click went out with the next click's request, one behind:
+  // an eleventh trial's bursts then opened the click before last). Gradio 6 draws the rows as
+  // div cells (its <tr> rows are a hidden copy for measuring).
+  document.addEventListener('mousedown', (e) => {
+    if (e.button !== 0 || !e.target.closest) return;
     const cell = e.target.closest('#worklist .body-cell[data-row]');
     if (!cell) return;
     const table = cell.closest('#worklist');
     const cells = [...table.querySelectorAll(`.body-cell[data-row="${cell.dataset.row}"]`)]
       .map((c) => (c.innerText || '').trim());
     const head = $('#film-head'), open = head && /Study (\S+)/.exec(head.innerText || '');
-    // the row clicked last (its id, the first column), sent with the click's event: a click
-    // made while another is on its way is sent again afterwards with the first one's row
+    // the row chosen last (its id, the first column), sent with the select's event: a click
+    // made while another is on its way is sent again afterwards with the first one's data
     if (/^\d+$/.test(cells[0] || '')) {
       const row = Number(cells[0]);
-      if (row !== rrg.row) rrg.rowTries = 0;
-      rrg.row = row; rrg.rowAt = Date.now();
+      if (row !== rrg.row || !rrg.rowWanted) rrg.rowTries = 0;
+      // (rrg.row stays the row chosen last after it opens: a select sent again later still
+      // names it, and the server then only saves)
+      rrg.row = row; rrg.rowAt = Date.now(); rrg.rowWanted = true;
     }
     if (!open || !cells.includes(open[1])) startLeaving();  // the open study's row only saves
   }, true);
@@ -351,7 +362,7 @@ window.rrgLogout = () => {
         rrg.reader = sync.reader; rrg.shown = sync.shown || {}; rrg.base = sync.base;
         if (changed) {
           rrg.study = sync.study; rrg.keys = {}; rrg.pressed = {};
-          if (rrg.row === sync.study) rrg.row = null;  // the row clicked last is open
+          if (rrg.row === sync.study) rrg.rowWanted = false;  // the row chosen last is open
           rrg.changedAt = Date.now();
           if (window.rrgEnlarged) window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
           setNote(rrg.strayed ? STRAY_NOTE : '');
@@ -424,27 +435,32 @@ window.rrgLogout = () => {
   // select at all (a new-user trial: 15 of 32 bursts of clicks 0.15-0.35 s apart left
   // another patient open). Once the page has been still for a moment (no click, no study
   // change), that row is clicked again, at most CHASE_TRIES times; it stops where the reader
-  // went elsewhere (Next/Previous clear rrg.row), the row left the list, the reader typed into
+  // went elsewhere (Next/Previous), the row left the list, the reader typed into
   // the study on screen since, or a conflict asks the reader first.
   const CHASE_AFTER_MS = 1500, CHASE_STILL_MS = 1000, CHASE_EVERY_MS = 2500, CHASE_TRIES = 3;
   const rowCells = (id) => [...document.querySelectorAll('#worklist .body-cell[data-row]')]
     .filter((c) => c.dataset.col === '0' && (c.innerText || '').trim() === String(id));
   const chaseRow = () => {
-    if (rrg.row === null || rrg.row === undefined || rrg.row === rrg.study) return;
+    if (!rrg.rowWanted) return;
+    if (rrg.row === rrg.study) { rrg.rowWanted = false; return; }
     const now = Date.now();
     if (now - (rrg.rowAt || 0) < CHASE_AFTER_MS || now - (rrg.changedAt || 0) < CHASE_STILL_MS ||
         now - (rrg.chasedAt || 0) < CHASE_EVERY_MS) return;
     const cell = rowCells(rrg.row)[0];
     if (!cell || (rrg.rowTries || 0) >= CHASE_TRIES || (rrg.typedAt || 0) > rrg.rowAt ||
         $('#conflict-row button:not([disabled])')) {
-      rrg.row = null;
+      rrg.rowWanted = false;
       return;
     }
     rrg.rowTries = (rrg.rowTries || 0) + 1;
     rrg.chasedAt = now;
     // a cell the table has not selected: a click on its selected cell raises no new select
     const cells = [...cell.parentElement.querySelectorAll('.body-cell[data-col]')];
-    (cells.find((c) => !c.classList.contains('cell-selected')) || cell).click();
+    const target = cells.find((c) => !c.classList.contains('cell-selected')) || cell;
+    for (const type of ['mousedown', 'mouseup', 'click']) {  // Gradio selects on mousedown
+      target.dispatchEvent(new MouseEvent(type, {bubbles: true, cancelable: true, button: 0,
+                                                 view: window}));
+    }
   };
   // the open study's row is marked (the list marked only the row clicked, and nothing after
   // Next, Previous or a reload: a new-user trial)
