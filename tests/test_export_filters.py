@@ -118,3 +118,23 @@ def test_a_section_left_as_drafted_is_final_as_drafted_before_the_rating(db, rev
     assert rows["findings"].final == "c's findings."
     assert rows["impression"].final == rows["impression"].draft != ""
     assert rows["impression"].likert is None
+
+
+def test_a_report_written_before_any_draft_is_the_readers_final(db):
+    """A reader saves both sections of a study that has no draft yet, then the study is
+    drafted: the export pairs the reader's text with the draft at once (its final read as
+    empty until the reader's next save: a new-user trial)."""
+    (sid,) = add_studies(db, 1, prefix="B")
+    review = ReviewService(db)
+    reader = AccountService(review.db).add("r", "pw-r-123456")
+    WorklistService(review.db).assign(reader, [sid], include_report_only=True)
+    review.save(reader, sid, "findings", "MARK findings by hand", None)
+    review.save(reader, sid, "impression", "MARK impression by hand", None)
+    with db.write() as s:
+        for section in ("findings", "impression"):
+            s.add(Draft(study_id=sid, section=section, preset="m", model_id="m",
+                        text=f"{section} drafted later."))
+    rows = collect_rows(db, ExportFilters())
+    assert {(r.section, r.reader, r.final) for r in rows} == {
+        ("findings", "r", "MARK findings by hand"),
+        ("impression", "r", "MARK impression by hand")}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -93,17 +94,27 @@ def _load(s: Session, filters: ExportFilters) -> _Session:
 
 def _reviewers(data: _Session) -> dict[tuple[int, str], set[int]]:
     """(study, preset) -> readers who reviewed that model's draft: they rated it (a rating
-    without a preset counts for every model), or edited from it."""
+    without a preset counts for every model), or edited from it (a text saved before a model's
+    draft existed counts for that model: the export showed no final for a study a
+    reader reported before drafting it, until their next save; a new-user trial)."""
     presets_of: dict[int, set[str]] = defaultdict(set)
-    for study_id, _, preset in data.drafts:
+    drafted_at: dict[tuple[int, str], datetime] = {}  # (study, preset): its newest draft
+    for (study_id, _, preset), d in data.drafts.items():
         presets_of[study_id].add(preset)
+        if (study_id, preset) not in drafted_at or d.created_at > drafted_at[(study_id, preset)]:
+            drafted_at[(study_id, preset)] = d.created_at
     out: dict[tuple[int, str], set[int]] = defaultdict(set)
     for (rid, sid), rs in data.ratings.items():
         for preset in presets_of.get(sid, ()):
             if any(r.preset in (None, preset) for r in rs):
                 out[(sid, preset)].add(rid)
     for (rid, sid, _), rev in data.revisions.items():
-        edited = data.draft_preset.get(rev.draft_id) if rev.draft_id is not None else None
+        if rev.draft_id is None:  # written by hand: for the models drafted after it
+            for preset in presets_of.get(sid, ()):
+                if drafted_at[(sid, preset)] > rev.created_at:
+                    out[(sid, preset)].add(rid)
+            continue
+        edited = data.draft_preset.get(rev.draft_id)
         if edited is not None:
             out[(sid, edited)].add(rid)
     return out
