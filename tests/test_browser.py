@@ -66,8 +66,21 @@ def test_open_a_demo_study_see_its_image_and_its_prior_beside_it(browser, app):
     assert abs(top_now - top_prior) < 12 and abs(h_now - h_prior) < 2
     assert "DEMO-0002" in page.locator("#film-head").inner_text()
     assert page.locator("#edit-findings textarea").input_value() == findings_before
+    # the prior stays wanted from study to study until it is hidden (it went off at every
+    # study change, so a comparison read needed Alt+B on each: a new-user trial)
+    click_row(page, "DEMO-0001")  # no prior of its own: none beside, the button off
+    prior.wait_for(state="detached")
+    assert page.locator("#toggle-prior").is_disabled()
+    click_row(page, "DEMO-0002")
+    prior.wait_for()
+    assert "DEMO-0001" in prior.inner_text()
+    assert "Hide prior" in page.locator("#toggle-prior").inner_text()
     page.locator("#toggle-prior").click()
     prior.wait_for(state="detached")
+    click_row(page, "DEMO-0001")
+    click_row(page, "DEMO-0002")
+    page.wait_for_timeout(500)
+    assert prior.count() == 0 and "Show prior" in page.locator("#toggle-prior").inner_text()
 
 
 def _drafted_keys(db: Path) -> set[str]:

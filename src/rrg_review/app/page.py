@@ -283,7 +283,7 @@ class Navigation:
                     **self.editor.cleared(r, self.empty_worklist_note(r.id)),
                     **self.reading_outputs(r, {s: "" for s in SECTIONS})}
         can_draft = self.services.drafting is not None and reading is None
-        return {**out, **p.film.opened(viewer, opened.view),
+        return {**out, **p.film.opened(viewer, opened.view, session),
                 **self.editor.opened(r, opened, can_draft),
                 **self.reading_outputs(r, opened.texts)}
 

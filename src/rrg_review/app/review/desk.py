@@ -139,6 +139,9 @@ class Session:
     image: int | None = None
     images: tuple[int, ...] = ()  # the open study's images in film order
     prior: int | None = None  # the prior study shown beside the open one
+    # the reader asked for the prior beside (Alt+B): kept from study to study until they hide
+    # it (it went off at every study change, so a comparison read needed Alt+B each time)
+    prior_wanted: bool = False
     seq: int = 0  # the newest client edit applied
     conflicts: dict[str, RevisionView] = field(default_factory=dict)
     offered: bool = False  # whether "keep mine" / "take theirs" are enabled on the page

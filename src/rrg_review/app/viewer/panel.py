@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from rrg_review.app.deps import PRIVATE, Guard, Inputs, Outputs, Reader
-from rrg_review.app.review.desk import Desk, film_order
+from rrg_review.app.review.desk import Desk, Session, film_order
 from rrg_review.app.viewer.service import ImageView, StudyView, StudyViewer
 
 
@@ -97,6 +97,9 @@ def study_details(view: StudyView) -> str:
 
 
 # -- the film -----------------------------------------------------------------------------------
+SHOW_PRIOR, HIDE_PRIOR = "Show prior beside (Alt+B)", "Hide prior (Alt+B)"
+
+
 @dataclass(frozen=True)
 class FilmPanel:
     prior_button: gr.Button
@@ -106,7 +109,7 @@ class FilmPanel:
     @classmethod
     def build(cls, viewer: StudyViewer) -> FilmPanel:
         with gr.Row(elem_id="study-bar"):
-            prior_button = gr.Button("Show prior beside (Alt+B)", interactive=False,
+            prior_button = gr.Button(SHOW_PRIOR, interactive=False,
                                      elem_id="toggle-prior", size="sm", scale=0, min_width=190)
             details = gr.Markdown(elem_id="study-header")
         return cls(prior_button, details, gr.HTML(film_html(viewer, None), elem_id="film",
@@ -117,10 +120,17 @@ class FilmPanel:
         return {self.film: film_html(viewer, None), self.details: "",
                 self.prior_button: gr.update(interactive=False)}
 
-    def opened(self, viewer: StudyViewer, view: StudyView) -> Outputs:
+    def opened(self, viewer: StudyViewer, view: StudyView, session: Session) -> Outputs:
+        """The study just opened; with its prior beside when the reader keeps it shown."""
+        if session.prior_wanted and view.prior_ids:
+            session.prior = view.prior_ids[0]
+            return {self.film: film_html(viewer, view, viewer.open(session.prior),
+                                         prior_report=session.reading is None),
+                    self.details: study_details(view),
+                    self.prior_button: gr.update(interactive=True, value=HIDE_PRIOR)}
         return {self.film: film_html(viewer, view), self.details: study_details(view),
                 self.prior_button: gr.update(interactive=bool(view.prior_ids),
-                                             value="Show prior beside (Alt+B)")}
+                                             value=SHOW_PRIOR)}
 
 
 def wire_film(panel: FilmPanel, viewer: StudyViewer, guard: Guard) -> None:
@@ -132,13 +142,13 @@ def wire_film(panel: FilmPanel, viewer: StudyViewer, guard: Guard) -> None:
             return {panel.film: gr.update()}
         view = viewer.open(session.study)
         if session.prior is not None or not view.prior_ids:
-            session.prior = None
+            session.prior, session.prior_wanted = None, False
             return {panel.film: film_html(viewer, view),
-                    panel.prior_button: gr.update(value="Show prior beside (Alt+B)")}
-        session.prior = view.prior_ids[0]
+                    panel.prior_button: gr.update(value=SHOW_PRIOR)}
+        session.prior, session.prior_wanted = view.prior_ids[0], True
         return {panel.film: film_html(viewer, view, viewer.open(session.prior),
                                       prior_report=session.reading is None),
-                panel.prior_button: gr.update(value="Hide prior (Alt+B)")}
+                panel.prior_button: gr.update(value=HIDE_PRIOR)}
 
     panel.prior_button.click(on_prior, {guard.tab.state}, [panel.film, panel.prior_button],
                              **PRIVATE)
