@@ -31,6 +31,7 @@
   let root = null, stage, canvas, ctx, imageData = null, out32 = null, lut = null;
   let fast, fastCtx, fastData = null, fast32 = null;
   let mipEl, gen = 0, mipGen = -1, mipK = '';  // the film drawn smaller (see showView)
+  let fineEl, fineTimer = 0, fineKey = '';  // ... and resampled to its size on screen
   const scratch = [];
   let drag = null, queued = false, lastData = null;
   let view = null, refitQueued = false;  // the view the film was last placed in: {w, h, top}
@@ -146,7 +147,71 @@
     }
     mipGen = gen; mipK = `${kx},${ky}`;
   };
+  // Between whole halvings the browser's bilinear scaling still reads only some of the pixels
+  // under each screen pixel: 1-pixel line pairs came out as false coarse bars at 0.59x and as
+  // a beat at 0.86x (an eleventh new-user trial, medium). Once the view is still (no drag, no
+  // zoom, no new window for FINE_AFTER_MS), the film is resampled to exactly its size on
+  // screen, each screen pixel the area-weighted mean of the image pixels it covers (the box
+  // filter of the halvings and the server's previews, at any scale); the quick copy shows
+  // meanwhile. The full-resolution canvas stays what the pixels are (a test reads it back).
+  const FINE_AFTER_MS = 120;
+  const spans = (n, m) => {  // n pixels onto m: for each of the m, its first pixel and weights
+    const f = n / m, first = new Int32Array(m), count = new Int32Array(m), w = [];
+    for (let t = 0; t < m; t++) {
+      const a = t * f, b = Math.min(n, a + f), i0 = Math.floor(a), i1 = Math.min(n, Math.ceil(b));
+      first[t] = i0; count[t] = i1 - i0;
+      for (let i = i0; i < i1; i++) w.push((Math.min(b, i + 1) - Math.max(a, i)) / f);
+    }
+    return {first, count, w: Float32Array.from(w)};
+  };
+  const fineSize = () => [Math.max(1, Math.round(canvas.width * V.s)),
+                          Math.max(1, Math.round(canvas.height * sy()))];
+  const buildFine = () => {
+    fineTimer = 0;
+    if (!imageData || canvas.width <= 1 || V.s >= 1 || sy() >= 1) return;
+    if (drag) { fineTimer = setTimeout(buildFine, FINE_AFTER_MS); return; }
+    const t0 = performance.now(), sw = canvas.width, sh = canvas.height, [dw, dh] = fineSize();
+    const src = imageData.data, xs = spans(sw, dw), ys = spans(sh, dh);
+    const rows = new Float32Array(dw * sh);  // each row resampled across
+    for (let y = 0; y < sh; y++) {
+      const base = y * sw, o = y * dw;
+      for (let t = 0, k = 0; t < dw; t++) {
+        let acc = 0;
+        for (let i = xs.first[t], n = i + xs.count[t]; i < n; i++) acc += src[(base + i) * 4] * xs.w[k++];
+        rows[o + t] = acc;
+      }
+    }
+    if (fineEl.width !== dw || fineEl.height !== dh) { fineEl.width = dw; fineEl.height = dh; }
+    const c = fineEl.getContext('2d'), out = c.createImageData(dw, dh), o32 = new Uint32Array(out.data.buffer);
+    for (let t = 0, k = 0; t < dh; t++) {
+      const i0 = ys.first[t], n = ys.count[t], k0 = k;
+      for (let x = 0; x < dw; x++) {
+        let acc = 0;
+        for (let j = 0, kk = k0; j < n; j++) acc += rows[(i0 + j) * dw + x] * ys.w[kk++];
+        const g = Math.round(acc);
+        o32[t * dw + x] = 0xff000000 | (g << 16) | (g << 8) | g;
+      }
+      k = k0 + n;
+    }
+    c.putImageData(out, 0, 0);
+    fineKey = `${gen},${dw},${dh}`;
+    V.fineMs = performance.now() - t0;  // what a resampling costs (a test prints it)
+    showView();
+  };
   const showView = () => {
+    if (canvas.width > 1 && V.s < 1 && sy() < 1) {
+      const [dw, dh] = fineSize();
+      if (fineKey === `${gen},${dw},${dh}`) {
+        fineEl.style.transform = `translate(${V.tx}px, ${V.ty}px) ` +
+          `scale(${V.s * canvas.width / dw}, ${sy() * canvas.height / dh})`;
+        fineEl.style.display = 'block';
+        mipEl.style.display = 'none'; canvas.style.visibility = 'hidden';
+        return;
+      }
+      clearTimeout(fineTimer);
+      fineTimer = setTimeout(buildFine, FINE_AFTER_MS);
+    }
+    fineEl.style.display = 'none';
     const kx = canvas.width > 1 ? levelFor(V.s) : 0, ky = canvas.width > 1 ? levelFor(sy()) : 0;
     if (!kx && !ky) { mipEl.style.display = 'none'; canvas.style.visibility = ''; return; }
     if (mipGen !== gen || mipK !== `${kx},${ky}`) buildMip(kx, ky);
@@ -349,7 +414,7 @@
     if (root) return;
     root = document.createElement('div');
     root.id = 'enlarged';
-    root.innerHTML = `<div id="wl-stage"><canvas id="wl-canvas"></canvas><canvas id="wl-mip"></canvas><canvas id="wl-fast"></canvas>
+    root.innerHTML = `<div id="wl-stage"><canvas id="wl-canvas"></canvas><canvas id="wl-mip"></canvas><canvas id="wl-fine"></canvas><canvas id="wl-fast"></canvas>
         <svg id="wl-overlay"><line id="wl-line" style="display: none"></line></svg></div>
       <div id="enlarged-tools">
         <button type="button" id="prev-image">◀ image</button>
@@ -367,7 +432,7 @@
       <div id="wl-caption"></div>`;
     document.body.appendChild(root);
     stage = el('wl-stage'); canvas = el('wl-canvas'); ctx = canvas.getContext('2d');
-    fast = el('wl-fast'); fastCtx = fast.getContext('2d'); mipEl = el('wl-mip');
+    fast = el('wl-fast'); fastCtx = fast.getContext('2d'); mipEl = el('wl-mip'); fineEl = el('wl-fine');
     el('close-enlarged').addEventListener('click', () => window.rrgEnlarged(false));
     el('next-image').addEventListener('click', () => step(1));
     el('prev-image').addEventListener('click', () => step(-1));
@@ -598,7 +663,8 @@
     imageData = null; out32 = null; fastData = null;
     canvas.width = 1; canvas.height = 1; fast.width = 1; fast.height = 1;
     mipEl.width = 1; mipEl.height = 1; mipGen = -1;
-    fast.style.display = 'none'; mipEl.style.display = 'none';
+    fineEl.width = 1; fineEl.height = 1; fineKey = ''; clearTimeout(fineTimer);
+    fast.style.display = 'none'; mipEl.style.display = 'none'; fineEl.style.display = 'none';
     el('wl-caption').textContent = '';
   };
   document.addEventListener('click', (e) => {
