@@ -68,7 +68,8 @@ def test_a_second_get_during_the_first_download_is_a_404_and_the_file_goes(tmp_p
         after = await get(guard, url)
         return done, during, after
 
-    done, during, after = asyncio.run(scenario())
+    # (a bounded wait: a Guard that fails before the file route ran hung the whole CI run)
+    done, during, after = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert done == (200, b"reader,final\nalice,clear\n")
     assert during[0] == 404 and b"downloaded already" in during[1]
     assert not export.exists() and deleted == [True]

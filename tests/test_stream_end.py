@@ -20,6 +20,9 @@ from rrg_review.app.server import Guard, ServerOptions
 class PassingCheck:
     """A request check that lets everything through (the Guard's own error path is tested)."""
 
+    def early_refusal(self, request: Any) -> None:
+        return None
+
     def reads_body(self, request: Any) -> bool:
         return False
 
