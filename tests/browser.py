@@ -6,6 +6,7 @@ fixtures with `pytest_plugins = ["tests.browser"]`."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -148,6 +150,20 @@ def handler_tracebacks(log: str) -> list[str]:
     blocks = re.split(r"\n(?=\d{4}-\d\d-\d\d |ERROR: |INFO: |WARNING: )", log)
     return [b for b in blocks if "Traceback (most recent call last)" in b
             and ("process_api" in b or ours.search(b))]
+
+
+def answer_never_comes(route: Any) -> None:
+    """A request the page sent whose answer never comes back (the page is not told it failed).
+
+    A queued event's join is answered with an event id the server never streams, so the
+    event just stays on its way. Aborting it instead made Gradio's client take the whole
+    connection for lost and drop every later event (a Save pressed just after it never left
+    the page: under load, the order of the two flipped and two tests failed in CI)."""
+    if route.request.url.split("?", 1)[0].endswith("/queue/join"):
+        route.fulfill(status=200, content_type="application/json",
+                      body=json.dumps({"event_id": "never-" + uuid.uuid4().hex}))
+    else:
+        route.abort()
 
 
 def sign_in(http: Any, base: str, name: str, password: str,

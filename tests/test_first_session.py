@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import App, new_page, wait_value
+from tests.browser import App, answer_never_comes, new_page, wait_value
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 pytest_plugins = ["tests.browser"]  # the browser and app fixtures
@@ -164,7 +164,7 @@ def test_a_reloaded_page_knows_its_own_late_autosave(browser, app):
             if json.dumps(part) in body:  # (its input events too: replayed, harmless)
                 caught.append((request.url, request.post_data_buffer or b"",
                                {"Content-Type": request.headers.get("content-type", "")}))
-            route.abort()
+            answer_never_comes(route)
         else:
             route.continue_()
 
