@@ -219,8 +219,8 @@ class Navigation:
         return [r.findings, r.impression, r.new_findings, r.new_impression, r.ref_findings,
                 r.ref_impression, r.model_line, r.draft_error, r.draft_button, r.save_status,
                 r.diff, tab.sync, r.keep_mine, r.take_theirs, r.accept_confirm,
-                r.accept_cancel, r.restore_note, *r.rating_fields, r.rate_status,
-                *r.aid_fields]
+                r.accept_cancel, r.revert_confirm, r.revert_cancel, r.restore_note,
+                *r.rating_fields, r.rate_status, *r.aid_fields]
 
     # -- what opening a study shows ----------------------------------------------------------
     def filters_of(self, d: Inputs) -> tuple[Any, Any, Any, Any, Any]:

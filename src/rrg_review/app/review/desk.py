@@ -63,7 +63,7 @@ LEFT_KEPT = 20  # unsaved studies a page load reports at most
 OWN_KEPT = 50  # texts per section a tab reports as its own (page.js keeps as many)
 
 
-def _differ(sections: list[str]) -> str:
+def differ(sections: list[str]) -> str:
     """"findings differ", "impression differs", "findings and impression differ" ("Your
     impression differ from the draft" was on the page: a new-user trial)."""
     return " and ".join(sections) + (" differs" if sections == ["impression"] else " differ")
@@ -812,6 +812,15 @@ class Desk:
         return any(n is not None for n in session.base.values()) or any(
             (texts.get(s) or "") != drafts[s] for s in SECTIONS)
 
+    def own_sections(self, session: Session, texts: dict[str, str]) -> list[str]:
+        """The sections whose text is the reader's own, on screen or saved (it differs from
+        the draft): what Accept and Revert would replace, and so ask about first."""
+        if not session.drafts:
+            return []
+        drafts = self.draft_texts(session)
+        return [s for s in SECTIONS if (texts.get(s) or "") != drafts[s]
+                or (session.base.get(s) is not None and session.shown.get(s) != drafts[s])]
+
     def accept(self, session: Session, texts: dict[str, str], client: Client,
                confirmed: bool = False, address: str | None = None) -> Accepted:
         """Accept the draft as is, in one transaction. With the reader's own text (saved or on
@@ -826,10 +835,9 @@ class Desk:
         if not session.drafts:
             return Accepted("No draft to accept.")
         drafts = self.draft_texts(session)
-        own = [s for s in SECTIONS if (texts.get(s) or "") != drafts[s]
-               or (session.base.get(s) is not None and session.shown.get(s) != drafts[s])]
+        own = self.own_sections(session, texts)
         if own and not confirmed:
-            return Accepted(f"Your {_differ(own)} from the draft. Accepting replaces "
+            return Accepted(f"Your {differ(own)} from the draft. Accepting replaces "
                             "them with the draft (your text stays in the history). Press "
                             "**Accept the draft, replacing my edits** to go on.",
                             needs_confirm=True)
@@ -873,7 +881,7 @@ class Desk:
             changed = [s for s in SECTIONS if (texts.get(s) or "").strip() != drafts[s].strip()]
             if changed:
                 return False, ("⚠ Not rated: “Acceptable without changes” is ticked, but your "
-                               f"{_differ(changed)} from the draft; untick it, or "
+                               f"{differ(changed)} from the draft; untick it, or "
                                "revert to the draft.")
         suggested = (self.aids.suggest(self.draft_texts(session), texts)
                      if texts is not None else None)

@@ -30,7 +30,7 @@ from rrg_review.app.deps import (
     Tab,
     sync_json,
 )
-from rrg_review.app.review.desk import Client, Desk, Opened, Saved, Session
+from rrg_review.app.review.desk import Client, Desk, Opened, Saved, Session, differ
 from rrg_review.app.review.service import RatingView
 from rrg_review.core.vocabulary import REXVAL_CATEGORIES, REXVAL_LABELS, SECTIONS
 from rrg_review.metrics.edits import word_diff
@@ -72,6 +72,8 @@ class ReviewPanel:
     accept_button: gr.Button
     accept_confirm: gr.Button
     accept_cancel: gr.Button
+    revert_confirm: gr.Button
+    revert_cancel: gr.Button
     likert: gr.Radio
     acceptable: gr.Checkbox
     rate_button: gr.Button
@@ -155,6 +157,14 @@ def _boxes_and_buttons() -> dict[str, Any]:
                                             elem_id="accept-confirm", size="sm",
                                             variant="stop", interactive=False)
         parts["accept_cancel"] = gr.Button("Cancel: keep my edits", elem_id="accept-cancel",
+                                           size="sm", interactive=False)
+    with gr.Row(elem_id="revert-confirm-row", elem_classes="rrg-offer"):
+        # Revert asks as Accept does: it sat beside Save and replaced the reader's text in one
+        # click, with no undo on the page (a new-user trial)
+        parts["revert_confirm"] = gr.Button("Revert to the draft, replacing my edits",
+                                            elem_id="revert-confirm", size="sm",
+                                            variant="stop", interactive=False)
+        parts["revert_cancel"] = gr.Button("Cancel: keep my edits", elem_id="revert-cancel",
                                            size="sm", interactive=False)
     return parts
 
@@ -291,6 +301,7 @@ class Editor:
         p = self.panel
         return {**self.offer(p.keep_mine, p.take_theirs, on=False),
                 **self.offer(p.accept_confirm, p.accept_cancel, on=False),
+                **self.offer(p.revert_confirm, p.revert_cancel, on=False),
                 p.draft_error: "", p.restore_note: ""}
 
     def cleared(self, r: Reader, empty_note: str) -> Outputs:
@@ -457,13 +468,46 @@ def _wire_choices(w: Wiring) -> None:
     kept_mine.then(**w.metrics_step)
     w.follow(kept_mine)
     p.take_theirs.click(on_take_theirs, w.edit_in, boxes_out, **LIGHT, **w.with_client)
-    on_revert = _draft_in_boxes(w, "Reverted to the draft (autosaved shortly, or press Save).")
-    p.revert_button.click(on_revert, w.edit_in, boxes_out, **LIGHT, **w.with_client)
+    _wire_revert(w, boxes_out)
     on_use_draft = _draft_in_boxes(w, "The draft is in the boxes (autosaved shortly, or Save).")
     p.use_draft.click(on_use_draft, w.edit_in, boxes_out, **LIGHT, **w.with_client)
 
 
+def _wire_revert(w: Wiring, boxes_out: list[Any]) -> None:
+    """Revert to draft: over the reader's own text (typed or saved) it asks first, as Accept
+    does, and replaces the boxes only on "Revert to the draft, replacing my edits"."""
+    p, desk, editor, tab = w.editor.panel, w.desk, w.editor, w.guard.tab
+    revert = _draft_into_boxes(w, "Reverted to the draft (autosaved shortly, or press Save).")
+    asked = editor.offer(p.revert_confirm, p.revert_cancel, on=True)
+    closed = editor.offer(p.revert_confirm, p.revert_cancel, on=False)
+
+    @w.guard
+    def on_revert(r: Reader, d: Inputs) -> Outputs:
+        own = desk.own_sections(r.session, p.texts_of(d))
+        if not own:
+            return {**revert(r, d), **closed}
+        return {tab.state: r.session, **asked,
+                p.save_status: f"Your {differ(own)} from the draft. Reverting replaces "
+                               "them with the draft (your text stays in the history). Press "
+                               "**Revert to the draft, replacing my edits** to go on."}
+
+    @w.guard
+    def on_revert_confirm(r: Reader, d: Inputs) -> Outputs:
+        return {**revert(r, d), **closed}
+
+    outs = [*boxes_out, p.revert_confirm, p.revert_cancel]
+    p.revert_button.click(on_revert, w.edit_in, outs, **LIGHT, **w.with_client)
+    p.revert_confirm.click(on_revert_confirm, w.edit_in, outs, **LIGHT, **w.with_client)
+    p.revert_cancel.click(lambda: {**closed, p.save_status: "Not reverted: your text stays."},
+                          None, [p.revert_confirm, p.revert_cancel, p.save_status], **LIGHT)
+
+
 def _draft_in_boxes(w: Wiring, message: str) -> Callable[..., Any]:
+    """Use this draft (see `_draft_into_boxes`), as a guarded handler."""
+    return w.guard(_draft_into_boxes(w, message))
+
+
+def _draft_into_boxes(w: Wiring, message: str) -> Callable[[Reader, Inputs], Outputs]:
     """Revert / Use this draft: the draft's text into the editable boxes (saved like typing,
     by the next autosave or Save). What the reader had typed and not stored is saved first
     (an autosave revision), so it stays in the history: replacing both boxes at once must
@@ -471,7 +515,6 @@ def _draft_in_boxes(w: Wiring, message: str) -> Callable[..., Any]:
     it: the reader's text stays on screen with "keep mine" / "take theirs"."""
     p, desk, editor, tab = w.editor.panel, w.desk, w.editor, w.guard.tab
 
-    @w.guard
     def draft_in_boxes(r: Reader, d: Inputs) -> Outputs:
         session, typed, client = r.session, p.texts_of(d), Client.parse(d[tab.client])
         kept = (desk.save(session, typed, client, autosave=True)

@@ -411,7 +411,8 @@ window.rrgLogout = () => {
   // banner could be out of view too (issue #21, defect 8)
   const asked = {};
   const askInView = () => {
-    for (const [id, shown] of [['accept-confirm', 'accept-confirm'], ['keep-mine', 'save-status']]) {
+    for (const [id, shown] of [['accept-confirm', 'accept-confirm'],
+                              ['revert-confirm', 'revert-confirm'], ['keep-mine', 'save-status']]) {
       const button = document.getElementById(id);
       const on = !!button && !button.disabled;
       if (on && !asked[id]) {
