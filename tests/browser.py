@@ -13,7 +13,6 @@ import socket
 import sqlite3
 import ssl
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -24,6 +23,7 @@ from typing import Any
 import pytest
 
 from bench.processes import stop_process
+from tests.app_process import start_app
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,10 +77,9 @@ class App:
             args = (*args, "--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1]))
             self.ssl_context = ssl.create_default_context(cafile=str(tls[0]))
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-        with open(self.log, "w") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "launch.py", "--db", str(db), "--port", str(port), *args],
-                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
+        self.log.write_text("")
+        # `launch.py ARGS` as a fork of a process that imported the app once (tests/app_process.py)
+        self.proc = start_app(["--db", str(db), "--port", str(port), *args], self.log, env, ROOT)
         self.start_s: float | None = None
         if wait:
             self.serving(start_s)

@@ -1,0 +1,127 @@
+"""The browser tests' apps, started from a fork server that has already imported what every app
+start imports.
+
+`python launch.py` spends about 6 s of CPU before it serves (quiet machine): 3 s importing
+Gradio, 2.3 s importing nltk through rouge_score (the metrics panel's lexical metrics), 0.8 s
+matplotlib, then building the page. The browser tests start about 70 apps, one per test, so
+those imports were a fifth of the suite's CPU. Here a `multiprocessing` fork server imports
+them once per test worker (`PRELOAD`), and each app is a fork of it that runs `serve.main`
+with the test's arguments, environment, working folder and log file: its own process, its own
+port, database and folders, the real start-up from argument parsing on, only without
+importing the same modules again. `tests/test_cli_and_app.py`, `tests/test_server_security.py`
+and `bench.first_page` still start `launch.py` as a whole new interpreter.
+
+The fork server is started from a fresh interpreter (not forked from the test process, whose
+Playwright threads and pipes a fork would copy) and never runs an app itself: no threads,
+sockets or database connections exist before a fork."""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+# what `serve.main` and `_serve` import, and the warm-up's imports (see app/warmup.py)
+PRELOAD = [
+    "tests.app_process",
+    "rrg_review.app.serve", "rrg_review.app.server", "rrg_review.app.page",
+    "rrg_review.app.deps", "rrg_review.app.setup", "rrg_review.app.warmup",
+    "rrg_review.app.accounts.service", "rrg_review.app.drafting.service",
+    "rrg_review.app.evaluation.export", "rrg_review.app.evaluation.study_metrics",
+    "rrg_review.app.review.service", "rrg_review.app.viewer.service",
+    "rrg_review.app.worklist.service", "rrg_review.app.reader_study.reading",
+    "rrg_review.app.reader_study.service", "rrg_review.db.engine",
+    "rouge_score.rouge_scorer", "matplotlib.pyplot",
+]
+# the environment the fork server imports under: what the apps of the tests are started with
+# (huggingface_hub reads HF_HUB_OFFLINE when imported; a server draws with agg)
+IMPORT_ENV = {"HF_HUB_OFFLINE": "1", "MPLBACKEND": "agg"}
+
+
+def run_app(argv: list[str], log: str, environ: dict[str, str], cwd: str) -> None:
+    """The app process: `launch.py ARGV` with this environment and working folder, its output
+    appended to `log`."""
+    out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    os.environ.clear()
+    os.environ.update(environ)
+    os.chdir(cwd)
+    sys.argv = ["launch.py", *argv]
+    from rrg_review.app.serve import main
+
+    try:
+        code = main(argv)
+    finally:
+        # a forked process ends with os._exit: run what an interpreter runs at its exit
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    sys.exit(code)
+
+
+class AppProcess:
+    """`subprocess.Popen`'s face (pid, poll, wait, terminate, kill, returncode) over the
+    fork server's process, so the tests and `bench.processes.stop_process` use either."""
+
+    def __init__(self, process: Any) -> None:
+        self._process = process
+        self.pid = process.pid
+        self.args = ["launch.py"]
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return self._process.exitcode
+
+    def terminate(self) -> None:
+        if self._process.exitcode is None:
+            self._process.terminate()
+
+    def kill(self) -> None:
+        if self._process.exitcode is None:
+            self._process.kill()
+
+
+@contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """`values` in this process's environment for a moment (the fork server copies it)."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+_CONTEXT = multiprocessing.get_context("forkserver")
+_CONTEXT.set_forkserver_preload(PRELOAD)
+
+
+def start_app(argv: list[str], log: Path, environ: Mapping[str, str], cwd: Path) -> AppProcess:
+    """Start `launch.py ARGV` as a fork of the (first time: new) fork server."""
+    process = _CONTEXT.Process(target=run_app, args=(list(argv), str(log), dict(environ),
+                                                     str(cwd)), name="app", daemon=False)
+    with _environment(IMPORT_ENV):
+        process.start()
+    return AppProcess(process)
