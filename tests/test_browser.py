@@ -116,6 +116,36 @@ def test_draft_on_request_and_predrafted_next_study(browser, app):
     page.locator("#draft-model").get_by_text("unloaded").wait_for()
 
 
+def test_a_study_imported_while_running_gets_its_draft_when_opened(browser, app, tmp_path,
+                                                                   rg1_small):
+    """A new-user trial imported studies with `rrg-review import` while the app ran and
+    opened one of them from the worklist: it stayed on "No draft yet" (only the studies after
+    it were pre-drafted, and only a page load waited for a draft), and the new studies above
+    it were never drafted. Its draft now fills the boxes with no click, and the others are
+    drafted in the background."""
+    from tests import layouts
+
+    page = new_page(browser, app.url)
+    wait_text(page, "save-status", "Showing the draft")
+    root = layouts.rexgradient(tmp_path / "rex", rg1_small)
+    imported = subprocess.run(
+        [sys.executable, "-m", "rrg_review.app.cli", "import", str(root), "--db", str(app.db)],
+        capture_output=True, text=True, cwd=ROOT)
+    assert imported.returncode == 0, imported.stderr
+    keys = [k for (k,) in app.query(
+        "SELECT s.study_key FROM worklist_item w JOIN study s ON s.id = w.study_id "
+        "WHERE s.source = 'rexgradient' ORDER BY w.position")]
+    assert len(keys) == 3
+    # found by the search, without a reload: nothing has queued it, and nothing after it is
+    # on the list
+    page.locator("#worklist-search input, #worklist-search textarea").first.fill(keys[-1])
+    page.keyboard.press("Enter")
+    click_row(page, keys[-1])
+    wait_value(page, "findings", "v.length > 5")
+    wait_text(page, "save-status", "Showing the draft")
+    wait_until(lambda: set(keys) <= _drafted_keys(app.db), "every imported study drafted")
+
+
 def test_review_a_study_end_to_end_with_login(browser, tmp_path, database_templates):
     db = demo_copy(database_templates, tmp_path / "review.sqlite")
     add = subprocess.run(

@@ -554,7 +554,7 @@ def test_a_page_load_opens_at_once_and_its_draft_follows(db, settings):
             assert texts == {"findings": "", "impression": ""}
             assert d.status_line(session).startswith("Drafting this study")
             # a second tab on the next study, where the reader types before its draft comes
-            after = WorklistService(d.review.db).upcoming(reader, study, 1)[0]
+            after = WorklistService(d.review.db).undrafted(reader, study, 1)[0]
             other, other_texts = opened(d, reader, after)
             # still held: timed out
             assert asyncio.run(d.await_draft(session, timeout=0.2)) == study
@@ -582,6 +582,99 @@ def test_a_page_load_opens_at_once_and_its_draft_follows(db, settings):
         typed_texts = {**other_texts, "impression": "Mine, typed while the model ran."}
         drafts, fresh = d.refresh_drafts(other, typed_texts)
         assert drafts and fresh is None
+    finally:
+        pre.stop()
+
+
+def _import_while_running(db, settings, rg1_small, count: int) -> list[int]:
+    """New studies stored as `rrg-review import` stores them while the app runs (onto every
+    worklist, at its end); their ids in worklist order."""
+    from datetime import date
+
+    from rrg_review.app.ingest.service import import_records
+    from rrg_review.studies.records import ImageSource, StudyRecord
+    from tests.layouts import png_bytes
+
+    records = [StudyRecord(source="later", study_key=f"L{i}", patient_key=f"LP{i}",
+                           origin=f"L{i}", study_date=date(2025, 2, 1 + i),
+                           indication="Cough.",
+                           images=(ImageSource(name=f"L{i}.png", data=png_bytes(
+                               np.roll(rg1_small, 7 * i, axis=1)), view_position="PA"),))
+               for i in range(count)]
+    assert import_records(db, records, blobs=settings.blobs, fmt="test").added == count
+    worklists = WorklistService(db)
+    worklists.extend_every_worklist()
+    reader = AccountService(db).local_reader()
+    return [w.study_id for w in worklists.items(reader, source="later")]
+
+
+def test_studies_imported_while_running_are_drafted_the_one_opened_first(drafted_db,
+                                                                         settings, rg1_small):
+    """A new-user trial imported studies while the app ran and opened one of them from the
+    worklist: the opened study was never drafted ("No draft yet" for minutes: only the
+    studies after it were queued), nor were the new studies above it on the list. The opened
+    study is drafted first, saying so, and every new study is drafted in the background."""
+    from rrg_review.app.drafting.service import PreDrafter
+
+    db = drafted_db
+    viewer = StudyViewer(db, settings.blobs)
+    review = ReviewService(db)
+    drafting = DraftingService(db, settings, decoded=viewer.decoded)
+    pre = PreDrafter(drafting, "retrieval")
+    d = Desk(viewer, review, drafting, pre, "retrieval")
+    reader = AccountService(db).local_reader()
+    try:
+        d.predraft_first(reader)  # the app's start
+        assert pre.wait_idle(120)
+        new = _import_while_running(db, settings, rg1_small, 4)
+        assert drafting.pending(new, "retrieval") == new
+        with drafting._gate.reader():  # the model busy: nothing is drafted meanwhile
+            session, texts = opened(d, reader, new[1])  # a row click, not a page load
+            assert texts == {"findings": "", "impression": ""}
+            assert d.status_line(session).startswith("Drafting this study")
+            # the reader leaves while its draft is on its way, and comes back
+            other, _ = opened(d, reader, new[0])
+            assert d.status_line(other).startswith("Drafting this study")
+        assert asyncio.run(d.await_draft(session, timeout=120)) == new[1]
+        drafts, fresh = d.refresh_drafts(session, texts)
+        assert fresh is not None and fresh["findings"] == drafts["findings"].text != ""
+        assert d.status_line(session).startswith("Showing the draft")
+        assert pre.wait_idle(120)
+        assert drafting.pending(new, "retrieval") == []  # the ones above it too
+    finally:
+        pre.stop()
+
+
+def test_waiting_for_a_draft_ends_when_the_reader_leaves_the_study(drafted_db, settings,
+                                                                   rg1_small):
+    """A tab waiting for the open study's draft stops waiting once the reader opens another
+    study (its draft still comes, for when they return), instead of polling for its whole
+    time limit."""
+    from rrg_review.app.drafting.service import PreDrafter
+
+    db = drafted_db
+    viewer = StudyViewer(db, settings.blobs)
+    review = ReviewService(db)
+    drafting = DraftingService(db, settings, decoded=viewer.decoded)
+    pre = PreDrafter(drafting, "retrieval")
+    d = Desk(viewer, review, drafting, pre, "retrieval")
+    reader = AccountService(db).local_reader()
+    new = _import_while_running(db, settings, rg1_small, 2)
+    try:
+        with drafting._gate.reader():
+            session, _ = opened(d, reader, new[0])
+
+            async def leave_while_waiting() -> int | None:
+                waiting = asyncio.create_task(d.await_draft(session, timeout=600))
+                while not waiting.done() and session.study == new[0]:
+                    await asyncio.sleep(0.05)
+                    d.open(session, reader, new[1], now=0.0)
+                return await asyncio.wait_for(waiting, 10)
+
+            assert asyncio.run(leave_while_waiting()) == new[0]
+            assert pre.queued(new[0])
+        assert pre.wait_idle(120)
+        assert drafting.pending(new, "retrieval") == []
     finally:
         pre.stop()
 

@@ -152,7 +152,11 @@ def test_progress_and_next_unfinished(db, service, image):
     assert service.positions(alice, (ids[0], ids[9])) == {ids[0]: 0, ids[9]: 9}
     assert service.next_unfinished(alice, 10_000) == ids[0]  # not on the list: first open
     assert service.next_unfinished(alice, ids[0], flt=WorklistFilter(search="CXR7")) == ids[6]
-    assert service.upcoming(alice, ids[0], 3) == [ids[4], ids[5], ids[6]]
+    # pre-drafting: studies not yet drafted (ids[5] is in review), round the end of the list
+    assert service.undrafted(alice, ids[0], 3) == [ids[4], ids[6], ids[7]]
+    assert service.undrafted(alice, ids[8], 3) == [ids[9], ids[0], ids[4]]
+    assert service.undrafted(alice, None, 2) == [ids[0], ids[4]]
+    assert service.undrafted(alice, ids[0], 0) == []
     assert service.resume(alice) == ids[5]
     assert service.page_of(alice, ids[9], page_size=4) == 3
     assert service.page_of(alice, ids[9], WorklistFilter(status="done")) is None

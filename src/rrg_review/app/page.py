@@ -151,11 +151,10 @@ def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
                     metrics_step, page.edit_in, nav.with_client,
                     [page.worklist.table, page.worklist.progress])
     loaded = nav.wire_load(ui)
-    wire_draft_arrival(wiring, loaded)
+    wire_draft_arrival(wiring, loaded, *nav.wire_steps())
     if services.readings is not None:
         wire_study_admin(page.study_admin, services.readings.studies, services.accounts,
                          guard, loaded)
-    nav.wire_steps()
     # search, filters and paging: the panel's own read-only events; the row click and
     # Previous/Next above save the reader's pending text before they leave the study
     page.worklist.connect(ui, page.tab.state,
@@ -416,15 +415,16 @@ class Navigation:
         loaded.then(**self.metrics_step)
         return loaded
 
-    def wire_steps(self) -> None:
+    def wire_steps(self) -> list[Any]:
         """The row click and Previous/Next. The page script holds keystrokes back from a
         navigation's click until its answer is on screen (`ARRIVED` tells it). Of row clicks
         made while one is on its way the last one runs after it (Gradio's default ran a
         select once at a time and dropped the clicks meanwhile: on a slow link the list then
-        marked another patient's row than the one shown, a new-user trial)."""
+        marked another patient's row than the one shown, a new-user trial). Returns the
+        events, so that a study opened without a draft gets it when it is drafted."""
         wl, edit_in = self.page.worklist, self.page.edit_in
         studies = self.page.studies.table
-        for navigation in (
+        navigations = [
                 studies.select(self.on_select_reading, edit_in | {studies}, self.study_outs,
                                **PRIVATE, trigger_mode="always_last",
                                js=self.page.tab.client_js(
@@ -435,9 +435,11 @@ class Navigation:
                 wl.next_study.click(self.on_step(1), edit_in, self.study_outs,
                                     api_name="next_study", **self.with_client),
                 wl.previous_study.click(self.on_step(-1), edit_in, self.study_outs,
-                                        api_name="previous_study", **self.with_client)):
+                                        api_name="previous_study", **self.with_client)]
+        for navigation in navigations:
             navigation.then(**self.metrics_step)
             navigation.then(**ARRIVED)
+        return navigations
 
 
 def launch_options(nonce: str = "") -> dict[str, str]:

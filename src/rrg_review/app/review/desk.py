@@ -49,10 +49,13 @@ from rrg_review.studies.records import ReportSections
 
 log = logging.getLogger(__name__)
 
-PREDRAFT_AHEAD = 3  # studies after the open one that the background worker drafts
-# after a page load whose study had no draft yet, a follow-up event waits this long at most
-# for the pre-drafter (the page is usable meanwhile) before it puts the draft in the boxes
-FIRST_DRAFT_WAIT_S = 30.0
+PREDRAFT_AHEAD = 3  # undrafted studies beside the open one that the background worker drafts
+# after opening a study that had no draft yet, a follow-up event waits this long at most for
+# the pre-drafter (the page is usable meanwhile; the wait ends when the reader leaves the
+# study) before it puts the draft in the boxes: a generative model on a CPU, with a study
+# ahead of this one, takes minutes, and a shorter wait left "Drafting this study…" on screen
+# after the draft had landed
+FIRST_DRAFT_WAIT_S = 600.0
 ROWS_EVERY_S = 30.0  # how often the heartbeat refreshes the worklist's minutes column
 # the first refresh comes sooner: once the column's 0.1 min could show, so a reader sees at
 # once that time is being counted
@@ -361,8 +364,9 @@ class Desk:
 
     async def await_draft(self, session: Session, timeout: float = FIRST_DRAFT_WAIT_S,
                           poll: float = 0.2) -> int | None:
-        """Wait (in a follow-up event, never in the page load) until the pre-drafter is done
-        with the open study, if it had no draft when it was opened. A coroutine that polls:
+        """Wait (in a follow-up event, never in the event that opens the study) until the
+        pre-drafter is done with the open study, if it had no draft when it was opened, or
+        until the reader opens another study. A coroutine that polls:
         every waiting tab would otherwise hold one of the server's worker threads for up to
         `timeout` seconds, and a room of readers opening the worklist at once would leave
         none for their saves.
@@ -376,7 +380,8 @@ class Desk:
                 or session.reading is not None:  # a reading's draft is its arm's, never new
             return None
         deadline = time.monotonic() + timeout
-        while self.predrafter.queued(study):
+        # the reader may leave meanwhile: the draft still comes, for when they return
+        while self.predrafter.queued(study) and session.study == study:
             if time.monotonic() >= deadline:
                 log.info("study %s: no draft within %.0f s of opening it", study, timeout)
                 break
@@ -392,7 +397,7 @@ class Desk:
         first = self.worklists.resume(reader)
         if first is not None:
             self.predrafter.schedule(
-                [first, *self.worklists.upcoming(reader, first, PREDRAFT_AHEAD)])
+                [first, *self.worklists.undrafted(reader, first, PREDRAFT_AHEAD)])
         return first
 
     # -- worklist (the panel the worklist helper replaces) ---------------------------------
@@ -414,13 +419,11 @@ class Desk:
 
     # -- opening --------------------------------------------------------------------------
     def open(self, session: Session, reader: int, study_id: int, now: float) -> Opened:
-        """Open a study for a reader: their own latest text, else the draft; schedule the
-        next studies for pre-drafting. Opening changes nothing in the database."""
+        """Open a study for a reader: their own latest text, else the draft; pre-draft it
+        (see `_predraft`) and the next undrafted studies. Opening changes nothing in the
+        database."""
         view = self.viewer.open(int(study_id))
         drafts = self.drafting.latest(view.study_id, self.preset) if self.drafting else {}
-        if self.predrafter is not None:
-            self.predrafter.schedule(
-                self.worklists.upcoming(reader, view.study_id, PREDRAFT_AHEAD))
         good = {s: (d.id, d.text) for s, d in drafts.items() if d.error is None and d.text}
         current = self.review.current(reader, view.study_id)
         texts = {s: current[s].text if s in current else (good[s][1] if s in good else "")
@@ -443,8 +446,23 @@ class Desk:
         # a study rated before shows the reader's own counts: nothing is pre-filled over them
         session.own_rows = set(REXVAL_CATEGORIES) if rating is not None else set()
         session.prefilled, session.suggested = {}, {}
+        self._predraft(session, drafts)
         return Opened(view, drafts, texts, self.status_line(session), self.model_note(drafts),
                       rating)
+
+    def _predraft(self, session: Session, drafts: dict[str, StoredDraft]) -> None:
+        """Queue the study just opened, first, when it would say "No draft yet" (no draft,
+        not even a failed one, no text of the reader's, images to draft from), then the next
+        undrafted studies on the list. Only the studies after it were queued: a study opened
+        from the worklist before the pre-drafter reached it (one imported while the app ran)
+        stayed without a draft until the reader pressed Draft (a new-user trial)."""
+        if self.predrafter is None or session.reader is None or session.study is None:
+            return
+        mine = any(n is not None for n in session.base.values())
+        if not drafts and not mine and session.images:
+            self.predrafter.schedule([session.study], first=True)
+        self.predrafter.schedule(
+            self.worklists.undrafted(session.reader, session.study, PREDRAFT_AHEAD))
 
     def open_reading(self, session: Session, reader: int, reading_id: int,
                      now: float) -> Opened:

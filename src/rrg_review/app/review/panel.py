@@ -695,10 +695,12 @@ def _stream(p: ReviewPanel, drafting: DraftingService, study: int,
            if errors else "", p.save_status: "Draft finished."}
 
 
-def wire_draft_arrival(w: Wiring, loaded: Any) -> None:
-    """After a page load whose study had no draft yet: the page opens at once, and the draft
-    goes in when the pre-drafter has it (waiting beside the page: no limit on how many tabs
-    wait at a time)."""
+def wire_draft_arrival(w: Wiring, *opened: Any) -> None:
+    """After any event that opens a study (the page load, a worklist row, Previous/Next)
+    whose study had no draft yet: the page opens at once, and the draft goes in when the
+    pre-drafter has it (waiting beside the page: no limit on how many tabs wait at a time).
+    Only the page load waited: a study opened from the worklist said "Drafting this study…"
+    and its draft never reached the boxes until the reader left it and came back."""
     p, desk, tab = w.editor.panel, w.desk, w.guard.tab
     drafting, preset = w.services.drafting, w.services.preset
 
@@ -721,7 +723,8 @@ def wire_draft_arrival(w: Wiring, loaded: Any) -> None:
             return {p.save_status: desk.status_line(session), p.model_line: desk.model_note({})}
         return _drafts_arrived(w, r, d)
 
-    loaded.then(on_await_draft, {tab.state}, [tab.awaited], **PRIVATE, **QUIET,
-                concurrency_limit=None
-                ).then(on_draft_ready, w.edit_in | {tab.awaited}, drafted_outputs(w),
-                       **PRIVATE, **QUIET).then(**w.metrics_step)
+    for event in opened:
+        event.then(on_await_draft, {tab.state}, [tab.awaited], **PRIVATE, **QUIET,
+                   concurrency_limit=None
+                   ).then(on_draft_ready, w.edit_in | {tab.awaited}, drafted_outputs(w),
+                          **PRIVATE, **QUIET).then(**w.metrics_step)

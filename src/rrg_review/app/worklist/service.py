@@ -622,24 +622,37 @@ class WorklistService:
                     WorklistItem.position.desc())
             return s.scalar(stmt.limit(1))
 
-    def upcoming(self, reader_id: int, after: int | None, count: int) -> list[int]:
-        """The next `count` unfinished studies after `after` (what pre-drafting works on).
+    def undrafted(self, reader_id: int, after: int | None, count: int) -> list[int]:
+        """The next `count` studies with no draft yet (status "new") after `after`, then
+        round from the list's start (what pre-drafting works on). Studies imported while the
+        app runs go at the list's end, and a reader may open any of them first: those above
+        the open one are reached too (only the next unfinished studies after it were
+        drafted, and a new-user trial found the ones above it never drafted); drafted
+        studies take no place, so a run of drafted ones hides none.
 
         Args:
             reader_id: whose worklist.
-            after: the study on screen; None or not on the list: from the list's start.
+            after: the study on screen (never returned); None or not on the list: from the
+                list's start.
             count: how many at most (0 or less: none).
 
         Returns:
-            Study ids in list order (no filter applied; fewer near the end of the list).
+            Study ids, those after `after` in list order, then those before it.
         """
+        if count <= 0:
+            return []
         with self.db.read() as s:
             here = self._position(s, reader_id, after)
             stmt = select(WorklistItem.study_id).where(
-                WorklistItem.reader_id == reader_id, WorklistItem.status != "done")
-            if here is not None:
-                stmt = stmt.where(WorklistItem.position > here)
-            return list(s.scalars(stmt.order_by(WorklistItem.position).limit(max(0, count))))
+                WorklistItem.reader_id == reader_id, WorklistItem.status == "new"
+            ).order_by(WorklistItem.position).limit(count)
+            if here is None:
+                return list(s.scalars(stmt))
+            ahead = list(s.scalars(stmt.where(WorklistItem.position > here)))
+            if len(ahead) < count:
+                ahead += s.scalars(stmt.where(WorklistItem.position < here)
+                                   .limit(count - len(ahead)))
+            return ahead
 
     def resume(self, reader_id: int,
                left_off: frozenset[int] = frozenset()) -> int | None:
