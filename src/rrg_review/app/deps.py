@@ -82,7 +82,10 @@ class Tab:
     (hidden by CSS, so it is in the page)."""
 
     state: gr.State  # the tab's `Session`
-    awaited: gr.State  # the study a page load's follow-up waits to show a draft for
+    # (study, when) of a study opened with no draft that the pre-drafter has queued: a new
+    # value starts the wait for its draft; `awaited` is the study that wait ended for
+    wanted: gr.State
+    awaited: gr.State
     sync: gr.Textbox  # what the page script needs to guard unsaved text (`sync_json`)
     client: gr.Textbox  # the page's report, filled in by every text-carrying event
     # an autosave that stored text writes a new value here; its change event rescores the
@@ -95,8 +98,8 @@ class Tab:
         def hidden(elem_id: str) -> gr.Textbox:
             return gr.Textbox(elem_id=elem_id, elem_classes="rrg-hidden", container=False)
 
-        return cls(gr.State(Session()), gr.State(None), hidden("sync"), hidden("client"),
-                   hidden("rescore"), gr.Timer(AUTOSAVE_S))
+        return cls(gr.State(Session()), gr.State(None), gr.State(None), hidden("sync"),
+                   hidden("client"), hidden("rescore"), gr.Timer(AUTOSAVE_S))
 
     def client_js(self, inputs: Iterable[Any], texts: Iterable[gr.Textbox] = ()) -> str:
         """A JS preprocessor that fills the hidden `client` input with the page's report at

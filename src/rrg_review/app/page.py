@@ -151,7 +151,8 @@ def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
                     metrics_step, page.edit_in, nav.with_client,
                     [page.worklist.table, page.worklist.progress])
     loaded = nav.wire_load(ui)
-    wire_draft_arrival(wiring, loaded, *nav.wire_steps())
+    nav.wire_steps()
+    wire_draft_arrival(wiring)
     if services.readings is not None:
         wire_study_admin(page.study_admin, services.readings.studies, services.accounts,
                          guard, loaded)
@@ -185,7 +186,7 @@ class Navigation:
         self._select_js = page.tab.client_js(page.edit_in | {page.worklist.table}, carried)
         p, wl, tab = page, page.worklist, page.tab
         self.study_outs = list(dict.fromkeys([
-            tab.state, p.top.who, p.film.film, p.film.details, p.film.prior_button,
+            tab.state, tab.wanted, p.top.who, p.film.film, p.film.details, p.film.prior_button,
             *self._review_outs(), p.enlarged.data, p.metrics.table,
             p.metrics.notes, wl.table, wl.progress, wl.page, wl.page_text,
             *self.reading_outs]))
@@ -282,6 +283,10 @@ class Navigation:
                     **self.editor.cleared(r, self.empty_worklist_note(r.id)),
                     **self.reading_outputs(r, {s: "" for s in SECTIONS})}
         can_draft = self.services.drafting is not None and reading is None
+        if reading is None and self.desk.awaits_draft(session):
+            # a new value starts the wait for the pre-drafter (`wire_draft_arrival`); a study
+            # opened with its draft, as most are, sends no further request
+            out[p.tab.wanted] = (session.study, time.monotonic_ns())
         return {**out, **p.film.opened(viewer, opened.view, session),
                 **self.editor.opened(r, opened, can_draft),
                 **self.reading_outputs(r, opened.texts)}
@@ -415,16 +420,15 @@ class Navigation:
         loaded.then(**self.metrics_step)
         return loaded
 
-    def wire_steps(self) -> list[Any]:
+    def wire_steps(self) -> None:
         """The row click and Previous/Next. The page script holds keystrokes back from a
         navigation's click until its answer is on screen (`ARRIVED` tells it). Of row clicks
         made while one is on its way the last one runs after it (Gradio's default ran a
         select once at a time and dropped the clicks meanwhile: on a slow link the list then
-        marked another patient's row than the one shown, a new-user trial). Returns the
-        events, so that a study opened without a draft gets it when it is drafted."""
+        marked another patient's row than the one shown, a new-user trial)."""
         wl, edit_in = self.page.worklist, self.page.edit_in
         studies = self.page.studies.table
-        navigations = [
+        for navigation in (
                 studies.select(self.on_select_reading, edit_in | {studies}, self.study_outs,
                                **PRIVATE, trigger_mode="always_last",
                                js=self.page.tab.client_js(
@@ -435,11 +439,9 @@ class Navigation:
                 wl.next_study.click(self.on_step(1), edit_in, self.study_outs,
                                     api_name="next_study", **self.with_client),
                 wl.previous_study.click(self.on_step(-1), edit_in, self.study_outs,
-                                        api_name="previous_study", **self.with_client)]
-        for navigation in navigations:
+                                        api_name="previous_study", **self.with_client)):
             navigation.then(**self.metrics_step)
             navigation.then(**ARRIVED)
-        return navigations
 
 
 def launch_options(nonce: str = "") -> dict[str, str]:

@@ -362,6 +362,13 @@ class Desk:
         return (self.predrafter is not None and session.study is not None
                 and not session.drafts and self.predrafter.queued(session.study))
 
+    def awaits_draft(self, session: Session) -> bool:
+        """Whether the open study has no draft and the pre-drafter has it queued (the page
+        then waits for it: `await_draft`)."""
+        return (session.study is not None and self.predrafter is not None
+                and not session.drafts and session.reading is None
+                and self.predrafter.queued(session.study))
+
     async def await_draft(self, session: Session, timeout: float = FIRST_DRAFT_WAIT_S,
                           poll: float = 0.2) -> int | None:
         """Wait (in a follow-up event, never in the event that opens the study) until the

@@ -695,12 +695,15 @@ def _stream(p: ReviewPanel, drafting: DraftingService, study: int,
            if errors else "", p.save_status: "Draft finished."}
 
 
-def wire_draft_arrival(w: Wiring, *opened: Any) -> None:
+def wire_draft_arrival(w: Wiring) -> None:
     """After any event that opens a study (the page load, a worklist row, Previous/Next)
-    whose study had no draft yet: the page opens at once, and the draft goes in when the
-    pre-drafter has it (waiting beside the page: no limit on how many tabs wait at a time).
-    Only the page load waited: a study opened from the worklist said "Drafting this study…"
-    and its draft never reached the boxes until the reader left it and came back."""
+    whose study had no draft yet but is queued for one (`Tab.wanted` changes): the page opens
+    at once, and the draft goes in when the pre-drafter has it (waiting beside the page: no
+    limit on how many tabs wait at a time). Only the page load waited: a study opened from the
+    worklist said "Drafting this study…" and its draft never reached the boxes until the
+    reader left it and came back (a new-user trial). The wait is the change event of a state,
+    not a follow-up of every navigation: a reader flipping through drafted studies sends two
+    requests a study, as before, and stays within the fair rate (app/fair.py)."""
     p, desk, tab = w.editor.panel, w.desk, w.guard.tab
     drafting, preset = w.services.drafting, w.services.preset
 
@@ -723,8 +726,7 @@ def wire_draft_arrival(w: Wiring, *opened: Any) -> None:
             return {p.save_status: desk.status_line(session), p.model_line: desk.model_note({})}
         return _drafts_arrived(w, r, d)
 
-    for event in opened:
-        event.then(on_await_draft, {tab.state}, [tab.awaited], **PRIVATE, **QUIET,
-                   concurrency_limit=None
-                   ).then(on_draft_ready, w.edit_in | {tab.awaited}, drafted_outputs(w),
-                          **PRIVATE, **QUIET).then(**w.metrics_step)
+    tab.wanted.change(on_await_draft, {tab.state}, [tab.awaited], **PRIVATE, **QUIET,
+                      concurrency_limit=None
+                      ).then(on_draft_ready, w.edit_in | {tab.awaited}, drafted_outputs(w),
+                             **PRIVATE, **QUIET).then(**w.metrics_step)
