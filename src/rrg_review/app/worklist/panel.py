@@ -376,7 +376,9 @@ def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE,
                             show_label=False, elem_id="worklist-search", max_lines=1,
                             max_length=128)
         with gr.Row():
-            status = gr.Dropdown(["all", *STATUSES], value="all", label="Status",
+            # the rows say "in review": so does the filter (its value stays the status)
+            status = gr.Dropdown([("all", "all"), *((s.replace("_", " "), s) for s in STATUSES)],
+                                 value="all", label="Status",
                                  elem_id="status-filter", min_width=90)
             source = gr.Dropdown(sources, value="all", label="Source", elem_id="source-filter",
                                  min_width=90)
