@@ -6,6 +6,7 @@ file the same way, and the prior opens as its own viewport filling the window. O
 
 from __future__ import annotations
 
+import base64
 import io
 import re
 from pathlib import Path
@@ -160,6 +161,27 @@ READ_BACK = """(step) => {
                   inv: document.querySelector('#wl-invert').checked,
                   preset: document.querySelector('#wl-preset').value}};
 }"""
+
+
+# A canvas's grey values (its red channel) as base64: a 2,000 x 2,500 film read back as a JSON
+# array of 5 million numbers took Playwright and the browser most of a minute, under load.
+GREY_B64 = """(c) => {
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  const n = c.width * c.height, bytes = new Uint8Array(n);
+  for (let i = 0; i < n; i++) bytes[i] = d[i * 4];
+  let text = '';
+  for (let i = 0; i < n; i += 32768)
+    text += String.fromCharCode.apply(null, bytes.subarray(i, i + 32768));
+  return btoa(text);
+}"""
+
+
+def canvas_grey(page, selector: str) -> np.ndarray:
+    """The grey values of the canvas `selector`, as rows x columns."""
+    size = page.evaluate("(q) => { const c = document.querySelector(q); "
+                         "return [c.height, c.width]; }", selector)
+    data = page.locator(selector).evaluate(GREY_B64)
+    return np.frombuffer(base64.b64decode(data), dtype=np.uint8).reshape(size).astype(float)
 
 
 def expected(path: str, center: float, width: float, invert: bool, step: int) -> np.ndarray:
@@ -997,25 +1019,18 @@ def test_a_film_shown_smaller_than_half_is_drawn_from_averaged_pixels(browser, f
     app, _ = films
     page, _ = open_page(browser, app)
     enlarge(page, "BIG2")
-    got = page.evaluate("""() => {
-      const v = window.rrgViewer, c = document.querySelector('#wl-canvas');
-      const m = document.querySelector('#wl-mip');
-      const grey = (cv) => { const d = cv.getContext('2d').getImageData(0, 0, cv.width,
-        cv.height).data; const out = new Array(cv.width * cv.height);
-        for (let i = 0; i < out.length; i++) out[i] = d[i * 4]; return out; };
-      return {s: v.s, full: [c.width, c.height, grey(c)], mip: [m.width, m.height, grey(m)]};
-    }""")
-    assert got["s"] < 0.5, got["s"]
-    w, h, full = got["full"]
-    mw, mh, mip = got["mip"]
+    s_shown = page.evaluate("() => window.rrgViewer.s")
+    full, mip = canvas_grey(page, "#wl-canvas"), canvas_grey(page, "#wl-mip")
+    assert s_shown < 0.5, s_shown
+    h, w = full.shape
+    mh, mw = mip.shape
     k = round(np.log2(w / mw))
     f = 2 ** k
-    assert k >= 1 and got["s"] * f >= 0.5 and round(h / mh) == f, (k, got["s"], h, mh)
-    full = np.array(full, dtype=float).reshape(h, w)
+    assert k >= 1 and s_shown * f >= 0.5 and round(h / mh) == f, (k, s_shown, h, mh)
     mean = full[: h // f * f, : w // f * f].reshape(h // f, f, w // f, f).mean(axis=(1, 3))
-    drawn = np.array(mip, dtype=float).reshape(mh, mw)[: h // f, : w // f]
+    drawn = mip[: h // f, : w // f]
     err = np.abs(drawn - mean)
-    print(f"\nshown at {got['s']:.3f}x from a copy halved {k} times: |copy - box mean| "
+    print(f"\nshown at {s_shown:.3f}x from a copy halved {k} times: |copy - box mean| "
           f"p99 {np.percentile(err, 99):.2f}, max {err.max():.2f} grey levels")
     assert np.percentile(err, 99) <= 1.0 and err.max() <= 2.0
     fine_equals_area_means(page, full, "at fit")
@@ -1053,16 +1068,14 @@ def area_weights(n: int, m: int) -> np.ndarray:
 def fine_equals_area_means(page, full: np.ndarray, where: str) -> None:
     page.wait_for_function("() => getComputedStyle(document.querySelector('#wl-fine')).display"
                            " === 'block'")
-    got = page.evaluate("""() => { const f = document.querySelector('#wl-fine');
-      const d = f.getContext('2d').getImageData(0, 0, f.width, f.height).data;
-      const out = new Array(f.width * f.height);
-      for (let i = 0; i < out.length; i++) out[i] = d[i * 4];
-      return {s: rrgViewer.s, w: f.width, h: f.height, grey: out, ms: rrgViewer.fineMs,
-              mip: getComputedStyle(document.querySelector('#wl-mip')).display}; }""")
+    got = page.evaluate("""() => ({s: rrgViewer.s, ms: rrgViewer.fineMs,
+      mip: getComputedStyle(document.querySelector('#wl-mip')).display})""")
+    fine = canvas_grey(page, "#wl-fine")
+    got["h"], got["w"] = fine.shape
     h, w = full.shape
     assert got["w"] == max(1, round(w * got["s"])) and got["mip"] == "none", got["w"]
     expected = area_weights(h, got["h"]) @ full @ area_weights(w, got["w"]).T
-    err = np.abs(np.array(got["grey"], dtype=float).reshape(got["h"], got["w"]) - expected)
+    err = np.abs(fine - expected)
     print(f"{where}, {got['s']:.3f}x: resampled to {got['w']} x {got['h']} in {got['ms']:.0f} ms, "
           f"|shown - area "
           f"mean| p99 {np.percentile(err, 99):.2f}, max {err.max():.2f} grey levels")
