@@ -22,6 +22,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,6 +55,7 @@ def run_app(argv: list[str], log: str, environ: dict[str, str], cwd: str) -> Non
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     os.environ.clear()
     os.environ.update(environ)
+    tempfile.tempdir = None  # found again from this TMPDIR (the fork server may have cached one)
     os.chdir(cwd)
     sys.argv = ["launch.py", *argv]
     from rrg_review.app.serve import main

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 from bench.processes import stop_process
+from tests.app_process import start_app
 from tests.browser import sign_in, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +57,7 @@ def cli(*args: str, stdin: str | None = None, env: dict | None = None):
 
 
 class RunningApp:
-    """launch.py in a subprocess; stdout+stderr drained to a log file (never a full pipe)."""
+    """launch.py in a process of its own; stdout+stderr to a log file (never a full pipe)."""
 
     def __init__(self, workdir: Path, *args: str, scheme: str = "http",
                  verify: bool | str = True, host: str = "127.0.0.1") -> None:
@@ -65,11 +66,11 @@ class RunningApp:
         self.log_path = workdir / f"app-{self.port}.log"
         self.tmp = workdir / f"tmp-{self.port}"
         self.tmp.mkdir()
-        self.log = self.log_path.open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "launch.py", "--host", host, "--port", str(self.port), *args],
-            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "HF_HUB_OFFLINE": "1", "TMPDIR": str(self.tmp)})
+        self.log_path.write_text("")
+        # `launch.py ARGS` as a fork of a process that imported the app once (tests/app_process.py)
+        self.proc = start_app(["--host", host, "--port", str(self.port), *args], self.log_path,
+                              {**os.environ, "HF_HUB_OFFLINE": "1", "TMPDIR": str(self.tmp)},
+                              ROOT)
         deadline = time.monotonic() + 120
         wait_for_port(self.port, self.proc, deadline, self.log_path.read_text)
         while time.monotonic() < deadline:  # one request at a time, with the time left
@@ -86,7 +87,6 @@ class RunningApp:
 
     def stop(self) -> None:
         stop_process(self.proc)
-        self.log.close()
 
 
 class Tab:
