@@ -237,6 +237,55 @@ def test_a_tab_saved_over_is_told_and_chooses(desk):
     assert d.check_newer(one, own) is None and one.base["findings"] == 3
 
 
+def test_another_tabs_save_of_a_section_this_tab_left_untouched_holds_nothing(desk):
+    """Found in a new-user trial: tab one edited the findings only; tab two saved the
+    impression. Tab one was then held on the study by a "conflict" over the impression it never
+    touched, and its Keep mine saved its stale draft impression over tab two's save. A newer
+    save of a section the tab still shows as it was is told, never held, and never saved over;
+    a section the reader changed still conflicts."""
+    d, reader, ids = desk
+    one, texts = opened(d, reader, ids[2])
+    two, two_texts = opened(d, reader, ids[2])
+    mine = {**texts, "findings": "Tab one's findings."}
+    assert d.save(one, mine, typed(ids[2], "findings")).ok
+    theirs = texts["impression"] + " T2IMPR"
+    assert d.save(two, {**two_texts, "impression": theirs}, typed(ids[2], "impression")).ok
+    told = d.check_newer(one, typed(ids[2], "findings"))
+    assert told is not None and "T2IMPR" in told.message
+    # leaving (an autosave of what is on screen) is not held, and sends nothing of the impression
+    left = d.leave(one, {**mine, "findings": "Tab one's findings, more."},
+                   typed(ids[2], "findings", seq=2), now=1.0)
+    assert left.ok and left.wrote and "findings saved as revision 2" in left.message, left
+    assert "impression" in left.conflicts and "A newer impression" in left.message
+    assert [r.text for r in d.review.history(reader, ids[2], "impression")] == [theirs]
+    assert "Keep mine" not in told.message  # (it would save nothing of the impression)
+    # the autosave of the findings goes on meanwhile
+    more = {**mine, "findings": "Tab one's findings, more and more."}
+    ticked = d.tick(one, more, typed(ids[2], "findings", seq=3), now=2.0)
+    assert ticked is not None and ticked.ok and ticked.wrote, ticked
+    # Keep mine keeps what tab one changed; the impression it never touched shows theirs
+    kept = d.keep_mine(one, {**more, "findings": "Tab one's findings, kept."},
+                       typed(ids[2], "findings", seq=4))
+    assert kept.ok and kept.texts is not None and kept.texts["impression"] == theirs, kept
+    assert "showing the newer saved impression revision 1" in kept.message
+    assert [r.text for r in d.review.history(reader, ids[2], "impression")] == [theirs]
+    assert d.review.current(reader, ids[2])["findings"].text == "Tab one's findings, kept."
+    assert one.shown["impression"] == theirs and one.base["impression"] == 1
+    # a request sent before that answer carries the old impression: it stores nothing
+    stale = d.tick(one, {**more, "findings": "Tab one's findings, kept."},
+                   typed(ids[2], "findings", seq=4), now=3.0)
+    assert stale is None or not stale.wrote
+    assert [r.text for r in d.review.history(reader, ids[2], "impression")] == [theirs]
+    # a section the reader did change still conflicts, and holds the study
+    assert d.save(two, {**two_texts, "impression": theirs + " again"},
+                  typed(ids[2], "impression", seq=2)).ok
+    changed = {**kept.texts, "impression": theirs + " T1"}
+    held = d.leave(one, changed, typed(ids[2], "impression", seq=5), now=4.0)
+    assert not held.ok and held.held == {"impression"} and "not saved" in held.message
+    assert d.keep_mine(one, changed, typed(ids[2], "impression", seq=6)).ok
+    assert d.review.current(reader, ids[2])["impression"].text == theirs + " T1"
+
+
 def test_take_theirs_when_yet_another_save_came_in_offers_the_choice_again(desk):
     d, reader, ids = desk
     one, texts = opened(d, reader, ids[2])

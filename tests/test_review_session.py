@@ -302,6 +302,92 @@ def test_two_tabs_of_one_browser_never_drop_each_others_unsaved_text(browser, ap
         context.close()
 
 
+def _click_row_of(page, key: str) -> str:
+    """Click a worklist row; return what the page says once the study opened or was held."""
+    page.get_by_text(key, exact=True).filter(visible=True).first.click()
+    page.wait_for_function(
+        "(key) => document.querySelector('#film-head').innerText.includes('Study ' + key)"
+        " || document.querySelector('#save-status').innerText.includes('Still on this study')",
+        arg=key)
+    return page.locator("#save-status").inner_text()
+
+
+def test_after_a_restoring_reload_another_tabs_save_of_an_untouched_section_holds_nothing(
+        browser, app):
+    """Found in a new-user trial: tab one typed findings and reloaded at once (restored and
+    autosaved); tab two saved the impression; tab one, which never touched the impression,
+    was held on the study by a conflict over it when it clicked another row, and its Keep mine
+    saved the stale draft impression over tab two's save. A newer save of a section the reader
+    left as it was is told, holds nothing, and nothing of the tab is saved over it; a section
+    the reader did change still conflicts."""
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    try:
+        one, two = context.new_page(), context.new_page()
+        for page in (one, two):
+            page.goto(app.url)
+            page.locator("#film [data-study]").first.wait_for(timeout=60_000)
+        click_row(one, "DEMO-0004")
+        one.on("dialog", lambda dialog: dialog.accept())  # the leave-page guard
+        mine = "Tab one's findings, typed then reloaded at once."
+        type_into(one, "findings", mine)
+        one.reload()
+        one.locator("#film .current").wait_for()
+        wait_value(one, "findings", f"v === {json.dumps(mine)}")
+        wait_until(lambda: latest_text(app, "DEMO-0004", "findings") == mine,
+                   "the restored findings to be autosaved")
+        draft = box(one, "impression").input_value()
+        assert draft and latest_text(app, "DEMO-0004", "impression") is None
+
+        def tab_two_adds(words: str) -> str:
+            box(two, "impression").click()
+            two.keyboard.press("Control+End")
+            two.keyboard.type(words)
+            two.keyboard.press("Control+s")
+            theirs = box(two, "impression").input_value()
+            wait_until(lambda: latest_text(app, "DEMO-0004", "impression") == theirs,
+                       f"tab two's save of {words!r}")
+            return theirs
+
+        click_row(two, "DEMO-0004")
+        theirs = tab_two_adds(" T2IMPR")
+        wait_text(one, "save-status", "A newer impression was saved elsewhere")
+        status = _click_row_of(one, "DEMO-0002")
+        assert "Still on this study" not in status, status
+        assert "DEMO-0002" in one.locator("#film-head").inner_text()
+        assert revisions(app, "DEMO-0004", "impression") == [theirs]
+        assert revisions(app, "DEMO-0004", "findings") == [mine]
+
+        # back on the study, told of another save of the impression: Keep mine keeps only
+        # what tab one changed (its findings); its box shows tab two's impression
+        click_row(one, "DEMO-0004")
+        wait_value(one, "impression", f"v === {json.dumps(theirs)}")
+        theirs = tab_two_adds(" T2B")
+        wait_text(one, "save-status", "A newer impression was saved elsewhere")
+        box(one, "findings").click()
+        one.keyboard.press("Control+End")
+        one.keyboard.type(" More.")
+        one.locator("#keep-mine").click()
+        wait_value(one, "impression", f"v === {json.dumps(theirs)}")
+        wait_until(lambda: latest_text(app, "DEMO-0004", "findings") == mine + " More.",
+                   "tab one's findings to be saved")
+        assert latest_text(app, "DEMO-0004", "impression") == theirs
+        assert draft not in revisions(app, "DEMO-0004", "impression")
+
+        # a section tab one did change still conflicts: leaving is held until it chooses
+        theirs = tab_two_adds(" T2C")
+        box(one, "impression").click()
+        one.keyboard.press("Control+End")
+        one.keyboard.type(" T1")
+        status = _click_row_of(one, "DEMO-0002")
+        assert "Still on this study" in status and "impression not saved" in status, status
+        assert latest_text(app, "DEMO-0004", "impression") == theirs
+        one.locator("#keep-mine").click()
+        wait_until(lambda: latest_text(app, "DEMO-0004", "impression")
+                   == theirs.removesuffix(" T2C") + " T1", "tab one's impression on top")
+    finally:
+        context.close()
+
+
 def test_a_closed_tabs_unsaved_text_comes_back_in_the_next_tab(browser, app):
     """Per-tab entries: the text of a tab that is gone (closed with its requests cut off) is
     adopted by the next page of that browser opening the study, while a live tab keeps its own."""

@@ -186,15 +186,27 @@ class Opened:
 
 @dataclass(frozen=True)
 class Saved:
-    """The outcome of a save: what to tell the reader, and what was refused."""
+    """The outcome of a save: what to tell the reader, and what was refused.
+
+    conflicts: every section of which another tab or reader saved a newer revision than the one
+    this tab shows (Keep mine / Take theirs stay offered while there is one). held: those of
+    them whose text on screen is the reader's own, changed since the tab showed the stored
+    text (None: all of them). Only a held section keeps the reader on the study: a newer save
+    of a section the reader left as it was is told, and nothing of this tab's goes over it
+    (a new-user trial: an untouched impression held a worklist click, and Keep mine then saved
+    the tab's old draft over the other tab's save). texts: the boxes' new values where the
+    outcome puts stored text back on screen, None where the boxes stay as they are."""
 
     message: str
     conflicts: dict[str, RevisionView]
     wrote: bool
+    held: frozenset[str] | None = None
+    texts: dict[str, str] | None = None
 
     @property
     def ok(self) -> bool:
-        return not self.conflicts
+        """Nothing of the reader's own was refused: they may leave the study."""
+        return not (self.conflicts if self.held is None else self.held)
 
 
 @dataclass(frozen=True)
@@ -613,7 +625,9 @@ class Desk:
             return Saved(f"⚠ Not saved: {html.escape(held)}.", {}, False)
         wrote, messages = False, list[str]()
         edits: dict[str, SectionEdit] = {}
-        for section, text in self.pending(session, texts, client).items():
+        # the reader's own text: a section they left as the tab showed it is never sent
+        changed = self.pending(session, texts, client)
+        for section, text in changed.items():
             if section in session.conflicts:
                 continue  # waits for "keep mine" / "take theirs"
             draft = session.drafts.get(section)
@@ -653,14 +667,20 @@ class Desk:
             messages += [again.message] if again.wrote or again.conflicts else []
             wrote = wrote or again.wrote
         session.seq = max(session.seq, client.seq)
-        return self._saved(session, messages, set(results), wrote, autosave)
+        return self._saved(session, messages, set(results), wrote, autosave, set(changed))
 
     def _saved(self, session: Session, messages: list[str], written: set[str], wrote: bool,
-               autosave: bool) -> Saved:
+               autosave: bool, changed: set[str]) -> Saved:
         """What a save tells the reader: the conflicts, else what it stored, else that all
-        is saved (a Save then also marks the sections submitted)."""
+        is saved (a Save then also marks the sections submitted). A conflict holds only a
+        section the reader `changed`; a newer save of another is told after what was saved."""
         if session.conflicts:
-            return Saved(self.conflict_message(session), dict(session.conflicts), wrote)
+            held = frozenset(s for s in session.conflicts if s in changed)
+            told = frozenset(session.conflicts) - held
+            message = self.conflict_message(session, told)
+            if messages and not held:
+                message = "; ".join(messages) + "<br>" + message
+            return Saved(message, dict(session.conflicts), wrote, held)
         if messages:
             if not autosave:  # Save says where every section stands (an autosave may have
                 # stored one of them a moment before: "impression saved" alone read as if the
@@ -698,20 +718,29 @@ class Desk:
         if not newer:
             return None
         session.conflicts.update(newer)
-        parts = [f"⚠ **A newer {section} was saved elsewhere (revision {rev.number} at "
-                 f"{rev.created_at:%H:%M:%S}).** It reads: “{html.escape(rev.text)}”"
-                 for section, rev in newer.items()]
-        return Saved("<br>".join(parts) + "<br>Choose **Take theirs** to show it, or **Keep "
-                     "mine** to save this tab's text on top (both kept in the history).",
-                     dict(newer), False)
+        # (nothing is pending when the heartbeat asks: every section told is one the reader
+        # has not changed; typing in it later makes it theirs, and a conflict)
+        return Saved(self.conflict_message(session, frozenset(newer)), dict(newer), False)
 
     @staticmethod
-    def conflict_message(session: Session) -> str:
+    def conflict_message(session: Session, told: frozenset[str] = frozenset()) -> str:
+        """The conflicts in words: a refused section of the reader's own text, or (`told`) a
+        newer save of a section the reader has not changed in this tab, which nothing of the
+        tab's is saved over (Keep mine keeps only what the reader changed)."""
         parts = []
         for section, rev in session.conflicts.items():
-            parts.append(f"⚠ **{section} not saved — it was saved elsewhere (revision "
-                         f"{rev.number} at {rev.created_at:%H:%M:%S}).** Your text stays on "
-                         f"screen. The saved {section} reads: “{html.escape(rev.text)}”")
+            when = f"revision {rev.number} at {rev.created_at:%H:%M:%S}"
+            if section in told:
+                parts.append(f"⚠ **A newer {section} was saved elsewhere ({when}).** It reads: "
+                             f"“{html.escape(rev.text)}”")
+            else:
+                parts.append(f"⚠ **{section} not saved — it was saved elsewhere ({when}).** "
+                             f"Your text stays on screen. The saved {section} reads: "
+                             f"“{html.escape(rev.text)}”")
+        if told >= session.conflicts.keys():
+            it = "it" if len(told) == 1 else "them"
+            return "<br>".join(parts) + (f"<br>You have not changed {it} in this tab: "
+                                         f"**Take theirs** shows the newer text.")
         return "<br>".join(parts) + ("<br>Choose **Keep mine** (saved on top, both kept in "
                                      "history) or **Take theirs**.")
 
@@ -719,17 +748,34 @@ class Desk:
         """Save the reader's text on top of the newest revision; all stay in the history.
 
         The newest, not the one the banner quoted: another save may have come in since, and
-        Keep mine then ran into it and needed a second click (issue #21, defect 8)."""
+        Keep mine then ran into it and needed a second click (issue #21, defect 8). Only what
+        the reader changed is theirs to keep: a section still as the tab showed it (an
+        untouched draft) gets the newer text in its box instead. Saving it stored a stale
+        draft over another tab's save (a new-user trial)."""
         newest = (self.review.current(session.reader, session.study)
                   if session.reader is not None and session.study is not None else {})
+        # (before shown moves to the newest text, against which an untouched box would differ)
+        mine = self.pending(session, texts, client)
+        out, theirs = dict(texts), list[str]()
         for section, quoted in list(session.conflicts.items()):
             rev = newest.get(section, quoted)
             session.base[section] = rev.number
             session.shown[section] = rev.text
+            if section not in mine:
+                out[section] = rev.text
+                theirs.append(f"{section} revision {rev.number}")
         session.conflicts = {}
+        if theirs:  # requests on their way carry the old box text: only a newer edit saves
+            session.seq = max(session.seq, client.seq + 1)
         typed = {**client.typed, **{s: (0.0, 0.0) for s in SECTIONS if s not in client.typed}}
-        return self.save(session, texts, Client(client.study, typed, client.seq,
-                                                client.visible, client.idle_s))
+        saved = self.save(session, out, Client(client.study, typed, max(client.seq, session.seq),
+                                               client.visible, client.idle_s))
+        if not theirs:
+            return saved
+        it = "it" if len(theirs) == 1 else "them"
+        note = f"showing the newer saved {' and '.join(theirs)} (you had not changed {it} here)."
+        return dataclasses.replace(saved, message=f"{saved.message.rstrip('.')}; {note}",
+                                   texts=out)
 
     def take_theirs(self, session: Session, texts: dict[str, str],
                     client: Client | None = None) -> tuple[dict[str, str], Saved]:
@@ -785,7 +831,10 @@ class Desk:
             self._beat(session, now)
             session.counted = True
         session.beat_at = now
-        if not self.pending(session, texts, client) or session.conflicts:
+        pending = self.pending(session, texts, client)
+        # a refused section waits for the reader's choice (no retry into it every few seconds);
+        # a newer save of a section the reader has not changed stops no autosave of the others
+        if not pending or any(s in session.conflicts for s in pending):
             return None
         return self.save(session, texts, client, autosave=True)
 

@@ -455,7 +455,13 @@ def _wire_choices(w: Wiring) -> None:
     def on_keep_mine(r: Reader, d: Inputs) -> Outputs:
         texts = p.texts_of(d)
         saved = desk.keep_mine(r.session, texts, Client.parse(d[tab.client]))
-        return editor.after_save(r, saved, texts)
+        shown = saved.texts or texts
+        # only a box whose text the choice replaced (a section the reader had not changed):
+        # the others keep whatever was typed since the click
+        boxes = {box: shown[s] for s, box in (("findings", p.findings),
+                                              ("impression", p.impression))
+                 if shown[s] != texts[s]}
+        return {**editor.after_save(r, saved, shown), **boxes}
 
     @w.guard
     def on_take_theirs(r: Reader, d: Inputs) -> Outputs:
@@ -463,7 +469,7 @@ def _wire_choices(w: Wiring) -> None:
         return {**editor.after_save(r, saved, texts), **p.boxes(texts)}
 
     boxes_out = [*w.edit_outs, p.findings, p.impression]
-    kept_mine = p.keep_mine.click(on_keep_mine, w.edit_in, w.edit_outs, **LIGHT,
+    kept_mine = p.keep_mine.click(on_keep_mine, w.edit_in, boxes_out, **LIGHT,
                                   **w.with_client)
     kept_mine.then(**w.metrics_step)
     w.follow(kept_mine)
@@ -519,7 +525,7 @@ def _draft_into_boxes(w: Wiring, message: str) -> Callable[[Reader, Inputs], Out
         session, typed, client = r.session, p.texts_of(d), Client.parse(d[tab.client])
         kept = (desk.save(session, typed, client, autosave=True)
                 if desk.pending(session, typed, client) else None)
-        if kept is not None and kept.conflicts:
+        if kept is not None and not kept.ok:
             return editor.after_save(r, kept, typed)
         texts = desk.draft_texts(session)
         stored = ", ".join(f"{sec} revision {n}" for sec, n in session.base.items()
