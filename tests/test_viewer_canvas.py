@@ -900,6 +900,12 @@ def test_p_keeps_the_part_of_the_chest_in_view_the_tool_and_each_films_line(brow
     page.keyboard.press("p")
     wait_text(page, "wl-status", "Alt+B shows it")
     assert page.evaluate("() => rrgPick()") == "current:0"
+    # a patient with no prior is not told to show one (a thirteenth new-user trial)
+    page.keyboard.press("Escape")
+    enlarge(page, "MONO1")
+    assert "no prior study" in page.locator("#wl-caption").inner_text()
+    page.keyboard.press("p")
+    wait_text(page, "wl-status", "No prior study of this patient")
     assert requests.outside() == []
 
 

@@ -562,6 +562,9 @@ def _wire_accept_and_rate(w: Wiring) -> None:
             return out
         return on_accept
 
+    asked_off = {**editor.offer(p.accept_confirm, p.accept_cancel, on=False),
+                 **editor.offer(p.revert_confirm, p.revert_cancel, on=False)}
+
     @w.guard
     def on_rate(r: Reader, d: Inputs) -> Outputs:
         errors: dict[str, dict[str, object]] = {}
@@ -569,7 +572,11 @@ def _wire_accept_and_rate(w: Wiring) -> None:
             errors.setdefault(category, {})[kind] = d[comp]
         ok, message = desk.rate(r.session, d[p.likert], d[p.acceptable], errors, d[p.comment],
                                 p.texts_of(d), bool(d[p.checked]))
-        return {p.rate_status: message, **(w.rows(r.id, d) if ok else {})}
+        if not ok:
+            return {p.rate_status: message}
+        # a rated study is finished: a question still open (Accept or Revert over the reader's
+        # text) is answered by the rating, and stood armed under it (a new-user trial)
+        return {p.rate_status: message, **w.rows(r.id, d), **asked_off}
 
     accept_outs = [tab.state, p.save_status, p.accept_confirm, p.accept_cancel, p.keep_mine,
                    p.take_theirs, p.findings, p.impression, p.diff, tab.sync, p.acceptable,
@@ -583,8 +590,8 @@ def _wire_accept_and_rate(w: Wiring) -> None:
                           [p.accept_confirm, p.accept_cancel, p.save_status], **LIGHT)
     rate_in = {tab.state, *p.rating_fields, p.findings, p.impression,
                *(w.edit_in - {tab.state, p.findings, p.impression, tab.client})}
-    p.rate_button.click(on_rate, rate_in, [p.rate_status, *w.rows_out], api_name="rate",
-                        queue=False)
+    p.rate_button.click(on_rate, rate_in, [p.rate_status, *w.rows_out, *asked_off],
+                        api_name="rate", queue=False)
 
 
 def _drafts_arrived(w: Wiring, r: Reader, d: Inputs) -> Outputs:

@@ -12,11 +12,15 @@
                                 measuring: false, line: null, length: null, fitted: false,
                                 refits: 0};
   const $ = (sel) => document.querySelector(sel);
+  // whether the page offers a prior of this study (Show prior is enabled only then): a patient
+  // with none was told "no prior beside (Alt+B shows it)" as if one existed (a new-user trial)
+  const priorOffered = () => { const b = $('#toggle-prior'); return !!b && !b.disabled; };
   // what a drag does says which tool is on (it said "drag pan" while Measure was on)
   const hints = (measuring) => 'right-drag window/level · wheel zoom · ' +
     (measuring ? 'drag measures' : 'drag pan') + ' · double-click fits · ' +
     '← → other images · ' +
-    (figures('prior').length ? 'P current ⇄ prior' : 'no prior beside (Alt+B shows it)') +
+    (figures('prior').length ? 'P current ⇄ prior'
+      : priorOffered() ? 'no prior beside (Alt+B shows it)' : 'no prior study') +
     ' · Esc closes';
   const cache = new Map();  // url -> Uint16Array (the last few images: ← → come back to them)
   const pending = new Map();  // url -> {promise, controller, study} of a file on its way
@@ -629,7 +633,9 @@
     const [film, at] = V.pick.split(':'), other = film === 'prior' ? 'current' : 'prior';
     const figs = figures(other), n = figs.length;
     if (!n) {
-      el('wl-status').textContent = 'No prior beside: Alt+B shows it (if there is one), then P.';
+      el('wl-status').textContent = priorOffered()
+        ? 'No prior beside: Alt+B shows it, then P.'
+        : 'No prior study of this patient to flip to.';
       return;
     }
     const was = left[other], study = figs[0].closest('.film-study').dataset.study;
