@@ -13,6 +13,7 @@ import socket
 import sqlite3
 import ssl
 import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -58,14 +59,17 @@ def wait_for_port(port: int, proc: subprocess.Popen, deadline: float,
 
 
 class App:
-    """The app as a subprocess on a loopback port. `tls`: (certificate, key) files to serve
-    https with (README's team set-up). `wait=False` only starts it (see `AppSpares`);
-    `serving()` then waits until it answers."""
+    """The app as a process of its own on a loopback port. `tls`: (certificate, key) files to
+    serve https with (README's team set-up). `wait=False` only starts it (see `AppSpares`);
+    `serving()` then waits until it answers. `fresh`: `python launch.py` in a new interpreter,
+    for what start-up itself does (the first page's first-use work); else a fork of the
+    server that imported the app once (tests/app_process.py), whose imports would hide it."""
 
     # (start_s: a start takes 4-6 s quiet; a browser run beside two busy processes and other
     # jobs, load 15 on 2 cores, took over 120 s for one: a long limit costs nothing when quick)
     def __init__(self, db: Path, *args: str, start_s: float = 300,
-                 tls: tuple[Path, Path] | None = None, wait: bool = True) -> None:
+                 tls: tuple[Path, Path] | None = None, wait: bool = True,
+                 fresh: bool = False) -> None:
         if not os.path.exists(CHROMIUM):
             pytest.skip(f"{CHROMIUM} not installed (make test installs Debian's chromium)")
         self.db = db
@@ -77,9 +81,14 @@ class App:
             args = (*args, "--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1]))
             self.ssl_context = ssl.create_default_context(cafile=str(tls[0]))
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        argv = ["--db", str(db), "--port", str(port), *args]
         self.log.write_text("")
-        # `launch.py ARGS` as a fork of a process that imported the app once (tests/app_process.py)
-        self.proc = start_app(["--db", str(db), "--port", str(port), *args], self.log, env, ROOT)
+        if fresh:
+            with open(self.log, "a") as out:
+                self.proc = subprocess.Popen([sys.executable, "launch.py", *argv], cwd=ROOT,
+                                             stdout=out, stderr=subprocess.STDOUT, env=env)
+        else:
+            self.proc = start_app(argv, self.log, env, ROOT)
         self.start_s: float | None = None
         if wait:
             self.serving(start_s)
