@@ -657,21 +657,26 @@ def _import_while_running(db, settings, rg1_small, count: int) -> list[int]:
     return [w.study_id for w in worklists.items(reader, source="later")]
 
 
+def predrafting_desk(db, settings):
+    """A desk with the retrieval drafter and a running pre-drafter, as the app has them:
+    (desk, drafting service, pre-drafter, the local reader)."""
+    from rrg_review.app.drafting.service import PreDrafter
+
+    viewer = StudyViewer(db, settings.blobs)
+    drafting = DraftingService(db, settings, decoded=viewer.decoded)
+    pre = PreDrafter(drafting, "retrieval")
+    desk = Desk(viewer, ReviewService(db), drafting, pre, "retrieval")
+    return desk, drafting, pre, AccountService(db).local_reader()
+
+
 def test_studies_imported_while_running_are_drafted_the_one_opened_first(drafted_db,
                                                                          settings, rg1_small):
     """A new-user trial imported studies while the app ran and opened one of them from the
     worklist: the opened study was never drafted ("No draft yet" for minutes: only the
     studies after it were queued), nor were the new studies above it on the list. The opened
     study is drafted first, saying so, and every new study is drafted in the background."""
-    from rrg_review.app.drafting.service import PreDrafter
-
     db = drafted_db
-    viewer = StudyViewer(db, settings.blobs)
-    review = ReviewService(db)
-    drafting = DraftingService(db, settings, decoded=viewer.decoded)
-    pre = PreDrafter(drafting, "retrieval")
-    d = Desk(viewer, review, drafting, pre, "retrieval")
-    reader = AccountService(db).local_reader()
+    d, drafting, pre, reader = predrafting_desk(db, settings)
     try:
         d.predraft_first(reader)  # the app's start
         assert pre.wait_idle(120)
@@ -699,15 +704,8 @@ def test_waiting_for_a_draft_ends_when_the_reader_leaves_the_study(drafted_db, s
     """A tab waiting for the open study's draft stops waiting once the reader opens another
     study (its draft still comes, for when they return), instead of polling for its whole
     time limit."""
-    from rrg_review.app.drafting.service import PreDrafter
-
     db = drafted_db
-    viewer = StudyViewer(db, settings.blobs)
-    review = ReviewService(db)
-    drafting = DraftingService(db, settings, decoded=viewer.decoded)
-    pre = PreDrafter(drafting, "retrieval")
-    d = Desk(viewer, review, drafting, pre, "retrieval")
-    reader = AccountService(db).local_reader()
+    d, drafting, pre, reader = predrafting_desk(db, settings)
     new = _import_while_running(db, settings, rg1_small, 2)
     try:
         with drafting._gate.reader():
