@@ -355,7 +355,10 @@ def test_after_a_restoring_reload_another_tabs_save_of_an_untouched_section_hold
         assert "Still on this study" not in status, status
         assert "DEMO-0002" in one.locator("#film-head").inner_text()
         assert revisions(app, "DEMO-0004", "impression") == [theirs]
-        assert revisions(app, "DEMO-0004", "findings") == [mine]
+        # (an autosave tick may have stored part of the findings while they were typed: a
+        # run beside two busy processes did; nothing of tab one's came after them)
+        kept = revisions(app, "DEMO-0004", "findings")
+        assert kept[-1] == mine and all(mine.startswith(k) for k in kept), kept
 
         # back on the study, told of another save of the impression: Keep mine keeps only
         # what tab one changed (its findings); its box shows tab two's impression

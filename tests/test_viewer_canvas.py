@@ -231,7 +231,12 @@ def test_right_drag_windows_at_frame_rate_with_no_request(browser, films):
         i += 1;
         window.dispatchEvent(new MouseEvent('mousemove', {clientX: 500 + (i % 50),
                                                          clientY: 400 - (i % 37)}));
-        if (performance.now() - t0 < 2000) { requestAnimationFrame(tick); return; }
+        // 2 s, and at least 20 frames to judge (at a load of 20 the frame loop gave 11 in
+        // 2 s): the drawing per frame is the figure, not how often a starved loop ticks
+        const ms = performance.now() - t0;
+        if ((ms < 2000 || v.frames - f0 < 20) && ms < 30000) {
+          requestAnimationFrame(tick); return;
+        }
         window.dispatchEvent(new MouseEvent('mouseup', {}));
         requestAnimationFrame(() => done({frames: v.frames - f0, moves: i,
                                           seconds: (performance.now() - t0) / 1000,
