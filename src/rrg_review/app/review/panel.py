@@ -150,23 +150,25 @@ def _boxes_and_buttons() -> dict[str, Any]:
                                          size="sm")
         parts["revert_button"] = gr.Button("Revert to draft", elem_id="revert", size="sm")
         parts["accept_button"] = gr.Button("Accept draft (Alt+A)", elem_id="accept", size="sm")
-    with gr.Row(elem_id="accept-confirm-row", elem_classes="rrg-offer"):
-        # the buttons say what they do: the status line that explains the question may be
-        # replaced by an autosave's note before the reader reads it (a new-user trial)
-        parts["accept_confirm"] = gr.Button("Accept the draft, replacing my edits",
-                                            elem_id="accept-confirm", size="sm",
-                                            variant="stop", interactive=False)
-        parts["accept_cancel"] = gr.Button("Cancel: keep my edits", elem_id="accept-cancel",
-                                           size="sm", interactive=False)
-    with gr.Row(elem_id="revert-confirm-row", elem_classes="rrg-offer"):
-        # Revert asks as Accept does: it sat beside Save and replaced the reader's text in one
-        # click, with no undo on the page (a new-user trial)
-        parts["revert_confirm"] = gr.Button("Revert to the draft, replacing my edits",
-                                            elem_id="revert-confirm", size="sm",
-                                            variant="stop", interactive=False)
-        parts["revert_cancel"] = gr.Button("Cancel: keep my edits", elem_id="revert-cancel",
-                                           size="sm", interactive=False)
+    # the buttons say what they do: the status line that explains the question may be
+    # replaced by an autosave's note before the reader reads it (a new-user trial); Revert
+    # asks as Accept does: it sat beside Save and replaced the reader's text in one click, with
+    # no undo on the page (a new-user trial)
+    for action, verb in (("accept", "Accept"), ("revert", "Revert to")):
+        parts[f"{action}_confirm"], parts[f"{action}_cancel"] = _question(action, verb)
     return parts
+
+
+def _question(action: str, verb: str) -> tuple[gr.Button, gr.Button]:
+    """The row that asks before `action` replaces the reader's own text with the draft
+    (shown while its buttons are enabled: `Editor.offer`)."""
+    with gr.Row(elem_id=f"{action}-confirm-row", elem_classes="rrg-offer"):
+        confirm = gr.Button(f"{verb} the draft, replacing my edits",
+                            elem_id=f"{action}-confirm", size="sm", variant="stop",
+                            interactive=False)
+        cancel = gr.Button("Cancel: keep my edits", elem_id=f"{action}-cancel", size="sm",
+                           interactive=False)
+    return confirm, cancel
 
 
 def _rating() -> dict[str, Any]:
