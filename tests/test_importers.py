@@ -162,9 +162,56 @@ def test_plain_folder_with_dicom_and_png(db, settings, tmp_path, rg1_small):
         assert a.study_date == date(2004, 8, 26)  # from the DICOM header
         assert a.demographics == {"sex": "F"}
         assert a.images[0].photometric == "MONOCHROME1" and a.images[0].view_group == "frontal"
-        b = get_study(s, s.scalar(select(Study.id).where(Study.study_key == "cases/case-b")))
+        # a folder of PNGs is keyed by its path, stored as a pseudonym (folder names often
+        # name the patient: found by a new-user trial, shown in the worklist and the header)
+        b = get_study(s, s.scalar(select(Study.id).where(
+            Study.study_key == pseudonym(s, "cases/case-b"))))
         assert b.patient.key == pseudonym(s, "P-7") and b.study_date == date(2022, 2, 2)
         assert b.images[0].bits_stored == 8
+        assert all(k.startswith("anon-") for k in s.scalars(select(Study.study_key)))
+
+
+def test_folder_names_are_kept_as_keys_only_when_asked(db, settings, tmp_path, rg1_small):
+    root = layouts.plain_folder(tmp_path / "cases", rg1_small, rg1())
+    run_import(db, settings, root, keep_folder_names=True)
+    with db.read() as s:
+        keys = set(s.scalars(select(Study.study_key)))
+    assert "cases/case-b" in keys  # the DICOM study's UID is a pseudonym all the same
+    assert len(keys) == 2 and sum(k.startswith("anon-") for k in keys) == 1
+    # kept on purpose: a later import (and its one-off rewrite of old keys) leaves them alone
+    run_import(db, settings, root, keep_folder_names=True)
+    with db.read() as s:
+        assert set(s.scalars(select(Study.study_key))) == keys
+
+
+def test_folder_names_stored_by_an_older_version_become_pseudonyms_with_no_twin(
+        db, settings, tmp_path, rg1_small):
+    """A database written before folder keys were pseudonymised holds `cases/case-b`: the app's
+    start, or an import into it, rewrites such keys once, and a re-import of the same folder
+    updates that study (same id, so its reviews and readings stay) instead of adding a twin."""
+    from rrg_review.app.setup import prepare
+    from rrg_review.db.models import Meta
+
+    def as_an_older_version_left_it(root):
+        run_import(db, settings, root, keep_folder_names=True)
+        with db.write() as s:  # no record of the one-off rewrite
+            s.delete(s.get(Meta, "folder_study_keys_pseudonymised"))
+        with db.read() as s:
+            return s.scalar(select(Study.id).where(Study.study_key == f"{root.name}/case-b"))
+
+    for name, rewrite in (("cases", lambda: prepare(settings, demo=False).dispose()),
+                          ("others", lambda: None)):  # the import itself rewrites
+        root = layouts.plain_folder(tmp_path / name, rg1_small, rg1())
+        old_id = as_an_older_version_left_it(root)
+        rewrite()
+        report = run_import(db, settings, root)
+        assert (report.added, report.failed) == (0, 0), report
+        with db.read() as s:
+            assert s.scalar(select(Study.id).where(
+                Study.study_key == pseudonym(s, f"{name}/case-b"))) == old_id
+    with db.read() as s:
+        keys = list(s.scalars(select(Study.study_key)))
+    assert len(keys) == 3 and all(k.startswith("anon-") for k in keys), keys  # one DICOM UID
 
 
 def test_dicom_patient_id_is_never_stored(db, settings, tmp_path, rg1_small):

@@ -325,7 +325,7 @@ def test_every_event_of_the_page_refuses_another_readers_tab(team):
     table = next(c["id"] for c in config["components"] if c.get("type") == "dataframe"
                  and values.get(c["id"]) and "study" in values[c["id"]]["headers"])
     rows = values[table]["data"]
-    row = next(i for i, r in enumerate(rows) if PHI_FOLDER in str(r))
+    row = next(i for i, r in enumerate(rows) if _doe_key(db) in str(r))
     select = next(d for d in deps if [table, "select"] in d["targets"])
     opened = bob.run(select, values, event_data={"index": [row, 1], "value": rows[row][1],
                                                  "row_value": rows[row], "selected": True})
@@ -490,6 +490,15 @@ def _export(tab: Tab, fmt: str, mine: bool) -> tuple[str, str]:
     return file["url"], body.text
 
 
+def _doe_key(db) -> str:
+    """The stored key of the study imported from the folder named after its patient."""
+    with sqlite3.connect(db) as conn:
+        (key,) = conn.execute("SELECT study_key FROM study WHERE indication LIKE '%SUM(1+1)%'"
+                              ).fetchone()
+    assert key.startswith("anon-"), key
+    return key
+
+
 def _assert_no_phi(text: str) -> None:
     for leak in (PHI_FOLDER, "DOE", MRN, "7770002", "plain-case"):
         assert leak not in text, leak
@@ -524,8 +533,9 @@ def test_a_readers_export_holds_only_their_own_work_without_phi_or_formulas(team
 def test_cli_exports_and_the_audit_trail_carry_no_folder_names_unless_asked(team, tmp_path):
     """The study imported from `DOE_JOHN_MRN-5550001/` (import -> draft -> reviews -> export):
     the CLI's CSV, JSON and HTML and the RRG24 prediction/id files beside them show opaque ids;
-    the dataset's own keys appear only when asked for (--dataset-keys, audited as such); the
-    audit trail, in the table and as `rrg-review audit` prints it, never holds the name."""
+    the stored keys (a pseudonym, for a folder) appear only when asked for (--dataset-keys,
+    audited as such); the audit trail, in the table and as `rrg-review audit` prints it,
+    never holds the name."""
     app, db, _ = team
     _export(logged_in(app, "alice"), "csv", True)  # audited too (and downloaded: deleted)
     plain = tmp_path / "plain"
@@ -546,7 +556,10 @@ def test_cli_exports_and_the_audit_trail_carry_no_folder_names_unless_asked(team
     asked = tmp_path / "asked"
     cli("export", "--format", "csv", "--out", str(asked / "keys.csv"), "--dataset-keys",
         "--db", str(db), "--metrics", "bleu4", "--offline", "--bootstrap", "20")
-    assert PHI_FOLDER in (asked / "keys.csv").read_text()  # the admin asked for them
+    # the admin asked for the stored keys: the folder's is a pseudonym (folders are stored
+    # under their names only when imported with --keep-folder-names)
+    assert _doe_key(db) in (asked / "keys.csv").read_text()
+    _assert_no_phi((asked / "keys.csv").read_text())
     with sqlite3.connect(db) as conn:
         trail = conn.execute("SELECT actor, action, target, address, detail FROM audit_event"
                              ).fetchall()

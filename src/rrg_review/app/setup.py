@@ -11,7 +11,7 @@ from rrg_review.app.ingest.service import ImportReport, import_records
 from rrg_review.app.settings import Settings
 from rrg_review.db.engine import Database, DatabaseProblem, integrity_problems
 from rrg_review.db.models import Study
-from rrg_review.db.store import pseudonymise_stored_patients
+from rrg_review.db.store import pseudonymise_folder_study_keys, pseudonymise_stored_patients
 from rrg_review.studies.demo import demo_records
 
 log = logging.getLogger(__name__)
@@ -60,8 +60,11 @@ def prepare(settings: Settings, *, demo: bool = True, read_only: bool = False) -
     if not read_only:
         with db.write() as session:
             changed = pseudonymise_stored_patients(session)
+            folders = pseudonymise_folder_study_keys(session)
         if changed:
             log.info("%d patient keys stored as given were replaced by pseudonyms", changed)
+        if folders:
+            log.info("%d study keys stored as folder names were replaced by pseudonyms", folders)
     if demo and not read_only:
         report = seed_demo(db, settings)
         if report is not None and report.problems:

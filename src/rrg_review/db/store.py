@@ -31,6 +31,7 @@ from rrg_review.db.models import (
     utcnow,
 )
 from rrg_review.db.sorting import natural_key
+from rrg_review.studies.importers.folder import SOURCE as FOLDER
 from rrg_review.studies.pixels import ImageInfo
 from rrg_review.studies.records import StudyRecord, view_group
 
@@ -158,6 +159,27 @@ def pseudonymise_stored_patients(session: Session) -> int:
             study.patient = twin
         session.flush()
         session.delete(patient)
+    session.flush()
+    return len(raw)
+
+
+_FOLDER_KEYS_DONE = "folder_study_keys_pseudonymised"  # set once the one-off rewrite ran
+
+
+def pseudonymise_folder_study_keys(session: Session) -> int:
+    """Replace the study keys of plain-folder studies stored as folder paths (by versions that
+    kept `DOE_JOHN_MRN-5550001/`-style names as keys) with the pseudonyms the folder importer
+    now stores, so that a re-import of the folder updates the same study instead of adding a
+    second one. Runs once per database (a meta row says it ran): keys kept later on purpose
+    (`import --keep-folder-names`) are never rewritten. Returns how many studies changed."""
+    if session.get(Meta, _FOLDER_KEYS_DONE) is not None:
+        return 0
+    raw = [s for s in session.scalars(select(Study).where(Study.source == FOLDER))
+           if not _PSEUDONYM_RE.match(s.study_key)]
+    for study in raw:
+        study.study_key = pseudonym(session, study.study_key)
+        study.sort_key = natural_key(study.study_key)
+    session.add(Meta(key=_FOLDER_KEYS_DONE, value=str(len(raw))))
     session.flush()
     return len(raw)
 

@@ -33,6 +33,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--workers", type=int, metavar="N",
                    help="processes that check images (default: $RRG_REVIEW_IMPORT_WORKERS, "
                         "else one per CPU core)")
+    p.add_argument("--keep-folder-names", action="store_true",
+                   help="a plain folder of images (no StudyInstanceUID) keeps its path as its "
+                        "study key; by default the key is a pseudonym, as folder names often "
+                        "name the patient")
     p.add_argument("--no-worklists", action="store_true",
                    help="leave readers' worklists as they are (default: every reader who has a "
                         "worklist gets the newly stored studies with images at its end)")
@@ -60,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             db, args.source, blobs=settings.blobs, fmt=args.format, images=args.images,
             follow_symlinks=args.follow_symlinks, allow_modality=allow,
             workers=args.workers if args.workers is not None else settings.import_workers,
-            progress=progress,
+            progress=progress, keep_folder_names=args.keep_folder_names,
         )
         placed = None if args.no_worklists or not report.added else _placed(db)
     except (StudyLoadError, DatabaseProblem) as exc:  # nothing stored: one sentence, exit 2

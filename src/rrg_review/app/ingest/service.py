@@ -45,6 +45,7 @@ from rrg_review.db.store import (
     known_studies,
     merge_study,
     pseudonym,
+    pseudonymise_folder_study_keys,
 )
 from rrg_review.studies.errors import DatasetLayoutError, StudyLoadError
 from rrg_review.studies.importers import ImportOptions, detect_format, get_importer
@@ -119,6 +120,7 @@ def import_path(
     limits: Limits | None = None,
     workers: int | None = None,
     progress: Progress | None = None,
+    keep_folder_names: bool = False,
 ) -> ImportReport:
     """Import a dataset folder/file in the given (or detected) layout.
 
@@ -137,6 +139,8 @@ def import_path(
         limits: size limits for images and files; None: the defaults.
         workers: image-checking processes; None: one per CPU.
         progress: called with (records read, records expected or None).
+        keep_folder_names: a plain folder's path is stored as its study key as it is, not as
+            a pseudonym (only for folders named by dataset ids, never by patients).
 
     Returns:
         The counts (found, added, updated, unchanged, failed, images) and every problem with
@@ -154,6 +158,7 @@ def import_path(
         allow_modality=frozenset(m.strip().upper() for m in allow_modality if m.strip()),
         limits=limits or Limits(),
         workers=workers if workers is not None else (os.cpu_count() or 1),
+        keep_folder_names=keep_folder_names,
     )
     importer = detect_format(path, options) if fmt == "auto" else get_importer(fmt, options)
     guard = options.guard_for(importer.root(path))
@@ -404,6 +409,9 @@ class _BatchWriter:
         self.in_flight_keys: set[tuple[str, str]] = set()
         with db.write() as session:
             pseudonym(session, "")  # makes sure the pseudonym key exists before reading with it
+            # folder names stored as keys by older versions: pseudonyms now, before the look-up
+            # of known studies, so that this import updates them instead of adding twins
+            pseudonymise_folder_study_keys(session)
         with db.read() as session:
             self.index = known_studies(session)
             self.patients = known_patients(session)

@@ -34,6 +34,10 @@ class ImportOptions:
     allow_modality: frozenset[str] = frozenset()
     limits: Limits = field(default_factory=Limits)
     workers: int = 1  # processes for reading headers (DICOM folders); the CLI gives one per core
+    # A plain folder's name (`DOE_JOHN_MRN-5550001/`) often names the patient: the folder
+    # importer stores such keys as pseudonyms, as it does DICOM UIDs, unless this is set
+    # (`--keep-folder-names`, for folders named by a dataset's own ids).
+    keep_folder_names: bool = False
 
     def guard_for(self, root: Path) -> Guard:
         """The Guard of an import whose dataset root is `root` (plus --images)."""

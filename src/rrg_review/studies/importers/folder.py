@@ -163,13 +163,14 @@ class FolderImporter:
         for uid, files in studies.items():
             yield build(str(files[0].parent), _dicom_study, path, uid, files,
                         headers[files[0]], notes.get(uid, ()), guard,
-                        record=f"{len(files)} DICOM file(s)")
+                        self.options.keep_folder_names, record=f"{len(files)} DICOM file(s)")
         for uid, skipped in notes.items():
             if uid not in studies:  # a study made only of non-image objects
                 yield RecordError(skipped[0].split(":")[0], "study has no image objects ("
                                   + "; ".join(skipped) + ")")
         for folder, files in sorted(found.raster.items()):
-            yield build(str(folder), _raster_study, path, folder, files, guard)
+            yield build(str(folder), _raster_study, path, folder, files, guard,
+                        self.options.keep_folder_names)
 
 
 # The last tag `_HEADER_TAGS` needs (InstanceNumber): reading stops after it, so neither the
@@ -337,21 +338,24 @@ def _record(root: Path, key: str, origin: str, meta: dict[str, Any],
 
 
 def _dicom_study(root: Path, uid: str, files: list[Path], header: dict[str, str],
-                 notes: Sequence[str], guard: Guard) -> StudyRecord:
+                 notes: Sequence[str], guard: Guard, keep_folder_names: bool) -> StudyRecord:
     folder = files[0].parent
     meta, ref = _folder_report(folder, guard)
     origin = f"{folder} (StudyInstanceUID)" if not uid.startswith("folder:") else str(folder)
-    if uid.startswith("folder:"):
-        key, phi = f"{root.name}/{folder.relative_to(root)}", False
+    if uid.startswith("folder:"):  # no StudyInstanceUID: the folder is the study
+        key, phi = f"{root.name}/{folder.relative_to(root)}", not keep_folder_names
     else:
         key, phi = uid, True
     images = [ImageSource(name=str(f), path=str(f)) for f in files]
     return _record(root, key, origin, meta, ref, images, header, notes, phi_key=phi)
 
 
-def _raster_study(root: Path, folder: Path, files: list[Path], guard: Guard) -> StudyRecord:
+def _raster_study(root: Path, folder: Path, files: list[Path], guard: Guard,
+                  keep_folder_names: bool) -> StudyRecord:
+    """A folder of PNG/JPEG images is one study, keyed by its path under the import (stored
+    as a pseudonym unless the folder names are kept: they often name the patient)."""
     meta, ref = _folder_report(folder, guard)
     rel = folder.relative_to(root)
     key = f"{root.name}/{rel}" if str(rel) != "." else root.name
     images = [ImageSource(name=str(f), path=str(f)) for f in sorted(files)]
-    return _record(root, key, str(folder), meta, ref, images, {})
+    return _record(root, key, str(folder), meta, ref, images, {}, phi_key=not keep_folder_names)
