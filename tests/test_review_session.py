@@ -415,6 +415,27 @@ def test_a_closed_tabs_unsaved_text_comes_back_in_the_next_tab(browser, app):
         context.close()
 
 
+def test_offline_the_page_says_nothing_is_saved_and_saves_once_back(browser, app):
+    """A new-user trial pulled the network: the status kept saying the text was saved while
+    the reader typed on. Offline, the page says nothing is saved now (the text kept in this
+    browser); once back, the text is saved and the note goes."""
+    page = new_page(browser, app.url)
+    click_row(page, "DEMO-0002")
+    page.context.set_offline(True)
+    try:
+        type_into(page, "findings", "Typed while the server could not be reached.")
+        wait_text(page, "restore-note", "Offline: the server cannot be reached", timeout=15_000)
+        assert latest_text(app, "DEMO-0002", "findings") != \
+            "Typed while the server could not be reached."
+    finally:
+        page.context.set_offline(False)
+    wait_until(lambda: latest_text(app, "DEMO-0002", "findings")
+               == "Typed while the server could not be reached.", "the text saved once back")
+    page.wait_for_function("() => !document.getElementById('restore-note').innerText"
+                           ".includes('Offline')")
+    page.close()
+
+
 def test_switching_patients_leaves_nothing_of_the_first_on_screen(browser, app):
     page = new_page(browser, app.url)
     click_row(page, "DEMO-0003")  # patient DEMO-P2, shown by its pseudonym

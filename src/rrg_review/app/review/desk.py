@@ -727,22 +727,25 @@ class Desk:
         """The conflicts in words: a refused section of the reader's own text, or (`told`) a
         newer save of a section the reader has not changed in this tab, which nothing of the
         tab's is saved over (Keep mine keeps only what the reader changed)."""
-        parts = []
+        # The choice comes first and each saved text last: the status box scrolls past about
+        # six lines, and a new-user trial at 1366 px saw the quote cut off with the choice
+        # below it, out of sight.
+        quotes = []
         for section, rev in session.conflicts.items():
             when = f"revision {rev.number} at {rev.created_at:%H:%M:%S}"
             if section in told:
-                parts.append(f"⚠ **A newer {section} was saved elsewhere ({when}).** It reads: "
-                             f"“{html.escape(rev.text)}”")
+                head = f"⚠ **A newer {section} was saved elsewhere ({when}).**"
             else:
-                parts.append(f"⚠ **{section} not saved — it was saved elsewhere ({when}).** "
-                             f"Your text stays on screen. The saved {section} reads: "
-                             f"“{html.escape(rev.text)}”")
+                head = (f"⚠ **{section} not saved — it was saved elsewhere ({when}).** Your text "
+                        "stays on screen.")
+            quotes.append((head, f"The saved {section} reads: “{html.escape(rev.text)}”"))
         if told >= session.conflicts.keys():
             it = "it" if len(told) == 1 else "them"
-            return "<br>".join(parts) + (f"<br>You have not changed {it} in this tab: "
-                                         f"**Take theirs** shows the newer text.")
-        return "<br>".join(parts) + ("<br>Choose **Keep mine** (saved on top, both kept in "
-                                     "history) or **Take theirs**.")
+            choice = f"You have not changed {it} in this tab: **Take theirs** shows the newer text."
+        else:
+            choice = ("Choose **Keep mine** (saved on top, both kept in history) or "
+                      "**Take theirs**.")
+        return "<br>".join([*(h for h, _ in quotes), choice, *(q for _, q in quotes)])
 
     def keep_mine(self, session: Session, texts: dict[str, str], client: Client) -> Saved:
         """Save the reader's text on top of the newest revision; all stay in the history.

@@ -282,11 +282,31 @@ window.rrgLogout = () => {
   const SIGNED_OUT = 'You are signed out (Log out in another tab, or the session ended): ' +
     'nothing can be saved now. Your unsaved text is kept in this browser; reload the page and ' +
     'sign in again to save it.';
+  // Offline (the server down, a cable pulled), the save status kept its last "Saved" while
+  // the reader typed on (a new-user trial): a call to the server that cannot be sent says so
+  // until one goes through again, and the text typed meanwhile is kept in this browser.
+  const OFFLINE = 'Offline: the server cannot be reached, so nothing is saved now. What you ' +
+    'type is kept in this browser and saved once the connection is back.';
   const plainFetch = window.fetch.bind(window);
   window.fetch = async (...args) => {
-    const response = await plainFetch(...args);
     const url = String(args[0] && args[0].url ? args[0].url : args[0]);
-    if (response.status === 401 && url.includes('/gradio_api/')) {
+    const ours = url.includes('/gradio_api/');
+    let response;
+    try {
+      response = await plainFetch(...args);
+    } catch (e) {
+      if (ours && !(e && e.name === 'AbortError')) {
+        remember();
+        rrg.offline = true;
+        setNote(OFFLINE);
+      }
+      throw e;
+    }
+    if (ours && rrg.offline && response.status < 500) {
+      rrg.offline = false;
+      if ($('#restore-note .rrg-restore')?.textContent === OFFLINE) setNote('');
+    }
+    if (response.status === 401 && ours) {
       remember();
       setNote(SIGNED_OUT);
     }
