@@ -29,7 +29,8 @@ from rrg_review.app.review.service import ReviewError, ReviewService
 from rrg_review.app.setup import seed_demo
 from rrg_review.app.viewer.service import StudyViewer
 from rrg_review.app.worklist.service import WorklistService
-from rrg_review.db.models import AuditEvent
+from rrg_review.db.models import AuditEvent, Image, Study
+from rrg_review.db.store import pseudonym
 from rrg_review.metrics.bleu import Bleu4
 from rrg_review.metrics.rouge import RougeL
 
@@ -484,21 +485,36 @@ def test_a_load_resumes_where_this_browser_keeps_unsaved_text_of_its_own_reader(
     assert Client.parse('{"left": [{"reader": "x"}]}') == Client()  # malformed: nothing
 
 
-def test_film_puts_frontal_before_lateral_side_by_side_and_escapes_everything(desk):
+def test_film_puts_frontal_before_lateral_side_by_side_and_escapes_everything(
+        desk, db, settings, tmp_path):
+    """A study stored lateral first shows its frontal first, and each film is numbered as it
+    is shown: the first film said "2: PA" (a new-user trial), while the keys 1, 2 pick films in
+    the order shown."""
     import dataclasses
 
+    from rrg_review.app.ingest.service import import_path
     from rrg_review.app.viewer.panel import film_html
+    from tests.layouts import dicom_file
 
+    uid = "1.2.826.0.1.3680043.8.498.77"
+    dicom_file(tmp_path / "ex" / "A-lateral", study_uid=uid, series=1, view="LL")
+    dicom_file(tmp_path / "ex" / "B-frontal", study_uid=uid, series=2, view="PA")
+    assert import_path(db, tmp_path / "ex", blobs=settings.blobs, workers=1).added == 1
+    viewer = StudyViewer(db, settings.blobs)
+    with db.read() as s:
+        study_id = s.scalar(select(Study.id).where(Study.study_key == pseudonym(s, uid)))
+        stored = [i.view_position for i in s.scalars(
+            select(Image).where(Image.study_id == study_id).order_by(Image.position))]
+    assert stored == ["LL", "PA"]
+    view = viewer.open(study_id)
+    assert [i.label for i in view.images] == ["1: PA · frontal", "2: LL · lateral"]
+    html = film_html(viewer, view)
+    assert html.index('alt="1: PA') < html.index('alt="2: LL')
+    assert html.count("<figure") == 2 and html.count('class="film-images"') == 1
     d, _reader, ids = desk
     view = d.viewer.open(ids[0])
-    frontal = view.images[0]
-    lateral = dataclasses.replace(frontal, image_id=frontal.image_id + 1000, label="2: LL",
-                                  view_group="lateral")
-    hostile = dataclasses.replace(view, images=(lateral, frontal), study_key="<b>K</b>",
-                                  patient_key="<script>x</script>")
+    hostile = dataclasses.replace(view, study_key="<b>K</b>", patient_key="<script>x</script>")
     html = film_html(d.viewer, hostile)
-    assert html.index('alt="1: ') < html.index('alt="2: LL"')  # frontal first, then lateral
-    assert html.count("<figure") == 2 and html.count('class="film-images"') == 1
     assert "<script>" not in html and "&lt;b&gt;K&lt;/b&gt;" in html
     empty = film_html(d.viewer, dataclasses.replace(view, images=()))
     assert "No images: this study is a report only" in empty

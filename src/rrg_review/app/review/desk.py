@@ -41,7 +41,7 @@ from rrg_review.app.review.service import (
     RevisionView,
     SectionEdit,
 )
-from rrg_review.app.viewer.service import ImageView, StudyView, StudyViewer
+from rrg_review.app.viewer.service import StudyView, StudyViewer
 from rrg_review.app.worklist.service import WorklistFilter, WorklistService
 from rrg_review.core.vocabulary import REXVAL_CATEGORIES, SECTIONS
 from rrg_review.metrics.base import by_reason
@@ -264,12 +264,6 @@ def reading_note(opened: OpenedReading) -> str:
             "(blinded; its source is not shown).")
 
 
-def film_order(view: StudyView) -> list[ImageView]:
-    """Frontal first, then lateral, then the rest, each in stored order (side by side)."""
-    rank = {"frontal": 0, "lateral": 1}
-    return sorted(view.images, key=lambda i: rank.get(i.view_group or "", 2))
-
-
 def _utc(ms: float) -> datetime:
     return datetime.fromtimestamp(ms / 1000, UTC)
 
@@ -453,7 +447,7 @@ class Desk:
         session.shown = dict(texts)
         session.reference = view.reference
         session.beat_at = now
-        session.images = tuple(i.image_id for i in film_order(view))
+        session.images = tuple(i.image_id for i in view.images)
         session.image = session.images[0] if session.images else None
         session.prior = None
         session.conflicts = {}
@@ -500,7 +494,7 @@ class Desk:
         session.drafts = {s.section: (0, s.draft) for s in opened.sections if s.draft}
         session.shown = {s.section: s.text for s in opened.sections}
         session.reference, session.beat_at, session.prior = None, now, None
-        session.images = tuple(i.image_id for i in film_order(view))
+        session.images = tuple(i.image_id for i in view.images)
         session.image = session.images[0] if session.images else None
         session.conflicts = {}
         rating = self.readings.latest_rating(int(reading_id), session.owner)

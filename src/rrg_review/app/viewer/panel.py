@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from rrg_review.app.deps import PRIVATE, Guard, Inputs, Outputs, Reader
-from rrg_review.app.review.desk import Desk, Session, film_order
+from rrg_review.app.review.desk import Desk, Session
 from rrg_review.app.viewer.service import ImageView, StudyView, StudyViewer
 
 
@@ -55,7 +55,7 @@ def film_html(viewer: StudyViewer, view: StudyView | None,
             return ('<div class="film-empty">No images: this study is a report only '
                     '(imported as a reference).</div>')
         figs = []
-        for i, img in enumerate(film_order(v)):
+        for i, img in enumerate(v.images):
             attr = f' data-index="{i}" title="Click to enlarge"'
             figs.append(f'<figure{attr}><img src="{_image_src(viewer, img)}" '
                         f'alt="{html.escape(img.label)}"><figcaption>{html.escape(img.label)}'
@@ -183,7 +183,7 @@ class EnlargedPanel:
 def image_data(viewer: StudyViewer, desk: Desk, pick: str, view: StudyView, index: int) -> str:
     """What page.js needs to show one image: its full-bit-depth file and how to read it, the
     default window and the presets (rounded to 0.01: a level of 12164.26000000001 was shown)."""
-    img = film_order(view)[index]
+    img = view.images[index]
     full = viewer.full_depth(img)
     presets = {name: [round(v, 2) for v in window]
                for name, window in desk.window_presets(img.image_id).items()}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -169,7 +169,7 @@ class StudyView:
     indication: str | None
     comparison: str | None
     demographics: dict[str, str]
-    images: tuple[ImageView, ...]
+    images: tuple[ImageView, ...]  # in film order (film_order), numbered so in their labels
     reference: ReportSections | None
     prior_ids: tuple[int, ...]
 
@@ -181,6 +181,12 @@ class StudyView:
     def notice(self) -> str | None:
         """What the viewer must say instead of showing an empty gallery (None: nothing)."""
         return None if self.images else NO_IMAGES_NOTICE
+
+
+def film_order(images: Sequence[Image]) -> list[Image]:
+    """Frontal first, then lateral, then the rest, each in stored order (side by side)."""
+    rank = {"frontal": 0, "lateral": 1}
+    return sorted(images, key=lambda i: rank.get(i.view_group or "", 2))
 
 
 def at_file_default(decoded: DecodedImage) -> np.ndarray:
@@ -406,7 +412,8 @@ class StudyViewer:
             if study is None:
                 raise LookupError(f"study {study_id} does not exist")
             prior_ids = self._prior_ids(session, study)
-            images = tuple(self._image_view(img) for img in study.images)
+            images = tuple(self._image_view(img, n)
+                           for n, img in enumerate(film_order(study.images), 1))
             reference = (ReportSections(study.reference.findings, study.reference.impression)
                          if study.reference else None)
             return StudyView(
@@ -498,10 +505,13 @@ class StudyViewer:
                 raise LookupError(f"image {image_id} does not exist")
             return self.decoded(image)
 
-    def _image_view(self, image: Image) -> ImageView:
+    def _image_view(self, image: Image, number: int) -> ImageView:
+        """The handle of the study's `number`th image as the film shows it (1, 2...): numbered
+        in film order, as the keys pick them, not by the stored position (a study stored
+        lateral first showed "2: PA" as its first film: a new-user trial)."""
         label = " · ".join(x for x in (image.view_position, image.view_group) if x) or "image"
         image_id, uri = image.id, image.uri
-        return ImageView(image_id, f"{image.position + 1}: {label}", image.view_group,
+        return ImageView(image_id, f"{number}: {label}", image.view_group,
                          image.checksum, image.rows, image.cols,
                          lambda: self._decoded_by_id(image_id),
                          lambda side: self.preview_pixels(image_id, uri, side))
