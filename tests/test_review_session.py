@@ -158,6 +158,8 @@ def test_keys_typed_on_through_alt_n_land_in_no_patients_report(browser, app):
     type_into(page, "findings", "Now for this patient.")
     wait_until(lambda: latest_text(app, key_on_screen(page), "findings")
                == "Now for this patient.", "the new study's text to be saved")
+    # and the note has done its work: it stood over the reader's typing (a new-user trial)
+    assert "not typed into this one" not in page.locator("#restore-note").inner_text()
 
 
 def test_typed_text_survives_a_reload_with_no_wait(browser, app):

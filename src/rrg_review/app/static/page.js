@@ -248,6 +248,9 @@ window.rrgLogout = () => {
     const owner = e.target.closest && e.target.closest('#edit-findings, #edit-impression');
     if (!owner) return;
     poll();  // a study change not yet seen: its keystrokes belong to the new study
+    // typing here is what the stray-keys note asked for: it has done its work (it stayed on
+    // screen over the reader's typing until the next study: a new-user trial)
+    if (noteIs(STRAY_NOTE)) setNote('');
     const section = SECTIONS[owner.id], now = Date.now();
     if (rrg.pending && e.isTrusted) {  // typed before the server's values landed: theirs wins
       rrg.pending = null;
@@ -304,7 +307,7 @@ window.rrgLogout = () => {
     }
     if (ours && rrg.offline && response.status < 500) {
       rrg.offline = false;
-      if ($('#restore-note .rrg-restore')?.textContent === OFFLINE) setNote('');
+      if (noteIs(OFFLINE)) setNote('');
     }
     if (response.status === 401 && ours) {
       remember();
@@ -330,6 +333,7 @@ window.rrgLogout = () => {
       own.appendChild(b);
     }
   };
+  const noteIs = (text) => $('#restore-note .rrg-restore')?.textContent === text;
   const putBack = (entry, sections) => {
     for (const s of sections) {
       const el = box(s);
