@@ -1,6 +1,8 @@
 """A retrieval draft for a patient without a prior never cites one: the copied sentences that
 compare with an earlier examination are dropped (model/comparison.py), on hand cases and on the
-real Open-i report sentences, and the draft's provenance and model note say so."""
+real Open-i report sentences, and the draft's provenance and model note say so. With a prior,
+the other patient's examination dates are dropped all the same (a new-user trial saw "compared
+with 2024-09-02", another patient's date, beside this patient's prior of 2024-01-10)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,13 @@ import numpy as np
 import pytest
 
 from rrg_review.model.backends.retrieval import Candidate, RetrievalDrafter, ThumbnailFeatures
-from rrg_review.model.comparison import compares, sentences, without_comparisons
+from rrg_review.model.comparison import (
+    compares,
+    dated,
+    sentences,
+    without_comparisons,
+    without_dates,
+)
 from rrg_review.model.inputs import InputImage, PriorStudy, StudyInput
 from rrg_review.model.presets import load_presets
 
@@ -49,6 +57,35 @@ NOT_COMPARISONS = [
     "Known pulmonary metastases in both lungs.",
     "Renewed clinical concern for pneumonia.",  # "new" only as a whole word
 ]
+
+
+DATED = [
+    "Stable bilateral pulmonary metastases compared with 2024-09-02.",
+    "Compared to the radiograph of 9/2/2024, no change.",
+    "Since 02.09.24 the effusion has resolved.",
+    "Unchanged from September 2, 2024.",
+    "As on 2 Sep 2024, the line is in place.",
+    "Nodule unchanged since Sept 2024.",
+    "No significant change since 2014.",
+]
+UNDATED = [
+    "T11/T12 compression deformity.",
+    "About 1/2 of the right hemithorax is opacified.",
+    "Heart size 12.5 cm.",
+    "Comparison XXXX, XXXX.",  # Open-i's de-identified dates name none
+    "May represent atelectasis.",
+    "Follow-up in 3 months.",
+]
+
+
+@pytest.mark.parametrize("sentence", DATED)
+def test_sentences_naming_a_date_are_recognised(sentence):
+    assert dated(sentence)
+
+
+@pytest.mark.parametrize("sentence", UNDATED)
+def test_sentences_without_a_date_are_not(sentence):
+    assert not dated(sentence)
 
 
 @pytest.mark.parametrize("sentence", COMPARISONS)
@@ -151,11 +188,20 @@ def test_no_prior_no_comparison_in_the_draft_and_the_provenance_says_so():
     assert generation["comparisons_removed"] == {"findings": 2, "impression": 1}
 
 
-def test_with_a_prior_the_copied_report_is_left_as_it_is():
+def test_with_a_prior_comparisons_stay_but_the_other_patients_dates_go():
     drafter = _drafter(NEAREST, ("Heart normal.", "Normal chest."))
     drafts = {d.section: d for d in drafter.draft([_study(PriorStudy(findings="Old."))])}
-    assert (drafts["findings"].text, drafts["impression"].text) == NEAREST
-    assert "comparisons_removed" not in drafts["findings"].provenance.generation
+    assert drafts["findings"].text == NEAREST[0]  # checked against the prior beside it
+    assert drafts["impression"].text == "No acute disease."
+    generation = drafts["findings"].provenance.generation
+    assert "comparisons_removed" not in generation
+    assert generation["dates_removed"] == {"impression": 1}
+    undated = _drafter(("Heart normal. Unchanged chest.", "Stable."))
+    drafts = {d.section: d for d in undated.draft([_study(PriorStudy(findings="Old."))])}
+    assert (drafts["findings"].text, drafts["impression"].text) == (
+        "Heart normal. Unchanged chest.", "Stable.")
+    assert "dates_removed" not in drafts["findings"].provenance.generation
+    assert without_dates("Lungs clear.\nNo effusion.").text == "Lungs clear.\nNo effusion."
 
 
 def test_a_neighbour_that_is_all_comparison_is_passed_over():
@@ -190,3 +236,11 @@ def test_the_model_note_says_comparison_sentences_were_removed():
     note = draft_label("retrieval", {"findings": draft}, Service())  # type: ignore[arg-type]
     assert "3 sentences comparing with a prior study were removed" in note
     assert "this patient has no prior" in note
+    dated_draft = StoredDraft(1, 99, "impression", "retrieval", "No acute disease.", None,
+                              "retrieval/thumbnail-32", None,
+                              {"neighbour_study_id": 1, "similarity": 0.9,
+                               "dates_removed": {"impression": 1}},
+                              "cpu", "float32", 0.01, datetime.now(UTC))
+    note = draft_label("retrieval", {"impression": dated_draft}, Service())  # type: ignore[arg-type]
+    assert "1 sentence naming the other patient's examination dates was removed" in note
+    assert "no prior" not in note

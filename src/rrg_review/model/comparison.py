@@ -4,7 +4,11 @@ The retrieval drafter copies another patient's report. That patient may have had
 study; the patient being read may not. A copied "Heart size is unchanged from the prior
 radiograph" then cites a prior that does not exist, which a hurried reader may sign. When the
 study being drafted has no prior, `without_comparisons` drops the copied sentences that only
-make sense against an earlier examination.
+make sense against an earlier examination. When it has a prior, the copied comparisons may
+stand (the reader checks them against the prior beside the film), but a copied *date* never
+can: "compared with 2024-09-02" is the other patient's examination, and a new-user trial saw
+it in a draft beside this patient's prior of 2024-01-10. `without_dates` drops the sentences
+that name a date.
 
 What counts as a comparison (a small vocabulary, tested on real Open-i sentences):
 - naming the earlier examination or the act of comparing: prior, previous(ly), comparison,
@@ -28,6 +32,7 @@ markings" describes this film).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _COMPARISON = re.compile(
@@ -43,6 +48,16 @@ _COMPARISON = re.compile(
     r"(?:since|from)|(?:increased|decreased) in (?:size|number|conspicuity)|"
     r"now"
     r")\b", re.IGNORECASE)
+
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+          r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
+# a calendar date as reports write one: 2024-09-02, 9/2/2024, 02.09.24, September 2, 2024,
+# 2 Sep 2024, Sept 2024, a year alone ("compared with 2019"); never another number, "T11/T12"
+# or a "1/2" fraction
+_DATE = re.compile(
+    r"\b(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.]\d{1,2}[/.](?:\d{4}|\d{2})(?![\d.])|"
+    rf"{_MONTH} \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}}|\d{{1,2}} {_MONTH},? \d{{4}}|"
+    rf"{_MONTH},? \d{{4}}|(?:19|20)\d{{2}}\b(?![.,]\d))", re.IGNORECASE)
 
 # a sentence ends at . ! ? followed by white space and the next sentence's first character
 # (a capital, a digit or an opening bracket/quote); "2.5 cm" and "T12." inside a list stay
@@ -67,6 +82,24 @@ def compares(sentence: str) -> bool:
     return _COMPARISON.search(sentence) is not None
 
 
+def dated(sentence: str) -> bool:
+    """Whether a sentence names a calendar date."""
+    return _DATE.search(sentence) is not None
+
+
+def _without(text: str | None, drop: Callable[[str], bool]) -> Filtered:
+    parts = sentences(text or "")
+    removed = tuple(s for s in parts if drop(s))
+    if not removed:
+        return Filtered(text or "", ())
+    return Filtered(" ".join(s for s in parts if not drop(s)), removed)
+
+
+def without_dates(text: str | None) -> Filtered:
+    """`text` without the sentences that name a date (as `without_comparisons` returns it)."""
+    return _without(text, dated)
+
+
 def without_comparisons(text: str | None) -> Filtered:
     """`text` without the sentences that compare with an earlier examination.
 
@@ -77,8 +110,4 @@ def without_comparisons(text: str | None) -> Filtered:
         The kept sentences joined by single spaces (the original text when nothing was
         dropped, so its own spacing and line breaks stay), and the dropped sentences.
     """
-    parts = sentences(text or "")
-    removed = tuple(s for s in parts if compares(s))
-    if not removed:
-        return Filtered(text or "", ())
-    return Filtered(" ".join(s for s in parts if not compares(s)), removed)
+    return _without(text, lambda s: compares(s) or dated(s))

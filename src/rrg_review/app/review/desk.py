@@ -238,11 +238,15 @@ def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingSe
         if d.generation.get("neighbour_study_id") is not None:
             extra = (f" · copied from study {d.generation['neighbour_study_id']} "
                      f"(similarity {d.generation.get('similarity')})")
-        removed = d.generation.get("comparisons_removed")
-        if isinstance(removed, dict) and removed:
-            n = sum(int(v) for v in removed.values())
-            extra += (f" · {n} sentence{'s' if n != 1 else ''} comparing with a prior study "
-                      f"{'were' if n != 1 else 'was'} removed (this patient has no prior)")
+        for key, what in (("comparisons_removed", "comparing with a prior study {} removed "
+                                                  "(this patient has no prior)"),
+                          ("dates_removed", "naming the other patient's examination dates {} "
+                                            "removed")):
+            removed = d.generation.get(key)
+            if isinstance(removed, dict) and removed:
+                n = sum(int(v) for v in removed.values())
+                extra += (f" · {n} sentence{'s' if n != 1 else ''} "
+                          + what.format("were" if n != 1 else "was"))
         seconds = f"{d.seconds:.2f} s" if d.seconds is not None else "—"
         line += (f"<br>`{esc(d.model_id)}` · revision `{esc(str(d.revision or '—'))}` · "
                  f"{esc(str(d.device or '?'))}/{esc(str(d.dtype or '?'))} · {seconds}{extra}")

@@ -10,8 +10,10 @@ one (by id), and features are appended to a file, never rewritten.
 
 A copied report may compare with the other patient's prior ("unchanged from the previous
 radiograph"). When the study being drafted has no prior (`StudyInput.prior` is None), those
-sentences are dropped (`model.comparison`), the nearest study with text left in every section
-is used, and the provenance says how many sentences were removed (`comparisons_removed`).
+sentences are dropped (`model.comparison`); with a prior, the sentences naming a date are (the
+other patient's examination dates). The nearest study with text left in every section is used,
+and the provenance says how many sentences were removed (`comparisons_removed`,
+`dates_removed`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 
 from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.model.base import check_sections, stream_whole
-from rrg_review.model.comparison import without_comparisons
+from rrg_review.model.comparison import without_comparisons, without_dates
 from rrg_review.model.device import Placement
 from rrg_review.model.inputs import (  # Candidate: where it was, for its users
     Candidate,
@@ -272,16 +274,21 @@ class RetrievalDrafter:
                                                      hit.study_id if hit else None,
                                                  "similarity": round(similarity, 4)
                                                  if similarity is not None else None}
-                if study.prior is None and hit is not None:
+                if hit is not None and study.prior is None:
                     # this patient has no prior: sentences comparing with one were dropped
                     generation["comparisons_removed"] = removed
+                elif hit is not None and removed:  # the other patient's dates were dropped
+                    generation["dates_removed"] = removed
                 prov = Provenance(self.preset, self.features.model_id, self.features.revision,
                                   generation, "cpu", "float32", time.perf_counter() - start)
                 for section in sections:
                     text = texts.get(section)
                     why = error or (None if text else
                                     "every sentence of the most similar reports compares with "
-                                    "a prior study, and this patient has none")
+                                    "a prior study, and this patient has none"
+                                    if study.prior is None else
+                                    "every sentence of the most similar reports names another "
+                                    "patient's examination date")
                     out.append(DraftResult(study.study_id, section, text, prov, why))
             self.cache.save()
             return out
@@ -290,9 +297,9 @@ class RetrievalDrafter:
                  sections: Sequence[str]
                  ) -> tuple[Candidate, float, dict[str, str | None], dict[str, int]]:
         """The most similar other patient's study with text in every section, its score, the
-        texts to draft and, per section, how many comparison sentences were dropped (only
-        for a study without a prior: then a neighbour whose sections are all comparisons,
-        "Stable chest.", is passed over for the next one)."""
+        texts to draft and, per section, how many sentences were dropped: those naming a date
+        (the other patient's), and for a study without a prior those comparing with one. A
+        neighbour left with an empty section ("Stable chest.") is passed over for the next."""
         query = self._query(study)
         scores = matrix @ query if len(entries) else np.zeros(0)
         fallback = None
@@ -304,9 +311,9 @@ class RetrievalDrafter:
             if not all(getattr(c, s) for s in sections):
                 continue
             texts: dict[str, str | None] = {s: getattr(c, s) for s in sections}
-            if study.prior is not None:
-                return c, float(scores[i]), texts, {}
-            kept = {s: without_comparisons(texts[s]) for s in sections}
+            # the other patient's dates never; their comparisons only where this one has none
+            drop = without_dates if study.prior is not None else without_comparisons
+            kept = {s: drop(texts[s]) for s in sections}
             found = (c, float(scores[i]), {s: k.text.strip() or None for s, k in kept.items()},
                      {s: len(k.removed) for s, k in kept.items() if k.removed})
             if all(found[2].values()):
