@@ -292,7 +292,7 @@ def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     # the first tab is now behind, and its heartbeat tells it so (it said "saved" until its
     # next save was refused); take theirs puts the newer text on its screen, and keeps the
     # refused words in the history (a new-user trial found them dropped)
-    wait_text(first, "save-status", "A newer impression was saved elsewhere")
+    wait_text(first, "save-status", "A newer version of the impression was saved elsewhere")
     assert first.locator("#take-theirs").is_enabled()
     first.locator("#edit-impression textarea").fill("Tab one again.")
     first.locator("#save").click()

@@ -260,7 +260,7 @@ def test_another_tabs_save_of_a_section_this_tab_left_untouched_holds_nothing(de
     left = d.leave(one, {**mine, "findings": "Tab one's findings, more."},
                    typed(ids[2], "findings", seq=2), now=1.0)
     assert left.ok and left.wrote and "findings saved as revision 2" in left.message, left
-    assert "impression" in left.conflicts and "A newer impression" in left.message
+    assert "impression" in left.conflicts and "A newer version of the impression" in left.message
     assert [r.text for r in d.review.history(reader, ids[2], "impression")] == [theirs]
     assert "Keep mine" not in told.message  # (it would save nothing of the impression)
     # the autosave of the findings goes on meanwhile
@@ -480,6 +480,13 @@ def test_a_load_resumes_where_this_browser_keeps_unsaved_text_of_its_own_reader(
     assert d.start(reader, login, ((login, ids[2]), (login, ids[1]))) == ids[2]  # newest
     assert d.start(reader, login, (("someone-else", ids[3]),)) == resume  # not theirs
     assert d.start(reader, login, ((login, 10**9),)) == resume  # not on the worklist
+    # a reloaded tab stays on the study it showed (not the one edited last: a new-user
+    # trial), unless unsaved text elsewhere is to be restored or it is not on the worklist
+    assert d.start(reader, login, (), was=ids[3]) == ids[3]
+    assert d.start(reader, login, ((login, ids[2]),), was=ids[3]) == ids[2]
+    assert d.start(reader, login, (), was=10**9) == resume
+    assert d.start(reader, login, (), frozenset({ids[3]}), was=ids[3]) == resume
+    assert Client.parse('{"was": 7}').was == 7 and Client.parse('{"was": "x"}') == Client()
     raw = json.dumps({"study": None, "left": [{"reader": login, "study": ids[3], "at": 5}]})
     assert Client.parse(raw).left == ((login, ids[3]),)
     assert Client.parse('{"left": [{"reader": "x"}]}') == Client()  # malformed: nothing

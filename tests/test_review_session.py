@@ -93,6 +93,33 @@ def test_typed_text_survives_alt_n_a_worklist_click_and_a_reload_with_no_wait(br
     wait_value(page, "impression", "v === 'Typed then a worklist click.'")
 
 
+def test_a_reload_after_a_quick_alt_n_stays_on_the_study_on_screen(browser, app):
+    """Found by a new-user trial: text typed then Alt+N within a second was saved with the
+    move, but this browser kept it as "unsaved", so a reload reopened the previous patient
+    instead of the one on screen and offered to restore text that was saved already."""
+    page = new_page(browser, app.url)
+    click_row(page, "DEMO-0002")
+    for n in range(3):  # a quick run of Alt+N / Alt+P, typing in each study
+        before = open_key(page)
+        box(page, "findings").click()
+        page.keyboard.press("Control+End")
+        page.keyboard.type(f" Quick-{n}.")
+        page.keyboard.press("Alt+n" if n % 2 == 0 else "Alt+p")
+        page.wait_for_function(f"() => document.querySelector('#film .current')"
+                               f".dataset.study !== '{before}'")
+        page.wait_for_function("() => !document.body.classList.contains('rrg-leaving')")
+    on_screen = key_on_screen(page)
+    assert latest_text(app, "DEMO-0002", "findings").endswith(" Quick-0. Quick-2.")
+    wait_until(lambda: page.evaluate("() => Object.keys(localStorage).filter("
+                                     "k => k.startsWith('rrg:')).length") == 0,
+               "no study kept as unsaved in this browser")
+    page.reload()
+    page.locator("#film [data-study]").first.wait_for()
+    page.wait_for_timeout(1000)  # a restore would have opened by now
+    assert key_on_screen(page) == on_screen
+    assert "Restore" not in page.locator("#restore-note").inner_text()
+
+
 def revisions(app: App, key: str, section: str) -> list[str]:
     return [r[0] for r in app.query(
         "SELECT r.text FROM revision r JOIN study s ON s.id = r.study_id "
@@ -352,7 +379,7 @@ def test_after_a_restoring_reload_another_tabs_save_of_an_untouched_section_hold
 
         click_row(two, "DEMO-0004")
         theirs = tab_two_adds(" T2IMPR")
-        wait_text(one, "save-status", "A newer impression was saved elsewhere")
+        wait_text(one, "save-status", "A newer version of the impression was saved elsewhere")
         status = _click_row_of(one, "DEMO-0002")
         assert "Still on this study" not in status, status
         assert "DEMO-0002" in one.locator("#film-head").inner_text()
@@ -367,7 +394,7 @@ def test_after_a_restoring_reload_another_tabs_save_of_an_untouched_section_hold
         click_row(one, "DEMO-0004")
         wait_value(one, "impression", f"v === {json.dumps(theirs)}")
         theirs = tab_two_adds(" T2B")
-        wait_text(one, "save-status", "A newer impression was saved elsewhere")
+        wait_text(one, "save-status", "A newer version of the impression was saved elsewhere")
         box(one, "findings").click()
         one.keyboard.press("Control+End")
         one.keyboard.type(" More.")

@@ -295,7 +295,8 @@ class Navigation:
     def on_load(self, r: Reader, d: Inputs) -> Outputs:
         """The reading asked for in the address (`?reading=N`), else the reader's next
         reading of an open study session, else the study to resume."""
-        left = Client.parse(d[self.page.tab.client]).left
+        client = Client.parse(d[self.page.tab.client])
+        left = client.left
         asked, refused = r.query.get("reading"), ""
         lists = self.study_lists(r)
         reading = lists.first_open
@@ -310,7 +311,7 @@ class Navigation:
         else:
             try:
                 out = self.study_outputs(r, self.desk.start(r.id, r.name, left,
-                                                            lists.blinded.ids))
+                                                            lists.blinded.ids, client.was))
             except ReaderStudyError as exc:  # a blinded study's reader between sessions
                 out = self.study_outputs(r, None)
                 refused = refused or f"{html.escape(str(exc))}"

@@ -101,6 +101,8 @@ class Client:
     # click made while another was on its way with the first click's row (see page.py);
     # -1: the reader stepped (Next/Previous) since, so a late row select changes nothing
     row: int | None = None
+    # on page load: the study this tab showed before it was reloaded (None: a new tab)
+    was: int | None = None
 
     @classmethod
     def parse(cls, raw: str | None) -> Client:
@@ -117,11 +119,12 @@ class Client:
             own = {s: tuple(str(t) for t in texts[-OWN_KEPT:])
                    for s, texts in (data.get("own") or {}).items()
                    if s in SECTIONS and isinstance(texts, list)}
-            row = data.get("row")
+            row, was = data.get("row"), data.get("was")
             return cls(int(study) if study not in (None, "") else None, typed,
                        int(data.get("seq") or 0), bool(data.get("visible", True)),
                        float(data.get("idle_ms") or 0) / 1000, left, own, counts,
-                       int(row) if row not in (None, "") else None)
+                       int(row) if row not in (None, "") else None,
+                       int(was) if was not in (None, "") else None)
         except (TypeError, ValueError, AttributeError, IndexError, KeyError):
             log.warning("malformed client report ignored: %.200r", raw)
             return cls()
@@ -347,17 +350,22 @@ class Desk:
 
     def start(self, reader: int, login: str | None = None,
               left: tuple[tuple[str, int], ...] = (),
-              left_off: frozenset[int] = frozenset()) -> int | None:
+              left_off: frozenset[int] = frozenset(), was: int | None = None) -> int | None:
         """On page load: a new reader gets every study on the worklist; then the study to
         resume: the newest one whose unsaved text this browser still keeps (`left`, so that
         text can be restored; only the login's own and only studies on their worklist),
-        else the last one worked on, else the first unfinished; never one of `left_off` (the
-        cases of the reader's unfinished blinded studies, which plain review refuses)."""
+        else the study the tab showed before its reload (`was`: a reload stays where the
+        reader was, not on the study edited last, a new-user trial), else the last one
+        worked on, else the first unfinished; never one of `left_off` (the cases of the
+        reader's unfinished blinded studies, which plain review refuses)."""
         worklists = self.worklists
         self.prepare(reader)
         study = next((s for owner, s in left
                       if owner == login and s not in left_off
                       and worklists.status_of(reader, s) is not None), None)
+        if study is None and was is not None and was not in left_off \
+                and worklists.status_of(reader, was) is not None:
+            study = was
         if study is None:
             study = self.worklists.resume(reader, left_off)
         if study is not None and self.predrafter is not None:
@@ -732,7 +740,7 @@ class Desk:
         for section, rev in session.conflicts.items():
             when = f"revision {rev.number} at {rev.created_at:%H:%M:%S}"
             if section in told:
-                head = f"⚠ **A newer {section} was saved elsewhere ({when}).**"
+                head = f"⚠ **A newer version of the {section} was saved elsewhere ({when}).**"
             else:
                 head = (f"⚠ **{section} not saved — it was saved elsewhere ({when}).** Your text "
                         "stays on screen.")

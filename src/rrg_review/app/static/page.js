@@ -111,7 +111,10 @@ window.rrgLogout = () => {
     // another tab's
     const entry = rrg.study === null ? null : readEntry(rrg.study);
     if (entry && entry.sent) report.own = entry.sent;
-    if (rrg.study === null) report.left = leftBehind();  // on load: where to resume
+    if (rrg.study === null) {  // on load: where to resume
+      report.left = leftBehind();
+      try { report.was = Number(sessionStorage.getItem('rrg-open')) || null; } catch (e) {}
+    }
     return JSON.stringify(report);
   };
 
@@ -372,6 +375,18 @@ window.rrgLogout = () => {
         setNote('');
       }]]);
   };
+  // A study left for another (Alt+N within a second of typing): the leaving request carried
+  // its text, and the server moves on only once that is saved (a conflict holds the study).
+  // Its entry then holds nothing unsaved, unless keys came after the request; left behind,
+  // it made every reload reopen that patient instead of the one on screen and offer to
+  // "restore" text that was saved already (a new-user trial).
+  const sentAway = (study, shown) => {
+    const entry = readEntry(study);
+    if (entry && NAMES.every((s) => typeof entry[s] !== 'string' || same(entry[s], shown[s]) ||
+                                    ((entry.sent || {})[s] || []).includes(entry[s]))) {
+      localStorage.removeItem(storeKey(study));
+    }
+  };
   const boxesShow = (shown) => {
     const f = box('findings'), i = box('impression');
     return !!f && !!i && same(f.value, shown.findings) && same(i.value, shown.impression);
@@ -383,9 +398,12 @@ window.rrgLogout = () => {
       try { sync = JSON.parse(raw.value); } catch (e) {}
       if (sync) {
         const changed = sync.study !== rrg.study || sync.reader !== rrg.reader;
+        if (changed && rrg.study !== null) sentAway(rrg.study, rrg.shown);
         rrg.reader = sync.reader; rrg.shown = sync.shown || {}; rrg.base = sync.base;
         if (changed) {
           rrg.study = sync.study; rrg.keys = {}; rrg.pressed = {};
+          // this tab's study, kept across its reloads (sessionStorage is per tab)
+          try { sessionStorage.setItem('rrg-open', String(sync.study ?? '')); } catch (e) {}
           if (rrg.row === sync.study) rrg.rowWanted = false;  // the row chosen last is open
           rrg.changedAt = Date.now();
           if (window.rrgEnlarged) window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
