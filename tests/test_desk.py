@@ -784,3 +784,33 @@ def test_suggested_counts_are_refused_unconfirmed_and_stored_beside_the_readers(
     ok, message = d.rate(other, 4, False, {}, None, calm)
     assert ok, message
     assert set(d.review.latest_rating(reader, ids[1]).suggested.values()) == {0}
+
+
+def test_the_prior_beside_shows_the_readers_own_report_of_it_above_the_reference(desk):
+    """A new-user trial signed a patient's earlier study, opened the later one with the prior
+    beside it and found only "No reference report stored for the prior study": a PACS shows
+    the prior's signed report. The reader's own saved text of the prior now comes first,
+    labelled as theirs; never in a reader-study reading, never another reader's."""
+    from rrg_review.app.viewer.panel import prior_film
+
+    d, reader, ids = desk
+    view = next(v for v in map(d.viewer.open, ids) if v.prior_ids)
+    prior = view.prior_ids[0]
+    before, texts = opened(d, reader, prior)
+    session, _ = opened(d, reader, view.study_id)
+    session.prior = prior
+    plain = prior_film(d.viewer, view, session, d.review.current)
+    assert "Your report of the prior" not in plain
+    mine = {**texts, "findings": "My signed prior findings.", "impression": "My impression."}
+    assert d.save(before, mine, typed(prior, "findings", "impression")).ok
+    shown = prior_film(d.viewer, view, session, d.review.current)
+    assert "Your report of the prior (saved " in shown
+    assert "FINDINGS: My signed prior findings.\nIMPRESSION: My impression." in shown
+    below = "prior (as imported)" if "as imported" in shown else "No reference report stored"
+    assert shown.index("Your report of the prior") < shown.index(below)
+    session.reader = AccountService(d.review.db).add("someone", "a long enough pw")
+    # another reader's tab: their own report only (none)
+    assert "My signed prior" not in prior_film(d.viewer, view, session, d.review.current)
+    session.reader, session.reading = reader, object()  # type: ignore[assignment]
+    blinded = prior_film(d.viewer, view, session, d.review.current)
+    assert "My signed prior" not in blinded and "not shown during a reader-study" in blinded

@@ -161,7 +161,7 @@ def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
     page.worklist.connect(ui, page.tab.state,
                           lambda request: guard.reader(Session(), request).id, None, [],
                           prepare_reader=desk.prepare, navigation=False)
-    wire_film(page.film, services.viewer, guard)
+    wire_film(page.film, services.viewer, guard, services.review.current)
     wire_review(wiring)
     wire_sign(page.sign, desk, guard, nav.editor, nav.reading_outputs, nav.reading_outs,
               page.edit_in, nav.with_client)
@@ -287,7 +287,8 @@ class Navigation:
             # a new value starts the wait for the pre-drafter (`wire_draft_arrival`); a study
             # opened with its draft, as most are, sends no further request
             out[p.tab.wanted] = (session.study, time.monotonic_ns())
-        return {**out, **p.film.opened(viewer, opened.view, session),
+        return {**out, **p.film.opened(viewer, opened.view, session,
+                                        self.services.review.current),
                 **self.editor.opened(r, opened, can_draft),
                 **self.reading_outputs(r, opened.texts)}
 

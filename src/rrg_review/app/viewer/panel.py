@@ -9,12 +9,14 @@ import base64
 import html
 import io
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import gradio as gr
 
 from rrg_review.app.deps import PRIVATE, Guard, Inputs, Outputs, Reader
 from rrg_review.app.review.desk import Desk, Session
+from rrg_review.app.review.service import RevisionView
 from rrg_review.app.viewer.service import ImageView, StudyView, StudyViewer
 
 
@@ -29,6 +31,10 @@ def _image_src(viewer: StudyViewer, img: ImageView) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
+# (reader id, study id) -> the reader's latest saved revision of each section of that study
+OwnReport = Callable[[int, int], Mapping[str, RevisionView]]
+
+
 def study_line(view: StudyView, prior: bool = False) -> str:
     esc = html.escape
     # (a date never breaks at its hyphens: "2026-03-" / "12" at 1366, a new-user trial)
@@ -41,10 +47,13 @@ def study_line(view: StudyView, prior: bool = False) -> str:
 
 
 def film_html(viewer: StudyViewer, view: StudyView | None,
-              prior: StudyView | None = None, prior_report: bool = True) -> str:
+              prior: StudyView | None = None, prior_report: bool = True,
+              own: Mapping[str, RevisionView] | None = None) -> str:
     """The film: the open study's images side by side (whole film, never cropped), its
-    patient and study key above them, and the prior study beside it when asked for (without
-    its report in a reader-study reading: `prior_report`; a prior may be another case of the
+    patient and study key above them, and the prior study beside it when asked for with its
+    reports: the reader's own saved report of it (`own`, as a PACS shows the prior's signed
+    report: a new-user trial found only the dataset's there) above the dataset's reference.
+    No report in a reader-study reading (`prior_report`; a prior may be another case of the
     study, whose report the `reference` arm shows as a draft)."""
     if view is None:
         return ('<div class="film"><div class="film-empty">Select a study in the worklist.'
@@ -78,6 +87,12 @@ def film_html(viewer: StudyViewer, view: StudyView | None,
         report = ("Reference report of the prior (as imported):\n"
                   f"FINDINGS: {ref.findings or '—'}\nIMPRESSION: {ref.impression or '—'}"
                   if ref else "No reference report stored for the prior study.")
+        if own:
+            saved = max(r.created_at for r in own.values())
+            mine = {s: r.text for s, r in own.items()}
+            report = (f"Your report of the prior (saved {saved:%Y-%m-%d %H:%M} UTC):\n"
+                      f"FINDINGS: {mine.get('findings') or '—'}\n"
+                      f"IMPRESSION: {mine.get('impression') or '—'}\n\n{report}")
         if not prior_report:
             report = "The prior's report is not shown during a reader-study reading."
         parts.append(f'<div class="film-study prior" id="prior-panel" '
@@ -120,12 +135,12 @@ class FilmPanel:
         return {self.film: film_html(viewer, None), self.details: "",
                 self.prior_button: gr.update(interactive=False)}
 
-    def opened(self, viewer: StudyViewer, view: StudyView, session: Session) -> Outputs:
+    def opened(self, viewer: StudyViewer, view: StudyView, session: Session,
+               own: OwnReport | None = None) -> Outputs:
         """The study just opened; with its prior beside when the reader keeps it shown."""
         if session.prior_wanted and view.prior_ids:
             session.prior = view.prior_ids[0]
-            return {self.film: film_html(viewer, view, viewer.open(session.prior),
-                                         prior_report=session.reading is None),
+            return {self.film: prior_film(viewer, view, session, own),
                     self.details: study_details(view),
                     self.prior_button: gr.update(interactive=True, value=HIDE_PRIOR)}
         return {self.film: film_html(viewer, view), self.details: study_details(view),
@@ -133,7 +148,21 @@ class FilmPanel:
                                              value=SHOW_PRIOR)}
 
 
-def wire_film(panel: FilmPanel, viewer: StudyViewer, guard: Guard) -> None:
+def prior_film(viewer: StudyViewer, view: StudyView, session: Session,
+               own: OwnReport | None) -> str:
+    """The film with the session's prior (when it has one) beside it, and the reader's own
+    report of the prior (outside a reader-study reading)."""
+    if session.prior is None:
+        return film_html(viewer, view)
+    reading = session.reading is not None
+    mine = (own(session.reader, session.prior)
+            if own is not None and session.reader is not None and not reading else None)
+    return film_html(viewer, view, viewer.open(session.prior), prior_report=not reading,
+                     own=mine)
+
+
+def wire_film(panel: FilmPanel, viewer: StudyViewer, guard: Guard,
+              own: OwnReport | None = None) -> None:
     @guard
     def on_prior(r: Reader, d: Inputs) -> Outputs:
         """Show (or hide) the same patient's previous study beside the open one, read-only."""
@@ -146,8 +175,7 @@ def wire_film(panel: FilmPanel, viewer: StudyViewer, guard: Guard) -> None:
             return {panel.film: film_html(viewer, view),
                     panel.prior_button: gr.update(value=SHOW_PRIOR)}
         session.prior, session.prior_wanted = view.prior_ids[0], True
-        return {panel.film: film_html(viewer, view, viewer.open(session.prior),
-                                      prior_report=session.reading is None),
+        return {panel.film: prior_film(viewer, view, session, own),
                 panel.prior_button: gr.update(value=HIDE_PRIOR)}
 
     panel.prior_button.click(on_prior, {guard.tab.state}, [panel.film, panel.prior_button],
