@@ -577,8 +577,11 @@ def _wire_accept_and_rate(w: Wiring) -> None:
         if not ok:
             return {p.rate_status: message}
         # a rated study is finished: a question still open (Accept or Revert over the reader's
-        # text) is answered by the rating, and stood armed under it (a new-user trial)
-        return {p.rate_status: message, **w.rows(r.id, d), **asked_off}
+        # text) is answered by the rating, and stood armed under it (a new-user trial); the
+        # status line above says so too (it still asked for the score: a new-user trial),
+        # unless it holds a conflict the reader has yet to settle
+        status = {} if r.session.conflicts else {p.save_status: message}
+        return {p.rate_status: message, **status, **w.rows(r.id, d), **asked_off}
 
     accept_outs = [tab.state, p.save_status, p.accept_confirm, p.accept_cancel, p.keep_mine,
                    p.take_theirs, p.findings, p.impression, p.diff, tab.sync, p.acceptable,
@@ -592,7 +595,8 @@ def _wire_accept_and_rate(w: Wiring) -> None:
                           [p.accept_confirm, p.accept_cancel, p.save_status], **LIGHT)
     rate_in = {tab.state, *p.rating_fields, p.findings, p.impression,
                *(w.edit_in - {tab.state, p.findings, p.impression, tab.client})}
-    p.rate_button.click(on_rate, rate_in, [p.rate_status, *w.rows_out, *asked_off],
+    p.rate_button.click(on_rate, rate_in, [p.rate_status, p.save_status, *w.rows_out,
+                                           *asked_off],
                         api_name="rate", queue=False)
 
 
