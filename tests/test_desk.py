@@ -814,3 +814,33 @@ def test_the_prior_beside_shows_the_readers_own_report_of_it_above_the_reference
     session.reader, session.reading = reader, object()  # type: ignore[assignment]
     blinded = prior_film(d.viewer, view, session, d.review.current)
     assert "My signed prior" not in blinded and "not shown during a reader-study" in blinded
+
+
+def test_revert_right_after_an_accept_is_stored_at_once(desk):
+    """Found by a new-user trial: Accept on one study, then Revert to draft on the next with
+    no key typed between. The page never typed the reverted text, so its edit counter was
+    still the one the Accept had made stale: the autosave of the draft was refused ("A newer
+    edit of this tab is already saved") and a reload brought back the replaced text. The
+    draft is now stored by the revert itself; a request on its way with the old text is
+    stale after it."""
+    d, reader, ids = desk
+    mine_on_b, texts_b = opened(d, reader, ids[1])
+    own = {**texts_b, "findings": "My own findings of B."}
+    assert d.save(mine_on_b, own, typed(ids[1], "findings", seq=1)).ok
+    session, texts_a = opened(d, reader, ids[0])
+    assert d.accept(session, texts_a, typed(ids[0], seq=5), confirmed=True).texts is not None
+    d.open(session, reader, ids[1], now=0.0)
+    drafts = d.draft_texts(session)
+    stale = d.tick(session, drafts, Client(ids[1], {}, 5), now=1.0)
+    assert stale is not None and not stale.wrote  # the autosave alone could never store it
+    assert "newer edit of this tab" in stale.message
+    put = d.put_draft(session, Client(ids[1], {}, 5))
+    assert put.ok and put.wrote, put.message
+    # (the impression was the draft already: only the findings needed storing)
+    assert d.review.current(reader, ids[1])["findings"].text == drafts["findings"]
+    late = d.save(session, own, typed(ids[1], "findings", seq=5), autosave=True)
+    assert not late.wrote  # the replaced text, on its way before the revert: stale
+    assert d.review.current(reader, ids[1])["findings"].text == drafts["findings"]
+    after = d.save(session, {**drafts, "findings": "Typed after."},
+                   typed(ids[1], "findings", seq=6))
+    assert after.wrote  # the next key typed saves as usual

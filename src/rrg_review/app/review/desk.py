@@ -786,6 +786,22 @@ class Desk:
         return dataclasses.replace(saved, message=f"{saved.message.rstrip('.')}; {note}",
                                    texts=out)
 
+    def put_draft(self, session: Session, client: Client) -> Saved:
+        """Revert / Use this draft: store the draft's text as the reader's revision now, not by
+        the next autosave. The page never typed it, so its edit counter had not moved: after
+        an Accept or Take theirs (which make older requests stale) the autosave of the
+        reverted text was refused as stale, and a reload brought back the text the reader had
+        just replaced (a new-user trial). Requests already on their way carry the replaced
+        text and are stale once this is stored."""
+        texts = self.draft_texts(session)
+        typed = {**client.typed, **{s: (0.0, 0.0) for s in SECTIONS if s not in client.typed}}
+        saved = self.save(session, texts, Client(client.study, typed,
+                                                 max(client.seq, session.seq), client.visible,
+                                                 client.idle_s, own=client.own))
+        if saved.ok:
+            session.seq = max(session.seq, client.seq + 1)
+        return saved
+
     def take_theirs(self, session: Session, texts: dict[str, str],
                     client: Client | None = None) -> tuple[dict[str, str], Saved]:
         """Show the newer saved text instead of the reader's; the reader's refused words are

@@ -485,7 +485,7 @@ def _wire_revert(w: Wiring, boxes_out: list[Any]) -> None:
     """Revert to draft: over the reader's own text (typed or saved) it asks first, as Accept
     does, and replaces the boxes only on "Revert to the draft, replacing my edits"."""
     p, desk, editor, tab = w.editor.panel, w.desk, w.editor, w.guard.tab
-    revert = _draft_into_boxes(w, "Reverted to the draft (autosaved shortly, or press Save).")
+    revert = _draft_into_boxes(w, "Reverted to the draft.")
     asked = editor.offer(p.revert_confirm, p.revert_cancel, on=True)
     closed = editor.offer(p.revert_confirm, p.revert_cancel, on=False)
 
@@ -516,11 +516,11 @@ def _draft_in_boxes(w: Wiring, message: str) -> Callable[..., Any]:
 
 
 def _draft_into_boxes(w: Wiring, message: str) -> Callable[[Reader, Inputs], Outputs]:
-    """Revert / Use this draft: the draft's text into the editable boxes (saved like typing,
-    by the next autosave or Save). What the reader had typed and not stored is saved first
-    (an autosave revision), so it stays in the history: replacing both boxes at once must
-    never lose words (found in a new-user trial). A conflict with another tab's save stops
-    it: the reader's text stays on screen with "keep mine" / "take theirs"."""
+    """Revert / Use this draft: the draft's text into the editable boxes, stored at once as
+    the reader's revision (`Desk.put_draft`). What the reader had typed and not stored is
+    saved first (an autosave revision), so it stays in the history: replacing both boxes at
+    once must never lose words (found in a new-user trial). A conflict with another tab's
+    save stops it: the reader's text stays on screen with "keep mine" / "take theirs"."""
     p, desk, editor, tab = w.editor.panel, w.desk, w.editor, w.guard.tab
 
     def draft_in_boxes(r: Reader, d: Inputs) -> Outputs:
@@ -532,10 +532,14 @@ def _draft_into_boxes(w: Wiring, message: str) -> Callable[[Reader, Inputs], Out
         texts = desk.draft_texts(session)
         stored = ", ".join(f"{sec} revision {n}" for sec, n in session.base.items()
                            if n is not None and session.shown.get(sec) != texts[sec])
+        put = desk.put_draft(session, client)
+        if not put.ok:  # another tab saved meanwhile: its choice, the reader's text on screen
+            return editor.after_save(r, put, typed)
         note = (f" Your text is kept in the history ({kept.message})."
                 if kept is not None and kept.wrote else
                 f" Your saved text stays in the history ({stored})." if stored else "")
-        return {**editor.after_save(r, Saved(message + note, {}, False), texts),
+        done = f" The draft is saved ({put.message})." if put.wrote else ""
+        return {**editor.after_save(r, Saved(message + done + note, {}, put.wrote), texts),
                 **p.boxes(texts)}
 
     return draft_in_boxes
