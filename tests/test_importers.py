@@ -171,6 +171,21 @@ def test_plain_folder_with_dicom_and_png(db, settings, tmp_path, rg1_small):
         assert all(k.startswith("anon-") for k in s.scalars(select(Study.study_key)))
 
 
+def test_pseudonymous_keys_sort_by_date_not_by_pseudonym(db, settings, tmp_path, rg1_small):
+    """A worklist of pseudonyms came out in no order, a patient's study before its own prior (a
+    new-user trial): studies keyed by a pseudonym sort oldest first."""
+    root = layouts.plain_folder(tmp_path / "cases", rg1_small, rg1())
+    run_import(db, settings, root)
+    with db.read() as s:
+        dates = [d for (d,) in s.execute(select(Study.study_date).order_by(Study.sort_key))]
+    assert dates == [date(2004, 8, 26), date(2022, 2, 2)]
+    from rrg_review.db.sorting import study_sort_key
+
+    assert study_sort_key("CXR10", False, None, None) > study_sort_key("CXR9", False, None, None)
+    undated = study_sort_key("anon-0000000000000000", True, None, None)
+    assert study_sort_key("anon-ffffffffffffffff", True, date(2030, 1, 1), None) < undated
+
+
 def test_folder_names_are_kept_as_keys_only_when_asked(db, settings, tmp_path, rg1_small):
     root = layouts.plain_folder(tmp_path / "cases", rg1_small, rg1())
     run_import(db, settings, root, keep_folder_names=True)

@@ -30,7 +30,7 @@ from rrg_review.db.models import (
     table_of,
     utcnow,
 )
-from rrg_review.db.sorting import natural_key
+from rrg_review.db.sorting import study_sort_key
 from rrg_review.studies.importers.folder import SOURCE as FOLDER
 from rrg_review.studies.pixels import ImageInfo
 from rrg_review.studies.records import StudyRecord, view_group
@@ -171,14 +171,19 @@ def pseudonymise_folder_study_keys(session: Session) -> int:
     kept `DOE_JOHN_MRN-5550001/`-style names as keys) with the pseudonyms the folder importer
     now stores, so that a re-import of the folder updates the same study instead of adding a
     second one. Runs once per database (a meta row says it ran): keys kept later on purpose
-    (`import --keep-folder-names`) are never rewritten. Returns how many studies changed."""
+    (`import --keep-folder-names`) are never rewritten. Every pseudonymous key's sort key
+    becomes its study date (db.sorting.study_sort_key). Returns how many keys changed."""
     if session.get(Meta, _FOLDER_KEYS_DONE) is not None:
         return 0
     raw = [s for s in session.scalars(select(Study).where(Study.source == FOLDER))
            if not _PSEUDONYM_RE.match(s.study_key)]
     for study in raw:
         study.study_key = pseudonym(session, study.study_key)
-        study.sort_key = natural_key(study.study_key)
+    # pseudonymous keys (these, and DICOM UIDs stored before) sort by date, not by pseudonym
+    for study in session.scalars(select(Study).where(Study.study_key.like("anon-%"))):
+        if _PSEUDONYM_RE.match(study.study_key):
+            study.sort_key = study_sort_key(study.study_key, True, study.study_date,
+                                            study.study_time)
     session.add(Meta(key=_FOLDER_KEYS_DONE, value=str(len(raw))))
     session.flush()
     return len(raw)
@@ -273,7 +278,9 @@ def insert_studies(
             study_time=record.study_time, split=record.split, split_raw=record.split_raw,
             indication=record.indication, comparison=record.comparison,
             demographics=dict(record.demographics), created_at=now, fingerprint=fingerprint,
-            sort_key=natural_key(record.study_key), image_count=len(stored),
+            sort_key=study_sort_key(record.study_key, bool(_PSEUDONYM_RE.match(record.study_key)),
+                                    record.study_date, record.study_time),
+            image_count=len(stored),
         ))
         images.extend(_image_row(study_id, pos, im) for pos, im in enumerate(stored))
         if record.reference is not None:
