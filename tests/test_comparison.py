@@ -42,6 +42,13 @@ COMPARISONS = [
     "Worsening bilateral airspace disease.",
     "Heart size is now normal.",
     "Previously seen nodule is not visible.",
+    # found kept by a new-user trial in a draft for a patient with no prior
+    "Heart size has increased.",
+    "Right upper lobe nodule is enlarging.",
+    "Decreased right effusion.",
+    "Enlarging right upper lobe nodule.",
+    "Increasing bibasilar opacities.",
+    "Smaller left pleural effusion.",
 ]
 NOT_COMPARISONS = [
     "The heart is normal in size.",
@@ -56,6 +63,9 @@ NOT_COMPARISONS = [
     "No acute cardiopulmonary abnormality.",
     "Known pulmonary metastases in both lungs.",
     "Renewed clinical concern for pneumonia.",  # "new" only as a whole word
+    "The heart is enlarged.",
+    "Decreased lung volumes.",
+    "Increased opacity in the right lower lobe.",
 ]
 
 

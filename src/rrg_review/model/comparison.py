@@ -18,15 +18,18 @@ What counts as a comparison (a small vocabulary, tested on real Open-i sentences
   about what changed), stable, remain(s), persistent/persists, resolved/resolution,
   improved/improving/improvement, worsened/worsening, progressed/progression, decreased or
   increased *in size/in number/since/from*, now ("resolution" not in "high resolution" or
-  "to ensure/document/confirm resolution", a recommendation).
+  "to ensure/document/confirm resolution", a recommendation); enlarging, increasing,
+  decreasing, growing, smaller, larger, "has increased/decreased/enlarged", and "decreased /
+  increased / reduced" before an effusion, pneumothorax, edema, consolidation or atelectasis.
 - "stable" is treated as a comparison: in a chest radiograph report it says "as before"
   ("stable cardiomediastinal silhouette"); a sentence that needs it for another reason is
   rare in findings and impressions, and a dropped sentence costs the reader less than a
   false statement about a prior.
 Deliberately *not* comparisons: "changes" of a disease ("emphysematous changes",
 "degenerative changes"), "old"/"healed" (a finding's age, seen on this film), "known",
-"residual", "postoperative", and "increased"/"decreased" alone ("increased interstitial
-markings" describes this film).
+"residual", "postoperative", "enlarged" (an enlarged heart is seen on this film), and
+"increased"/"decreased" before anything else ("increased interstitial markings", "decreased
+lung volumes" describe this film).
 """
 
 from __future__ import annotations
@@ -46,6 +49,15 @@ _COMPARISON = re.compile(
     r"improv\w*|worsen\w*|progress(?:ed|ion|ing)|"
     r"(?:increased|decreased|increase|decrease) (?:in size |in number |slightly )?"
     r"(?:since|from)|(?:increased|decreased) in (?:size|number|conspicuity)|"
+    # a change stated over time (a new-user trial found these kept for a first study):
+    # "enlarging nodule", "increasing opacity", "has decreased", "smaller effusion", and
+    # "decreased right effusion" (but "increased interstitial markings", "decreased lung
+    # volumes", "enlarged heart" describe this film)
+    r"enlarging|increasing|decreasing|growing|shrinking|smaller|larger|"
+    r"(?:has|have|had) (?:\w+ )?(?:increased|decreased|enlarged|grown|diminished|shrunk)|"
+    r"(?:increased|decreased|reduced) (?:(?:right|left|bilateral|small|moderate|large) )*"
+    r"(?:pleural )?(?:effusions?|pneumothorax|pneumothoraces|edema|consolidation|"
+    r"atelectasis|opacification)|"
     r"now"
     r")\b", re.IGNORECASE)
 
