@@ -844,3 +844,25 @@ def test_revert_right_after_an_accept_is_stored_at_once(desk):
     after = d.save(session, {**drafts, "findings": "Typed after."},
                    typed(ids[1], "findings", seq=6))
     assert after.wrote  # the next key typed saves as usual
+
+
+def test_an_edit_after_accept_withdraws_acceptable_without_changes(desk):
+    """Found by a new-user trial: Accept, then an edit and Save, left "acceptable without
+    changes" standing, and the export reported it beside a report that differs from the
+    draft. The save that makes the text differ now stores a rating without the claim (its
+    score and counts kept), in the same transaction, and says so."""
+    d, reader, ids = desk
+    session, texts = opened(d, reader, ids[2])
+    assert d.accept(session, texts, typed(ids[2], seq=1)).texts is not None
+    assert d.review.latest_rating(reader, ids[2]).acceptable is True
+    same = d.save(session, d.draft_texts(session), typed(ids[2], "findings", seq=3))
+    assert "withdrawn" not in same.message  # nothing differs from the draft yet
+    edited = {**d.draft_texts(session), "findings": "Actually the nodule is new."}
+    saved = d.save(session, edited, typed(ids[2], "findings", seq=4))
+    assert saved.wrote and "“Acceptable without changes” is withdrawn" in saved.message
+    latest = d.review.latest_rating(reader, ids[2])
+    assert latest.acceptable is False and latest.likert is None and latest.number == 2
+    again = d.save(session, {**edited, "findings": "Actually the nodule is new. More."},
+                   typed(ids[2], "findings", seq=5))
+    assert again.wrote and "withdrawn" not in again.message  # once
+    assert d.review.latest_rating(reader, ids[2]).number == 2

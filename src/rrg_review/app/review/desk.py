@@ -644,9 +644,12 @@ class Desk:
                                          draft[0] if draft else None, timing)
         # both sections in one transaction: one commit (one fsync) per save, not one each
         try:
+            plain = session.reading is None and bool(session.drafts)
+            drafts = self.draft_texts(session) if plain else None
             results = (self._rv(session, client).save_sections(
                 session.reader, session.study, edits, autosave=autosave,
-                address=session.address) if edits else {})
+                address=session.address, **({"drafts": drafts} if plain else {}))
+                if edits else {})
         except (DatabaseBusy, ReviewError) as exc:  # the text stays in the box
             return Saved(f"⚠ Not saved: {html.escape(str(exc))}", {}, False)
         _counted(session, client, results)
@@ -673,7 +676,12 @@ class Desk:
             messages += [again.message] if again.wrote or again.conflicts else []
             wrote = wrote or again.wrote
         session.seq = max(session.seq, client.seq)
-        return self._saved(session, messages, set(results), wrote, autosave, set(changed))
+        saved = self._saved(session, messages, set(results), wrote, autosave, set(changed))
+        if getattr(results, "withdrawn", False):  # see ReviewService.save_sections
+            saved = dataclasses.replace(saved, message=(
+                f"{saved.message}<br>“Acceptable without changes” is withdrawn: your text now "
+                "differs from the draft (untick it before rating)."))
+        return saved
 
     def _saved(self, session: Session, messages: list[str], written: set[str], wrote: bool,
                autosave: bool, changed: set[str]) -> Saved:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -277,6 +277,13 @@ def set_aside_revision(s: Session, scope: RevisionScope, section: str, text: str
     return SetAside(kept, current, kept_new or current_new)
 
 
+class SavedSections(dict[str, "RevisionView | EditConflict"]):
+    """`ReviewService.save_sections`' answer: section -> its revision or its conflict, and
+    whether the save withdrew the reader's "acceptable without changes"."""
+
+    withdrawn: bool = False
+
+
 class ReviewService:
     """A reader's work on one study: revisions, conflicts, ratings and time on task.
 
@@ -418,7 +425,8 @@ class ReviewService:
 
     def save_sections(self, reader_id: int, study_id: int,
                       edits: dict[str, SectionEdit], autosave: bool = False,
-                      address: str | None = None) -> dict[str, RevisionView | EditConflict]:
+                      address: str | None = None,
+                      drafts: Mapping[str, str] | None = None) -> SavedSections:
         """Save several sections' edits in ONE transaction (one commit, so one fsync under
         synchronous=FULL, instead of one per section). Each section is judged on its own: a
         section edited elsewhere since its base is refused (its EditConflict returned, nothing
@@ -430,9 +438,14 @@ class ReviewService:
             edits: section -> its edit (text, base revision, draft id, keystroke timing).
             autosave: True for a background save (no submit time is recorded).
             address: the client's address, for the audit log.
+            drafts: section -> the draft's text, when the study has one: a saved text that
+                differs from it withdraws the reader's "acceptable without changes" (a new
+                rating, in the same transaction: an Accept followed by an edit had left the
+                claim standing, and the export reported it beside a changed report).
 
         Returns:
-            section -> its revision (new, or the latest when unchanged) or its EditConflict.
+            section -> its revision (new, or the latest when unchanged) or its EditConflict;
+            `withdrawn` says whether "acceptable without changes" was withdrawn.
 
         Raises:
             ReviewError: an unknown section, the study not on the worklist, an unknown reader
@@ -441,7 +454,7 @@ class ReviewService:
         for section in edits:
             if section not in SECTIONS:
                 raise ReviewError(f"unknown section {section!r}")
-        out: dict[str, RevisionView | EditConflict] = {}
+        out = SavedSections()
         with self.db.write(scope=ROWS) as s:
             item, actor = self._editor(s, reader_id, study_id)
             for section, edit in edits.items():
@@ -457,7 +470,29 @@ class ReviewService:
                                   target=f"study {study_id} {section} revision "
                                          f"{revision.number}")
                 out[section] = revision
+            if drafts is not None and any(
+                    isinstance(r, RevisionView)
+                    and r.text.strip() != (drafts.get(sec) or "").strip()
+                    for sec, r in out.items()):
+                out.withdrawn = self._withdraw_acceptable(s, item, address)
         return out
+
+    def _withdraw_acceptable(self, s: Session, item: WorklistItem,
+                             address: str | None) -> bool:
+        """A new rating like the newest but not "acceptable without changes", when the newest
+        says it is; whether one was added."""
+        newest = s.scalar(select(Rating).where(Rating.reader_id == item.reader_id,
+                                               Rating.study_id == item.study_id,
+                                               Rating.reading_id.is_(None))
+                          .order_by(Rating.number.desc()).limit(1))
+        if newest is None or not newest.acceptable:
+            return False
+        rating = self._rating_in(s, item, newest.likert, False, dict(newest.errors or {}),
+                                 newest.comment, newest.preset, newest.suggested)
+        self._audit(s, "rate", item.reader_id, address,
+                    f"study {item.study_id} rating {rating.number} (acceptable withdrawn "
+                    "by an edit)")
+        return True
 
     def set_aside(self, reader_id: int, study_id: int, mine: dict[str, tuple[str, int]],
                   address: str | None = None) -> dict[str, RevisionView | EditConflict]:
