@@ -342,6 +342,10 @@ def test_quick_invert_preset_and_typed_values_never_disagree_with_the_image(brow
         assert float(got["shown"]["c"]) == got["c"], got["shown"]
         assert abs(got["c"] - want) < 0.01, (typed, got["c"], lo, hi)  # the range's end
         assert "kept within" in page.locator("#wl-status").inner_text()
+    # a preset then replaces the typed value, and the note about it goes (it stood: a trial)
+    page.locator("#wl-preset").select_option("full range")
+    page.wait_for_function("() => !document.getElementById('wl-status').innerText"
+                           ".includes('kept within')")
     assert requests.outside() == []
 
 

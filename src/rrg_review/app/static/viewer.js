@@ -442,12 +442,21 @@
     el('prev-image').addEventListener('click', () => step(-1));
     el('flip-prior').addEventListener('click', () => flip());
     el('wl-measure').addEventListener('click', () => setMeasuring(!V.measuring));
+    // a note about a typed value (kept within the film's range, not a number) is about that
+    // value: a preset chosen after it replaced the value, and the note stood over it (a
+    // new-user trial)
+    const typedNoteDone = () => {
+      const status = el('wl-status');
+      if (/ kept within | is not a number: /.test(status.textContent)) {
+        status.textContent = V.full ? (V.note || '') : 'Loading the full image…';
+      }
+    };
     el('wl-invert').addEventListener('change', (e) => {
       V.inv = e.target.checked; invertTouched = true; render();
     });
     el('wl-preset').addEventListener('change', (e) => {
       const p = V.presets[e.target.value];
-      if (p && V.img) { V.picked = e.target.value; setWindow(p[0], p[1]); render(); }
+      if (p && V.img) { V.picked = e.target.value; setWindow(p[0], p[1]); typedNoteDone(); render(); }
     });
     for (const id of ['wl-center', 'wl-width']) {
       const input = el(id);
