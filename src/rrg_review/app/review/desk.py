@@ -644,12 +644,8 @@ class Desk:
                                          draft[0] if draft else None, timing)
         # both sections in one transaction: one commit (one fsync) per save, not one each
         try:
-            plain = session.reading is None and bool(session.drafts)
-            drafts = self.draft_texts(session) if plain else None
-            results = (self._rv(session, client).save_sections(
-                session.reader, session.study, edits, autosave=autosave,
-                address=session.address, **({"drafts": drafts} if plain else {}))
-                if edits else {})
+            results = (self._store(session, session.reader, session.study, client, edits,
+                                   autosave) if edits else {})
         except (DatabaseBusy, ReviewError) as exc:  # the text stays in the box
             return Saved(f"⚠ Not saved: {html.escape(str(exc))}", {}, False)
         _counted(session, client, results)
@@ -682,6 +678,18 @@ class Desk:
                 f"{saved.message}<br>“Acceptable without changes” is withdrawn: your text now "
                 "differs from the draft (untick it before rating)."))
         return saved
+
+    def _store(self, session: Session, reader: int, study: int, client: Client,
+               edits: dict[str, SectionEdit], autosave: bool
+               ) -> dict[str, RevisionView | EditConflict]:
+        """Store the edits; in plain review with the draft's texts, which an edit that
+        differs from them checks against "acceptable without changes"."""
+        if session.reading is not None or not session.drafts:
+            return self._rv(session, client).save_sections(
+                reader, study, edits, autosave=autosave, address=session.address)
+        return self.review.save_sections(reader, study, edits, autosave=autosave,
+                                         address=session.address,
+                                         drafts=self.draft_texts(session))
 
     def _saved(self, session: Session, messages: list[str], written: set[str], wrote: bool,
                autosave: bool, changed: set[str]) -> Saved:
@@ -868,6 +876,11 @@ class Desk:
         # a refused section waits for the reader's choice (no retry into it every few seconds);
         # a newer save of a section the reader has not changed stops no autosave of the others
         if not pending or any(s in session.conflicts for s in pending):
+            return None
+        if client.seq < session.seq:
+            # sent before an Accept, Take theirs or Revert replaced its text: nothing to say
+            # (its "a newer edit is already saved" replaced what the Accept had said: a CI
+            # run); the page's next tick carries the boxes as they are now
             return None
         return self.save(session, texts, client, autosave=True)
 
