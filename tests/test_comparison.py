@@ -88,24 +88,14 @@ UNDATED = [
 ]
 
 
-@pytest.mark.parametrize("sentence", DATED)
-def test_sentences_naming_a_date_are_recognised(sentence):
-    assert dated(sentence)
-
-
-@pytest.mark.parametrize("sentence", UNDATED)
-def test_sentences_without_a_date_are_not(sentence):
-    assert not dated(sentence)
-
-
-@pytest.mark.parametrize("sentence", COMPARISONS)
-def test_sentences_that_compare_with_a_prior_are_recognised(sentence):
-    assert compares(sentence)
-
-
-@pytest.mark.parametrize("sentence", NOT_COMPARISONS)
-def test_sentences_about_this_film_are_kept(sentence):
-    assert not compares(sentence)
+@pytest.mark.parametrize(("rule", "sentence", "expected"), [
+    *((compares, s, True) for s in COMPARISONS),  # compares with a prior
+    *((compares, s, False) for s in NOT_COMPARISONS),  # about this film: kept
+    *((dated, s, True) for s in DATED),  # names a date
+    *((dated, s, False) for s in UNDATED),
+])
+def test_each_sentence_is_recognised_as_it_should_be(rule, sentence, expected):
+    assert rule(sentence) is expected
 
 
 def test_a_report_keeps_its_other_sentences_in_order():
