@@ -271,6 +271,14 @@ def reading_note(opened: OpenedReading) -> str:
             "(blinded; its source is not shown).")
 
 
+def _as_chosen(client: Client, session: Session, own: bool = True) -> Client:
+    """The page's report for a save of text the reader chose by a button (Keep mine, Revert):
+    every section counts as typed (an emptied one is saved too), and it is not stale."""
+    typed = {**client.typed, **{s: (0.0, 0.0) for s in SECTIONS if s not in client.typed}}
+    return Client(client.study, typed, max(client.seq, session.seq), client.visible,
+                  client.idle_s, own=client.own if own else {})
+
+
 def _utc(ms: float) -> datetime:
     return datetime.fromtimestamp(ms / 1000, UTC)
 
@@ -792,9 +800,7 @@ class Desk:
         session.conflicts = {}
         if theirs:  # requests on their way carry the old box text: only a newer edit saves
             session.seq = max(session.seq, client.seq + 1)
-        typed = {**client.typed, **{s: (0.0, 0.0) for s in SECTIONS if s not in client.typed}}
-        saved = self.save(session, out, Client(client.study, typed, max(client.seq, session.seq),
-                                               client.visible, client.idle_s))
+        saved = self.save(session, out, _as_chosen(client, session, own=False))
         if not theirs:
             return saved
         it = "it" if len(theirs) == 1 else "them"
@@ -809,11 +815,7 @@ class Desk:
         reverted text was refused as stale, and a reload brought back the text the reader had
         just replaced (a new-user trial). Requests already on their way carry the replaced
         text and are stale once this is stored."""
-        texts = self.draft_texts(session)
-        typed = {**client.typed, **{s: (0.0, 0.0) for s in SECTIONS if s not in client.typed}}
-        saved = self.save(session, texts, Client(client.study, typed,
-                                                 max(client.seq, session.seq), client.visible,
-                                                 client.idle_s, own=client.own))
+        saved = self.save(session, self.draft_texts(session), _as_chosen(client, session))
         if saved.ok:
             session.seq = max(session.seq, client.seq + 1)
         return saved
