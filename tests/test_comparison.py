@@ -49,6 +49,16 @@ COMPARISONS = [
     "Enlarging right upper lobe nodule.",
     "Increasing bibasilar opacities.",
     "Smaller left pleural effusion.",
+    # ... and by new-user trial 17
+    "Decreased right basal atelectasis.",
+    "Less atelectasis.",
+    "Bibasilar opacities, Increased.",
+    "Less pulmonary edema.",
+    "More confluent consolidation in the left lower lobe.",
+    "Decreased size of the right pleural effusion.",
+    "Less prominent interstitial markings.",
+    "Right effusion, slightly decreased.",
+    "Decreased bibasilar opacities.",
 ]
 NOT_COMPARISONS = [
     "The heart is normal in size.",
@@ -66,6 +76,14 @@ NOT_COMPARISONS = [
     "The heart is enlarged.",
     "Decreased lung volumes.",
     "Increased opacity in the right lower lobe.",
+    "Decreased lung volumes and bibasilar atelectasis.",
+    "Low lung volumes, more prominent on the right.",
+    "Opacities are more prominent on the right than the left.",
+    "Pneumonia is less likely.",
+    "No more than trace fluid.",
+    "Left lower lobe opacity, more likely atelectasis than pneumonia.",
+    "Interstitial thickening bilaterally, more prominent in the bases.",  # real (Open-i)
+    "Similar less severe changes of the two subjacent ribs.",
 ]
 
 

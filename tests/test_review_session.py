@@ -576,6 +576,17 @@ def test_status_accept_and_rating_mean_what_they_say(browser, app):
     assert app.query("SELECT likert, acceptable FROM rating ORDER BY number DESC LIMIT 1"
                      ) == [(4, 1)]
     assert status_of(app, "DEMO-0004")[0] == "done"
+    # an edit saved after that withdraws "acceptable without changes", and the box unticks
+    # (new-user trial 17: the status line said so while the box stayed ticked)
+    assert page.locator("#acceptable input").is_checked()
+    box(page, "findings").click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type(" Edited after accepting.")
+    page.keyboard.press("Control+s")
+    wait_text(page, "rate-status", "withdrawn")
+    page.wait_for_function("() => !document.querySelector('#acceptable input').checked")
+    assert app.query("SELECT likert, acceptable FROM rating ORDER BY number DESC LIMIT 1"
+                     ) == [(4, 0)]
 
 
 def table_rows(page, elem_id: str) -> list[list[str]]:

@@ -873,9 +873,13 @@ def test_p_keeps_the_part_of_the_chest_in_view_the_tool_and_each_films_line(brow
     page.mouse.move(1000, 500, steps=5)
     page.mouse.up()
     line = page.evaluate("() => rrgViewer.length.px")
+    assert page.locator("#wl-which").inner_text().startswith("CURRENT")
     page.keyboard.press("p")
     page.wait_for_function("() => rrgViewer.full && rrgPick() === 'prior:0'", timeout=90_000)
     there = page.evaluate(VIEW_NOW)
+    # the toolbar says whose film, with its date (new-user trial 17: only the grey caption did)
+    which = page.locator("#wl-which").inner_text()
+    assert which.startswith("PRIOR · ") and re.search(r"\d{4}-\d\d-\d\d", which), which
     for k in ("z", "fx", "fy"):
         assert abs(there[k] - here[k]) < 0.01 * max(1, abs(here[k])), (k, here, there)
     assert page.locator("#wl-measure").get_attribute("aria-pressed") == "true"

@@ -19,8 +19,11 @@ What counts as a comparison (a small vocabulary, tested on real Open-i sentences
   improved/improving/improvement, worsened/worsening, progressed/progression, decreased or
   increased *in size/in number/since/from*, now ("resolution" not in "high resolution" or
   "to ensure/document/confirm resolution", a recommendation); enlarging, increasing,
-  decreasing, growing, smaller, larger, "has increased/decreased/enlarged", and "decreased /
-  increased / reduced" before an effusion, pneumothorax, edema, consolidation or atelectasis.
+  decreasing, growing, smaller, larger, "has increased/decreased/enlarged"; a degree
+  (increased, decreased, reduced, less, more) before a finding (effusion, pneumothorax,
+  edema, consolidation, atelectasis, nodule, ...; "decreased right basal atelectasis", "less
+  edema") or after it ("bibasilar opacities, increased"); "less/more prominent" unless
+  against the other side ("than", "on the right").
 - "stable" is treated as a comparison: in a chest radiograph report it says "as before"
   ("stable cardiomediastinal silhouette"); a sentence that needs it for another reason is
   rare in findings and impressions, and a dropped sentence costs the reader less than a
@@ -37,6 +40,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+
+# what may stand between a degree word and its finding ("decreased right basal atelectasis")
+_WHERE = (r"(?:right|left|bilateral|bibasilar|bibasal|basal|basilar|base|lower|upper|middle|"
+          r"lobe|lung|apical|perihilar|retrocardiac|lingular|left-sided|right-sided|small|"
+          r"moderate|large|mild|severe|trace|minimal|tiny|pleural|pulmonary|interstitial|"
+          r"alveolar|air-?space|subsegmental|plate-?like|linear|patchy|focal|hilar|vascular|"
+          r"central|diffuse|loculated|layering|subpulmonic|the)")
+# findings whose degree says they changed ("increased opacity" is left out: it often describes
+# this film)
+_FINDING = (r"effusions?|pneumothorax|pneumothoraces|o?edema|consolidations?|atelectas[ie]s|"
+            r"opacification|congestion|infiltrates?|cardiomegaly|nodules?|mass(?:es)?|"
+            r"air-?space disease")
+# "decreased size of the", "less amount of"
+_EXTENT = r"(?:(?:size|amount|degree|extent) of )?"
 
 _COMPARISON = re.compile(
     r"\b(?:"
@@ -55,11 +72,27 @@ _COMPARISON = re.compile(
     # volumes", "enlarged heart" describe this film)
     r"enlarging|increasing|decreasing|growing|shrinking|smaller|larger|"
     r"(?:has|have|had) (?:\w+ )?(?:increased|decreased|enlarged|grown|diminished|shrunk)|"
-    r"(?:increased|decreased|reduced) (?:(?:right|left|bilateral|small|moderate|large) )*"
-    r"(?:pleural )?(?:effusions?|pneumothorax|pneumothoraces|edema|consolidation|"
-    r"atelectasis|opacification)|"
+    # a degree of change before a finding, whatever stands between ("decreased right basal
+    # atelectasis", "less edema", "more confluent consolidation"; a new-user trial found the
+    # first two kept): "increased opacity" and "decreased lung volumes" describe this film
+    rf"(?:increased|decreased|reduced|diminished|less|more|lesser|greater) {_EXTENT}"
+    rf"(?:{_WHERE} ){{0,4}}(?:{_FINDING})|"
+    rf"(?:decreased|reduced|diminished|less|more) {_EXTENT}(?:{_WHERE} ){{0,4}}"
+    r"(?:opacit(?:y|ies)|densit(?:y|ies))|"
+    # "less prominent", "more conspicuous": unless it says where on this film, or against
+    # what ("more prominent in the bases", "on the right", "less dense than the left")
+    r"(?:less|more) (?:prominent|conspicuous|pronounced|apparent|evident|visible|extensive|"
+    r"confluent|dense|opaque|marked)\b"
+    r"(?! (?:in|on|at|toward|towards|along|within|over|throughout)\b)(?![^.]*\bthan\b)|"
     r"now"
     r")\b", re.IGNORECASE)
+
+# the degree after the finding, a clause of its own: "Bibasilar opacities, increased." (not
+# "low lung volumes, more prominent on the right")
+_DEGREE_AFTER = re.compile(r",\s*(?:(?:slightly|mildly|somewhat|minimally|markedly)\s+)?"
+                           r"(?:increased|decreased|reduced|less|more|worse|smaller|larger)"
+                           r"(?=\s*(?:[.,;]|$))",
+                           re.IGNORECASE)
 
 _MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
           r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
@@ -91,7 +124,8 @@ def sentences(text: str) -> list[str]:
 
 def compares(sentence: str) -> bool:
     """Whether a sentence only makes sense against an earlier examination."""
-    return _COMPARISON.search(sentence) is not None
+    return (_COMPARISON.search(sentence) is not None
+            or _DEGREE_AFTER.search(sentence) is not None)
 
 
 def dated(sentence: str) -> bool:

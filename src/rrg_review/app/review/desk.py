@@ -205,6 +205,7 @@ class Saved:
     wrote: bool
     held: frozenset[str] | None = None
     texts: dict[str, str] | None = None
+    withdrawn: bool = False  # this save withdrew "acceptable without changes" (the box unticks)
 
     @property
     def ok(self) -> bool:
@@ -682,9 +683,9 @@ class Desk:
         session.seq = max(session.seq, client.seq)
         saved = self._saved(session, messages, set(results), wrote, autosave, set(changed))
         if getattr(results, "withdrawn", False):  # see ReviewService.save_sections
-            saved = dataclasses.replace(saved, message=(
+            saved = dataclasses.replace(saved, withdrawn=True, message=(
                 f"{saved.message}<br>“Acceptable without changes” is withdrawn: your text now "
-                "differs from the draft (untick it before rating)."))
+                "differs from the draft."))
         return saved
 
     def _store(self, session: Session, reader: int, study: int, client: Client,

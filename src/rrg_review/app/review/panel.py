@@ -254,10 +254,14 @@ class Editor:
 
     def after_save(self, r: Reader, saved: Saved, texts: dict[str, str]) -> Outputs:
         p, session = self.panel, r.session
-        return {self.tab.state: session, p.save_status: saved.message,
-                self.tab.sync: sync_json(r.name, session),
-                **self.offer_choice(session, bool(saved.conflicts)),
-                p.diff: diff_of(self.desk.draft_texts(session), texts)}
+        out: Outputs = {self.tab.state: session, p.save_status: saved.message,
+                        self.tab.sync: sync_json(r.name, session),
+                        **self.offer_choice(session, bool(saved.conflicts)),
+                        p.diff: diff_of(self.desk.draft_texts(session), texts)}
+        if saved.withdrawn:  # the box the reader ticked (or Accept did) says so too
+            out |= {p.acceptable: False,
+                    p.rate_status: "“Acceptable without changes” withdrawn: you edited the draft."}
+        return out
 
     def rating_values(self, r: RatingView | None) -> Outputs:
         p = self.panel
@@ -357,7 +361,8 @@ class Wiring:
     @property
     def edit_outs(self) -> list[Any]:
         p, tab = self.editor.panel, self.guard.tab
-        return [tab.state, p.save_status, tab.sync, p.keep_mine, p.take_theirs, p.diff]
+        return [tab.state, p.save_status, tab.sync, p.keep_mine, p.take_theirs, p.diff,
+                p.acceptable, p.rate_status]
 
 
 def wire_review(w: Wiring) -> None:

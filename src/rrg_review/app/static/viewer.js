@@ -421,6 +421,7 @@
     root.innerHTML = `<div id="wl-stage"><canvas id="wl-canvas"></canvas><canvas id="wl-mip"></canvas><canvas id="wl-fine"></canvas><canvas id="wl-fast"></canvas>
         <svg id="wl-overlay"><line id="wl-line" style="display: none"></line></svg></div>
       <div id="enlarged-tools">
+        <span id="wl-which"></span>
         <button type="button" id="prev-image">◀ image</button>
         <button type="button" id="next-image">image ▶</button>
         <button type="button" id="flip-prior" title="the other study's film (P)">current ⇄ prior (P)</button>
@@ -608,6 +609,13 @@
     captionHead = `${head ? head.innerText : ''} · ` +
       `${fig.querySelector('figcaption').innerText} · Image ${index + 1} of ${figs.length} · `;
     el('wl-caption').textContent = captionHead + hints(V.measuring);
+    // which study's film, where the eye is (a PACS viewport's corner label): the grey caption
+    // alone left a new-user trial unsure whether P had flipped to the prior
+    const when = head && head.querySelector('.nobreak');
+    const which = el('wl-which');
+    which.textContent = `${film === 'prior' ? 'PRIOR' : 'CURRENT'}` +
+      (when ? ` · ${when.innerText}` : '');
+    which.className = film === 'prior' ? 'prior' : 'current';
     // (never disabled: P and a click without the prior beside say how to show it)
     el('wl-preset').innerHTML = '';
     el('wl-status').textContent = 'Loading the full image…';
