@@ -21,6 +21,7 @@ from rrg_review.metrics.bertscore import BertScore
 from rrg_review.metrics.bleu import Bleu4
 from rrg_review.metrics.edits import word_error_rate
 from rrg_review.metrics.rouge import RougeL
+from tests.browser import CHROMIUM, launch_browser
 
 SECTIONS_IDS = ("evaluated", "automatic", "review", "edits", "metric-agreement",
                 "reader-agreement", "cases")
@@ -173,17 +174,15 @@ def test_agreement_statistics_equal_the_libraries():
 def test_report_screenshot_in_chromium(session_db, tmp_path):
     import os
 
-    if not os.path.exists("/usr/bin/chromium"):
-        pytest.skip("/usr/bin/chromium not installed (make test installs Debian's chromium)")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} not installed (make test installs Debian's chromium)")
     from playwright.sync_api import sync_playwright
 
     db, _ids, _ = session_db
     out = tmp_path / "report.html"
     export(db, "html", out, metrics=metrics_for_tests(), n_resamples=200)
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium",
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        browser = launch_browser(p)
         page = browser.new_page(viewport={"width": 1200, "height": 1600})
         requests: list[str] = []
         page.on("request", lambda r: requests.append(r.url))

@@ -25,10 +25,9 @@ import httpx
 import pytest
 
 from bench.processes import stop_process
-from tests.browser import sign_in
+from tests.browser import CHROMIUM, launch_browser, sign_in
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "quiet-harbour-4410"
 pytestmark = pytest.mark.slow
 
@@ -132,8 +131,7 @@ def test_browser_tabs_opened_and_closed_leave_no_traceback(served):
     url, cookie, log = served
     since = log.stat().st_size
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        browser = launch_browser(p)
         context = browser.new_context()
         context.set_default_timeout(120_000)  # every wait bounded, also under a loaded machine
         context.add_cookies([{"name": "rrg-session", "value": cookie, "url": url}])

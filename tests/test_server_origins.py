@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.browser import CHROMIUM, App, sign_in
+from tests.browser import CHROMIUM, App, launch_browser, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -114,9 +114,7 @@ def chromium():
 
     rules = ", ".join(f"MAP {h} 127.0.0.1" for h in (APP_HOST, SIBLING, OTHER_SITE))
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            f"--host-resolver-rules={rules}"])
+        browser = launch_browser(p, f"--host-resolver-rules={rules}")
         yield browser
         browser.close()
 
