@@ -725,6 +725,29 @@ def test_studies_imported_while_running_are_drafted_the_one_opened_first(drafted
         pre.stop()
 
 
+def test_a_draft_done_before_the_page_asks_still_reaches_the_boxes(drafted_db, settings,
+                                                                   rg1_small):
+    """CI under load: the pre-drafter drafted a study opened from the worklist 0.1 s after
+    it was queued, before the page asked whether to wait for it; the page then never waited,
+    and said "No draft yet: press Draft" beside a stored draft. A study queued when opened is
+    waited for (and its draft taken) however soon the pre-drafter is done with it."""
+    db = drafted_db
+    d, drafting, pre, reader = predrafting_desk(db, settings)
+    new = _import_while_running(db, settings, rg1_small, 1)
+    try:
+        session, texts = opened(d, reader, new[0])
+        assert pre.wait_idle(120) and not pre.queued(new[0])  # done before the page asks
+        assert d.awaits_draft(session)
+        assert d.status_line(session).startswith("Drafting this study")
+        assert asyncio.run(d.await_draft(session, timeout=5)) == new[0]
+        drafts, fresh = d.refresh_drafts(session, texts)
+        assert fresh is not None and fresh["findings"] == drafts["findings"].text != ""
+        assert not d.awaits_draft(session)
+        assert d.status_line(session).startswith("Showing the draft")
+    finally:
+        pre.stop()
+
+
 def test_waiting_for_a_draft_ends_when_the_reader_leaves_the_study(drafted_db, settings,
                                                                    rg1_small):
     """A tab waiting for the open study's draft stops waiting once the reader opens another

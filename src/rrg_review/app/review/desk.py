@@ -164,6 +164,10 @@ class Session:
     # issue #22: whether the open study has a prior (comparison flags); the ReXVal rows the
     # reader typed in (never pre-filled again) and the counts pre-filled in the others
     has_prior: bool | None = None
+    # the open study was queued for its draft when opened (the page then waits for it, even if
+    # the pre-drafter is done with it before the page asks: CI under load saw a draft stored
+    # 0.1 s after the queueing and the page stay on "No draft yet" for good)
+    predrafting: bool = False
     own_rows: set[str] = field(default_factory=set)
     prefilled: dict[str, int] = field(default_factory=dict)
     suggested: dict[str, int] = field(default_factory=dict)  # the counts suggested last
@@ -387,14 +391,15 @@ class Desk:
     def drafting_now(self, session: Session) -> bool:
         """Whether the open study has no draft yet and the pre-drafter is working on it."""
         return (self.predrafter is not None and session.study is not None
-                and not session.drafts and self.predrafter.queued(session.study))
+                and not session.drafts
+                and (session.predrafting or self.predrafter.queued(session.study)))
 
     def awaits_draft(self, session: Session) -> bool:
         """Whether the open study has no draft and the pre-drafter has it queued (the page
         then waits for it: `await_draft`)."""
         return (session.study is not None and self.predrafter is not None
                 and not session.drafts and session.reading is None
-                and self.predrafter.queued(session.study))
+                and (session.predrafting or self.predrafter.queued(session.study)))
 
     async def await_draft(self, session: Session, timeout: float = FIRST_DRAFT_WAIT_S,
                           poll: float = 0.2) -> int | None:
@@ -490,10 +495,12 @@ class Desk:
         undrafted studies on the list. Only the studies after it were queued: a study opened
         from the worklist before the pre-drafter reached it (one imported while the app ran)
         stayed without a draft until the reader pressed Draft (a new-user trial)."""
+        session.predrafting = False
         if self.predrafter is None or session.reader is None or session.study is None:
             return
         mine = any(n is not None for n in session.base.values())
-        if not drafts and not mine and session.images:
+        session.predrafting = not drafts and not mine and bool(session.images)
+        if session.predrafting:
             self.predrafter.schedule([session.study], first=True)
         self.predrafter.schedule(
             self.worklists.undrafted(session.reader, session.study, PREDRAFT_AHEAD))
@@ -520,6 +527,7 @@ class Desk:
         session.conflicts = {}
         rating = self.readings.latest_rating(int(reading_id), session.owner)
         session.has_prior = None  # blinded: no comparison flags from the prior's existence
+        session.predrafting = False
         session.own_rows = set(REXVAL_CATEGORIES) if rating is not None else set()
         session.prefilled, session.suggested = {}, {}
         return Opened(view, {}, dict(session.shown), self.reading_status(session, opened),

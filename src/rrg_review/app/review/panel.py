@@ -751,6 +751,7 @@ def wire_draft_arrival(w: Wiring) -> None:
                 or session.reading is not None:
             return {p.save_status: gr.update()}
         if not drafting.latest(study, preset):  # timed out, or the model is unavailable
+            session.predrafting = False  # "No draft yet" from now on, not "Drafting…"
             return {p.save_status: desk.status_line(session), p.model_line: desk.model_note({})}
         return _drafts_arrived(w, r, d)
 
