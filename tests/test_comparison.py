@@ -59,6 +59,25 @@ COMPARISONS = [
     "Less prominent interstitial markings.",
     "Right effusion, slightly decreased.",
     "Decreased bibasilar opacities.",
+    # ... and by new-user trial 18
+    "Development of a left effusion.",
+    "Regressing consolidation.",
+    "Waning edema.",
+    "Left effusion is no longer seen.",
+    "Heart is bigger.",
+    "Right pleural effusion has reaccumulated.",
+    "Near complete clearing of the left base.",
+    "The ET tube has been removed.",
+    "Worse aeration.",
+    "Opacities, better.",
+    "Similar appearance of the lungs.",
+    "Pneumothorax is gone.",
+    "Left lung has re-expanded.",
+    "Effusion is still present.",
+    "The opacity has largely disappeared.",
+    "Progressive fibrosis.",
+    "Opacity has cleared.",
+    "Evolving right lower lobe pneumonia.",
 ]
 NOT_COMPARISONS = [
     "The heart is normal in size.",
@@ -84,6 +103,13 @@ NOT_COMPARISONS = [
     "Left lower lobe opacity, more likely atelectasis than pneumonia.",
     "Interstitial thickening bilaterally, more prominent in the bases.",  # real (Open-i)
     "Similar less severe changes of the two subjacent ribs.",
+    # real Open-i sentences about this film or a recommendation
+    "Bibasilar airspace disease, left worse right.",
+    "If clinically indicated, XXXX scan would better define this.",
+    "Consider followup chest radiographs to show clearing.",
+    "Nodule better seen on the lateral view.",
+    "Progressive massive fibrosis in both upper lobes.",
+    "The lungs are clear.",
 ]
 
 

@@ -732,7 +732,7 @@ def test_a_draft_done_before_the_page_asks_still_reaches_the_boxes(drafted_db, s
     and said "No draft yet: press Draft" beside a stored draft. A study queued when opened is
     waited for (and its draft taken) however soon the pre-drafter is done with it."""
     db = drafted_db
-    d, drafting, pre, reader = predrafting_desk(db, settings)
+    d, _, pre, reader = predrafting_desk(db, settings)
     new = _import_while_running(db, settings, rg1_small, 1)
     try:
         session, texts = opened(d, reader, new[0])

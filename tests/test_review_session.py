@@ -416,6 +416,45 @@ def test_after_a_restoring_reload_another_tabs_save_of_an_untouched_section_hold
         one.locator("#keep-mine").click()
         wait_until(lambda: latest_text(app, "DEMO-0004", "impression")
                    == theirs.removesuffix(" T2C") + " T1", "tab one's impression on top")
+
+        # new-user trial 18 (high): a section tab one saved and then left alone is not unsaved
+        # text on its reload. Tab one saves its findings; tab two saves newer findings; tab
+        # one types only in the impression and reloads at once: its impression comes back and
+        # is saved, tab two's findings stay, and nothing asks to "restore" tab one's older
+        # findings over them (Restore saved them over tab two's)
+        if "DEMO-0004" not in one.locator("#film-head").inner_text():
+            click_row(one, "DEMO-0004")  # (Keep mine let the held click go on)
+        wait_value(one, "findings", f"v === {json.dumps(mine + ' More.')}")
+        box(one, "findings").click()
+        one.keyboard.press("Control+End")
+        one.keyboard.type(" A.")
+        one.keyboard.press("Control+s")
+        ours = mine + " More. A."
+        wait_until(lambda: latest_text(app, "DEMO-0004", "findings") == ours,
+                   "tab one's findings")
+        two.reload()
+        two.locator("#film .current").wait_for()
+        if "DEMO-0004" not in two.locator("#film-head").inner_text():
+            click_row(two, "DEMO-0004")
+        wait_value(two, "findings", f"v === {json.dumps(ours)}")
+        box(two, "findings").click()
+        two.keyboard.press("Control+End")
+        two.keyboard.type(" T2F")
+        two.keyboard.press("Control+s")
+        newest = ours + " T2F"
+        wait_until(lambda: latest_text(app, "DEMO-0004", "findings") == newest,
+                   "tab two's findings")
+        box(one, "impression").click()
+        one.keyboard.press("Control+End")
+        one.keyboard.type(" Unsaved.")
+        one.reload()
+        one.locator("#film .current").wait_for()
+        wait_value(one, "impression", "v.endsWith(' T1 Unsaved.')")
+        wait_value(one, "findings", f"v === {json.dumps(newest)}")
+        wait_until(lambda: (latest_text(app, "DEMO-0004", "impression") or "").endswith(
+            " T1 Unsaved."), "tab one's restored impression to be saved")
+        assert one.locator("#restore-mine").count() == 0
+        assert latest_text(app, "DEMO-0004", "findings") == newest
     finally:
         context.close()
 
@@ -587,6 +626,24 @@ def test_status_accept_and_rating_mean_what_they_say(browser, app):
     page.wait_for_function("() => !document.querySelector('#acceptable input').checked")
     assert app.query("SELECT likert, acceptable FROM rating ORDER BY number DESC LIMIT 1"
                      ) == [(4, 0)]
+    # and when the typed text is saved by a Revert (new-user trial 18: Accept, a few keys, then
+    # Revert left the box ticked while the stored rating had withdrawn it)
+    page.locator("#accept").click()
+    page.locator("#accept-confirm").click()
+    page.wait_for_function("() => document.querySelector('#acceptable input').checked")
+    box(page, "findings").click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type(" quick")
+    page.locator("#revert").click()
+    page.locator("#revert-confirm").click()
+    page.wait_for_function("() => !document.querySelector('#acceptable input').checked")
+    wait_text(page, "rate-status", "withdrawn")
+    assert app.query("SELECT acceptable FROM rating ORDER BY number DESC LIMIT 1") == [(0,)]
+    # coming back to the study, the line under the rating does not say "Accepted" (trial 18)
+    click_row(page, "DEMO-0001")
+    click_row(page, "DEMO-0004")
+    wait_text(page, "rate-status", "withdrawn")
+    assert "Accepted without changes" not in page.locator("#rate-status").inner_text()
 
 
 def table_rows(page, elem_id: str) -> list[list[str]]:

@@ -23,7 +23,11 @@ What counts as a comparison (a small vocabulary, tested on real Open-i sentences
   (increased, decreased, reduced, less, more) before a finding (effusion, pneumothorax,
   edema, consolidation, atelectasis, nodule, ...; "decreased right basal atelectasis", "less
   edema") or after it ("bibasilar opacities, increased"); "less/more prominent" unless
-  against the other side ("than", "on the right").
+  against the other side ("than", "on the right"); development of, regressing, waning, no
+  longer, reaccumulated, clearing/cleared (not "to confirm clearing"), removed/removal,
+  similar appearance, gone, disappeared, re-expanded, still, evolving, recurrent,
+  progressive (not "progressive massive fibrosis"), worse/better (not "left worse than
+  right", "better seen on the lateral").
 - "stable" is treated as a comparison: in a chest radiograph report it says "as before"
   ("stable cardiomediastinal silhouette"); a sentence that needs it for another reason is
   rare in findings and impressions, and a dropped sentence costs the reader less than a
@@ -70,7 +74,23 @@ _COMPARISON = re.compile(
     # "enlarging nodule", "increasing opacity", "has decreased", "smaller effusion", and
     # "decreased right effusion" (but "increased interstitial markings", "decreased lung
     # volumes", "enlarged heart" describe this film)
-    r"enlarging|increasing|decreasing|growing|shrinking|smaller|larger|"
+    r"enlarging|increasing|decreasing|growing|shrinking|smaller|larger|bigger|"
+    # more ways of saying it changed or went away (new-user trial 18 found each kept):
+    # "development of a left effusion", "regressing consolidation", "waning edema", "no longer
+    # seen", "has reaccumulated", "clearing of the right base", "the ET tube has been
+    # removed", "similar appearance", "pneumothorax is gone", "has largely disappeared",
+    # "re-expanded", "still present", "evolving", "recurrent" (not "progressive massive
+    # fibrosis", a disease's name; not "better seen on the lateral view")
+    r"development of|(?:has|have) developed|regress\w*|wan(?:ing|ed)|waxing|no longer|"
+    r"re-?accumulat\w*|(?<!show )(?<!confirm )(?<!document )(?<!ensure )(?<!until )"
+    r"clear(?:ed|ing)|remov(?:ed|al)|similar(?: in)? appearance|gone|"
+    r"disappear\w*|re-?appear\w*|re-?expan\w*|still|evolv\w*|recurr?\w*|"
+    r"progressive(?! massive)|"
+    # (not where on this film: "left worse than right", "better seen on the lateral view",
+    # "CT would better define this")
+    r"(?<!left )(?<!right )(?:worse|better)(?! (?:on|in|at|than|toward|towards|along|right|"
+    r"left|seen|visuali|evaluat|assess|demonstrat|appreciat|characteri|define|show|depict)"
+    r"\w*)|"
     r"(?:has|have|had) (?:\w+ )?(?:increased|decreased|enlarged|grown|diminished|shrunk)|"
     # a degree of change before a finding, whatever stands between ("decreased right basal
     # atelectasis", "less edema", "more confluent consolidation"; a new-user trial found the

@@ -233,6 +233,20 @@ def _draft_diff_reference() -> dict[str, Any]:
             "ref_findings": ref_findings, "ref_impression": ref_impression}
 
 
+WITHDRAWN = "“Acceptable without changes” withdrawn: you edited the draft."
+
+
+def rating_line(r: RatingView | None) -> str:
+    """What the line under Submit rating says of the reader's latest rating of the study: a
+    rating that only withdrew "acceptable without changes" (an edit after Accept) is not an
+    acceptance (new-user trial 18 saw "Accepted without changes" beside the unticked box)."""
+    if r is None:
+        return ""
+    if r.likert is not None:
+        return f"Rated (#{r.number}, {r.created_at:%H:%M})."
+    return "Accepted without changes; no score yet." if r.acceptable else WITHDRAWN
+
+
 class Editor:
     """The review panel's updates, shared by its handlers and the page's navigation: what a
     save, an opened study or an empty worklist puts on screen."""
@@ -259,8 +273,7 @@ class Editor:
                         **self.offer_choice(session, bool(saved.conflicts)),
                         p.diff: diff_of(self.desk.draft_texts(session), texts)}
         if saved.withdrawn:  # the box the reader ticked (or Accept did) says so too
-            out |= {p.acceptable: False,
-                    p.rate_status: "“Acceptable without changes” withdrawn: you edited the draft."}
+            out |= {p.acceptable: False, p.rate_status: WITHDRAWN}
         return out
 
     def rating_values(self, r: RatingView | None) -> Outputs:
@@ -273,10 +286,7 @@ class Editor:
             out[comp] = gr.update(value=((r.errors.get(category) or {}).get(kind, 0)) if r else 0,
                                   elem_classes=[])
         out[p.checked] = False
-        done = r is not None and r.likert is not None
-        out[p.rate_status] = (f"Rated (#{r.number}, {r.created_at:%H:%M})."
-                              if done and r is not None else
-                              "Accepted without changes; no score yet." if r else "")
+        out[p.rate_status] = rating_line(r)
         return out
 
     def aids(self, session: Session, texts: dict[str, str]) -> Outputs:
@@ -544,8 +554,11 @@ def _draft_into_boxes(w: Wiring, message: str) -> Callable[[Reader, Inputs], Out
                 if kept is not None and kept.wrote else
                 f" Your saved text stays in the history ({stored})." if stored else "")
         done = f" The draft is saved ({put.message})." if put.wrote else ""
-        return {**editor.after_save(r, Saved(message + done + note, {}, put.wrote), texts),
-                **p.boxes(texts)}
+        # (the typed text saved first may have withdrawn "acceptable without changes": the box
+        # unticks, as after any save that does; new-user trial 18 saw it stay ticked)
+        told = Saved(message + done + note, {}, put.wrote,
+                     withdrawn=kept is not None and kept.withdrawn)
+        return {**editor.after_save(r, told, texts), **p.boxes(texts)}
 
     return draft_in_boxes
 

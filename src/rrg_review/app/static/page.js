@@ -139,9 +139,14 @@ window.rrgLogout = () => {
     const f = box('findings'), i = box('impression');
     if (!f || !i) return;
     const old = readEntry(rrg.study) || {};
-    // typed: the sections the reader typed in; only those are ever put back (the other box
-    // may have been empty only because no draft had arrived yet)
-    const typed = [...new Set([...(old.typed || []), ...Object.keys(rrg.keys)])];
+    // typed: the sections the reader typed in and has not saved as they are now; only those
+    // are ever put back (the other box may have been empty only because no draft had arrived
+    // yet). A section typed, saved, then left alone is not unsaved text: kept here, a reload
+    // after another tab saved that section offered to "restore" this tab's older text, and
+    // Restore saved it over the other tab's (new-user trial 18, high)
+    const value = {findings: f.value, impression: i.value};
+    const typed = [...new Set([...(old.typed || []), ...Object.keys(rrg.keys)])]
+      .filter((s) => !same(value[s], rrg.shown[s]));
     writeEntry(rrg.study, {findings: f.value, impression: i.value, base: rrg.base, typed,
                            sent: old.sent || {}, at: Date.now()});
   };
