@@ -240,12 +240,14 @@ def browser():
         b.close()
 
 
-def demo_copy(templates: Any, path: Path) -> Path:
+def demo_copy(templates: Any, path: Path, kind: str = "demo") -> Path:
     """A copy of the session's demo database (and its images) at `path`: what a first start
-    seeds (tests/test_cli_and_app.py checks the seeding itself), without seeding it again."""
+    seeds (tests/test_cli_and_app.py checks the seeding itself), without seeding it again.
+    `kind="drafted"`: with the demo studies drafted too, as an app finds them after its first
+    run (tests/db_templates.py)."""
     from rrg_review.app.settings import Settings
 
-    templates.copy_sqlite("demo", Settings.from_args(str(path)))
+    templates.copy_sqlite(kind, Settings.from_args(str(path)))
     return path
 
 
@@ -284,8 +286,11 @@ class AppSpares:
         self._stopping: list[App] = []
 
     def _launch(self) -> App:
-        return App(demo_copy(self._templates, self._folders.mktemp("app") / "app.sqlite"),
-                   wait=False)
+        # drafted already, as after the app's first run: each app pre-drafted the four demo
+        # studies again (decoding their JPEG 2000 films), about 1.7 CPU-s of every browser test;
+        # the tests of drafting itself start their apps on undrafted copies
+        return App(demo_copy(self._templates, self._folders.mktemp("app") / "app.sqlite",
+                             "drafted"), wait=False)
 
     def take(self, another: bool = True) -> App:
         """A serving app of its own; the next one starts now if `another` test will want one."""
@@ -327,9 +332,9 @@ def _app_wanted_later(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture
 def app(app_spares, request):
-    """A fresh app on its own copy of the demo studies (imported once per session: the app
-    finds studies and seeds none; tests that start the app on a new database seed for
-    real)."""
+    """A fresh app on its own copy of the demo studies, drafted (imported and drafted once
+    per session: the app finds studies and drafts and makes none; tests that start the app on
+    a new database seed and draft for real)."""
     running = app_spares.take(another=_app_wanted_later(request))
     yield running
     app_spares.stopping(running)  # reaped at the module's end, also if the check below fails

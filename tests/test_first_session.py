@@ -108,16 +108,21 @@ def test_a_worklist_with_every_study_done_says_so(browser, app):
     assert "empty" not in page.locator("#save-status").inner_text()
 
 
-def test_the_study_that_opens_first_is_drafted_first(browser, app):
+def test_the_study_that_opens_first_is_drafted_first(browser, tmp_path, database_templates):
     """The first study on screen shows its draft at once, and it was the first one drafted:
-    the app queued it at start, before the studies after it."""
-    page = new_page(browser, app.url, 1366, 768)
-    opened = int(page.locator("#film .current").get_attribute("data-study") or 0)
-    wait_value(page, "findings", "v.length > 20", timeout=30_000)
-    assert "Showing the draft" in page.locator("#save-status").inner_text()
-    assert page.locator("#draft-button").inner_text() == "Regenerate"
-    first = app.query("SELECT study_id FROM draft WHERE error IS NULL ORDER BY id LIMIT 1")
-    assert first == [(opened,)]
+    the app queued it at start, before the studies after it. (Its own app on undrafted demo
+    studies: the `app` fixture's are drafted already.)"""
+    app = App(demo_copy(database_templates, tmp_path / "undrafted.sqlite"))
+    try:
+        page = new_page(browser, app.url, 1366, 768)
+        opened = int(page.locator("#film .current").get_attribute("data-study") or 0)
+        wait_value(page, "findings", "v.length > 20", timeout=30_000)
+        assert "Showing the draft" in page.locator("#save-status").inner_text()
+        assert page.locator("#draft-button").inner_text() == "Regenerate"
+        first = app.query("SELECT study_id FROM draft WHERE error IS NULL ORDER BY id LIMIT 1")
+        assert first == [(opened,)]
+    finally:
+        app.stop(close_first=lambda: close_pages(browser))
 
 
 def test_the_enlarged_view_shows_the_preview_at_once_then_the_full_image(browser, app):

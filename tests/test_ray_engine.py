@@ -97,8 +97,9 @@ def test_ray_drafts_equal_local_drafts_and_a_failing_study_is_recorded(
 
 def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_small, presets):
     # Enough studies that a fast machine cannot draft them all between two polls (CI drafted
-    # 10 studies within one 0.5 s poll once the actor was up, so the kill came too late).
-    n = 80
+    # 10 studies within one 0.5 s poll once the actor was up, so the kill came too late; the
+    # poll is 0.05 s now, and the kill comes once two studies are stored).
+    n = 40
     settings = filled_db(tmp_path, rg1_small, n=n)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
     args = [*cli_args(settings, presets), "--engine", "ray", "--workers", "1",
@@ -124,7 +125,7 @@ def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_sma
         before = session.scalar(select(func.count(Draft.id)))
     assert before < 2 * n  # it was stopped part way
     # the resumed run drafts the rest in batches of 8 (what is resumed does not depend on the
-    # batch size; one study a batch, the ~78 left took a minute of the suite's time)
+    # batch size; one study a batch, the ~38 left took half a minute of the suite's time)
     done = run_cli([*args[:-1], "8"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert "already drafted" in done.stdout

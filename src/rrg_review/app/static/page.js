@@ -200,7 +200,7 @@ window.rrgLogout = () => {
     const active = document.activeElement;
     if (active && active.closest && active.closest('#edit-findings, #edit-impression')) {
       active.blur();
-      rrg.strayUntil = Date.now() + STRAY_MS;
+      rrg.strayUntil = performance.now() + STRAY_MS;  // (the clock of events' timeStamp)
     }
     leaving = {from: rrg.study, until: Date.now() + LEAVING_MAX_MS};
     document.body.classList.add('rrg-leaving');
@@ -563,10 +563,13 @@ window.rrgLogout = () => {
   document.addEventListener('keydown', (e) => {
     if ((e.ctrlKey || e.metaKey) && e.code === 'KeyS') { e.preventDefault(); click('save'); return; }
     // typing on after leaving a study from a box: swallowed (no score keys, no shortcuts)
-    // while the keys keep coming; a pause of STRAY_MS ends it
-    if (rrg.strayUntil && Date.now() < rrg.strayUntil && !typing(e.target) &&
+    // while the keys keep coming; a pause of STRAY_MS ends it. The pause is measured between
+    // the keys as pressed (the events' timeStamp), not as handled: a page busy opening the
+    // next study handled a burst of keys more than a second late, and a digit typed on then
+    // set the score (a browser test beside busy processes)
+    if (rrg.strayUntil && e.timeStamp < rrg.strayUntil && !typing(e.target) &&
         !e.ctrlKey && !e.metaKey && !e.altKey) {
-      rrg.strayUntil = Date.now() + STRAY_MS;
+      rrg.strayUntil = e.timeStamp + STRAY_MS;
       if (e.key && e.key.length === 1) {
         e.preventDefault();
         rrg.strayed = true;
