@@ -78,6 +78,9 @@ COMPARISONS = [
     "Progressive fibrosis.",
     "Opacity has cleared.",
     "Evolving right lower lobe pneumonia.",
+    # ... and by new-user trial 19
+    "Right basilar opacity, worse than before.",
+    "Left effusion, better than before.",
 ]
 NOT_COMPARISONS = [
     "The heart is normal in size.",

@@ -229,6 +229,15 @@ def test_a_tab_saved_over_is_told_and_chooses(desk):
     told = d.check_newer(one, typed(ids[2]))
     assert told is not None and not told.ok and "“two”" in told.message
     assert d.check_newer(one, typed(ids[2])) is None  # told once; the choice is open
+    assert "You have not changed it" in told.message
+    # typing in it after being told: the notice says the choice is the reader's now (once),
+    # not "you have not changed it" (new-user trial 19), and nothing is saved over "two"
+    typing = {**texts, "findings": "one, and more"}
+    now_mine = d.tick(one, typing, typed(ids[2], "findings", seq=2), now=2.0)
+    assert now_mine is not None and not now_mine.ok and "Keep mine" in now_mine.message
+    assert "You have not changed" not in now_mine.message
+    assert d.tick(one, typing, typed(ids[2], "findings", seq=3), now=3.0) is None  # once
+    assert [r.text for r in d.review.history(reader, ids[2], "findings")] == ["one", "two"]
     shown, taken = d.take_theirs(one, mine)
     assert taken.ok and shown["findings"] == "two" and "kept" not in taken.message
     # nothing stored for a tab that had typed nothing: its text is revision 1 already

@@ -81,6 +81,7 @@ _COMPARISON = re.compile(
     # removed", "similar appearance", "pneumothorax is gone", "has largely disappeared",
     # "re-expanded", "still present", "evolving", "recurrent" (not "progressive massive
     # fibrosis", a disease's name; not "better seen on the lateral view")
+    r"than (?:before|previously|last time|on the last)|"
     r"development of|(?:has|have) developed|regress\w*|wan(?:ing|ed)|waxing|no longer|"
     r"re-?accumulat\w*|(?<!show )(?<!confirm )(?<!document )(?<!ensure )(?<!until )"
     r"clear(?:ed|ing)|remov(?:ed|al)|similar(?: in)? appearance|gone|"

@@ -150,6 +150,8 @@ class Session:
     prior_wanted: bool = False
     seq: int = 0  # the newest client edit applied
     conflicts: dict[str, RevisionView] = field(default_factory=dict)
+    # the conflicts the page's notice calls untouched in this tab ("You have not changed it")
+    told: frozenset[str] = frozenset()
     offered: bool = False  # whether "keep mine" / "take theirs" are enabled on the page
     address: str | None = None  # the browser's address in its latest request (for the audit)
     rescores: int = 0  # autosaves that stored new text (each one rescores the metrics panel)
@@ -715,7 +717,7 @@ class Desk:
         section the reader `changed`; a newer save of another is told after what was saved."""
         if session.conflicts:
             held = frozenset(s for s in session.conflicts if s in changed)
-            told = frozenset(session.conflicts) - held
+            told = session.told = frozenset(session.conflicts) - held
             message = self.conflict_message(session, told)
             if messages and not held:
                 message = "; ".join(messages) + "<br>" + message
@@ -758,8 +760,9 @@ class Desk:
             return None
         session.conflicts.update(newer)
         # (nothing is pending when the heartbeat asks: every section told is one the reader
-        # has not changed; typing in it later makes it theirs, and a conflict)
-        return Saved(self.conflict_message(session, frozenset(newer)), dict(newer), False)
+        # has not changed; typing in it later makes it theirs, and a conflict: see `tick`)
+        session.told = frozenset(newer)
+        return Saved(self.conflict_message(session, session.told), dict(newer), False)
 
     @staticmethod
     def conflict_message(session: Session, told: frozenset[str] = frozenset()) -> str:
@@ -886,7 +889,15 @@ class Desk:
         pending = self.pending(session, texts, client)
         # a refused section waits for the reader's choice (no retry into it every few seconds);
         # a newer save of a section the reader has not changed stops no autosave of the others
-        if not pending or any(s in session.conflicts for s in pending):
+        held = frozenset(s for s in pending if s in session.conflicts)
+        if held & session.told:
+            # told "you have not changed it", then typed in: the notice says the choice is
+            # theirs now (it kept saying untouched, and Take theirs then took the typed words
+            # off the screen: new-user trial 19)
+            session.told -= held
+            return Saved(self.conflict_message(session, session.told),
+                         dict(session.conflicts), False, held)
+        if not pending or held:
             return None
         if client.seq < session.seq:
             # sent before an Accept, Take theirs or Revert replaced its text: nothing to say
