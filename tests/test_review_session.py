@@ -170,12 +170,20 @@ def test_keys_typed_on_through_alt_n_land_in_no_patients_report(browser, app):
     page = new_page(browser, app.url)
     click_row(page, "DEMO-0001")
     type_into(page, "findings", "Typed for the first patient.")
+    page.evaluate("""() => { window.keyTimes = [];
+      document.addEventListener('keydown', (e) => window.keyTimes.push(e.timeStamp), true); }""")
     page.keyboard.press("Alt+n")
     page.keyboard.type("and more words 12345 for the first patient", delay=40)
     wait_until(lambda: key_on_screen(page) != "DEMO-0001", "the next study")
     time.sleep(1.5)  # an autosave tick or two
     assert "first patient" not in box(page, "findings").input_value()
-    assert page.locator("#likert input:checked").count() == 0
+    # no score from the digits typed on, if they came as a reader types on: a machine so busy
+    # that the test's own driver stalled a second between two keys sends keystrokes the page
+    # rightly takes as new (a run beside two busy processes, load 15, did)
+    gap = page.evaluate("() => Math.max(0, ...window.keyTimes.slice(1).map("
+                        "(t, i) => t - window.keyTimes[i]))")
+    if gap < 900:
+        assert page.locator("#likert input:checked").count() == 0, gap
     wait_text(page, "restore-note", "not typed into this one")
     assert latest_text(app, "DEMO-0001", "findings") == "Typed for the first patient."
     stray = app.query("SELECT COUNT(*) FROM revision WHERE text LIKE '%more words%'")
@@ -860,9 +868,13 @@ def test_save_says_where_both_sections_stand(browser, app):
                "the findings' autosave")
     type_into(page, "impression", "Impression typed next.")
     page.keyboard.press("Control+s")
-    wait_text(page, "save-status", "impression saved")
-    status = page.locator("#save-status").inner_text()
-    assert "findings already saved" in status, status
+    # the Save's answer names both sections: "impression saved ...; findings already saved",
+    # or, where an autosave tick stored the impression first (beside busy processes), the
+    # Save's "Everything is saved (findings revision 1, impression revision 1)"
+    wait_until(lambda: any(both in page.locator("#save-status").inner_text()
+                           for both in ("findings already saved",
+                                        "Everything is saved (findings revision")),
+               "the Save's answer naming both sections")
 
 
 def _frontal_and_lateral_dataset(root) -> None:
