@@ -81,6 +81,10 @@ COMPARISONS = [
     # ... and by new-user trial 19
     "Right basilar opacity, worse than before.",
     "Left effusion, better than before.",
+    # ... and by new-user trial 20
+    "The endotracheal tube has been advanced.",
+    "The nasogastric tube has been withdrawn.",
+    "Lung volumes are lower.",
 ]
 NOT_COMPARISONS = [
     "The heart is normal in size.",
@@ -113,6 +117,9 @@ NOT_COMPARISONS = [
     "Nodule better seen on the lateral view.",
     "Progressive massive fibrosis in both upper lobes.",
     "The lungs are clear.",
+    "The left hemidiaphragm is higher than the right.",
+    "Opacity is lower lobe predominant.",
+    "Lung volumes are low.",
 ]
 
 

@@ -499,11 +499,14 @@ def test_offline_the_page_says_nothing_is_saved_and_saves_once_back(browser, app
     the reader typed on. Offline, the page says nothing is saved now (the text kept in this
     browser); once back, the text is saved and the note goes."""
     page = new_page(browser, app.url)
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.type), dialog.dismiss()))
     click_row(page, "DEMO-0002")
     page.context.set_offline(True)
     try:
         type_into(page, "findings", "Typed while the server could not be reached.")
         wait_text(page, "restore-note", "Offline: the server cannot be reached", timeout=15_000)
+        page.wait_for_timeout(6000)  # offline a while, as new-user trial 20 was
         assert latest_text(app, "DEMO-0002", "findings") != \
             "Typed while the server could not be reached."
     finally:
@@ -512,6 +515,10 @@ def test_offline_the_page_says_nothing_is_saved_and_saves_once_back(browser, app
                == "Typed while the server could not be reached.", "the text saved once back")
     page.wait_for_function("() => !document.getElementById('restore-note').innerText"
                            ".includes('Offline')")
+    # the page's own reconnection raised no "Leave site?" question the reader did not cause
+    # (trial 20: Gradio reloaded the page once back, the guard asked, and Stay left a page
+    # that saved nothing)
+    assert dialogs == [], dialogs
     page.close()
 
 

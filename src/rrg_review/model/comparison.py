@@ -82,6 +82,12 @@ _COMPARISON = re.compile(
     # "re-expanded", "still present", "evolving", "recurrent" (not "progressive massive
     # fibrosis", a disease's name; not "better seen on the lateral view")
     r"than (?:before|previously|last time|on the last)|"
+    # a line or tube moved, a level changed (new-user trial 20: "The endotracheal tube has
+    # been advanced", "has been withdrawn", "Lung volumes are lower"; not "the left
+    # hemidiaphragm is higher than the right", not "lower lobe")
+    r"(?:has|have) been (?:advanced|withdrawn|retracted|repositioned|pulled back|exchanged|"
+    r"replaced|upsized|downsized)|(?:is|are) (?:now )?(?:slightly |somewhat |mildly )?"
+    r"(?:lower|higher)\b(?! (?:lobes?|lung|zones?|than (?:the )?(?:right|left|normal|expected)))|"
     r"development of|(?:has|have) developed|regress\w*|wan(?:ing|ed)|waxing|no longer|"
     r"re-?accumulat\w*|(?<!show )(?<!confirm )(?<!document )(?<!ensure )(?<!until )"
     r"clear(?:ed|ing)|remov(?:ed|al)|similar(?: in)? appearance|gone|"

@@ -315,6 +315,7 @@ window.rrgLogout = () => {
     }
     if (ours && rrg.offline && response.status < 500) {
       rrg.offline = false;
+      rrg.onlineAt = Date.now();
       if (noteIs(OFFLINE)) setNote('');
     }
     if (response.status === 401 && ours) {
@@ -535,10 +536,18 @@ window.rrgLogout = () => {
     }
   };
 
+  // (the browser's own word that the network went and came back counts too)
+  window.addEventListener('offline', () => { rrg.offline = true; });
+  window.addEventListener('online', () => { rrg.onlineAt = Date.now(); });
   window.addEventListener('beforeunload', (e) => {
     poll();
     if (!rrg.unsaved) return;
     remember();
+    // Gradio reloads the page itself once the server answers again after a lost connection:
+    // the guard then asked "Leave site?" of a reader who had done nothing, and Stay left a
+    // page that never reconnected and saved nothing (new-user trial 20). The text is kept in
+    // this browser (just above) and restored and saved by the reloaded page.
+    if (rrg.offline || Date.now() - (rrg.onlineAt || 0) < 30000) return;
     e.preventDefault();
     e.returnValue = '';
   });
