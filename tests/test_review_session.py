@@ -375,15 +375,19 @@ def test_after_a_restoring_reload_another_tabs_save_of_an_untouched_section_hold
         draft = box(one, "impression").input_value()
         assert draft and latest_text(app, "DEMO-0004", "impression") is None
 
+        def saved_with(page, section: str, words: str) -> str:
+            """`words` added to the page's section, then Ctrl+S; the text saved."""
+            box(page, section).click()
+            page.keyboard.press("Control+End")
+            page.keyboard.type(words)
+            page.keyboard.press("Control+s")
+            saved = box(page, section).input_value()
+            wait_until(lambda: latest_text(app, "DEMO-0004", section) == saved,
+                       f"the {section} saved with {words!r}")
+            return saved
+
         def tab_two_adds(words: str) -> str:
-            box(two, "impression").click()
-            two.keyboard.press("Control+End")
-            two.keyboard.type(words)
-            two.keyboard.press("Control+s")
-            theirs = box(two, "impression").input_value()
-            wait_until(lambda: latest_text(app, "DEMO-0004", "impression") == theirs,
-                       f"tab two's save of {words!r}")
-            return theirs
+            return saved_with(two, "impression", words)
 
         click_row(two, "DEMO-0004")
         theirs = tab_two_adds(" T2IMPR")
@@ -436,25 +440,13 @@ def test_after_a_restoring_reload_another_tabs_save_of_an_untouched_section_hold
         if "DEMO-0004" not in one.locator("#film-head").inner_text():
             click_row(one, "DEMO-0004")  # (Keep mine let the held click go on)
         wait_value(one, "findings", f"v === {json.dumps(mine + ' More.')}")
-        box(one, "findings").click()
-        one.keyboard.press("Control+End")
-        one.keyboard.type(" A.")
-        one.keyboard.press("Control+s")
-        ours = mine + " More. A."
-        wait_until(lambda: latest_text(app, "DEMO-0004", "findings") == ours,
-                   "tab one's findings")
+        ours = saved_with(one, "findings", " A.")
         two.reload()
         two.locator("#film .current").wait_for()
         if "DEMO-0004" not in two.locator("#film-head").inner_text():
             click_row(two, "DEMO-0004")
         wait_value(two, "findings", f"v === {json.dumps(ours)}")
-        box(two, "findings").click()
-        two.keyboard.press("Control+End")
-        two.keyboard.type(" T2F")
-        two.keyboard.press("Control+s")
-        newest = ours + " T2F"
-        wait_until(lambda: latest_text(app, "DEMO-0004", "findings") == newest,
-                   "tab two's findings")
+        newest = saved_with(two, "findings", " T2F")
         box(one, "impression").click()
         one.keyboard.press("Control+End")
         one.keyboard.type(" Unsaved.")
