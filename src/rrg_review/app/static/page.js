@@ -147,8 +147,8 @@ window.rrgLogout = () => {
     const value = {findings: f.value, impression: i.value};
     const typed = [...new Set([...(old.typed || []), ...Object.keys(rrg.keys)])]
       .filter((s) => !same(value[s], rrg.shown[s]));
-    writeEntry(rrg.study, {findings: f.value, impression: i.value, base: rrg.base, typed,
-                           sent: old.sent || {}, at: Date.now()});
+    writeEntry(rrg.study, {...value, base: rrg.base, typed, sent: old.sent || {},
+                           at: Date.now()});
   };
   // the studies whose unsaved text this browser keeps, newest first (the server opens the
   // newest of its reader's on load, so that it can be restored)
