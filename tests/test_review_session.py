@@ -220,17 +220,25 @@ def test_typed_text_survives_a_reload_with_no_wait(browser, app):
     assert app.query("SELECT COUNT(*) FROM revision WHERE text = ''") == [(0,)]
 
 
-def _answers_lost(page, text: str, forward: bool) -> list[str]:
+def _answers_lost(page, text: str, forward: bool, typed: bool = False) -> list[str]:
     """Until `page.unroute_all()`, a request of the page that carries `text` gets no answer:
     with `forward` the server still receives and stores it (a reload that cut the answer
-    off), without it the request never leaves the page (a save that did not happen)."""
+    off), without it the request never leaves the page (a save that did not happen).
+    `typed`: a box holding only the start of `text` is held back too (an autosave tick that
+    came while the text was typed into an empty box: a full run stored "Mi" of "Mine")."""
     cut: list[str] = []
+    starts = [json.dumps(text[:n]) for n in range(1, len(text))] if typed else []
+
+    def carries(body: str) -> bool:
+        # forwarded: that exact text; held back: any text containing it (a partial autosave
+        # while typing included)
+        if forward:
+            return json.dumps(text) in body
+        return text in body or any(start in body for start in starts)
 
     def handle(route) -> None:
         body = route.request.post_data or ""
-        # forwarded: that exact text; held back: any text containing it (a partial autosave
-        # while typing included)
-        if route.request.method == "POST" and (json.dumps(text) if forward else text) in body:
+        if route.request.method == "POST" and carries(body):
             cut.append(route.request.url)
             if forward:
                 route.fetch()
@@ -271,13 +279,28 @@ def test_a_reload_right_after_an_autosave_whose_answer_was_lost_keeps_the_tail(b
                            ".includes('Restored')", timeout=15_000)
 
 
+def _reload_asked_to_leave(page) -> None:
+    """Reload a page that may ask "Leave site?" (its text was never sent) and whose `dialog`
+    handler accepts. When it asks, Chromium cancels the reload's first request for the page and
+    navigates once the question is answered (seen 1 in 8 runs: the page's request aborted at
+    7 ms, the navigation at 0.5 s), and Playwright's reload fails with net::ERR_ABORTED
+    although the page does reload: the caller waits for what only the new page shows."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        page.reload()
+    except PlaywrightError as exc:
+        if "ERR_ABORTED" not in str(exc):
+            raise
+
+
 def test_unsaved_text_never_silently_overwrites_another_save(browser, app):
     """The page was left with unsaved text, and meanwhile another browser saved the study: on
     the next load the newer revision stays in the boxes and the reader is asked."""
     page = new_page(browser, app.url)
     click_row(page, "DEMO-0003")
     page.on("dialog", lambda dialog: dialog.accept())
-    _answers_lost(page, "Mine", forward=False)
+    _answers_lost(page, "Mine, never sent.", forward=False, typed=True)
     type_into(page, "impression", "Mine, never sent.")
     other = browser.new_context(viewport={"width": 1500, "height": 1000})  # its own storage
     try:
@@ -291,7 +314,7 @@ def test_unsaved_text_never_silently_overwrites_another_save(browser, app):
     finally:
         other.close()
     page.unroute_all(behavior="wait")
-    page.reload()
+    _reload_asked_to_leave(page)
     page.locator("#restore-mine").wait_for()
     assert "saved elsewhere" in page.locator("#restore-note").inner_text()
     wait_value(page, "impression", "v === 'Theirs, saved elsewhere.'")
