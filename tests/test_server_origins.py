@@ -303,8 +303,17 @@ FLOOD_JS = """async () => {
     body: JSON.stringify({data: next.inputs.map(() => null), fn_index: next.id,
                           session_hash: Math.random().toString(36).slice(2, 13),
                           event_data: null, trigger_id: null})}).then((r) => r.status);
-  const statuses = await Promise.all(Array.from({length: 60}, join));
-  document.getElementById("next-study").click();
+  // the click comes when the first join is refused, that is while the reader is over the
+  // limit: clicking after all 60 answers, a loaded machine had drained the queue by then
+  let clicked = false;
+  const click = () => {
+    if (!clicked) { clicked = true; document.getElementById("next-study").click(); }
+  };
+  const statuses = await Promise.all(Array.from({length: 60}, () => join().then((s) => {
+    if (s === 429) click();
+    return s;
+  })));
+  click();
   return statuses;
 }"""
 
