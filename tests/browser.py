@@ -185,6 +185,40 @@ def answer_never_comes(route: Any) -> None:
                       body=json.dumps({"event_id": "never-" + uuid.uuid4().hex}))
 
 
+class ApiGate:
+    """One route over a page's Gradio API whose `rule` the test changes as it goes: the rule
+    takes a request (returns True: held, answered or dropped by it) or leaves it (False: it
+    goes on to the server); no rule lets everything through.
+
+    Why one route, kept while a request is held: Playwright sends a request whose route was
+    left unresolved (`answer_never_comes`) on to the server when that route is removed, so
+    "unroute, then reload" delivered the held requests just before the reload (a CI run stored
+    an autosave tick the test had held back, cut off half-way through a word). A held request
+    of a page that reloads or closes never reaches the server: `reload` reloads, then removes
+    the route. (A route's handler runs only while the test is inside a Playwright call: while
+    the route is on, wait with `pump_until`, not `wait_until`.)"""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.rule: Callable[[Any], bool] | None = None
+        page.route("**/gradio_api/**", self._handle)
+
+    def _handle(self, route: Any) -> None:
+        rule = self.rule
+        if rule is None or not rule(route):
+            route.continue_()
+
+    def reload(self) -> None:
+        """Reload the page, dropping what the gate holds, and take the gate away."""
+        self.rule = None
+        self.page.reload()
+        self.remove()
+
+    def remove(self) -> None:
+        """Take the gate away: only once it holds nothing of a live page (that is sent on)."""
+        self.page.unroute("**/gradio_api/**", self._handle)
+
+
 def sign_in(http: Any, base: str, name: str, password: str,
             headers: dict[str, str] | None = None) -> Any:
     """Sign in through the login form the way a browser does: ask for the form first (its CSRF
@@ -360,6 +394,19 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.2)
+
+
+def pump_until(page: Any, check: Callable[[], Any], what: str, timeout: float = 60,
+               detail: Callable[[], Any] | None = None) -> None:
+    """`wait_until` for a test whose page has a route on: Playwright runs route handlers only
+    while the test is inside one of its calls, so this waits in the page's own timer.
+    `detail` says what the page showed instead when it times out."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out waiting for {what}"
+                                 + (f"; {detail()}" if detail else ""))
+        page.wait_for_timeout(100)
 
 
 def new_page(browser, url: str, width: int = 1500, height: int = 1000):

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from tests.browser import (
+    ApiGate,
     App,
     answer_never_comes,
     box,
@@ -19,6 +20,7 @@ from tests.browser import (
     demo_copy,
     new_page,
     press_draft,
+    pump_until,
     wait_in_view,
     wait_text,
     wait_until,
@@ -220,12 +222,11 @@ def test_typed_text_survives_a_reload_with_no_wait(browser, app):
     assert app.query("SELECT COUNT(*) FROM revision WHERE text = ''") == [(0,)]
 
 
-def _answers_lost(page, text: str, forward: bool, typed: bool = False) -> list[str]:
-    """Until `page.unroute_all()`, a request of the page that carries `text` gets no answer:
+def _answers_lost(gate: ApiGate, text: str, forward: bool, typed: bool = False) -> list[str]:
+    """Until `gate.rule` changes, a request of the page that carries `text` gets no answer:
     with `forward` the server still receives and stores it (a reload that cut the answer
-    off), without it the request never leaves the page (a save that did not happen). Such a
-    request's route is never resolved: `page.unroute_all(behavior="wait")` would wait for it
-    for good, so the callers unroute with "ignoreErrors".
+    off), without it the request never leaves the page (a save that did not happen; held
+    until `gate.reload()`, which drops it). Returns the URLs of the requests taken.
     `typed`: a box holding only the start of `text` is held back too (an autosave tick that
     came while the text was typed into an empty box: a full run stored "Mi" of "Mine")."""
     cut: list[str] = []
@@ -238,17 +239,17 @@ def _answers_lost(page, text: str, forward: bool, typed: bool = False) -> list[s
             return json.dumps(text) in body
         return text in body or any(start in body for start in starts)
 
-    def handle(route) -> None:
+    def rule(route) -> bool:
         body = route.request.post_data or ""
-        if route.request.method == "POST" and carries(body):
-            cut.append(route.request.url)
-            if forward:
-                route.fetch()
-            answer_never_comes(route)
-        else:
-            route.continue_()
+        if route.request.method != "POST" or not carries(body):
+            return False
+        cut.append(route.request.url)
+        if forward:
+            route.fetch()
+        answer_never_comes(route)
+        return True
 
-    page.route("**/gradio_api/**", handle)
+    gate.rule = rule
     return cut
 
 
@@ -260,17 +261,17 @@ def test_a_reload_right_after_an_autosave_whose_answer_was_lost_keeps_the_tail(b
     page = new_page(browser, app.url)
     click_row(page, "DEMO-0003")
     page.on("dialog", lambda dialog: dialog.accept())
-    cut = _answers_lost(page, "First part.", forward=True)
+    gate = ApiGate(page)
+    cut = _answers_lost(gate, "First part.", forward=True)
     type_into(page, "impression", "First part.")
     page.keyboard.press("Control+s")
-    wait_until(lambda: latest_text(app, "DEMO-0003", "impression") == "First part.",
+    pump_until(page, lambda: latest_text(app, "DEMO-0003", "impression") == "First part.",
                "the save to reach the server")
     assert cut
-    _answers_lost(page, "First part. And the tail typed after it.", forward=False)
+    _answers_lost(gate, "First part. And the tail typed after it.", forward=False)
     page.keyboard.press("End")
     page.keyboard.type(" And the tail typed after it.")
-    page.unroute_all(behavior="ignoreErrors")  # (see _answers_lost)
-    page.reload()
+    gate.reload()
     page.locator("#film .current").wait_for()
     full = "First part. And the tail typed after it."
     wait_value(page, "impression", f"v === {json.dumps(full)}")
@@ -287,7 +288,8 @@ def test_unsaved_text_never_silently_overwrites_another_save(browser, app):
     page = new_page(browser, app.url)
     click_row(page, "DEMO-0003")
     page.on("dialog", lambda dialog: dialog.accept())
-    _answers_lost(page, "Mine, never sent.", forward=False, typed=True)
+    gate = ApiGate(page)
+    _answers_lost(gate, "Mine, never sent.", forward=False, typed=True)
     type_into(page, "impression", "Mine, never sent.")
     other = browser.new_context(viewport={"width": 1500, "height": 1000})  # its own storage
     try:
@@ -300,8 +302,7 @@ def test_unsaved_text_never_silently_overwrites_another_save(browser, app):
                    == "Theirs, saved elsewhere.", "the other browser's save")
     finally:
         other.close()
-    page.unroute_all(behavior="ignoreErrors")  # (see _answers_lost)
-    page.reload()
+    gate.reload()
     page.locator("#restore-mine").wait_for()
     assert "saved elsewhere" in page.locator("#restore-note").inner_text()
     wait_value(page, "impression", "v === 'Theirs, saved elsewhere.'")
