@@ -110,7 +110,7 @@ def draft_section(args: argparse.Namespace) -> None:
     import json
     import shutil
 
-    from rrg_review.app.drafting.ray_engine import RayConfig, draft_on_ray
+    from rrg_review.app.drafting.ray_engine import RayConfig, blocks_and_actors, draft_on_ray
     from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
     from rrg_review.app.ingest.service import import_records
     from rrg_review.app.settings import Settings
@@ -142,6 +142,8 @@ def draft_section(args: argparse.Namespace) -> None:
         device = "cuda" if args.gpus else "cpu"
         runtime = RuntimeConfig(device=device, presets_file=str(presets), batch_size=8)
 
+        used: dict[int, int] = {}  # workers asked for -> actors Ray was given (one a batch)
+
         def run(engine: str, workers: int = 1) -> float:
             folder = root / f"{engine}-{workers}"
             shutil.copytree(template, folder)
@@ -157,9 +159,9 @@ def draft_section(args: argparse.Namespace) -> None:
             if engine == "local":
                 done = service.draft(ids, "tiny", batch_size=8)
             else:
-                done = draft_on_ray(service, ids, "tiny", ("findings", "impression"),
-                                    RayConfig(workers=workers, gpus_per_worker=args.gpus,
-                                              batch_size=8))
+                config = RayConfig(workers=workers, gpus_per_worker=args.gpus, batch_size=8)
+                used[workers] = blocks_and_actors(len(ids), config)[1]
+                done = draft_on_ray(service, ids, "tiny", ("findings", "impression"), config)
             seconds = time.perf_counter() - t0
             assert done.drafted == 2 * len(ids) and not done.failed, done.errors[:3]
             service.unload()
@@ -173,6 +175,8 @@ def draft_section(args: argparse.Namespace) -> None:
     for name, seconds in (("local", local), ("ray, 1 worker", one), ("ray, 2 workers", two)):
         print(f"  {name:<16} {seconds:7.1f} s  {n / seconds:6.2f} studies/s  "
               f"{seconds / n:.3f} s/study")
+    if used[2] < 2:  # (too few studies for two batches: the second actor is never started)
+        print(f"  (ray, 2 workers: {used[2]} actor, {n} studies are one batch of 8)")
     print(f"  ray 1 worker / local throughput: {local / one:.2f}x (target >= 0.9x); "
           f"Ray overhead {(one - local) / n * 1000:+.0f} ms/study")
     print(f"  ray 2 workers / 1 worker: {one / two:.2f}x (target >= 1.6x)")
@@ -181,7 +185,11 @@ def draft_section(args: argparse.Namespace) -> None:
 def score_section(args: argparse.Namespace) -> None:
 
     from bench.scoring import pairs
-    from rrg_review.app.drafting.ray_engine import RayConfig, fill_score_cache_on_ray
+    from rrg_review.app.drafting.ray_engine import (
+        RayConfig,
+        blocks_and_actors,
+        fill_score_cache_on_ray,
+    )
     from rrg_review.metrics.bertscore import BertScore
     from rrg_review.metrics.cache import FileCache
     from rrg_review.metrics.scoring import score
@@ -200,8 +208,9 @@ def score_section(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         m = metric()
         cache = FileCache(Path(tmp) / "ray.sqlite")
-        fill_score_cache_on_ray([m], _config_of(minilm), hyps, refs, cache,
-                                RayConfig(workers=2, batch_size=512))
+        config = RayConfig(workers=2, batch_size=512)
+        actors = blocks_and_actors(len(set(zip(hyps, refs, strict=True))), config)[1]
+        fill_score_cache_on_ray([m], _config_of(minilm), hyps, refs, cache, config)
         on_ray = score(hyps, refs, [m], cache, n_resamples=0)
         ray_s = time.perf_counter() - t0
     key = next(iter(local.values))
@@ -210,6 +219,8 @@ def score_section(args: argparse.Namespace) -> None:
     print(f"  local {local_s:6.1f} s   ray, 2 workers {ray_s:6.1f} s   ray/local speed "
           f"{local_s / ray_s:.2f}x   values equal: "
           f"{np.allclose(local.per_sample[key], on_ray.per_sample[key], atol=1e-5)}")
+    if actors < 2:
+        print(f"  (ray, 2 workers: {actors} actor, the pairs are one batch of 512)")
 
 
 def _config_of(minilm: str):

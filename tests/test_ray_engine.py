@@ -38,6 +38,18 @@ def presets(tmp_path_factory) -> Path:
     return path
 
 
+def test_no_more_actors_than_batches():
+    """An actor given no block still loads its model replica: a 4-study run with --workers 2
+    and batches of 8 started two actors, one of which never drafted."""
+    from rrg_review.app.drafting.ray_engine import RayConfig, blocks_and_actors
+
+    assert blocks_and_actors(4, RayConfig(workers=2, batch_size=8)) == (1, 1)
+    assert blocks_and_actors(9, RayConfig(workers=2, batch_size=8)) == (2, 2)
+    assert blocks_and_actors(40, RayConfig(workers=8, batch_size=8)) == (5, 5)
+    assert blocks_and_actors(64, RayConfig(workers=2, batch_size=8)) == (8, 2)
+    assert blocks_and_actors(1, RayConfig(workers=1, batch_size=1)) == (1, 1)
+
+
 def filled_db(folder: Path, rg1_small, n: int = 8, broken: int | None = None) -> Settings:
     settings = Settings.from_args(str(folder / "db.sqlite"))
     db = settings.open_database()

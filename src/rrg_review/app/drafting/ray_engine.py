@@ -39,6 +39,24 @@ class RayConfig:
     batch_size: int = 8
 
 
+def blocks_and_actors(rows: int, config: RayConfig) -> tuple[int, int]:
+    """How many blocks `rows` rows are split into (one per batch of `config.batch_size`) and
+    how many actors work on them: never more than there are blocks, since Ray Data gives an
+    actor whole blocks and an actor with none still loads its model replica (on a cluster, a
+    GPU's worth of weights loaded for nothing; a 4-study run with `--workers 2` started two
+    actors, one of which never drafted).
+
+    Args:
+        rows: the rows to process (at least one).
+        config: the batch size and the actors asked for.
+
+    Returns:
+        (blocks, actors), both at least 1.
+    """
+    blocks = max(1, -(-rows // config.batch_size))
+    return blocks, max(1, min(config.workers, blocks))
+
+
 class RayUnavailable(RuntimeError):
     """Ray is not installed (the `scale` extra)."""
 
@@ -138,11 +156,11 @@ def draft_on_ray(service: DraftingService, study_ids: Sequence[int], preset: str
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     context.execution_options.preserve_order = True  # length-sorted batches stay sorted
-    dataset = ray.data.from_items([{"study_id": s} for s in todo],
-                                  override_num_blocks=max(1, len(todo) // config.batch_size))
+    blocks, actors = blocks_and_actors(len(todo), config)
+    dataset = ray.data.from_items([{"study_id": s} for s in todo], override_num_blocks=blocks)
     drafted = dataset.map_batches(
         DraftActor, batch_size=config.batch_size, batch_format="numpy",
-        compute=ray.data.ActorPoolStrategy(size=config.workers),
+        compute=ray.data.ActorPoolStrategy(size=actors),
         num_gpus=config.gpus_per_worker or None, num_cpus=1,
         fn_constructor_kwargs=dict(db_url=service.db.url, data_dir=str(service.settings.data_dir),
                                    runtime=asdict(service.runtime), preset=preset,
@@ -252,10 +270,10 @@ def fill_score_cache_on_ray(metrics: Sequence[Metric], config: MetricConfig,
         ray.init(address=ray_config.address, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.WARNING, configure_logging=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
-    size = ray_config.batch_size
-    scored = ray.data.from_items(rows, override_num_blocks=max(1, len(rows) // size)).map_batches(
-        ScoreActor, batch_size=size, batch_format="numpy",
-        compute=ray.data.ActorPoolStrategy(size=ray_config.workers),
+    blocks, actors = blocks_and_actors(len(rows), ray_config)
+    scored = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
+        ScoreActor, batch_size=ray_config.batch_size, batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=actors),
         num_gpus=ray_config.gpus_per_worker or None, num_cpus=1,
         fn_constructor_kwargs=dict(names=_registry_names(by_name.values()),
                                    config=asdict(config)))
