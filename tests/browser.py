@@ -173,7 +173,8 @@ def answer_never_comes(route: Any) -> None:
 
     A queued event's join is answered with an event id the server never streams, so the
     event just stays on its way; any other request is left unanswered (the route is never
-    resolved: the fetch waits, as it would for a server that never answers). Failing either
+    resolved: the fetch waits, as it would for a server that never answers; removing the route
+    would send it on, see `ApiGate`). Failing either
     instead makes Gradio's client take the connection for lost: an aborted join dropped every
     later event (a Save pressed just after it never left the page: under load, the order of
     the two flipped and two tests failed in CI), and an aborted run/predict showed "Connection

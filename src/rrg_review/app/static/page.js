@@ -242,6 +242,7 @@ window.rrgLogout = () => {
       // (rrg.row stays the row chosen last after it opens: a select sent again later still
       // names it, and the server then only saves)
       rrg.row = row; rrg.rowAt = Date.now(); rrg.rowWanted = true;
+      if (conflictAsks()) rrg.rowWanted = false;  // the server holds it: answered, not lost
     }
     if (!open || !cells.includes(open[1])) startLeaving();  // the open study's row only saves
   }, true);
@@ -486,18 +487,35 @@ window.rrgLogout = () => {
   // change), that row is clicked again, at most CHASE_TRIES times; it stops where the reader
   // went elsewhere (Next/Previous), the row left the list, the reader typed into
   // the study on screen since, or a conflict asks the reader first.
+  // A click the server held (a conflict asks first) was answered, not lost: it is not sent
+  // again once the reader has chosen. The poll saw the conflict's buttons only while they
+  // were on, and a Keep mine pressed within that moment left the click to be sent again: the
+  // page opened the other study a moment after Keep mine (a browser run beside two busy
+  // processes). So the moment they turn on is noted as it happens.
   const CHASE_AFTER_MS = 1500, CHASE_STILL_MS = 1000, CHASE_EVERY_MS = 2500, CHASE_TRIES = 3;
+  const conflictAsks = () => !!$('#conflict-row button:not([disabled])');
+  let conflictWatched = null;
+  const watchConflict = () => {
+    const row = $('#conflict-row');
+    if (!row || row === conflictWatched) return;
+    conflictWatched = row;
+    new MutationObserver(() => { if (conflictAsks()) rrg.heldAt = Date.now(); })
+      .observe(row, {subtree: true, childList: true, attributes: true,
+                     attributeFilter: ['disabled']});
+  };
   const rowCells = (id) => [...document.querySelectorAll('#worklist .body-cell[data-row]')]
     .filter((c) => c.dataset.col === '0' && (c.innerText || '').trim() === String(id));
   const chaseRow = () => {
+    watchConflict();
     if (!rrg.rowWanted) return;
     if (rrg.row === rrg.study) { rrg.rowWanted = false; return; }
+    if ((rrg.heldAt || 0) >= rrg.rowAt) { rrg.rowWanted = false; return; }  // held
     const now = Date.now();
     if (now - (rrg.rowAt || 0) < CHASE_AFTER_MS || now - (rrg.changedAt || 0) < CHASE_STILL_MS ||
         now - (rrg.chasedAt || 0) < CHASE_EVERY_MS) return;
     const cell = rowCells(rrg.row)[0];
     if (!cell || (rrg.rowTries || 0) >= CHASE_TRIES || (rrg.typedAt || 0) > rrg.rowAt ||
-        $('#conflict-row button:not([disabled])')) {
+        conflictAsks()) {
       rrg.rowWanted = false;
       return;
     }
