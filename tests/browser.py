@@ -496,7 +496,9 @@ def wait_in_view(page, selector: str) -> None:
               ok: b.height > 0 && b.top >= Math.max(col.top, 0) - 1
                   && b.bottom <= Math.min(col.bottom, innerHeight) + 1}; }"""
     try:
-        page.wait_for_function(f"(sel) => ({check})(sel)?.ok", arg=selector, timeout=5_000)
+        # (beside two busy processes the question's answer and the page's scroll took over 5 s;
+        # a long limit costs nothing when the machine is quick)
+        page.wait_for_function(f"(sel) => ({check})(sel)?.ok", arg=selector, timeout=30_000)
     except Exception:
         raise AssertionError(f"{selector} out of view: {page.evaluate(check, selector)}"
                              ) from None
