@@ -503,8 +503,11 @@ window.rrgLogout = () => {
       .observe(row, {subtree: true, childList: true, attributes: true,
                      attributeFilter: ['disabled']});
   };
-  const rowCells = (id) => [...document.querySelectorAll('#worklist .body-cell[data-row]')]
-    .filter((c) => c.dataset.col === '0' && (c.innerText || '').trim() === String(id));
+  // (a cell's text is read as textContent: innerText lays the page out first, and the poll
+  // reads every cell five times a second, every frame while a study is on its way)
+  const cellText = (cell) => (cell.textContent || '').trim();
+  const rowCells = (id) => [...document.querySelectorAll('#worklist .body-cell[data-row][data-col="0"]')]
+    .filter((c) => cellText(c) === String(id));
   const chaseRow = () => {
     watchConflict();
     if (!rrg.rowWanted) return;
@@ -532,15 +535,16 @@ window.rrgLogout = () => {
   // the open study's row is marked (the list marked only the row clicked, and nothing after
   // Next, Previous or a reload: a new-user trial)
   const markOpenRow = () => {
-    for (const cell of document.querySelectorAll('#worklist .body-cell[data-row]')) {
-      const id = (cell.parentElement.querySelector('.body-cell[data-col="0"]') || cell).innerText;
-      const open = rrg.study !== null && (id || '').trim() === String(rrg.study);
-      if (cell.classList.contains('rrg-open') !== open) cell.classList.toggle('rrg-open', open);
+    for (const first of document.querySelectorAll('#worklist .body-cell[data-row][data-col="0"]')) {
+      const open = rrg.study !== null && cellText(first) === String(rrg.study);
+      for (const cell of first.parentElement.querySelectorAll('.body-cell[data-row]')) {
+        if (cell.classList.contains('rrg-open') !== open) cell.classList.toggle('rrg-open', open);
+      }
     }
   };
   const titleKeys = () => {
     for (const cell of document.querySelectorAll('#worklist .body-cell[data-col="1"]')) {
-      const text = (cell.innerText || '').trim();
+      const text = cellText(cell);
       if (cell.title !== text) cell.title = text;
     }
   };
