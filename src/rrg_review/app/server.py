@@ -75,6 +75,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rrg_review.app.accounts.service import AccountService, SessionStore
 from rrg_review.app.asset_cache import AssetCache
 from rrg_review.app.fair import FairQueue
+from rrg_review.app.queue_record import bound_queue_record
 from rrg_review.app.stream_end import StreamsEnd, is_event_stream
 from rrg_review.app.viewer.service import packed
 from rrg_review.app.web_policy import (
@@ -270,6 +271,7 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
                         auth_dependency=readers.current if options.login else None,
                         server_name=options.host, server_port=options.port,
                         **dict(launch_kwargs or {}))
+    bound_queue_record(blocks)
     return app
 
 

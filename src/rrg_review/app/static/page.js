@@ -549,8 +549,9 @@ window.rrgLogout = () => {
     }
   };
   const refitWorklist = () => {
-    const label = $('#worklist-page-label'), view = $('#worklist .virtual-table-viewport');
-    const text = label ? label.innerText : null;
+    const label = $('#worklist-page-label [data-testid="markdown"]');
+    const view = $('#worklist .virtual-table-viewport');
+    const text = label ? label.textContent : null;
     if (!view || text === worklistLabel) return;
     worklistLabel = text;
     for (const ms of [0, 150, 600]) {
