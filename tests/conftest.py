@@ -13,6 +13,7 @@ import pytest
 
 from rrg_review.app.settings import Settings
 from rrg_review.db.engine import Database
+from tests import module_seconds
 from tests.db_templates import POSTGRES_KEY, Templates, copy_tree
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -32,21 +33,28 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with browser tests first, then the other slow ones, then the rest (each group in
-    file order). `make test` hands whole modules to its pytest-xdist workers in this order
-    (`--dist loadfile --no-loadscope-reorder`): the longest modules start first, so the short
-    ones fill the gaps at the end instead of one worker running a long module alone."""
+    """Modules longest first, by their seconds in a recent run (tests/module_seconds.py); a
+    module not measured yet goes by its marks: with browser tests, as long as the longest
+    measured, then slow ones, then the rest. `make test` hands whole modules to its
+    pytest-xdist workers in this order (`--dist loadfile --no-loadscope-reorder`): the long
+    ones start first, so the short ones fill the gaps at the end instead of one worker
+    running a long module alone."""
+    measured = module_seconds.load()
+    longest = max(measured.values(), default=0.0)
 
-    def weight(item: pytest.Item) -> int:
+    def guess(item: pytest.Item) -> float:
         if item.get_closest_marker("browser"):
-            return 0
-        return 1 if item.get_closest_marker("slow") else 2
+            return longest
+        return 30.0 if item.get_closest_marker("slow") else 1.0
 
-    by_module: dict[str, int] = {}
+    seconds: dict[str, float] = {}
     for item in items:
         module = item.nodeid.split("::", 1)[0]
-        by_module[module] = min(by_module.get(module, 2), weight(item))
-    items.sort(key=lambda item: by_module[item.nodeid.split("::", 1)[0]])
+        if module not in seconds:
+            seconds[module] = measured.get(module, 0.0)
+        if module not in measured:
+            seconds[module] = max(seconds[module], guess(item))
+    items.sort(key=lambda item: -seconds[item.nodeid.split("::", 1)[0]])
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -110,8 +110,8 @@ def test_ray_drafts_equal_local_drafts_and_a_failing_study_is_recorded(
 def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_small, presets):
     # Enough studies that a fast machine cannot draft them all between two polls (CI drafted
     # 10 studies within one 0.5 s poll once the actor was up, so the kill came too late; the
-    # poll is 0.05 s now, and the kill comes once two studies are stored).
-    n = 40
+    # poll is 0.05 s now, and the kill comes once two studies are stored: 24 leave 20 or more).
+    n = 24
     settings = filled_db(tmp_path, rg1_small, n=n)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
     args = [*cli_args(settings, presets), "--engine", "ray", "--workers", "1",
