@@ -218,9 +218,12 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
 
     outs = list(dict.fromkeys([tab.state, p.save_status, tab.sync, p.keep_mine, p.take_theirs,
                                p.diff, *reading_outs]))
-    sign.sign.click(on_sign, edit_in, outs, **PRIVATE, **with_client)
-    sign.confirm.click(on_confirm, edit_in, outs, **PRIVATE, **with_client)
-    sign.cancel.click(guard(_on_cancel(sign, p.save_status)), {tab.state}, outs, **PRIVATE)
+    # (progress on the status line, not on every output: see review.panel.Wiring.on_status)
+    on_status = {"show_progress_on": [p.save_status], **with_client}
+    sign.sign.click(on_sign, edit_in, outs, **PRIVATE, **on_status)
+    sign.confirm.click(on_confirm, edit_in, outs, **PRIVATE, **on_status)
+    sign.cancel.click(guard(_on_cancel(sign, p.save_status)), {tab.state}, outs, **PRIVATE,
+                      show_progress_on=[p.save_status])
 
 
 def _on_cancel(sign: SignPanel, status: gr.Markdown) -> Callable[[Reader, Inputs], Outputs]:

@@ -374,6 +374,13 @@ class Wiring:
         return [tab.state, p.save_status, tab.sync, p.keep_mine, p.take_theirs, p.diff,
                 p.acceptable, p.rate_status]
 
+    @property
+    def on_status(self) -> dict[str, Any]:
+        """A button's request on its way shows Gradio's progress on the status line its answer
+        is written to, not on each of its outputs: by default every output, the edit boxes
+        among them, got an overlay that took clicks and ran a timer per frame."""
+        return {"show_progress_on": [self.editor.panel.save_status], **self.with_client}
+
 
 def wire_review(w: Wiring) -> None:
     """Every event of the review panel, in the page's order."""
@@ -444,7 +451,7 @@ def _wire_saving(w: Wiring) -> None:
         return {p.diff: diff_of(desk.draft_texts(r.session), p.texts_of(d))}
 
     saved_by_button = p.save_button.click(on_save, w.edit_in, w.edit_outs, api_name="save",
-                                          queue=False, **w.with_client)
+                                          queue=False, **w.on_status)
     saved_by_button.then(**w.metrics_step)
     w.follow(saved_by_button)
     tab.timer.tick(_idle_tick(tab, p, on_tick), w.edit_in,
@@ -486,14 +493,13 @@ def _wire_choices(w: Wiring) -> None:
         return {**editor.after_save(r, saved, texts), **p.boxes(texts)}
 
     boxes_out = [*w.edit_outs, p.findings, p.impression]
-    kept_mine = p.keep_mine.click(on_keep_mine, w.edit_in, boxes_out, **LIGHT,
-                                  **w.with_client)
+    kept_mine = p.keep_mine.click(on_keep_mine, w.edit_in, boxes_out, **LIGHT, **w.on_status)
     kept_mine.then(**w.metrics_step)
     w.follow(kept_mine)
-    p.take_theirs.click(on_take_theirs, w.edit_in, boxes_out, **LIGHT, **w.with_client)
+    p.take_theirs.click(on_take_theirs, w.edit_in, boxes_out, **LIGHT, **w.on_status)
     _wire_revert(w, boxes_out)
     on_use_draft = _draft_in_boxes(w, "The draft is in the boxes (autosaved shortly, or Save).")
-    p.use_draft.click(on_use_draft, w.edit_in, boxes_out, **LIGHT, **w.with_client)
+    p.use_draft.click(on_use_draft, w.edit_in, boxes_out, **LIGHT, **w.on_status)
 
 
 def _wire_revert(w: Wiring, boxes_out: list[Any]) -> None:
@@ -519,8 +525,8 @@ def _wire_revert(w: Wiring, boxes_out: list[Any]) -> None:
         return {**revert(r, d), **closed}
 
     outs = [*boxes_out, p.revert_confirm, p.revert_cancel]
-    p.revert_button.click(on_revert, w.edit_in, outs, **LIGHT, **w.with_client)
-    p.revert_confirm.click(on_revert_confirm, w.edit_in, outs, **LIGHT, **w.with_client)
+    p.revert_button.click(on_revert, w.edit_in, outs, **LIGHT, **w.on_status)
+    p.revert_confirm.click(on_revert_confirm, w.edit_in, outs, **LIGHT, **w.on_status)
     p.revert_cancel.click(lambda: {**closed, p.save_status: "Not reverted: your text stays."},
                           None, [p.revert_confirm, p.revert_cancel, p.save_status], **LIGHT)
 
@@ -608,9 +614,9 @@ def _wire_accept_and_rate(w: Wiring) -> None:
     accept_outs = [tab.state, p.save_status, p.accept_confirm, p.accept_cancel, p.keep_mine,
                    p.take_theirs, p.findings, p.impression, p.diff, tab.sync, p.acceptable,
                    p.rate_status, *w.rows_out]
-    p.accept_button.click(accept(False), w.edit_in, accept_outs, **LIGHT, **w.with_client
+    p.accept_button.click(accept(False), w.edit_in, accept_outs, **LIGHT, **w.on_status
                           ).then(**w.metrics_step)
-    p.accept_confirm.click(accept(True), w.edit_in, accept_outs, **LIGHT, **w.with_client
+    p.accept_confirm.click(accept(True), w.edit_in, accept_outs, **LIGHT, **w.on_status
                            ).then(**w.metrics_step)
     p.accept_cancel.click(lambda: {**editor.offer(p.accept_confirm, p.accept_cancel, on=False),
                                    p.save_status: "Not accepted."}, None,
@@ -619,7 +625,7 @@ def _wire_accept_and_rate(w: Wiring) -> None:
                *(w.edit_in - {tab.state, p.findings, p.impression, tab.client})}
     p.rate_button.click(on_rate, rate_in, [p.rate_status, p.save_status, *w.rows_out,
                                            *asked_off],
-                        api_name="rate", queue=False)
+                        api_name="rate", queue=False, show_progress_on=[p.rate_status])
 
 
 def _drafts_arrived(w: Wiring, r: Reader, d: Inputs) -> Outputs:
