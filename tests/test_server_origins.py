@@ -202,12 +202,15 @@ async function read(path) {{
       body: JSON.stringify(body)}}).then(async (r) => "readable " + r.status + " "
                                                 + (await r.text()).slice(0, 80)));
   }}
-  document.getElementById("save").submit();
-  await new Promise((done) => setTimeout(done, 500));
-  document.getElementById("login").submit();
-  await new Promise((done) => setTimeout(done, 1500));
-  document.getElementById("logout").submit();
-  await new Promise((done) => setTimeout(done, 1500));
+  // each form's answer lands in the hidden frame (a refusal too) before the next is sent
+  const sink = document.querySelector("iframe[name=sink]");
+  for (const form of ["save", "login", "logout"]) {{
+    results["form " + form] = await new Promise((done) => {{
+      sink.addEventListener("load", () => done("answered"), {{once: true}});
+      setTimeout(() => done("no answer"), 30000);
+      document.getElementById(form).submit();
+    }});
+  }}
   document.title = "done";
 }})();
 </script></body></html>"""
@@ -243,7 +246,9 @@ def test_pages_of_other_origins_can_neither_sign_in_out_read_nor_save(team, atta
     readable: list[str] = []
     for label, origin in origins.items():
         results = _attack_from(chromium, context, attacker, origin, body, team)
-        assert len(results) == 9, results
+        assert len(results) == 12, results
+        # (the forms' requests reached the app: a refusal is an answer)
+        assert {results[f"form {f}"] for f in ("save", "login", "logout")} == {"answered"}
         readable += [f"{label}: {k}: {v}" for k, v in results.items()
                      if str(v).startswith("readable")]
         # still alice, on the server and in the page
@@ -255,7 +260,8 @@ def test_pages_of_other_origins_can_neither_sign_in_out_read_nor_save(team, atta
     # not signed in: the same pages cannot sign this browser in as carol
     fresh = chromium.new_context(ignore_https_errors=True)
     for origin in origins.values():
-        _attack_from(chromium, fresh, attacker, origin, body, team)
+        results = _attack_from(chromium, fresh, attacker, origin, body, team)
+        assert results["form login"] == "answered", results
     look = fresh.new_page()
     look.goto(app_url(team) + "login")
     assert status_of(look, "config") == 401
