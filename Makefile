@@ -32,10 +32,8 @@ test: $(VENV)/.installed-test
 	@$(HAVE_POSTGRES) || $(MAKE) --no-print-directory postgres
 	@$(HAVE_LME4) || $(MAKE) --no-print-directory lme4
 	$(PY) -m ruff check --quiet .
-	@# mypy (about 45 CPU-s from a cold cache) type-checks beside the tests, at the lowest
-	@# priority: it runs in the moments the tests leave a core idle (about a tenth of the run)
-	@# instead of taking a core from them; its report follows theirs
-	@nice -n 19 $(PY) -m mypy > $(VENV)/mypy.log 2>&1 & typing=$$!; \
+	@# mypy (about 50 s from a cold cache) type-checks beside the tests; its report follows theirs
+	@$(PY) -m mypy > $(VENV)/mypy.log 2>&1 & typing=$$!; \
 	$(PY) -m pytest $(TEST_WORKERS) $(PYTEST_ARGS); tests=$$?; \
 	wait $$typing; typed=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
