@@ -1073,6 +1073,10 @@ def test_a_tab_state_is_refused_to_another_login(browser, tmp_path, database_tem
         # (bob's autosaves may have caught his typing midway; alice wrote nothing)
         assert {n for n, _ in texts} == {"bob"} and texts[-1][1] == "Bob's private impression."
         assert "Bob's private" not in alice.locator("body").inner_text()
+        # a forged request still on its way when the context closes would fail in the route
+        # (its answer disposed with the context), and Playwright raises that from the close:
+        # an error of the test's own tooling, seen once in a full run
+        alice.unroute_all(behavior="ignoreErrors")
         alice_context.close()
         bob_context.close()
     finally:

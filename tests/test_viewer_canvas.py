@@ -145,7 +145,23 @@ def enlarge(page, key: str, film: str = "current") -> None:
         click_row(page, key)
         wait_text(page, "film-head", key)
     page.locator(f"#film .film-study.{film} [data-index='0'] img").click()
-    page.wait_for_function("() => window.rrgViewer.full", timeout=90_000)
+    try:
+        page.wait_for_function("() => window.rrgViewer.full", timeout=90_000)
+    except Exception as exc:  # what the page showed instead (a rare CI failure, not reproduced)
+        raise AssertionError(f"{key}: the full image never came; the page: "
+                             f"{page.evaluate(VIEW_STATE)}") from exc
+
+
+# the enlarged view's state, for a failure's message
+VIEW_STATE = """() => {
+  const v = window.rrgViewer, text = (id) => (document.getElementById(id) || {}).innerText;
+  const data = document.querySelector('#wl-data textarea');
+  return {pick: v.pick, full: v.full, requested: v.requested || null,
+          meta: v.meta && {url: v.meta.url, study: v.meta.study, pick: v.meta.pick},
+          open: !!document.querySelector('[data-open]'), status: text('wl-status'),
+          head: text('film-head'), save: text('save-status'), body: document.body.className,
+          data: data ? data.value.slice(0, 300) : null};
+}"""
 
 
 READ_BACK = """(step) => {
