@@ -19,7 +19,7 @@ temporary folder (synchronous=FULL, as the app runs it).
 workstation's request handlers; on SQLite they queue on the Database's own writer lock).
 
 Run: `python -m bench.writers [--writers 1,5,20] [--seconds 10] [--only sqlite|postgresql]
-[--threads] [--db URL]`; `--small` is the CI smoke run (1 and 2 writers, 2 s each). The
+[--threads] [--db URL]`; `--small` is the CI smoke run (1 and 2 writers, 1 s each). The
 machine's load is printed with the figures: compare ratios within one run.
 """
 
@@ -297,10 +297,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="writers as threads of one process sharing one database (the "
                              "workstation's handlers), not processes")
     parser.add_argument("--small", action="store_true",
-                        help="CI smoke run: 1 and 2 writers, 2 s each")
+                        help="CI smoke run: 1 and 2 writers, 1 s each")
     args = parser.parse_args(argv)
     counts = [1, 2] if args.small else [int(x) for x in args.writers.split(",") if x.strip()]
-    seconds = 2.0 if args.small else args.seconds
+    seconds = 1.0 if args.small else args.seconds
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start; "
           f"{seconds:g} s per writer count", flush=True)
     levels: list[Level] = []

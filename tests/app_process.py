@@ -11,6 +11,10 @@ port, database and folders, the real start-up from argument parsing on, only wit
 importing the same modules again. `tests/test_cli_and_app.py`, `tests/test_server_security.py`
 and `bench.first_page` still start `launch.py` as a whole new interpreter.
 
+The bench scripts of `tests/test_bench_smoke.py` are forks of the same server (`run_module`:
+`python -m bench.X ARGV` as `-m` runs it), with what they import beyond the apps (torch,
+transformers) preloaded where the bench module is the first of its worker to start one.
+
 The fork server is started from a fresh interpreter (not forked from the test process, whose
 Playwright threads and pipes a fork would copy) and never runs an app itself: no threads,
 sockets or database connections exist before a fork."""
@@ -20,13 +24,14 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 # what `serve.main` and `_serve` import, and the warm-up's imports (see app/warmup.py)
 PRELOAD = [
@@ -74,6 +79,65 @@ def run_app(argv: list[str], log: str, environ: dict[str, str], cwd: str) -> Non
         sys.stdout.flush()
         sys.stderr.flush()
     sys.exit(code)
+
+
+def run_module_main(module: str, argv: list[str], out: str, err: str, environ: dict[str, str],
+                    cwd: str) -> None:
+    """The process of `python -m MODULE ARGV` with this environment and working folder, its
+    standard output and error written to the files `out` and `err`."""
+    for path, fd in ((out, 1), (err, 2)):
+        opened = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CREAT, 0o600)
+        os.dup2(opened, fd)
+        os.close(opened)
+    os.environ.clear()
+    os.environ.update(environ)
+    tempfile.tempdir = None
+    os.chdir(cwd)
+    sys.argv = [module, *argv]  # (runpy puts the module's file first)
+    code: int | str | None = 0
+    try:
+        # what `python -m` itself calls: the module runs as this process's __main__ (which
+        # multiprocessing's spawned children name __mp_main__ in what they send back; with
+        # `runpy.run_module` the script's classes lived in a stand-in module, and a result a
+        # writer of bench.writers sent could not be unpickled)
+        runpy._run_module_as_main(module)  # type: ignore[attr-defined]
+    except SystemExit as stop:
+        code = stop.code
+    finally:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    sys.exit(code)
+
+
+class Finished(NamedTuple):
+    """What `subprocess.run(..., capture_output=True, text=True)` says of a finished run."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_module(module: str, argv: list[str], environ: Mapping[str, str], cwd: Path,
+               timeout: float, preload: Sequence[str] = ()) -> Finished:
+    """`python -m MODULE ARGV` as a fork of the fork server, to its end (killed after `timeout`
+    seconds, then exit code -9). `preload`: modules the server imports beyond the apps' when
+    this call starts it."""
+    if preload:
+        _CONTEXT.set_forkserver_preload([*PRELOAD, *preload])
+    with tempfile.TemporaryDirectory(prefix="run-module-") as folder:
+        out, err = os.path.join(folder, "out"), os.path.join(folder, "err")
+        process = _CONTEXT.Process(target=run_module_main, name=module, daemon=False,
+                                   args=(module, list(argv), out, err, dict(environ), str(cwd)))
+        with _environment(IMPORT_ENV):
+            process.start()
+        process.join(timeout)
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+        with open(out, errors="replace") as o, open(err, errors="replace") as e:
+            return Finished(process.exitcode if process.exitcode is not None else -9,
+                            o.read(), e.read())
 
 
 class AppProcess:

@@ -256,6 +256,38 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path, database_templa
         running.stop()
 
 
+# a loop of the page's own that renews itself from each frame for `seconds`: when each frame came
+LOOP_FRAMES = """(seconds) => new Promise((done) => {
+  const start = performance.now(), times = [];
+  const frame = () => {
+    times.push(performance.now() - start);
+    if (times[times.length - 1] < seconds * 1000) requestAnimationFrame(frame);
+    else done(times);
+  };
+  requestAnimationFrame(frame);
+})"""
+
+
+def test_an_open_page_left_alone_draws_a_few_frames_a_second(browser, app):
+    """Gradio's status tracker left its page loader's animation-frame loop running for the
+    page's whole life: 60 frames a second, about 10 % of a core per idle tab. The frame guard
+    (static/frames.js) slows any loop that renews itself from its own frames after 2 s of them
+    to 4 frames a second; one-off frames are untouched."""
+    page = new_page(browser, app.url)
+    times = page.evaluate(LOOP_FRAMES, 4)
+    assert len([t for t in times if t < 1000]) > 6, times[:20]  # (at first, every frame)
+    last_second = [round(t) for t in times if t > 3000]
+    assert len(last_second) <= 6, f"{len(last_second)} frames in the loop's 4th second"
+    # Gradio's loops on the page, which keep their own copy of requestAnimationFrame (the
+    # loader's has had its first 120 frames by now): a few callbacks a second, not 60 or more
+    browser.start_tracing(page=page, categories=["devtools.timeline"])
+    page.wait_for_timeout(3000)
+    trace = json.loads(browser.stop_tracing())
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    fired = sum(1 for e in events if e.get("name") == "FireAnimationFrame")
+    assert fired < 90, f"{fired} animation-frame callbacks in 3 s of an idle page"
+
+
 def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     tabs = [new_page(browser, app.url) for _ in range(2)]
     for tab in tabs:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rrg_review.app.frame_guard import with_frame_guard
 from rrg_review.app.web_policy import DeviceCookies, LoginToken, add_nonce, refusal_reason
 
 APP = {"host": "rrg.hospital.test"}
@@ -94,3 +95,15 @@ def test_a_device_cookie_proves_only_its_own_accounts_earlier_sign_in():
     old = int(issued) - DeviceCookies.LIFETIME_S - 10
     assert not devices.valid(f"{name}.{old}.{devices._mac(name, old)}", "dr.a")  # expired
     assert not devices.valid(None, "dr.a") and not devices.valid("x.y", "dr.a")
+
+
+def test_the_frame_guard_is_the_first_script_of_the_head():
+    """static/frames.js must run before Gradio's scripts take their copy of
+    requestAnimationFrame: the server writes it at the top of <head> (app/frame_guard.py),
+    then every script tag, it included, gets the page's nonce."""
+    page = b'<!doctype html><html><head><meta charset="utf-8"><script type="module" src="a.js">'
+    out = add_nonce(with_frame_guard(page), "N0")
+    head = out.index(b"<head>") + len(b"<head>")
+    assert out[head:].startswith(b'<script nonce="N0">\n// rrg-review frame guard')
+    assert out.index(b"frame guard") < out.index(b'src="a.js"')
+    assert with_frame_guard(b"<p>no head</p>") == b"<p>no head</p>"

@@ -75,6 +75,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rrg_review.app.accounts.service import AccountService, SessionStore
 from rrg_review.app.asset_cache import AssetCache
 from rrg_review.app.fair import FairQueue
+from rrg_review.app.frame_guard import with_frame_guard
+from rrg_review.app.queue_idle import calm_queue
 from rrg_review.app.queue_record import bound_queue_record
 from rrg_review.app.stream_end import StreamsEnd, is_event_stream
 from rrg_review.app.viewer.service import packed
@@ -272,6 +274,7 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
                         server_name=options.host, server_port=options.port,
                         **dict(launch_kwargs or {}))
     bound_queue_record(blocks)
+    calm_queue(blocks)
     return app
 
 
@@ -671,7 +674,7 @@ async def _send_page(send: Send, held: list[Message], placeholder: str) -> None:
     copying its attributes, nonce included)."""
     start, parts = held[0], held[1:]
     nonce = secrets.token_urlsafe(16)
-    body = add_nonce(b"".join(m.get("body", b"") for m in parts), nonce)
+    body = add_nonce(with_frame_guard(b"".join(m.get("body", b"") for m in parts)), nonce)
     body = body.replace(placeholder.encode(), nonce.encode())
     headers = MutableHeaders(scope=start)
     headers["Content-Length"] = str(len(body))
@@ -765,10 +768,16 @@ def serve(app: Any, options: ServerOptions) -> None:
                             timeout_graceful_shutdown=5)
     scheme = "https" if options.tls else "http"
     host = f"[{options.host}]" if ":" in options.host else options.host
-    print(f"rrg-review: serving on {scheme}://{host}:{options.port}/", flush=True)
     streams: StreamsEnd | None = getattr(getattr(app, "state", None), "streams", None)
 
     class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            # said once the port listens, not before: a script (or a test) that connects on
+            # reading it was refused when the line came before uvicorn had bound the port
+            if self.started:  # (a port in use: uvicorn has said so and exits)
+                print(f"rrg-review: serving on {scheme}://{host}:{options.port}/", flush=True)
+
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             if streams is not None:  # open tabs' streams end now, not after the grace period
                 streams.end()
