@@ -899,3 +899,22 @@ def test_an_edit_after_accept_withdraws_acceptable_without_changes(desk):
                    typed(ids[2], "findings", seq=5))
     assert again.wrote and "withdrawn" not in again.message  # once
     assert d.review.latest_rating(reader, ids[2]).number == 2
+
+
+def test_an_autosave_stores_no_text_the_reader_did_not_put_in_the_box(desk):
+    """A new-user trial: during fast Alt+N / Alt+P and row clicks, nothing typed, DEMO-0002's
+    draft was autosaved into DEMO-0003 (the page's report named 0003 while its boxes still
+    held 0002's text). An autosave now stores only sections the page saw the reader edit;
+    the other text is left unstored (and logged), and Save still stores what is on screen."""
+    d, reader, ids = desk
+    session, _ = opened(d, reader, ids[2])
+    other = opened(d, reader, ids[1])[1]  # another study's draft, in this study's boxes
+    assert other != d.draft_texts(session)
+    assert d.tick(session, other, Client(ids[2], {}, 1), now=1.0) is None
+    assert d.review.current(reader, ids[2]) == {}
+    # typed in the findings only: the findings are stored, the impression not
+    mixed = {"findings": "Typed by the reader.", "impression": other["impression"]}
+    saved = d.tick(session, mixed, typed(ids[2], "findings", seq=2), now=2.0)
+    assert saved is not None and saved.wrote, saved
+    stored = d.review.current(reader, ids[2])
+    assert stored["findings"].text == "Typed by the reader." and "impression" not in stored

@@ -887,6 +887,17 @@ class Desk:
             session.counted = True
         session.beat_at = now
         pending = self.pending(session, texts, client)
+        # an autosave stores only text the reader put in the box (input events in that section
+        # since the study was shown): other text in a box is a page out of step with its
+        # study, and a new-user trial saw DEMO-0002's draft autosaved into DEMO-0003 during
+        # fast Alt+N and row clicks, nothing typed. Save, the reader's own act, still stores
+        # what is on screen.
+        stray = [section for section in pending if section not in client.typed]
+        if stray:
+            log.warning("autosave of study %s: %s not typed in this tab but unlike what it "
+                        "was shown; not stored", session.study, ", ".join(stray))
+            texts = {**texts, **{section: session.shown.get(section, "") for section in stray}}
+            pending = {k: v for k, v in pending.items() if k not in stray}
         # a refused section waits for the reader's choice (no retry into it every few seconds);
         # a newer save of a section the reader has not changed stops no autosave of the others
         held = frozenset(s for s in pending if s in session.conflicts)
