@@ -64,21 +64,31 @@ def run_app(argv: list[str], log: str, environ: dict[str, str], cwd: str) -> Non
     os.dup2(out, 2)
     os.close(out)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    _enter(environ, cwd, ["launch.py", *argv])
+    from rrg_review.app.serve import main
+
+    code: int | str | None = 0
+    try:
+        code = main(argv)
+    finally:
+        _at_exit()
+    sys.exit(code)
+
+
+def _enter(environ: dict[str, str], cwd: str, argv: list[str]) -> None:
+    """A fork's own environment, working folder and command line."""
     os.environ.clear()
     os.environ.update(environ)
     tempfile.tempdir = None  # found again from this TMPDIR (the fork server may have cached one)
     os.chdir(cwd)
-    sys.argv = ["launch.py", *argv]
-    from rrg_review.app.serve import main
+    sys.argv = argv
 
-    try:
-        code = main(argv)
-    finally:
-        # a forked process ends with os._exit: run what an interpreter runs at its exit
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    sys.exit(code)
+
+def _at_exit() -> None:
+    """A forked process ends with os._exit: run what an interpreter runs at its exit."""
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
 
 
 def run_module_main(module: str, argv: list[str], out: str, err: str, environ: dict[str, str],
@@ -89,11 +99,7 @@ def run_module_main(module: str, argv: list[str], out: str, err: str, environ: d
         opened = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CREAT, 0o600)
         os.dup2(opened, fd)
         os.close(opened)
-    os.environ.clear()
-    os.environ.update(environ)
-    tempfile.tempdir = None
-    os.chdir(cwd)
-    sys.argv = [module, *argv]  # (runpy puts the module's file first)
+    _enter(environ, cwd, [module, *argv])  # (runpy puts the module's file first)
     code: int | str | None = 0
     try:
         # what `python -m` itself calls: the module runs as this process's __main__ (which
@@ -104,9 +110,7 @@ def run_module_main(module: str, argv: list[str], out: str, err: str, environ: d
     except SystemExit as stop:
         code = stop.code
     finally:
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _at_exit()
     sys.exit(code)
 
 
