@@ -8,11 +8,13 @@ import copy
 import json
 import threading
 
+import gradio as gr
 import numpy as np
 import pytest
 from sqlalchemy import select
 
 from rrg_review.app.accounts.service import LOCAL_READER, AccountService
+from rrg_review.app.deps import Reader, Tab
 from rrg_review.app.drafting.service import DraftingService
 from rrg_review.app.evaluation.study_metrics import StudyMetrics
 from rrg_review.app.review.desk import (
@@ -22,9 +24,11 @@ from rrg_review.app.review.desk import (
     WINDOW_PRESETS,
     Client,
     Desk,
+    Saved,
     Session,
     TabRefused,
 )
+from rrg_review.app.review.panel import Editor, ReviewPanel
 from rrg_review.app.review.service import ReviewError, ReviewService
 from rrg_review.app.setup import seed_demo
 from rrg_review.app.viewer.service import StudyViewer
@@ -918,3 +922,32 @@ def test_an_autosave_stores_no_text_the_reader_did_not_put_in_the_box(desk):
     assert saved is not None and saved.wrote, saved
     stored = d.review.current(reader, ids[2])
     assert stored["findings"].text == "Typed by the reader." and "impression" not in stored
+    # leaving the study (Next, a row click) autosaves by the same rule: the untyped text of
+    # another study is not stored on the way out either
+    session3, _ = opened(d, reader, ids[3])
+    assert other != d.draft_texts(session3)
+    left = d.leave(session3, other, Client(ids[3], {}, 3), now=3.0)
+    assert not left.wrote and d.review.current(reader, ids[3]) == {}
+    # Save, the reader's own act, stores what is on screen
+    pressed = d.save(session3, other, Client(ids[3], {}, 4))
+    assert pressed.wrote and d.review.current(reader, ids[3])["findings"].text == \
+        other["findings"]
+
+
+def test_an_answer_that_leaves_the_boxes_alone_never_moves_the_pages_study(desk):
+    """A save or tick answered after the tab had moved on (sent from one study, the server
+    already on the next) told the page the next study was open while its boxes still held
+    the last one's text; the page's next request carried that text as the new study's (a race
+    script: row clicks and Alt+N within 50 ms). Its `sync` now names the study only when the
+    request came from it."""
+    d, reader, ids = desk
+    with gr.Blocks():
+        tab, panel = Tab.build(), ReviewPanel.build()
+    editor = Editor(panel, d, tab)
+    session, _ = opened(d, reader, ids[1])  # the server is on the second study
+    r = Reader(LOCAL_READER, reader, session)
+    texts = opened(d, reader, ids[0])[1]  # the first study's text, sent from the first study
+    told = Saved("Nothing to save.", {}, False)
+    assert tab.sync not in editor.after_save(r, told, texts, Client(ids[0]))
+    here = editor.after_save(r, told, d.draft_texts(session), Client(ids[1]))
+    assert json.loads(here[tab.sync])["study"] == ids[1]

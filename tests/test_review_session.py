@@ -197,6 +197,19 @@ def test_keys_typed_on_through_alt_n_land_in_no_patients_report(browser, app):
                == "Now for this patient.", "the new study's text to be saved")
     # and the note has done its work: it stood over the reader's typing (a new-user trial)
     assert "not typed into this one" not in page.locator("#restore-note").inner_text()
+    # A request names the study of the values Gradio gathered for it, not the page's #sync as
+    # last drawn: Gradio sets an answer's values at once and draws them a moment later, and a
+    # row click held back while the last one was on its way goes out in between (a race
+    # script sent DEMO-0003's draft as DEMO-0001's text so; a new-user trial found DEMO-0002's
+    # draft autosaved into DEMO-0003). Values not yet drawn have had no keystroke.
+    drawn, other, same = page.evaluate("""() => {
+      const drawn = JSON.parse(document.querySelector('#sync textarea').value);
+      const ask = (sync) => JSON.parse(window.rrgWithClient(
+        ['a text', JSON.stringify(sync), '{}'], 3, 2, {findings: 0}, 1)[2]);
+      return [drawn.study, ask({...drawn, study: -7}), ask(drawn)];
+    }""")
+    assert other["study"] == -7 and other["keys"] == {}, other
+    assert same["study"] == drawn and "findings" in same["keys"], same
 
 
 def test_typed_text_survives_a_reload_with_no_wait(browser, app):

@@ -106,12 +106,14 @@ class Tab:
         the moment of the event (`rrgWithClient` in static/page.js; Gradio orders dict inputs
         by component id), telling the page script which texts this request carries (the
         findings and impression boxes, when they are inputs), so a later load recognises a
-        revision this tab saved itself."""
+        revision this tab saved itself, and where the `sync` value gathered with them is: the
+        study those texts belong to (the page's copy of #sync can be a step behind)."""
         order = sorted(inputs, key=lambda b: b._id)
         carried = {t.elem_id.removeprefix("edit-"): order.index(t)
                    for t in texts if t in order and t.elem_id}
+        sync = order.index(self.sync) if self.sync in order else -1
         return (f"(...a) => window.rrgWithClient(a, {len(order)}, "
-                f"{order.index(self.client)}, {json.dumps(carried)})")
+                f"{order.index(self.client)}, {json.dumps(carried)}, {sync})")
 
 
 def sync_json(reader: str, session: Session) -> str:

@@ -112,10 +112,11 @@ class Page:
 
     @property
     def edit_in(self) -> set[Any]:
-        """The inputs of every event that carries the report's text."""
+        """The inputs of every event that carries the report's text, and `sync`, gathered
+        with them, which names the study they belong to (see `Tab.client_js`)."""
         wl = self.worklist
         return {self.tab.state, self.review.findings, self.review.impression, self.tab.client,
-                *wl.filters, wl.page}
+                self.tab.sync, *wl.filters, wl.page}
 
 
 def _left_off_of(services: Services) -> Callable[[int], frozenset[int]]:
@@ -334,21 +335,20 @@ class Navigation:
         reading). A refused save, or a refused reading, keeps the reader on the study with
         their words on screen."""
         p, session = self.page.review, r.session
-        texts = p.texts_of(d)
-        saved = self.desk.leave(session, texts, Client.parse(d[self.page.tab.client]),
-                                time.monotonic())
+        texts, client = p.texts_of(d), Client.parse(d[self.page.tab.client])
+        saved = self.desk.leave(session, texts, client, time.monotonic())
         if not saved.ok:
             held = Saved("⚠ **Still on this study: choose Keep mine or Take theirs first.** "
                          + saved.message, saved.conflicts, saved.wrote)
-            return self.editor.after_save(r, held, texts)
+            return self.editor.after_save(r, held, texts, client)
         study = target(r)
         if study is None and reading is None:
-            return {**self.editor.after_save(r, saved, texts),
+            return {**self.editor.after_save(r, saved, texts, client),
                     p.save_status: "No other unfinished study that way."}
         try:
             out = self.study_outputs(r, study, reading)
         except ReaderStudyError as exc:
-            return {**self.editor.after_save(r, saved, texts),
+            return {**self.editor.after_save(r, saved, texts, client),
                     p.save_status: f"⚠ {html.escape(str(exc))}"}
         if saved.wrote:
             out.update(self.rows(r.id, d))
@@ -392,10 +392,9 @@ class Navigation:
                 return self.navigate(r, d, lambda r: study)
             # the open study's own row: saving is all there is to do; reopening it would put
             # the stored text back over whatever the reader typed while the click travelled
-            texts = self.page.review.texts_of(d)
-            saved = self.desk.leave(session, texts, Client.parse(d[self.page.tab.client]),
-                                    time.monotonic())
-            return self.editor.after_save(r, saved, texts)
+            texts, client = self.page.review.texts_of(d), Client.parse(d[self.page.tab.client])
+            saved = self.desk.leave(session, texts, client, time.monotonic())
+            return self.editor.after_save(r, saved, texts, client)
 
     def on_select_reading(self, d: Inputs, evt: gr.SelectData, request: gr.Request) -> Outputs:
         """A row of the study worklists: its reading (the server decides whether the reader
@@ -410,9 +409,9 @@ class Navigation:
                 return {self.page.review.save_status: "⚠ No such reading on your list."}
             if reading == session.reading:
                 texts = self.page.review.texts_of(d)
-                saved = self.desk.leave(session, texts, Client.parse(d[self.page.tab.client]),
-                                        time.monotonic())
-                return self.editor.after_save(r, saved, texts)
+                client = Client.parse(d[self.page.tab.client])
+                saved = self.desk.leave(session, texts, client, time.monotonic())
+                return self.editor.after_save(r, saved, texts, client)
             return self.navigate(r, d, lambda r: None, reading)
 
     def on_logout(self, r: Reader, d: Inputs) -> Outputs:

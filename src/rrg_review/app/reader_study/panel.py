@@ -188,7 +188,7 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
         client = Client.parse(d[tab.client])
         desk.count_time(session, client, time.monotonic())
         saved = desk.save(session, texts, client)
-        out = editor.after_save(r, saved, texts)
+        out = editor.after_save(r, saved, texts, client)
         if not saved.ok:
             return out
         try:

@@ -622,9 +622,18 @@ class Desk:
         return MetricsView(["section", "comparison", *keys], rows, notes)
 
     # -- editing --------------------------------------------------------------------------
-    def pending(self, session: Session, texts: dict[str, str], client: Client) -> dict[str, str]:
+    def pending(self, session: Session, texts: dict[str, str], client: Client,
+                typed_only: bool = False) -> dict[str, str]:
         """The sections whose text on screen is not stored yet. Only text typed for the open
-        study counts; empty text only when the reader typed in that section."""
+        study counts; empty text only when the reader typed in that section.
+
+        typed_only (every autosave: the tick, leaving the study, the save before a draft
+        replaces the boxes): only sections the page saw input events in since the study was
+        shown (`Client.typed`: typing, paste, dictation, a restore). Other text unlike what
+        the tab was shown is a page out of step with its study, never stored on the reader's
+        behalf: a new-user trial saw DEMO-0002's draft autosaved into DEMO-0003 during fast
+        Alt+N and row clicks, nothing typed. Save, the reader's own act, stores what is on
+        screen."""
         if session.study is None or client.study != session.study:
             return {}
         out = {}
@@ -635,6 +644,11 @@ class Desk:
             if not text.strip() and section not in client.typed:
                 continue  # an empty box the reader did not clear: a page still loading
             out[section] = text
+        stray = [section for section in out if section not in client.typed]
+        if typed_only and stray:
+            log.warning("autosave of study %s: %s not typed in this tab but unlike what it "
+                        "was shown; not stored", session.study, ", ".join(stray))
+            out = {k: v for k, v in out.items() if k not in stray}
         return out
 
     def save(self, session: Session, texts: dict[str, str], client: Client,
@@ -651,7 +665,7 @@ class Desk:
         wrote, messages = False, list[str]()
         edits: dict[str, SectionEdit] = {}
         # the reader's own text: a section they left as the tab showed it is never sent
-        changed = self.pending(session, texts, client)
+        changed = self.pending(session, texts, client, typed_only=autosave)
         for section, text in changed.items():
             if section in session.conflicts:
                 continue  # waits for "keep mine" / "take theirs"
@@ -886,18 +900,7 @@ class Desk:
             self._beat(session, now)
             session.counted = True
         session.beat_at = now
-        pending = self.pending(session, texts, client)
-        # an autosave stores only text the reader put in the box (input events in that section
-        # since the study was shown): other text in a box is a page out of step with its
-        # study, and a new-user trial saw DEMO-0002's draft autosaved into DEMO-0003 during
-        # fast Alt+N and row clicks, nothing typed. Save, the reader's own act, still stores
-        # what is on screen.
-        stray = [section for section in pending if section not in client.typed]
-        if stray:
-            log.warning("autosave of study %s: %s not typed in this tab but unlike what it "
-                        "was shown; not stored", session.study, ", ".join(stray))
-            texts = {**texts, **{section: session.shown.get(section, "") for section in stray}}
-            pending = {k: v for k, v in pending.items() if k not in stray}
+        pending = self.pending(session, texts, client, typed_only=True)
         # a refused section waits for the reader's choice (no retry into it every few seconds);
         # a newer save of a section the reader has not changed stops no autosave of the others
         held = frozenset(s for s in pending if s in session.conflicts)

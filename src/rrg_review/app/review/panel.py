@@ -266,12 +266,21 @@ class Editor:
         session.offered = on
         return self.offer(self.panel.keep_mine, self.panel.take_theirs, on=on)
 
-    def after_save(self, r: Reader, saved: Saved, texts: dict[str, str]) -> Outputs:
+    def after_save(self, r: Reader, saved: Saved, texts: dict[str, str],
+                   client: Client | None = None) -> Outputs:
+        """What a save (or a request that only saves) puts on screen. Its `sync` names the
+        open study only where the request came from it (`client`): an answer that does not
+        put that study's values in the boxes must not tell the page they are there. A tick
+        sent from one study and answered after the tab had moved to the next told the page
+        the next study was open while the boxes still held the last one's text, and the next
+        request then carried that text as the new study's (found by a race script: row
+        clicks and Alt+N within 50 ms)."""
         p, session = self.panel, r.session
         out: Outputs = {self.tab.state: session, p.save_status: saved.message,
-                        self.tab.sync: sync_json(r.name, session),
                         **self.offer_choice(session, bool(saved.conflicts)),
                         p.diff: diff_of(self.desk.draft_texts(session), texts)}
+        if client is None or client.study == session.study:
+            out[self.tab.sync] = sync_json(r.name, session)
         if saved.withdrawn:  # the box the reader ticked (or Accept did) says so too
             out |= {p.acceptable: False, p.rate_status: WITHDRAWN}
         return out
@@ -422,9 +431,8 @@ def _wire_saving(w: Wiring) -> None:
 
     @w.guard
     def on_save(r: Reader, d: Inputs) -> Outputs:
-        texts = p.texts_of(d)
-        return editor.after_save(r, desk.save(r.session, texts, Client.parse(d[tab.client])),
-                                 texts)
+        texts, client = p.texts_of(d), Client.parse(d[tab.client])
+        return editor.after_save(r, desk.save(r.session, texts, client), texts, client)
 
     @w.guard
     def on_tick(r: Reader, d: Inputs) -> Outputs:
@@ -434,16 +442,16 @@ def _wire_saving(w: Wiring) -> None:
         if saved is None:
             newer = desk.check_newer(session, client) if client.visible else None
             if newer is not None:
-                return editor.after_save(r, newer, texts)
+                return editor.after_save(r, newer, texts, client)
             return ({p.save_status: gr.update(), **w.rows(r.id, d)}
                     if desk.rows_due(session, now) else {p.save_status: gr.update()})
         if not saved.wrote:
-            return editor.after_save(r, saved, texts)
+            return editor.after_save(r, saved, texts, client)
         # an autosave changes the study's status, minutes and scores like Save does: the
         # worklist row here, the metrics panel in the follow-up (found in a new-user trial)
         # that the new value of tab.rescore starts
         session.rescores += 1
-        return {**editor.after_save(r, saved, texts), **w.rows(r.id, d),
+        return {**editor.after_save(r, saved, texts, client), **w.rows(r.id, d),
                 tab.rescore: str(session.rescores)}
 
     @w.guard(lock=False)
@@ -547,15 +555,15 @@ def _draft_into_boxes(w: Wiring, message: str) -> Callable[[Reader, Inputs], Out
     def draft_in_boxes(r: Reader, d: Inputs) -> Outputs:
         session, typed, client = r.session, p.texts_of(d), Client.parse(d[tab.client])
         kept = (desk.save(session, typed, client, autosave=True)
-                if desk.pending(session, typed, client) else None)
+                if desk.pending(session, typed, client, typed_only=True) else None)
         if kept is not None and not kept.ok:
-            return editor.after_save(r, kept, typed)
+            return editor.after_save(r, kept, typed, client)
         texts = desk.draft_texts(session)
         stored = ", ".join(f"{sec} revision {n}" for sec, n in session.base.items()
                            if n is not None and session.shown.get(sec) != texts[sec])
         put = desk.put_draft(session, client)
         if not put.ok:  # another tab saved meanwhile: its choice, the reader's text on screen
-            return editor.after_save(r, put, typed)
+            return editor.after_save(r, put, typed, client)
         note = (f" Your text is kept in the history ({kept.message})."
                 if kept is not None and kept.wrote else
                 f" Your saved text stays in the history ({stored})." if stored else "")
@@ -714,9 +722,10 @@ def _on_draft(w: Wiring) -> Callable[..., Any]:
             if study is None or drafting is None:
                 yield {p.save_status: gr.update()}
                 return
-            saved = desk.leave(session, texts, Client.parse(d[tab.client]), time.monotonic())
+            client = Client.parse(d[tab.client])
+            saved = desk.leave(session, texts, client, time.monotonic())
             if not saved.ok:
-                yield editor.after_save(r, saved, texts)
+                yield editor.after_save(r, saved, texts, client)
                 return
         yield {p.model_draft: gr.update(open=True), p.draft_error: "",
                p.save_status: f"Drafting with `{html.escape(preset)}` …"}

@@ -4,12 +4,13 @@
 // server has it.
 // the preprocessor of every text-carrying event (Tab.client_js in app/deps.py): the event's
 // first n arguments, with the page's report at index i; `carried` names the indices of the
-// edit boxes' texts the request carries. Defined at once: a page load's event may come first.
-window.rrgWithClient = (args, n, i, carried) => {
+// edit boxes' texts the request carries, s the index of the #sync value gathered with them
+// (-1: none). Defined at once: a page load's event may come first.
+window.rrgWithClient = (args, n, i, carried, s) => {
   const v = args.slice(0, n);
   const texts = {};
   for (const [name, k] of Object.entries(carried)) texts[name] = v[k];
-  v[i] = window.rrgClient ? window.rrgClient(texts) : '{}';
+  v[i] = window.rrgClient ? window.rrgClient(texts, s >= 0 ? v[s] : null) : '{}';
   return v;
 };
 // the enlarge button's preprocessor: the image the reader clicked (rrgPick) as its input
@@ -97,10 +98,30 @@ window.rrgLogout = () => {
     return best;
   };
 
+  // The study whose values Gradio gathered for this request: the #sync value gathered with
+  // the boxes' texts (`gathered`). Gradio sets its components' values at once when an answer
+  // lands but draws them into the page a moment later, and an event it sends in between (a
+  // row click held back while the last one was on its way goes out the moment that one
+  // lands) carried the new study's values... or the other way round: the boxes' new values
+  // with the old study read from the page's #sync. A new-user trial saw DEMO-0002's draft
+  // autosaved into DEMO-0003 so, nothing typed. The texts and this study are one snapshot.
+  const gatheredStudy = (gathered) => {
+    if (typeof gathered !== 'string' || !gathered) return undefined;
+    try {
+      const sync = JSON.parse(gathered);
+      return sync && 'study' in sync ? sync.study : undefined;
+    } catch (e) { return undefined; }
+  };
   // what every text-carrying event sends along (see Client in app/review/desk.py)
   // (texts: the box values this request carries, noted before it leaves the page)
-  window.rrgClient = (texts) => {
+  window.rrgClient = (texts, gathered) => {
     poll();  // the study in the boxes now, not as of the last 200 ms tick
+    const study = gatheredStudy(gathered);
+    if (study !== undefined && study !== rrg.study) {
+      // values not yet drawn: this page has seen no keystroke in them (nothing typed to report)
+      return JSON.stringify({study, keys: {}, seq: rrg.seq, row: rrg.row,
+                             visible: !document.hidden, idle_ms: Date.now() - rrg.last});
+    }
     noteSent(texts);
     const keys = {};
     for (const [s, k] of Object.entries(rrg.keys)) keys[s] = [k[0], k[1], rrg.pressed[s] || 0, k[3] || 0];
