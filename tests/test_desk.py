@@ -339,6 +339,12 @@ def test_accept_asks_first_when_the_reader_has_edits_and_invents_no_likert(desk)
     late = d.tick(session, mine, typed(ids[3], "findings"), now=5.0)
     assert late is None or not late.wrote
     assert d.review.current(reader, ids[3])["findings"].text == d.draft_texts(session)["findings"]
+    # ...and only such a request hears that a newer edit is saved: leaving with the accepted
+    # text, nothing typed since (a new-user trial was told so on every row click)
+    stale = d.save(session, mine, typed(ids[3], "findings"))
+    assert stale.message == "A newer edit of this tab is already saved.", stale
+    left = d.leave(session, d.draft_texts(session), Client(ids[3], {}, 1), now=6.0)
+    assert "newer edit" not in left.message and left.message.startswith("Everything is saved")
     rating = d.review.latest_rating(reader, ids[3])
     assert rating.acceptable and rating.likert is None
     assert d.review.status(reader, ids[3]) == "in_review"

@@ -13,6 +13,7 @@ from rrg_review.app.accounts.service import (
     hash_password,
     verify_password,
 )
+from rrg_review.app.evaluation.panel import notes_markdown
 from rrg_review.app.review.service import (
     MAX_ACTIVE_GAP_S,
     EditConflict,
@@ -385,3 +386,9 @@ def test_metrics_panel_for_an_open_study(db, monkeypatch, tmp_path):
     assert rows[("findings", "final vs reference")]["rougeL"] > rows[
         ("findings", "draft vs reference")]["rougeL"]
     assert "bertscore" in panel.unavailable and "no reference impression" in panel.notes[0]
+    # the reader reads one line of it; the keys, reasons and fetch command are folded under it
+    shown = notes_markdown(panel.notes, [f"unavailable: {k} — {w}"
+                                         for k, w in panel.unavailable.items()])
+    line, folded = shown.split("<details>")
+    assert "no reference impression" in line and "bertscore" not in line
+    assert "not computed on this machine" in folded and "unavailable: bertscore" in folded

@@ -30,6 +30,20 @@ class MetricsPanel:
         return {self.table: None, self.notes: "Computing metrics…"}
 
 
+def notes_markdown(notes: list[str], unavailable: list[str]) -> str:
+    """The notes under the metrics table. Metrics without their weights here are one line for
+    the reader, their keys, reasons and the fetch command folded under it: a new-user trial
+    found lines such as "chexbert_5_micro_f1 … StanfordAIMI/RRG_scorers/chexbert.pth" meaningless
+    to a radiologist (they are what whoever runs the workstation needs)."""
+    lines = [f"- {html.escape(n)}" for n in notes]
+    if unavailable:
+        details = "\n".join(f"<li>{html.escape(u)}</li>" for u in unavailable)
+        lines.append("<details><summary>Some scores are not computed on this machine (their "
+                     "model weights are not installed): details for whoever runs it"
+                     f"</summary><ul>{details}</ul></details>")
+    return "\n".join(lines)
+
+
 def wire_metrics(panel: MetricsPanel, desk: Desk, guard: Guard) -> dict[str, Any]:
     """Rescore when an autosave stored text; returns the follow-up step (`event.then(**step)`)
     that other panels chain to their saves and navigations."""
@@ -37,8 +51,7 @@ def wire_metrics(panel: MetricsPanel, desk: Desk, guard: Guard) -> dict[str, Any
     def on_metrics(r: Reader, d: Inputs) -> Outputs:
         m = desk.metrics_view(r.session)
         table = {"headers": m.headers, "data": m.rows} if m.headers else None
-        return {panel.table: table,
-                panel.notes: "\n".join(f"- {html.escape(n)}" for n in m.notes)}
+        return {panel.table: table, panel.notes: notes_markdown(m.notes, m.unavailable)}
 
     state = guard.tab.state
     guard.tab.rescore.change(on_metrics, {state}, [panel.table, panel.notes], **LIGHT)

@@ -231,6 +231,9 @@ class MetricsView:
     headers: list[str]
     rows: list[list[Any]]
     notes: list[str]
+    # "keys — why" of each reason some metrics are not computed here (missing weights): for
+    # whoever runs the workstation, folded away under one line for the reader
+    unavailable: list[str] = field(default_factory=list)
 
 
 def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingService) -> str:
@@ -617,9 +620,9 @@ class Desk:
         keys = panel.keys
         rows = [[r.section, r.comparison, *[round(r.values.get(k, float("nan")), 4)
                                             for k in keys]] for r in panel.rows]
-        notes = [*panel.notes, *[f"unavailable: {', '.join(k)} — {w}"
-                                 for w, k in by_reason(panel.unavailable).items()]]
-        return MetricsView(["section", "comparison", *keys], rows, notes)
+        return MetricsView(["section", "comparison", *keys], rows, list(panel.notes),
+                           [f"unavailable: {', '.join(k)} — {w}"
+                            for w, k in by_reason(panel.unavailable).items()])
 
     # -- editing --------------------------------------------------------------------------
     def pending(self, session: Session, texts: dict[str, str], client: Client,
@@ -658,7 +661,10 @@ class Desk:
         save that reached the server after a reload): then the text is saved on top of it."""
         if session.study is None or session.reader is None:
             return Saved("Open a study first.", {}, False)
-        if client.seq < session.seq:
+        if client.seq < session.seq and self.pending(session, texts, client):
+            # sent before an Accept, Take theirs or Revert replaced the text it carries. A
+            # request with no text of its own goes on (nothing to store): a reader who had
+            # typed nothing since an Accept was told this on every row click (a new-user trial)
             return Saved("A newer edit of this tab is already saved.", {}, False)
         if (held := self.held(session)) is not None:  # the text stays in the box
             return Saved(f"⚠ Not saved: {html.escape(held)}.", {}, False)

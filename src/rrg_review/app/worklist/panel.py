@@ -372,7 +372,8 @@ def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE,
     with gr.Group(elem_id="worklist-panel"):
         # true while the first load runs; "No studies" only once a count says so
         progress = gr.Markdown(LOADING, elem_id="progress")
-        search = gr.Textbox(placeholder="Study or patient key (beginning), Enter to search",
+        # (whole at 1366 px: "..., Enter to search" was cut off there, a new-user trial)
+        search = gr.Textbox(placeholder="Study or patient key, then Enter",
                             show_label=False, elem_id="worklist-search", max_lines=1,
                             max_length=128)
         with gr.Row():
