@@ -224,19 +224,47 @@ window.rrgLogout = () => {
       rrg.strayUntil = performance.now() + STRAY_MS;  // (the clock of events' timeStamp)
     }
     leaving = {from: rrg.study, until: Date.now() + LEAVING_MAX_MS};
+    stepFrom = rrg.study;
     document.body.classList.add('rrg-leaving');
     const watch = () => { if (!leaving) return; poll(); requestAnimationFrame(watch); };
     requestAnimationFrame(watch);
   };
   const stopLeaving = () => { leaving = null; document.body.classList.remove('rrg-leaving'); };
-  window.rrgArrived = () => { poll(); stopLeaving(); };
+  window.rrgLeaving = () => !!leaving;  // (viewer.js: a film click then waits for the study)
+  // Next / Previous pressed while a study is on its way: Gradio drops a click of a button
+  // whose last click has no answer yet, so three quick Alt+N went two studies on (a new-user
+  // trial). Such steps wait here and go out one at a time, each once the last has landed; a
+  // step that did not move (a conflict holds the study, no study that way) drops the rest.
+  const STEPS_KEPT = 10;
+  const steps = [];
+  let stepFrom = null, replaying = false;
+  const queueStep = (id) => { if (steps.length < STEPS_KEPT) steps.push(id); };
+  const nextStep = () => {
+    if (!steps.length) return;
+    if (rrg.study === stepFrom) { steps.length = 0; return; }
+    const id = steps.shift();
+    replaying = true;
+    try { click(id); } finally { replaying = false; }
+  };
+  window.rrgArrived = () => {
+    poll(); stopLeaving();
+    setTimeout(nextStep, 0);  // (after Gradio has closed the answered step)
+    if (window.rrgOpenWanted) requestAnimationFrame(window.rrgOpenWanted);
+  };
   const settled = () => {
     if (!leaving) return;
     // (pending is cleared only once the boxes showed the new study's values)
+    if (Date.now() > leaving.until) steps.length = 0;  // no answer came: nothing more goes out
     if ((rrg.study !== leaving.from && !rrg.pending) || Date.now() > leaving.until) stopLeaving();
   };
   document.addEventListener('click', (e) => {
-    if (e.target.closest && e.target.closest('#next-study, #prev-study')) {
+    const button = e.target.closest && e.target.closest('#next-study, #prev-study');
+    if (button) {
+      if (leaving && !replaying) {  // a study on its way: this step goes out once it lands
+        e.preventDefault(); e.stopPropagation();
+        queueStep(button.id);
+        return;
+      }
       // a step after the last row chosen: a select of that row still on its way (sent again
       // by Gradio with its first data) must not take the reader back there (the server stays)
       rrg.row = -1; rrg.rowWanted = false;

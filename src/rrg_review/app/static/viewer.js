@@ -690,10 +690,25 @@
     fast.style.display = 'none'; mipEl.style.display = 'none'; fineEl.style.display = 'none';
     el('wl-caption').textContent = '';
   };
+  // A film clicked while the next study is on its way opens that image of the study that
+  // comes: it opened the study being left, which closed by itself a moment later as the new
+  // one landed (a new-user trial: "the click seems lost"). page.js calls rrgOpenWanted once
+  // the answer is on screen; a wish older than WANTED_MS is dropped.
+  const WANTED_MS = 5000;
+  let wanted = null;
+  window.rrgOpenWanted = () => {
+    const w = wanted; wanted = null;
+    if (!w || Date.now() - w.at > WANTED_MS || window.rrgLeaving()) return;
+    if (Number(w.index) < figures(w.film).length) open(`${w.film}:${w.index}`);
+  };
   document.addEventListener('click', (e) => {
     const fig = e.target.closest && e.target.closest('#film [data-index]');
     if (!fig) return;
     const film = fig.closest('.film-study.prior') ? 'prior' : 'current';
+    if (window.rrgLeaving && window.rrgLeaving()) {
+      wanted = {film, index: fig.dataset.index, at: Date.now()};
+      return;
+    }
     open(`${film}:${fig.dataset.index}`);
   });
 
