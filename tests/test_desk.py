@@ -73,7 +73,8 @@ def test_open_shows_the_draft_then_the_readers_own_text(desk):
     draft = first.drafts["findings"].text
     assert first.texts["findings"] == draft and first.status.startswith("Showing the draft")
     assert "Offline default (retrieval)" in first.model_note
-    assert d.save(session, first.texts, typed(ids[0])).message == "Everything is saved."
+    # (untouched: said as when it was opened)
+    assert d.save(session, first.texts, typed(ids[0])).message == first.status
     assert d.review.timing(reader, ids[0]) == {}
     edited = {**first.texts, "findings": draft + " Edited."}
     assert d.save(session, edited, typed(ids[0], "findings")).message == (

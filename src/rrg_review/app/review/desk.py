@@ -750,10 +750,14 @@ class Desk:
                              for s, n in session.base.items() if n is not None and s not in written]
             return Saved("; ".join(messages), {}, wrote)
         mine = {s: n for s, n in session.base.items() if n is not None}
-        if not autosave and mine and session.reader is not None and session.study is not None:
+        if not mine:  # nothing of the reader's: the study is described as it was opened (a
+            # new-user trial saw one untouched study say "Everything is saved." and another
+            # "Showing the draft; edit and save.")
+            return Saved(self.status_line(session), {}, wrote)
+        if not autosave and session.reader is not None and session.study is not None:
             self._rv(session).submitted(session.reader, session.study, list(mine))
-        return Saved("Everything is saved" + (" (" + ", ".join(
-            f"{s} revision {n}" for s, n in mine.items()) + ")." if mine else "."), {}, wrote)
+        return Saved("Everything is saved (" + ", ".join(
+            f"{s} revision {n}" for s, n in mine.items()) + ").", {}, wrote)
 
     def check_newer(self, session: Session, client: Client) -> Saved | None:
         """Whether another tab or session saved a newer revision of a section while this tab
