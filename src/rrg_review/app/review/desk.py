@@ -266,6 +266,22 @@ def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingSe
     return line
 
 
+
+def _edits(session: Session, changed: dict[str, str], client: Client) -> dict[str, SectionEdit]:
+    """The sections to store, with the revision each was edited from and the keystrokes'
+    timing; a section held by a conflict waits for "keep mine" / "take theirs"."""
+    edits: dict[str, SectionEdit] = {}
+    for section, text in changed.items():
+        if section in session.conflicts:
+            continue
+        draft = session.drafts.get(section)
+        keys = client.typed.get(section)
+        timing = (Keystrokes(_utc(keys[0]), _utc(keys[1]), draft is not None)
+                  if keys else None)
+        edits[section] = SectionEdit(text, session.base.get(section),
+                                     draft[0] if draft else None, timing)
+    return edits
+
 def _counted(session: Session, client: Client,
              results: dict[str, RevisionView | EditConflict]) -> None:
     """The page's keystroke counts now stored for the sections saved (the next save sends
@@ -658,29 +674,20 @@ class Desk:
              autosave: bool = False, _own_late: bool = False) -> Saved:
         """Save what changed as new revisions; a stale base is refused, never overwritten,
         unless the newer revision holds a text this tab itself sent (`Client.own`: its own
-        save that reached the server after a reload): then the text is saved on top of it."""
+        save that reached the server after a reload): then the text is saved on top of it.
+        A request sent before an Accept, Take theirs or Revert replaced its text is refused
+        only if it carries text of its own (a reader who had typed nothing since an Accept
+        was told "a newer edit..." on every row click: a new-user trial)."""
         if session.study is None or session.reader is None:
             return Saved("Open a study first.", {}, False)
         if client.seq < session.seq and self.pending(session, texts, client):
-            # sent before an Accept, Take theirs or Revert replaced the text it carries. A
-            # request with no text of its own goes on (nothing to store): a reader who had
-            # typed nothing since an Accept was told this on every row click (a new-user trial)
             return Saved("A newer edit of this tab is already saved.", {}, False)
         if (held := self.held(session)) is not None:  # the text stays in the box
             return Saved(f"⚠ Not saved: {html.escape(held)}.", {}, False)
         wrote, messages = False, list[str]()
-        edits: dict[str, SectionEdit] = {}
         # the reader's own text: a section they left as the tab showed it is never sent
         changed = self.pending(session, texts, client, typed_only=autosave)
-        for section, text in changed.items():
-            if section in session.conflicts:
-                continue  # waits for "keep mine" / "take theirs"
-            draft = session.drafts.get(section)
-            keys = client.typed.get(section)
-            timing = (Keystrokes(_utc(keys[0]), _utc(keys[1]), draft is not None)
-                      if keys else None)
-            edits[section] = SectionEdit(text, session.base.get(section),
-                                         draft[0] if draft else None, timing)
+        edits = _edits(session, changed, client)
         # both sections in one transaction: one commit (one fsync) per save, not one each
         try:
             results = (self._store(session, session.reader, session.study, client, edits,
