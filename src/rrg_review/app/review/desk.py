@@ -266,7 +266,6 @@ def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingSe
     return line
 
 
-
 def _edits(session: Session, changed: dict[str, str], client: Client) -> dict[str, SectionEdit]:
     """The sections to store, with the revision each was edited from and the keystrokes'
     timing; a section held by a conflict waits for "keep mine" / "take theirs"."""
@@ -281,6 +280,7 @@ def _edits(session: Session, changed: dict[str, str], client: Client) -> dict[st
         edits[section] = SectionEdit(text, session.base.get(section),
                                      draft[0] if draft else None, timing)
     return edits
+
 
 def _counted(session: Session, client: Client,
              results: dict[str, RevisionView | EditConflict]) -> None:
