@@ -693,13 +693,16 @@
   // A film clicked while the next study is on its way opens that image of the study that
   // comes: it opened the study being left, which closed by itself a moment later as the new
   // one landed (a new-user trial: "the click seems lost"). page.js calls rrgOpenWanted once
-  // the answer is on screen; a wish older than WANTED_MS is dropped.
+  // the answer is on screen (kept while a further step is still on its way: the click is for
+  // where the reader ends up); a wish older than WANTED_MS is dropped.
   const WANTED_MS = 5000;
   let wanted = null;
   window.rrgOpenWanted = () => {
+    if (!wanted || window.rrgLeaving()) return;
     const w = wanted; wanted = null;
-    if (!w || Date.now() - w.at > WANTED_MS || window.rrgLeaving()) return;
-    if (Number(w.index) < figures(w.film).length) open(`${w.film}:${w.index}`);
+    if (Date.now() - w.at <= WANTED_MS && Number(w.index) < figures(w.film).length) {
+      open(`${w.film}:${w.index}`);
+    }
   };
   document.addEventListener('click', (e) => {
     const fig = e.target.closest && e.target.closest('#film [data-index]');
