@@ -955,6 +955,7 @@ def test_an_answer_that_leaves_the_boxes_alone_never_moves_the_pages_study(desk)
     r = Reader(LOCAL_READER, reader, session)
     texts = opened(d, reader, ids[0])[1]  # the first study's text, sent from the first study
     told = Saved("Nothing to save.", {}, False)
-    assert tab.sync not in editor.after_save(r, told, texts, Client(ids[0]))
+    elsewhere = editor.after_save(r, told, texts, Client(ids[0]))
+    assert tab.sync not in elsewhere and panel.diff not in elsewhere
     here = editor.after_save(r, told, d.draft_texts(session), Client(ids[1]))
     assert json.loads(here[tab.sync])["study"] == ids[1]

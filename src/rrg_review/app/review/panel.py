@@ -274,13 +274,14 @@ class Editor:
         sent from one study and answered after the tab had moved to the next told the page
         the next study was open while the boxes still held the last one's text, and the next
         request then carried that text as the new study's (found by a race script: row
-        clicks and Alt+N within 50 ms)."""
+        clicks and Alt+N within 50 ms). (Nor is its diff drawn against the next study's
+        draft.)"""
         p, session = self.panel, r.session
         out: Outputs = {self.tab.state: session, p.save_status: saved.message,
-                        **self.offer_choice(session, bool(saved.conflicts)),
-                        p.diff: diff_of(self.desk.draft_texts(session), texts)}
+                        **self.offer_choice(session, bool(saved.conflicts))}
         if client is None or client.study == session.study:
-            out[self.tab.sync] = sync_json(r.name, session)
+            out |= {self.tab.sync: sync_json(r.name, session),
+                    p.diff: diff_of(self.desk.draft_texts(session), texts)}
         if saved.withdrawn:  # the box the reader ticked (or Accept did) says so too
             out |= {p.acceptable: False, p.rate_status: WITHDRAWN}
         return out
