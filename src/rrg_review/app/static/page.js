@@ -235,19 +235,29 @@ window.rrgLogout = () => {
   // whose last click has no answer yet, so three quick Alt+N went two studies on (a new-user
   // trial). Such steps wait here and go out one at a time, each once the last has landed; a
   // step that did not move (a conflict holds the study, no study that way) drops the rest.
+  // A step is on its way until its answer has landed (`rrgArrived`), not only until the next
+  // study is drawn: Gradio closes the step a moment after drawing it, and a press in that
+  // moment was dropped too (a second trial: 3 presses 40 ms apart went two studies on).
   const STEPS_KEPT = 10;
   const steps = [];
-  let stepFrom = null, replaying = false;
+  let stepFrom = null, replaying = false, steppingUntil = 0;
   const queueStep = (id) => { if (steps.length < STEPS_KEPT) steps.push(id); };
-  const nextStep = () => {
+  // (the answer may land a moment before it is drawn: a step that seems not to have moved is
+  // looked at again for half a second before the rest are dropped)
+  const nextStep = (tries = 0) => {
     if (!steps.length) return;
-    if (rrg.study === stepFrom) { steps.length = 0; return; }
+    poll();
+    if (rrg.study === stepFrom) {
+      if (tries < 10) setTimeout(() => nextStep(tries + 1), 50); else steps.length = 0;
+      return;
+    }
     const id = steps.shift();
     replaying = true;
     try { click(id); } finally { replaying = false; }
   };
   window.rrgArrived = () => {
     poll(); stopLeaving();
+    steppingUntil = 0;
     setTimeout(nextStep, 0);  // (after Gradio has closed the answered step)
     if (window.rrgOpenWanted) requestAnimationFrame(window.rrgOpenWanted);
   };
@@ -260,11 +270,13 @@ window.rrgLogout = () => {
   document.addEventListener('click', (e) => {
     const button = e.target.closest && e.target.closest('#next-study, #prev-study');
     if (button) {
-      if (leaving && !replaying) {  // a study on its way: this step goes out once it lands
+      // a study on its way, or steps waiting: this one goes out after them, in order
+      if ((leaving || Date.now() < steppingUntil || steps.length) && !replaying) {
         e.preventDefault(); e.stopPropagation();
         queueStep(button.id);
         return;
       }
+      steppingUntil = Date.now() + LEAVING_MAX_MS;
       // a step after the last row chosen: a select of that row still on its way (sent again
       // by Gradio with its first data) must not take the reader back there (the server stays)
       rrg.row = -1; rrg.rowWanted = false;
@@ -519,6 +531,14 @@ window.rrgLogout = () => {
         button.scrollIntoView({block: 'nearest'});
       }
       asked[id] = on;
+    }
+    // a refused rating says why under Submit: below the fold at 1366x768, so Alt+R seemed to
+    // have rated (a second new-user trial); the refusal is brought into view when it comes
+    const rate = document.getElementById('rate-status');
+    const said = rate ? rate.textContent : '';
+    if (said !== asked.rate) {
+      asked.rate = said;
+      if (said.includes('⚠')) rate.scrollIntoView({block: 'nearest'});
     }
   };
 
