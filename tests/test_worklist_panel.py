@@ -33,7 +33,7 @@ def test_a_page_of_rows_with_its_label_and_progress(filled):
     v = logic.view(alice)
     assert [r[1] for r in v.rows] == [f"CXR{i}" for i in range(1, 11)]
     assert v.label == "1-10 of 39 · page 1 / 4" and v.message == ""
-    assert v.progress == "**0 / 39 done** · 0 in review · 39 to go"
+    assert v.progress == "**0 / 39 done** · 39 to go (0 in review)"
     assert logic.view(alice, status="new").progress == v.progress  # free with the total
     assert logic.view(alice, search="CXR1").progress is None  # not recounted for a search
     assert logic.view(alice, source="iu").progress is None

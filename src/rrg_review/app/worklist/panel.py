@@ -63,10 +63,12 @@ class PanelView:
 
 
 def progress_line(p: Progress) -> str:
+    """Done of all, then what is left with the part of it begun ("4 in review · 4 to go" read
+    as eight studies to a new-user trial: the studies in review are among those to go)."""
     if not p.total:
         return "**No studies on your worklist.**"
-    return (f"**{p.done:,} / {p.total:,} done** · {p.in_review:,} in review · "
-            f"{p.unfinished:,} to go")
+    return (f"**{p.done:,} / {p.total:,} done** · {p.unfinished:,} to go "
+            f"({p.in_review:,} in review)")
 
 
 def table_rows(page: WorklistPage) -> list[list[Any]]:
