@@ -229,8 +229,12 @@ def test_quick_steps_all_land_and_a_film_clicked_on_the_way_opens_the_next_study
     for _ in range(3):
         page.keyboard.press("Alt+n")
         page.wait_for_timeout(80)
-    wait_until(lambda: key_on_screen(page) == after[2 % len(after)],
-               f"three steps on from {start} through {after}")
+    try:
+        wait_until(lambda: key_on_screen(page) == after[2 % len(after)],
+                   f"three steps on from {start} through {after}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; on {key_on_screen(page)}, saying "
+                             f"{page.locator('#save-status').inner_text()!r}") from None
     # and back, quicker (a second trial lost presses 40 ms apart: one landed while Gradio
     # was closing the last step)
     for _ in range(3):

@@ -243,12 +243,15 @@ window.rrgLogout = () => {
   let stepFrom = null, replaying = false, steppingUntil = 0;
   const queueStep = (id) => { if (steps.length < STEPS_KEPT) steps.push(id); };
   // (the answer may land a moment before it is drawn: a step that seems not to have moved is
-  // looked at again for half a second before the rest are dropped)
+  // looked at again for STEP_DRAWN_MS before the rest are dropped; a test run beside another
+  // whole suite, load 11-14, lost steps with half a second)
+  const STEP_DRAWN_MS = 3000, STEP_LOOK_MS = 50;
   const nextStep = (tries = 0) => {
     if (!steps.length) return;
     poll();
     if (rrg.study === stepFrom) {
-      if (tries < 10) setTimeout(() => nextStep(tries + 1), 50); else steps.length = 0;
+      if (tries * STEP_LOOK_MS < STEP_DRAWN_MS) setTimeout(() => nextStep(tries + 1), STEP_LOOK_MS);
+      else steps.length = 0;
       return;
     }
     const id = steps.shift();
