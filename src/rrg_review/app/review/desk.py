@@ -680,13 +680,13 @@ class Desk:
         was told "a newer edit..." on every row click: a new-user trial)."""
         if session.study is None or session.reader is None:
             return Saved("Open a study first.", {}, False)
-        if client.seq < session.seq and self.pending(session, texts, client):
+        # the reader's own text: a section they left as the tab showed it is never sent
+        changed = self.pending(session, texts, client, typed_only=autosave)
+        if client.seq < session.seq and changed:
             return Saved("A newer edit of this tab is already saved.", {}, False)
         if (held := self.held(session)) is not None:  # the text stays in the box
             return Saved(f"⚠ Not saved: {html.escape(held)}.", {}, False)
         wrote, messages = False, list[str]()
-        # the reader's own text: a section they left as the tab showed it is never sent
-        changed = self.pending(session, texts, client, typed_only=autosave)
         edits = _edits(session, changed, client)
         # both sections in one transaction: one commit (one fsync) per save, not one each
         try:
