@@ -74,6 +74,9 @@ LIGHT: dict[str, Any] = {"queue": False, **PRIVATE}  # light, quick events skip 
 QUIET: dict[str, Any] = {"show_progress": "hidden"}
 # browser-only steps: functions of static/page.js
 ARRIVED: dict[str, Any] = {"fn": None, "js": "() => { window.rrgArrived(); }", **PRIVATE}
+# after an answer that may put a draft into the boxes (see `Tab.client_js(draft=True)`)
+DRAFT_LANDED: dict[str, Any] = {"fn": None, "js": "() => { window.rrgDraftLanded(); }",
+                                **PRIVATE}
 
 
 @dataclass(frozen=True)
@@ -101,19 +104,25 @@ class Tab:
         return cls(gr.State(Session()), gr.State(None), gr.State(None), hidden("sync"),
                    hidden("client"), hidden("rescore"), gr.Timer(AUTOSAVE_S))
 
-    def client_js(self, inputs: Iterable[Any], texts: Iterable[gr.Textbox] = ()) -> str:
+    def client_js(self, inputs: Iterable[Any], texts: Iterable[gr.Textbox] = (),
+                  draft: bool = False) -> str:
         """A JS preprocessor that fills the hidden `client` input with the page's report at
         the moment of the event (`rrgWithClient` in static/page.js; Gradio orders dict inputs
         by component id), telling the page script which texts this request carries (the
         findings and impression boxes, when they are inputs), so a later load recognises a
         revision this tab saved itself, and where the `sync` value gathered with them is: the
-        study those texts belong to (the page's copy of #sync can be a step behind)."""
+        study those texts belong to (the page's copy of #sync can be a step behind).
+
+        `draft`: the answer may put a new draft into the boxes, judged by the texts gathered
+        now; the page then keeps any key typed before it lands (`rrgDraftAsked`; follow the
+        event with `DRAFT_LANDED`)."""
         order = sorted(inputs, key=lambda b: b._id)
         carried = {t.elem_id.removeprefix("edit-"): order.index(t)
                    for t in texts if t in order and t.elem_id}
         sync = order.index(self.sync) if self.sync in order else -1
-        return (f"(...a) => window.rrgWithClient(a, {len(order)}, "
-                f"{order.index(self.client)}, {json.dumps(carried)}, {sync})")
+        call = (f"window.rrgWithClient(a, {len(order)}, {order.index(self.client)}, "
+                f"{json.dumps(carried)}, {sync})")
+        return f"(...a) => window.rrgDraftAsked({call})" if draft else f"(...a) => {call}"
 
 
 def sync_json(reader: str, session: Session) -> str:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from rrg_review.app.deps import (
+    DRAFT_LANDED,
     LIGHT,
     PRIVATE,
     QUIET,
@@ -694,11 +695,13 @@ def _wire_drafting(w: Wiring) -> None:
         return {p.model_line: f"Model `{html.escape(preset)}` unloaded; it loads again on the "
                               "next draft."}
 
-    p.draft_button.click(_on_draft(w), w.edit_in, [
+    done = p.draft_button.click(_on_draft(w), w.edit_in, [
         tab.state, p.new_findings, p.new_impression, p.draft_error, tab.sync, p.diff,
         p.save_status, p.model_draft, p.keep_mine, p.take_theirs], **PRIVATE,
         **w.with_client).then(on_draft_done, w.edit_in, drafted_outputs(w), **PRIVATE,
-                              **w.with_client).then(**w.metrics_step)
+                              js=tab.client_js(w.edit_in, (p.findings, p.impression), draft=True))
+    done.then(**w.metrics_step)
+    done.then(**DRAFT_LANDED)
     p.unload_button.click(on_unload, {tab.state}, [p.model_line], **PRIVATE)
 
 
@@ -784,7 +787,9 @@ def wire_draft_arrival(w: Wiring) -> None:
             return {p.save_status: desk.status_line(session), p.model_line: desk.model_note({})}
         return _drafts_arrived(w, r, d)
 
-    tab.wanted.change(on_await_draft, {tab.state}, [tab.awaited], **PRIVATE, **QUIET,
-                      concurrency_limit=None
-                      ).then(on_draft_ready, w.edit_in | {tab.awaited}, drafted_outputs(w),
-                             **PRIVATE, **QUIET).then(**w.metrics_step)
+    ready = tab.wanted.change(
+        on_await_draft, {tab.state}, [tab.awaited], **PRIVATE, **QUIET, concurrency_limit=None
+    ).then(on_draft_ready, w.edit_in | {tab.awaited}, drafted_outputs(w), **PRIVATE, **QUIET,
+           js=tab.client_js(w.edit_in | {tab.awaited}, (p.findings, p.impression), draft=True))
+    ready.then(**w.metrics_step)
+    ready.then(**DRAFT_LANDED)

@@ -31,7 +31,7 @@ window.rrgLogout = () => {
 (() => {
   // keys: section -> [first, last keystroke (ms), keystroke events, edit operations] since the
   // study was shown (the counts are numbers only: no keystroke text leaves the boxes' value)
-  const rrg = window.rrg = {study: null, reader: null, keys: {}, pressed: {}, seq: 0,
+  const rrg = window.rrg = {study: null, reader: null, keys: {}, pressed: {}, typed: {}, seq: 0,
                             last: Date.now(), shown: {}, base: null, unsaved: false};
   const SECTIONS = {'edit-findings': 'findings', 'edit-impression': 'impression'};
   const $ = (sel) => document.querySelector(sel);
@@ -317,6 +317,54 @@ window.rrgLogout = () => {
     if (leaving) e.preventDefault();
   }, true);
 
+  // A draft that lands while the reader types. A study opened before the model was done
+  // with it gets its draft in a follow-up event, and the server puts it into the boxes only
+  // when they hold no text of the reader's: the boxes as gathered when that request left the
+  // page. Keys typed between then and its answer were replaced by the draft (beside two busy
+  // processes: the draft's impression plus "ssion." stored, the words before gone). While
+  // such an answer is on its way, and for a moment after it lands (it is drawn a little
+  // later), a box whose text changed under the reader's hands gets back what they typed,
+  // with the cursor where it was; the draft stays beside it (Model draft).
+  const DRAFT_DRAWN_MS = 3000;
+  let draftAsked = null;  // {study, seq, until}
+  window.rrgDraftAsked = (v) => {
+    poll();
+    draftAsked = {study: rrg.study, seq: rrg.seq, until: Date.now() + LEAVING_MAX_MS};
+    return v;
+  };
+  const keepTyped = () => {
+    if (!draftAsked) return;
+    if (Date.now() > draftAsked.until || rrg.study !== draftAsked.study) { draftAsked = null; return; }
+    if (rrg.seq === draftAsked.seq) return;  // nothing typed since it left: the server saw it all
+    const kept = [];
+    for (const s of NAMES) {
+      const t = rrg.typed[s], el = box(s);
+      if (!t || !el || el.value === t.value) continue;
+      el.value = t.value;
+      el.setSelectionRange(t.start, t.end);
+      el.dispatchEvent(new Event('input', {bubbles: true}));
+      kept.push(s);
+    }
+    if (kept.length) {
+      setNote('The draft came in as you typed: your text is kept, the draft is beside it ' +
+              '(Model draft).');
+    }
+  };
+  window.rrgDraftLanded = () => {
+    if (!draftAsked) return;
+    draftAsked.until = Date.now() + DRAFT_DRAWN_MS;
+    const watch = () => { keepTyped(); if (draftAsked) requestAnimationFrame(watch); };
+    requestAnimationFrame(watch);
+  };
+  // a reader's click (Take theirs, Revert, Use draft...) may replace the text on purpose
+  document.addEventListener('click', (e) => {
+    if (e.isTrusted && e.target.closest && e.target.closest('button')) draftAsked = null;
+  }, true);
+  // before a key changes a box: a text the draft replaced a moment ago comes back first
+  document.addEventListener('beforeinput', (e) => {
+    if (e.target.closest && e.target.closest('#edit-findings, #edit-impression')) keepTyped();
+  }, true);
+
   document.addEventListener('input', (e) => {
     const owner = e.target.closest && e.target.closest('#edit-findings, #edit-impression');
     if (!owner) return;
@@ -334,6 +382,8 @@ window.rrgLogout = () => {
     // paste); a restore's replayed text is not the reader's typing
     rrg.keys[section] = [was ? was[0] : now, now, 0, ((was && was[3]) || 0) + (e.isTrusted ? 1 : 0)];
     rrg.seq += 1;
+    rrg.typed[section] = {value: e.target.value, start: e.target.selectionStart,
+                          end: e.target.selectionEnd};
     rrg.typedAt = now;
     rrg.unsaved = true;
     remember();
@@ -472,7 +522,7 @@ window.rrgLogout = () => {
         if (changed && rrg.study !== null) sentAway(rrg.study, rrg.shown);
         rrg.reader = sync.reader; rrg.shown = sync.shown || {}; rrg.base = sync.base;
         if (changed) {
-          rrg.study = sync.study; rrg.keys = {}; rrg.pressed = {};
+          rrg.study = sync.study; rrg.keys = {}; rrg.pressed = {}; rrg.typed = {};
           // this tab's study, kept across its reloads (sessionStorage is per tab)
           try { sessionStorage.setItem('rrg-open', String(sync.study ?? '')); } catch (e) {}
           if (rrg.row === sync.study) rrg.rowWanted = false;  // the row chosen last is open
@@ -511,7 +561,7 @@ window.rrgLogout = () => {
   // hang on it with rrg.onPoll (marks.js redraws its highlights; it and the beat ran timers of
   // their own). Each runs on its own: one that throws stops neither the others nor the next
   // tick, and is reported as an uncaught error would be.
-  const ticks = [beat, poll];
+  const ticks = [beat, poll, keepTyped];
   rrg.onPoll = (fn) => { ticks.push(fn); };
   setInterval(() => {
     for (const fn of ticks) {
