@@ -9,7 +9,7 @@ TEMPLATE`. A test therefore still owns a database nobody else writes; nothing mu
 
 Kinds (each built from the one before it):
 - `migrated`: what `open_database` makes of a new database (the latest schema, no rows);
-- `demo`: plus the demo studies, imported by `seed_demo`;
+- `demo`: plus the demo studies, imported by `seed_demo`, and their films' preview files;
 - `drafted`: plus the local reader with the demo studies assigned and drafted by the offline
   retrieval preset (the cheapest real drafter);
 - `review_session`: the demo studies drafted by the retrieval preset and a tiny seeded
@@ -35,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from rrg_review.app.settings import Settings
 from rrg_review.db.engine import Database
+from rrg_review.db.models import Study
 
 KINDS = ("migrated", "demo", "drafted", "review_session")
 # what the PostgreSQL half of the tests sets as the pseudonym key (a server database has no
@@ -46,10 +48,21 @@ POSTGRES_KEY = "ab" * 32
 
 
 def _seed_demo(db: Database, settings: Settings) -> None:
+    """The demo seeded, and its films' preview files written, as an app leaves them after
+    its first run: each browser test's app wrote the first study's at its start (0.4 CPU-s)
+    and each other study's when the test opened it, the same files every time. The app's own
+    writer makes them (`StudyViewer.preview_file`, the path `serve` gives it)."""
     from rrg_review.app.setup import seed_demo
+    from rrg_review.app.viewer.service import StudyViewer
 
     report = seed_demo(db, settings)
     assert report is not None and not report.problems, report
+    viewer = StudyViewer(db, settings.blobs, preview_dir=settings.data_dir / "previews")
+    with db.read() as session:
+        studies = list(session.scalars(select(Study.id)))
+    for study in studies:
+        for image in viewer.open(study).images:
+            viewer.preview_file(image)
 
 
 def _review_session(db: Database, settings: Settings) -> object:
