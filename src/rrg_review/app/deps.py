@@ -73,7 +73,12 @@ LIGHT: dict[str, Any] = {"queue": False, **PRIVATE}  # light, quick events skip 
 # dim the diff; the metrics panel keeps its overlay (scoring with real weights takes seconds)
 QUIET: dict[str, Any] = {"show_progress": "hidden"}
 # browser-only steps: functions of static/page.js
-ARRIVED: dict[str, Any] = {"fn": None, "js": "() => { window.rrgArrived(); }", **PRIVATE}
+def arrived(kind: str) -> dict[str, Any]:
+    """The browser-only step after a navigation's answer: `kind` "step" (Previous/Next) or
+    "row" (a worklist row), see `rrgArrived`."""
+    return {"fn": None, "js": f"() => {{ window.rrgArrived({json.dumps(kind)}); }}", **PRIVATE}
+
+
 # after an answer that may put a draft into the boxes (see `Tab.client_js(draft=True)`)
 DRAFT_LANDED: dict[str, Any] = {"fn": None, "js": "() => { window.rrgDraftLanded(); }",
                                 **PRIVATE}

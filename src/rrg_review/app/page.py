@@ -22,7 +22,7 @@ from typing import Any
 import gradio as gr
 
 from rrg_review.app.accounts.panel import TopBar, wire_top_bar
-from rrg_review.app.deps import ARRIVED, PRIVATE, Guard, Inputs, Outputs, Reader, Services, Tab
+from rrg_review.app.deps import PRIVATE, Guard, Inputs, Outputs, Reader, Services, Tab, arrived
 from rrg_review.app.evaluation.panel import ExportPanel, MetricsPanel, wire_export, wire_metrics
 from rrg_review.app.reader_study.panel import (
     SignPanel,
@@ -431,30 +431,30 @@ class Navigation:
 
     def wire_steps(self) -> None:
         """The row click and Previous/Next. The page script holds keystrokes back from a
-        navigation's click until its answer is on screen (`ARRIVED` tells it). Of row clicks
+        navigation's click until its answer is on screen (`arrived` tells it). Of row clicks
         made while one is on its way the last one runs after it (Gradio's default ran a
         select once at a time and dropped the clicks meanwhile: on a slow link the list then
         marked another patient's row than the one shown, a new-user trial)."""
         wl, edit_in = self.page.worklist, self.page.edit_in
         studies = self.page.studies.table
-        for navigation in (
-                studies.select(self.on_select_reading, edit_in | {studies}, self.study_outs,
+        for kind, navigation in (
+                ("row", studies.select(self.on_select_reading, edit_in | {studies}, self.study_outs,
                                **PRIVATE, trigger_mode="always_last",
                                show_progress_on=self.progress_on,
                                js=self.page.tab.client_js(
                                    edit_in | {studies},
-                                   (self.page.review.findings, self.page.review.impression))),
-                wl.table.select(self.on_select, edit_in | {wl.table}, self.study_outs,
-                                **PRIVATE, trigger_mode="always_last", js=self._select_js,
-                                show_progress_on=self.progress_on),
-                wl.next_study.click(self.on_step(1), edit_in, self.study_outs,
-                                    api_name="next_study", **self.with_client,
-                                    show_progress_on=self.progress_on),
-                wl.previous_study.click(self.on_step(-1), edit_in, self.study_outs,
-                                        api_name="previous_study", **self.with_client,
-                                        show_progress_on=self.progress_on)):
+                                   (self.page.review.findings, self.page.review.impression)))),
+                ("row", wl.table.select(self.on_select, edit_in | {wl.table}, self.study_outs,
+                                        **PRIVATE, trigger_mode="always_last",
+                                        js=self._select_js, show_progress_on=self.progress_on)),
+                ("step", wl.next_study.click(self.on_step(1), edit_in, self.study_outs,
+                                             api_name="next_study", **self.with_client,
+                                             show_progress_on=self.progress_on)),
+                ("step", wl.previous_study.click(self.on_step(-1), edit_in, self.study_outs,
+                                                 api_name="previous_study", **self.with_client,
+                                                 show_progress_on=self.progress_on))):
             navigation.then(**self.metrics_step)
-            navigation.then(**ARRIVED)
+            navigation.then(**arrived(kind))
 
 
 def launch_options(nonce: str = "") -> dict[str, str]:

@@ -115,7 +115,7 @@ window.rrgLogout = () => {
   // what every text-carrying event sends along (see Client in app/review/desk.py)
   // (texts: the box values this request carries, noted before it leaves the page)
   window.rrgClient = (texts, gathered) => {
-    poll();  // the study in the boxes now, not as of the last 200 ms tick
+    readSync();  // the study in the boxes now, not as of the last 200 ms tick
     const study = gatheredStudy(gathered);
     if (study !== undefined && study !== rrg.study) {
       // values not yet drawn: this page has seen no keystroke in them (nothing typed to report)
@@ -226,7 +226,7 @@ window.rrgLogout = () => {
     leaving = {from: rrg.study, until: Date.now() + LEAVING_MAX_MS};
     stepFrom = rrg.study;
     document.body.classList.add('rrg-leaving');
-    const watch = () => { if (!leaving) return; poll(); requestAnimationFrame(watch); };
+    const watch = () => { if (!leaving) return; readSync(); requestAnimationFrame(watch); };
     requestAnimationFrame(watch);
   };
   const stopLeaving = () => { leaving = null; document.body.classList.remove('rrg-leaving'); };
@@ -248,7 +248,7 @@ window.rrgLogout = () => {
   const STEP_DRAWN_MS = 3000, STEP_LOOK_MS = 50;
   const nextStep = (tries = 0) => {
     if (!steps.length) return;
-    poll();
+    readSync();
     if (rrg.study === stepFrom) {
       if (tries * STEP_LOOK_MS < STEP_DRAWN_MS) setTimeout(() => nextStep(tries + 1), STEP_LOOK_MS);
       else steps.length = 0;
@@ -258,10 +258,18 @@ window.rrgLogout = () => {
     replaying = true;
     try { click(id); } finally { replaying = false; }
   };
-  window.rrgArrived = () => {
-    poll(); stopLeaving();
-    steppingUntil = 0;
-    setTimeout(nextStep, 0);  // (after Gradio has closed the answered step)
+  // kind: 'step' (Previous/Next) or 'row'. A row's answer that lands while a step is on its
+  // way ends nothing: the row's select (a click on the open study's row only saves) was
+  // answered after the first of three quick Alt+N had gone, and ended that step's hold; the
+  // second Alt+N then went out at once, and Gradio dropped it (2 of 12 tries beside two busy
+  // processes went two studies on)
+  window.rrgArrived = (kind) => {
+    poll();
+    if (kind === 'step' || Date.now() >= steppingUntil) {
+      stopLeaving();
+      steppingUntil = 0;
+      setTimeout(nextStep, 0);  // (after Gradio has closed the answered step)
+    }
     if (window.rrgOpenWanted) requestAnimationFrame(window.rrgOpenWanted);
   };
   const settled = () => {
@@ -313,7 +321,7 @@ window.rrgLogout = () => {
   document.addEventListener('beforeinput', (e) => {
     if (!leaving || !e.target.closest || !e.target.closest('#edit-findings, #edit-impression'))
       return;
-    poll();
+    readSync();
     if (leaving) e.preventDefault();
   }, true);
 
@@ -328,7 +336,7 @@ window.rrgLogout = () => {
   const DRAFT_DRAWN_MS = 3000;
   let draftAsked = null;  // {study, seq, until}
   window.rrgDraftAsked = (v) => {
-    poll();
+    readSync();
     draftAsked = {study: rrg.study, seq: rrg.seq, until: Date.now() + LEAVING_MAX_MS};
     return v;
   };
@@ -356,9 +364,12 @@ window.rrgLogout = () => {
     const watch = () => { keepTyped(); if (draftAsked) requestAnimationFrame(watch); };
     requestAnimationFrame(watch);
   };
-  // a reader's click (Take theirs, Revert, Use draft...) may replace the text on purpose
+  // the buttons whose answer replaces the boxes' text on the reader's word (a Save pressed
+  // meanwhile keeps the guard: what it stores is the typed text)
+  const REPLACING = '#take-theirs, #keep-mine, #use-draft, #revert, #revert-confirm, #accept, ' +
+                    '#accept-confirm, #draft-button';
   document.addEventListener('click', (e) => {
-    if (e.isTrusted && e.target.closest && e.target.closest('button')) draftAsked = null;
+    if (e.isTrusted && e.target.closest && e.target.closest(REPLACING)) draftAsked = null;
   }, true);
   // before a key changes a box: a text the draft replaced a moment ago comes back first
   document.addEventListener('beforeinput', (e) => {
@@ -368,7 +379,7 @@ window.rrgLogout = () => {
   document.addEventListener('input', (e) => {
     const owner = e.target.closest && e.target.closest('#edit-findings, #edit-impression');
     if (!owner) return;
-    poll();  // a study change not yet seen: its keystrokes belong to the new study
+    readSync();  // a study change not yet seen: its keystrokes belong to the new study
     // typing here is what the stray-keys note asked for: it has done its work (it stayed on
     // screen over the reader's typing until the next study: a new-user trial)
     if (noteIs(STRAY_NOTE)) setNote('');
@@ -512,7 +523,9 @@ window.rrgLogout = () => {
     const f = box('findings'), i = box('impression');
     return !!f && !!i && same(f.value, shown.findings) && same(i.value, shown.impression);
   };
-  const poll = () => {
+  // what the server last drew: the study, its shown texts, and what the page does when they
+  // change (cheap: called on every keystroke and, while a study is on its way, every frame)
+  const readSync = () => {
     const raw = $('#sync textarea');
     if (raw && raw.value) {
       let sync = null;
@@ -550,6 +563,10 @@ window.rrgLogout = () => {
       }
     }
     settled();
+  };
+  // readSync, and the page's upkeep (the 200 ms tick, an answer's arrival)
+  const poll = () => {
+    readSync();
     chaseRow();
     markOpenRow();
     applyTheme();
