@@ -72,10 +72,11 @@ LIGHT: dict[str, Any] = {"queue": False, **PRIVATE}  # light, quick events skip 
 # arriving after the page opened) shows no progress overlay: on every keystroke it would
 # dim the diff; the metrics panel keeps its overlay (scoring with real weights takes seconds)
 QUIET: dict[str, Any] = {"show_progress": "hidden"}
-# browser-only steps: functions of static/page.js
+
+
 def arrived(kind: str) -> dict[str, Any]:
-    """The browser-only step after a navigation's answer: `kind` "step" (Previous/Next) or
-    "row" (a worklist row), see `rrgArrived`."""
+    """The browser-only step (a function of static/page.js, no request) after a navigation's
+    answer: `kind` "step" (Previous/Next) or "row" (a worklist row), see `rrgArrived`."""
     return {"fn": None, "js": f"() => {{ window.rrgArrived({json.dumps(kind)}); }}", **PRIVATE}
 
 

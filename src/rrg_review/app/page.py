@@ -438,12 +438,12 @@ class Navigation:
         wl, edit_in = self.page.worklist, self.page.edit_in
         studies = self.page.studies.table
         for kind, navigation in (
-                ("row", studies.select(self.on_select_reading, edit_in | {studies}, self.study_outs,
-                               **PRIVATE, trigger_mode="always_last",
-                               show_progress_on=self.progress_on,
-                               js=self.page.tab.client_js(
-                                   edit_in | {studies},
-                                   (self.page.review.findings, self.page.review.impression)))),
+                ("row", studies.select(
+                    self.on_select_reading, edit_in | {studies}, self.study_outs, **PRIVATE,
+                    trigger_mode="always_last", show_progress_on=self.progress_on,
+                    js=self.page.tab.client_js(
+                        edit_in | {studies},
+                        (self.page.review.findings, self.page.review.impression)))),
                 ("row", wl.table.select(self.on_select, edit_in | {wl.table}, self.study_outs,
                                         **PRIVATE, trigger_mode="always_last",
                                         js=self._select_js, show_progress_on=self.progress_on)),
