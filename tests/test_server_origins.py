@@ -335,7 +335,11 @@ def _slow_down_is_shown(page) -> None:
         try:
             page.get_by_text("Slow down").first.wait_for(timeout=10_000)
             return
-        except PlaywrightTimeout:  # the queue drained before the click: again
+        except PlaywrightTimeout:  # the queue drained before the click: again, once the
+            # step it sent has landed (the page holds a Next pressed while one is on its way,
+            # so the next flood's click would never be sent: three floods, no notice, in CI)
+            page.wait_for_function("() => !document.body.classList.contains('rrg-leaving')",
+                                   timeout=120_000)
             continue
     raise AssertionError("no 'Slow down' notice on the page")
 
