@@ -33,6 +33,7 @@ from rrg_review.app.review.service import ReviewError, ReviewService
 from rrg_review.app.setup import seed_demo
 from rrg_review.app.viewer.service import StudyViewer
 from rrg_review.app.worklist.service import WorklistService
+from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.db.models import AuditEvent, Image, Study
 from rrg_review.db.store import pseudonym
 from rrg_review.metrics.bleu import Bleu4
@@ -418,12 +419,37 @@ def test_regenerate_keeps_the_readers_text(desk):
     session, texts = opened(d, reader, ids[0])
     mine = {**texts, "findings": "My own findings."}
     d.leave(session, mine, typed(ids[0], "findings"), now=1.0)
-    drafts, boxes = d.refresh_drafts(session, mine)
-    assert boxes is None and drafts  # the reader's text stays; the draft goes beside it
+    came = d.refresh_drafts(session, mine)
+    # the reader's findings stay (the draft goes beside them); the impression they left as
+    # drafted takes the new draft
+    assert came.new and came.fresh == {"impression": d.draft_texts(session)["impression"]}
+    assert came.own == {"findings"}
     assert d.review.current(reader, ids[0])["findings"].text == "My own findings."
     fresh, untouched = opened(d, reader, ids[1])
-    _, boxes = d.refresh_drafts(fresh, untouched)
-    assert boxes == d.draft_texts(fresh)
+    assert d.refresh_drafts(fresh, untouched).fresh == d.draft_texts(fresh)
+
+
+def test_a_draft_arriving_after_the_reader_saved_one_box_fills_the_other(desk):
+    """CI under load: a reader wrote the impression of a study whose draft was on its way
+    and it was autosaved before the draft came; the draft then went only beside the boxes,
+    and the findings box the reader had not touched stayed empty. Per box now."""
+    d, reader, ids = desk
+    session, _ = opened(d, reader, ids[2])
+    draft = d.draft_texts(session)
+    session.drafts, session.shown = {}, dict.fromkeys(SECTIONS, "")  # opened undrafted
+    empty = {"findings": "", "impression": ""}
+    mine = {**empty, "impression": "Typed while the model ran."}
+    d.leave(session, mine, typed(ids[2], "impression"), now=1.0)  # (an autosave)
+    # the request gathered the boxes before the reader typed: both empty
+    came = d.refresh_drafts(session, empty)
+    assert came.fresh == {"findings": draft["findings"]} and came.own == {"impression"}
+    assert d.review.current(reader, ids[2])["impression"].text == "Typed while the model ran."
+    assert "findings" not in d.review.current(reader, ids[2])
+    # nothing of the reader's anywhere: both boxes take it
+    other, _ = opened(d, reader, ids[3])
+    other.drafts, other.shown = {}, dict.fromkeys(SECTIONS, "")
+    came = d.refresh_drafts(other, empty)
+    assert came.fresh == d.draft_texts(other) and all(came.fresh.values()) and not came.own
 
 
 def test_client_report_parsing_never_raises():
@@ -667,16 +693,16 @@ def test_a_page_load_opens_at_once_and_its_draft_follows(db, settings):
             assert asyncio.run(room()) == [study] * 200
             assert not drafting.latest(study, "retrieval")
         assert asyncio.run(d.await_draft(session, timeout=120)) == study
-        drafts, fresh = d.refresh_drafts(session, texts)
-        assert fresh is not None and fresh["findings"] == drafts["findings"].text != ""
+        came = d.refresh_drafts(session, texts)
+        assert came.fresh["findings"] == came.drafts["findings"].text != ""
         assert d.status_line(session).startswith("Showing the draft")
         # a study with a draft: nothing to wait for
         assert asyncio.run(d.await_draft(session)) is None
 
         assert asyncio.run(d.await_draft(other, timeout=120)) == after
         typed_texts = {**other_texts, "impression": "Mine, typed while the model ran."}
-        drafts, fresh = d.refresh_drafts(other, typed_texts)
-        assert drafts and fresh is None
+        came = d.refresh_drafts(other, typed_texts)
+        assert came.drafts and "impression" not in came.fresh and came.own == {"impression"}
     finally:
         pre.stop()
 
@@ -736,8 +762,8 @@ def test_studies_imported_while_running_are_drafted_the_one_opened_first(drafted
             other, _ = opened(d, reader, new[0])
             assert d.status_line(other).startswith("Drafting this study")
         assert asyncio.run(d.await_draft(session, timeout=120)) == new[1]
-        drafts, fresh = d.refresh_drafts(session, texts)
-        assert fresh is not None and fresh["findings"] == drafts["findings"].text != ""
+        came = d.refresh_drafts(session, texts)
+        assert came.fresh["findings"] == came.drafts["findings"].text != ""
         assert d.status_line(session).startswith("Showing the draft")
         assert pre.wait_idle(120)
         assert drafting.pending(new, "retrieval") == []  # the ones above it too
@@ -760,8 +786,8 @@ def test_a_draft_done_before_the_page_asks_still_reaches_the_boxes(drafted_db, s
         assert d.awaits_draft(session)
         assert d.status_line(session).startswith("Drafting this study")
         assert asyncio.run(d.await_draft(session, timeout=5)) == new[0]
-        drafts, fresh = d.refresh_drafts(session, texts)
-        assert fresh is not None and fresh["findings"] == drafts["findings"].text != ""
+        came = d.refresh_drafts(session, texts)
+        assert came.fresh["findings"] == came.drafts["findings"].text != ""
         assert not d.awaits_draft(session)
         assert d.status_line(session).startswith("Showing the draft")
     finally:

@@ -220,6 +220,22 @@ class Saved:
 
 
 @dataclass(frozen=True)
+class DraftsIn:
+    """New drafts of the open study and where they went: `fresh`, the boxes that take the
+    new draft (section -> text); `own`, the sections whose text is the reader's (kept, the new
+    draft beside it)."""
+
+    drafts: dict[str, StoredDraft]
+    fresh: dict[str, str]
+    own: frozenset[str]
+
+    @property
+    def new(self) -> bool:
+        """Whether any section has a new draft (a failed one offers none)."""
+        return any(d.error is None and d.text for d in self.drafts.values())
+
+
+@dataclass(frozen=True)
 class Accepted:
     message: str
     needs_confirm: bool = False
@@ -979,12 +995,6 @@ class Desk:
         """The draft's text per section ('' without one): Revert / Use the new draft."""
         return {s: session.drafts.get(s, (0, ""))[1] for s in SECTIONS}
 
-    def has_own_text(self, session: Session, texts: dict[str, str]) -> bool:
-        """Whether the reader's text (saved or on screen) differs from the draft."""
-        drafts = self.draft_texts(session)
-        return any(n is not None for n in session.base.values()) or any(
-            (texts.get(s) or "") != drafts[s] for s in SECTIONS)
-
     def own_sections(self, session: Session, texts: dict[str, str]) -> list[str]:
         """The sections whose text is the reader's own, on screen or saved (it differs from
         the draft): what Accept and Revert would replace, and so ask about first."""
@@ -1072,23 +1082,26 @@ class Desk:
         return True, f"Rated (#{r.number}, {r.created_at:%H:%M}): study done."
 
     # -- drafting -------------------------------------------------------------------------
-    def refresh_drafts(self, session: Session, texts: dict[str, str]) -> tuple[
-            dict[str, StoredDraft], dict[str, str] | None]:
-        """After drafting on request: the new drafts become what edits are compared with.
-        Returns the drafts and the boxes' new texts: the new draft where the reader had no text
-        of their own, None where their text stays (the new draft is shown beside it)."""
-        own = self.has_own_text(session, texts)
+    def refresh_drafts(self, session: Session, texts: dict[str, str]) -> DraftsIn:
+        """After drafting on request or on arrival: the new drafts become what edits are
+        compared with. The new draft goes into each box where the reader has no text of their
+        own (none saved, and the box as gathered holds the old draft or nothing); a box with
+        their text keeps it, the new draft beside it. Judged per section: a reader who wrote
+        the impression while the model ran (and had it autosaved) got an empty findings box
+        too, the draft only beside it (CI under load)."""
         if session.reading is not None:  # a reading shows its arm's draft, never the app's
-            return {}, None
+            return DraftsIn({}, {}, frozenset())
+        old = self.draft_texts(session)
+        own = frozenset(s for s in SECTIONS if session.base.get(s) is not None
+                        or (texts.get(s) or "") != old[s])
         drafts = (self.drafting.latest(session.study, self.preset)
                   if self.drafting and session.study is not None else {})
         session.drafts = {s: (d.id, d.text) for s, d in drafts.items()
                           if d.error is None and d.text}
-        if own:
-            return drafts, None
-        fresh = self.draft_texts(session)
-        session.shown = dict(fresh)
-        return drafts, fresh
+        new = self.draft_texts(session)
+        fresh = {s: new[s] for s in SECTIONS if s not in own and new[s]}
+        session.shown.update(fresh)
+        return DraftsIn(drafts, fresh, own)
 
     # -- window / level -------------------------------------------------------------------
     def window_preset(self, image_id: int, choice: str) -> tuple[float, float]:

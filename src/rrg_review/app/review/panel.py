@@ -640,28 +640,32 @@ def _wire_accept_and_rate(w: Wiring) -> None:
 
 def _drafts_arrived(w: Wiring, r: Reader, d: Inputs) -> Outputs:
     """New drafts, with the boxes as they are now (the reader may have typed while the model
-    ran): the draft goes into the boxes only if they hold no text of the reader's own;
-    otherwise it stays beside them."""
+    ran): the draft goes into each box that holds no text of the reader's own; beside the
+    others (`Desk.refresh_drafts`). Only the boxes that take it are sent."""
     p, desk, tab, session = w.editor.panel, w.desk, w.guard.tab, r.session
     texts = p.texts_of(d)
-    drafts, fresh = desk.refresh_drafts(session, texts)
-    shown = desk.draft_texts(session)
-    out = {tab.state: session, p.model_line: desk.model_note(drafts),
+    came = desk.refresh_drafts(session, texts)
+    fresh, shown = came.fresh, desk.draft_texts(session)
+    out = {tab.state: session, p.model_line: desk.model_note(came.drafts),
            p.new_findings: shown["findings"], p.new_impression: shown["impression"],
-           p.draft_button: gr.update(value="Regenerate" if drafts else "Draft"),
-           tab.sync: sync_json(r.name, session), **w.rows(r.id, d)}
-    failed = desk.draft_errors(drafts)
+           p.draft_button: gr.update(value="Regenerate" if came.drafts else "Draft"),
+           tab.sync: sync_json(r.name, session), p.diff: diff_of(shown, {**texts, **fresh}),
+           **w.rows(r.id, d)}
+    out.update({p.findings: fresh["findings"]} if "findings" in fresh else {})
+    out.update({p.impression: fresh["impression"]} if "impression" in fresh else {})
+    failed = desk.draft_errors(came.drafts)
     if failed:
         out[p.draft_error] = failed
-    if fresh is not None:
-        out.update({**p.boxes(fresh), p.diff: diff_of(shown, fresh),
-                    p.save_status: desk.status_line(session)})
-    else:  # a failed draft offers no new draft (it said both: a fourth new-user trial)
-        new = any(d.error is None and d.text for d in drafts.values())
-        out.update({p.diff: diff_of(shown, texts),
-                    p.save_status: "The new draft is beside your text (Model draft); your "
-                                   "text is kept." if new or not failed else
-                                   "No new draft; your text is kept."})
+    kept = " and ".join(s for s in SECTIONS if s in came.own)
+    if fresh and kept:
+        out[p.save_status] = (f"The draft is in the {' and '.join(fresh)} box; your {kept} "
+                              "is kept, the new draft beside it (Model draft).")
+    elif came.new and kept:
+        out[p.save_status] = "The new draft is beside your text (Model draft); your text is kept."
+    elif kept:  # a failed draft offers no new draft (it said both: a fourth new-user trial)
+        out[p.save_status] = "No new draft; your text is kept."
+    else:
+        out[p.save_status] = desk.status_line(session)
     return out
 
 
