@@ -283,19 +283,27 @@ def test_an_open_page_left_alone_draws_a_few_frames_a_second(browser, app):
     assert len(last_second) <= 6, f"{len(last_second)} frames in the loop's 4th second"
     # Gradio's loops on the page, which keep their own copy of requestAnimationFrame (the
     # loader's has had its first 120 frames by now): a few callbacks a second, not 60 or more.
-    # Left alone: the page load's follow-up (the metrics panel) answered too. A pending event
-    # animates its status tracker at full rate for its first 120 frames; beside two busy
-    # processes the metrics took seconds, and their tracker's frames fell in the 3 s counted
-    # (192 callbacks)
+    # Left alone: the page load's follow-up (the metrics panel) answered. An event still
+    # pending animates its status tracker at full rate for its first 120 frames (the guard's
+    # allowance), and under load every tab's autosave tick (each 4 s) stays pending a second
+    # or two: beside two busy processes a 3-s count held such a burst (95, 136, 192
+    # callbacks). A loop the guard misses runs at full rate every second; a burst leaves
+    # quiet seconds: the quietest of four seconds is what is counted.
     page.wait_for_function(
         "() => { const t = document.querySelector('#metrics-notes').innerText.trim();"
         " return t.length > 0 && !t.includes('Computing'); }")
     browser.start_tracing(page=page, categories=["devtools.timeline"])
-    page.wait_for_timeout(3000)
+    page.wait_for_timeout(4000)
     trace = json.loads(browser.stop_tracing())
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    fired = sum(1 for e in events if e.get("name") == "FireAnimationFrame")
-    assert fired < 90, f"{fired} animation-frame callbacks in 3 s of an idle page"
+    timed = [e for e in events if e.get("ph") != "M" and e.get("ts")]
+    start = min(e["ts"] for e in timed)
+    seconds = [0] * 4
+    for e in timed:
+        at = int((e["ts"] - start) // 1_000_000)
+        if e.get("name") == "FireAnimationFrame" and at < len(seconds):
+            seconds[at] += 1
+    assert min(seconds) < 30, f"animation-frame callbacks in each second of an idle page: {seconds}"
 
 
 def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
