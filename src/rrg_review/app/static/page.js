@@ -36,6 +36,17 @@ window.rrgLogout = () => {
   const SECTIONS = {'edit-findings': 'findings', 'edit-impression': 'impression'};
   const $ = (sel) => document.querySelector(sel);
   const box = (section) => $('#edit-' + section + ' textarea');
+  // a box given text in the reader's stead (a restore, typing put back over a draft): an
+  // input event, so the page and Gradio take it as typed (it is autosaved on top); `caret`
+  // ({start, end}) puts the cursor back where it was. Whether the box changed.
+  const setBox = (section, value, caret) => {
+    const el = box(section);
+    if (!el || el.value === value) return false;
+    el.value = value;
+    if (caret) el.setSelectionRange(caret.start, caret.end);
+    el.dispatchEvent(new Event('input', {bubbles: true}));
+    return true;
+  };
   const click = (id) => { const el = document.getElementById(id); if (el) el.click(); };
   // Unsaved text is kept per tab: two tabs of one browser on one study must never remove or
   // overwrite each other's entry (a tab with nothing unsaved used to delete the study's one
@@ -213,6 +224,12 @@ window.rrgLogout = () => {
   const STRAY_MS = 1000;
   const STRAY_NOTE = 'Keys typed after leaving the last study were not typed into this one: ' +
                      'click in a box (or Alt+F) to type here.';
+  // `step` on every animation frame for as long as it says to go on (a watch that must see
+  // a change the frame it is drawn: a study landing, a draft landing over typing)
+  const everyFrame = (step) => {
+    const go = () => { if (step()) requestAnimationFrame(go); };
+    requestAnimationFrame(go);
+  };
   const startLeaving = () => {
     if (rrg.study === null) return;
     // the cursor leaves the box with the study: keys typed on (a sentence finished after
@@ -226,8 +243,7 @@ window.rrgLogout = () => {
     leaving = {from: rrg.study, until: Date.now() + LEAVING_MAX_MS};
     stepFrom = rrg.study;
     document.body.classList.add('rrg-leaving');
-    const watch = () => { if (!leaving) return; readSync(); requestAnimationFrame(watch); };
-    requestAnimationFrame(watch);
+    everyFrame(() => { if (leaving) readSync(); return !!leaving; });
   };
   const stopLeaving = () => { leaving = null; document.body.classList.remove('rrg-leaving'); };
   window.rrgLeaving = () => !!leaving;  // (viewer.js: a film click then waits for the study)
@@ -344,15 +360,7 @@ window.rrgLogout = () => {
     if (!draftAsked) return;
     if (Date.now() > draftAsked.until || rrg.study !== draftAsked.study) { draftAsked = null; return; }
     if (rrg.seq === draftAsked.seq) return;  // nothing typed since it left: the server saw it all
-    const kept = [];
-    for (const s of NAMES) {
-      const t = rrg.typed[s], el = box(s);
-      if (!t || !el || el.value === t.value) continue;
-      el.value = t.value;
-      el.setSelectionRange(t.start, t.end);
-      el.dispatchEvent(new Event('input', {bubbles: true}));
-      kept.push(s);
-    }
+    const kept = NAMES.filter((s) => rrg.typed[s] && setBox(s, rrg.typed[s].value, rrg.typed[s]));
     if (kept.length) {
       setNote('The draft came in as you typed: your text is kept, the draft is beside it ' +
               '(Model draft).');
@@ -361,8 +369,7 @@ window.rrgLogout = () => {
   window.rrgDraftLanded = () => {
     if (!draftAsked) return;
     draftAsked.until = Date.now() + DRAFT_DRAWN_MS;
-    const watch = () => { keepTyped(); if (draftAsked) requestAnimationFrame(watch); };
-    requestAnimationFrame(watch);
+    everyFrame(() => { keepTyped(); return !!draftAsked; });
   };
   // the buttons whose answer replaces the boxes' text on the reader's word (a Save pressed
   // meanwhile keeps the guard: what it stores is the typed text)
@@ -469,14 +476,7 @@ window.rrgLogout = () => {
     }
   };
   const noteIs = (text) => $('#restore-note .rrg-restore')?.textContent === text;
-  const putBack = (entry, sections) => {
-    for (const s of sections) {
-      const el = box(s);
-      if (!el || el.value === entry[s]) continue;
-      el.value = entry[s];
-      el.dispatchEvent(new Event('input', {bubbles: true}));  // typed: autosaved on top
-    }
-  };
+  const putBack = (entry, sections) => { for (const s of sections) setBox(s, entry[s]); };
   const restore = (entry, sync) => {
     if (!entry) return;
     const shown = sync.shown || {}, base = sync.base || {};
