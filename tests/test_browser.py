@@ -221,7 +221,7 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path, database_templa
         wait_text(page, "rate-status", "I checked the suggested counts")
         page.locator("#rexval-checked input").check()
         page.locator("#rate").click()
-        wait_text(page, "rate-status", "Rated (#1")
+        wait_text(page, "rate-status", "Rated 3/5 at")
         # the metrics panel shows draft/final/reference comparisons
         panel = page.locator("#metrics-panel")
         panel.get_by_text("final vs reference").first.wait_for()

@@ -74,6 +74,7 @@ def test_open_shows_the_draft_then_the_readers_own_text(desk):
     draft = first.drafts["findings"].text
     assert first.texts["findings"] == draft and first.status.startswith("Showing the draft")
     assert "Offline default (retrieval)" in first.model_note
+    assert "revision" not in first.model_note  # (no hub revision: none named)
     # (untouched: said as when it was opened)
     assert d.save(session, first.texts, typed(ids[0])).message == first.status
     assert d.review.timing(reader, ids[0]) == {}
@@ -369,7 +370,7 @@ def test_rating_needs_a_likert_and_whole_counts(desk):
     ok, msg = d.rate(session, 4, False, {"wrong_severity": {"significant": 1.5}}, "c")
     assert not ok and "whole number" in msg
     ok, msg = d.rate(session, 4, False, {"wrong_severity": {"significant": 1}}, "c")
-    assert ok and msg.startswith("Rated (#1") and d.review.status(reader, ids[0]) == "done"
+    assert ok and msg.startswith("Rated 4/5 at") and d.review.status(reader, ids[0]) == "done"
 
 
 def test_acceptable_without_changes_is_refused_once_the_text_differs_from_the_draft(desk):

@@ -792,9 +792,9 @@ def test_status_accept_and_rating_mean_what_they_say(browser, app):
     page.locator("#film-head").click()
     page.keyboard.press("Digit4")
     page.locator("#rate").click()
-    wait_text(page, "rate-status", "Rated (#2")
+    wait_text(page, "rate-status", "Rated 4/5 at")  # (its score, not "#2" after the Accept)
     # and the status line above no longer asks for the score (a new-user trial)
-    wait_text(page, "save-status", "Rated (#2")
+    wait_text(page, "save-status", "Rated 4/5 at")
     assert "Now give an overall score" not in page.locator("#save-status").inner_text()
     assert app.query("SELECT likert, acceptable FROM rating ORDER BY number DESC LIMIT 1"
                      ) == [(4, 1)]

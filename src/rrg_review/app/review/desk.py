@@ -276,9 +276,13 @@ def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingSe
                 n = sum(int(v) for v in removed.values())
                 extra += (f" · {n} sentence{'s' if n != 1 else ''} "
                           + what.format("were" if n != 1 else "was"))
-        seconds = f"{d.seconds:.2f} s" if d.seconds is not None else "—"
-        line += (f"<br>`{esc(d.model_id)}` · revision `{esc(str(d.revision or '—'))}` · "
-                 f"{esc(str(d.device or '?'))}/{esc(str(d.dtype or '?'))} · {seconds}{extra}")
+        # (a model from a folder or the retrieval default has no hub revision: none is named;
+        # "revision —" read as if the reader's revision were missing: a new-user trial)
+        parts = [f"`{esc(d.model_id)}`",
+                 *([f"revision `{esc(str(d.revision))}`"] if d.revision else []),
+                 f"{esc(str(d.device or '?'))}/{esc(str(d.dtype or '?'))}",
+                 f"{d.seconds:.2f} s" if d.seconds is not None else "—"]
+        line += "<br>" + " · ".join(parts) + extra
     return line
 
 
@@ -1079,7 +1083,9 @@ class Desk:
                                  suggested=suggested.counts() if suggested is not None else None)
         except (ReviewError, DatabaseBusy) as exc:
             return False, f"⚠ Not rated: {html.escape(str(exc))}"
-        return True, f"Rated (#{r.number}, {r.created_at:%H:%M}): study done."
+        # the score, not the rating's number: an Accept stores a score-less rating first, so
+        # the reader's one score read "#2" (a new-user trial)
+        return True, f"Rated {r.likert}/5 at {r.created_at:%H:%M}: study done."
 
     # -- drafting -------------------------------------------------------------------------
     def refresh_drafts(self, session: Session, texts: dict[str, str]) -> DraftsIn:

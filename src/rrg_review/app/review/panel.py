@@ -244,7 +244,7 @@ def rating_line(r: RatingView | None) -> str:
     if r is None:
         return ""
     if r.likert is not None:
-        return f"Rated (#{r.number}, {r.created_at:%H:%M})."
+        return f"Rated {r.likert}/5 at {r.created_at:%H:%M}."
     return "Accepted without changes; no score yet." if r.acceptable else WITHDRAWN
 
 
