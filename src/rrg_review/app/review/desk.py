@@ -1094,7 +1094,11 @@ class Desk:
         own (none saved, and the box as gathered holds the old draft or nothing); a box with
         their text keeps it, the new draft beside it. Judged per section: a reader who wrote
         the impression while the model ran (and had it autosaved) got an empty findings box
-        too, the draft only beside it (CI under load)."""
+        too, the draft only beside it (CI under load).
+
+        Not `own_sections`' rule: there a saved revision equal to the draft is not the
+        reader's (Accept and Revert would replace nothing); here every saved revision is (an
+        accepted draft is the reader's report, which a new draft never replaces unasked)."""
         if session.reading is not None:  # a reading shows its arm's draft, never the app's
             return DraftsIn({}, {}, frozenset())
         old = self.draft_texts(session)
