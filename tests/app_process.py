@@ -51,6 +51,8 @@ PRELOAD = [
     "uvicorn", "uvicorn.protocols.http.h11_impl", "uvicorn.lifespan.on",
     "anyio._backends._asyncio",
 ]
+# imported after everything else the fork server imports: freezes its heap (see the module)
+FREEZE = "tests.frozen_heap"
 # the environment the fork server imports under: what the apps of the tests are started with
 # (huggingface_hub reads HF_HUB_OFFLINE when imported; a server draws with agg)
 IMPORT_ENV = {"HF_HUB_OFFLINE": "1", "MPLBACKEND": "agg"}
@@ -128,7 +130,7 @@ def run_module(module: str, argv: list[str], environ: Mapping[str, str], cwd: Pa
     seconds, then exit code -9). `preload`: modules the server imports beyond the apps' when
     this call starts it."""
     if preload:
-        _CONTEXT.set_forkserver_preload([*PRELOAD, *preload])
+        _CONTEXT.set_forkserver_preload([*PRELOAD, *preload, FREEZE])
     with tempfile.TemporaryDirectory(prefix="run-module-") as folder:
         out, err = os.path.join(folder, "out"), os.path.join(folder, "err")
         process = _CONTEXT.Process(target=run_module_main, name=module, daemon=False,
@@ -191,7 +193,7 @@ def _environment(values: Mapping[str, str]) -> Iterator[None]:
 
 
 _CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(PRELOAD)
+_CONTEXT.set_forkserver_preload([*PRELOAD, FREEZE])
 
 
 def start_app(argv: list[str], log: Path, environ: Mapping[str, str], cwd: Path) -> AppProcess:

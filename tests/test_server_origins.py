@@ -346,14 +346,19 @@ def _slow_down_is_shown(page) -> None:
     on the page. A click whose event was accepted (a slot came free) is a step on its way,
     and the page holds the next click until it lands; under a flood it did not land in 30 s
     (beside four busy processes: 141 of 4,740 joins accepted in 60 s, the page 'leaving' for
-    157 of 158 waves): the flood stops, the step lands, and the page floods again."""
-    tries = []
+    157 of 158 waves): the flood stops, the step lands, and the page floods again.
+    Not every join is refused: the limit is a rate, not a wall."""
+    tries, every = [], []
     for _ in range(4):
         flood = page.evaluate(FLOOD_JS, 10)
         statuses = flood["statuses"]
+        every += statuses
         assert 429 in statuses, statuses
         if flood["shown"]:
             page.get_by_text("Slow down").first.wait_for()
+            # a limit, not a wall: some of his joins were taken (in one flood or another;
+            # under load a single 10-s flood may see every join refused)
+            assert 200 in every, f"all {len(every)} joins refused"
             return
         tries.append(f"{len(statuses)} joins, {statuses.count(200)} accepted: {flood['seen']}")
         page.wait_for_function("() => !document.body.classList.contains('rrg-leaving')",
