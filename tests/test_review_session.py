@@ -1021,6 +1021,21 @@ def test_reading_room_layout(browser, app, width, height):
       return {cut: cells.filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText),
               right: t.getBoundingClientRect().right, col: col.right, n: cells.length}; }""")
     assert cut["n"] >= 4 and not cut["cut"] and cut["right"] <= cut["col"] + 1, cut
+    # so are the study's metrics: every column inside the panel (at 1366 px rougeL lay
+    # beyond its edge, to be scrolled to), no cell cut
+    page.wait_for_function("() => document.querySelector('#metrics-panel')?.innerText"
+                           ".includes('rougeL')")
+    metrics = page.evaluate("""() => {
+      const panel = document.querySelector('#metrics-panel');
+      const t = panel.querySelector('table'), edge = panel.getBoundingClientRect().right;
+      const heads = [...t.querySelectorAll('th')].filter(c => c.offsetParent);
+      const cells = [...t.querySelectorAll('th .cell-wrap, td .cell-wrap')]
+        .filter(c => c.offsetParent);
+      return {outside: heads.filter(h => h.getBoundingClientRect().right > edge + 1)
+                            .map(h => h.innerText),
+              cut: cells.filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText),
+              n: heads.length}; }""")
+    assert metrics["n"] >= 4 and not metrics["outside"] and not metrics["cut"], metrics
     # the word diff breaks lines between words only ("co ntours" at 2560: issue #21, defect 9)
     box(page, "findings").click()
     page.keyboard.press("Control+End")
