@@ -367,6 +367,51 @@ def test_a_rows_late_answer_ends_no_step_on_its_way(browser, app):
     gate.remove()
 
 
+def test_a_click_on_the_open_row_handled_after_a_step_never_takes_the_reader_back(browser,
+                                                                                  app):
+    """Beside two busy processes three quick Alt+N left the page on the first study for 60 s
+    (run A of session 25: its app counted active seconds for that study only). The click on
+    the open study's own row (it only saves) and the step are two events whose handlers run
+    on threads of their own: under load the step took the tab's lock first and opened the
+    next study, then the row's select, carrying the row it was sent with, opened the first
+    study again. Made certain here: the row's request is held until the step has landed."""
+    page = new_page(browser, app.url)
+    start = key_on_screen(page)
+    keys = [k for (k,) in app.query(
+        "SELECT s.study_key FROM worklist_item w JOIN study s ON s.id = w.study_id "
+        "WHERE w.status != 'done' ORDER BY s.study_key")]
+    after = [k for k in keys if k > start] + [k for k in keys if k <= start]
+    config = page.evaluate("async () => (await (await fetch('config')).json())")
+    table = next(c["id"] for c in config["components"]
+                 if c.get("props", {}).get("elem_id") == "worklist")
+    select = next(d["id"] for d in config["dependencies"] if [table, "select"] in d["targets"])
+    page.evaluate("() => { const a = window.rrgArrived; window.arrivals = [];"
+                  " window.rrgArrived = (k) => { window.arrivals.push(k); a(k); }; }")
+    gate, held = ApiGate(page), {}
+
+    def hold(route) -> bool:
+        body = route.request.post_data_json if route.request.method == "POST" else None
+        if isinstance(body, dict) and body.get("fn_index") == select and not held:
+            held["row"] = route
+            return True
+        return False
+
+    gate.rule = hold
+    page.get_by_text(start, exact=True).filter(visible=True).first.click()  # its own row
+    pump_until(page, lambda: "row" in held, "the row's request")
+    page.locator("#film-head").click()  # (out of the boxes: Alt+N from the page)
+    page.keyboard.press("Alt+n")
+    pump_until(page, lambda: key_on_screen(page) == after[0]
+               and "step" in page.evaluate("window.arrivals"), f"the step to {after[0]}")
+    gate.rule = None
+    held["row"].continue_()
+    pump_until(page, lambda: "row" in page.evaluate("window.arrivals"), "the row's answer")
+    page.wait_for_timeout(1000)
+    assert key_on_screen(page) == after[0], page.evaluate("window.arrivals")
+    assert app.query("SELECT count(*) FROM audit_event WHERE action = 'save'") == [(0,)]
+    gate.remove()
+
+
 def test_typed_text_survives_a_reload_with_no_wait(browser, app):
     page = new_page(browser, app.url)
     click_row(page, "DEMO-0003")

@@ -381,18 +381,27 @@ class Navigation:
         study = int(d[wl.table].iloc[row, 0])
         # the row clicked last, when it is on the list: a click made while another was on its
         # way runs after it (`always_last`), but with the first click's event data
-        clicked = Client.parse(d[self.page.tab.client]).row
+        client = Client.parse(d[self.page.tab.client])
+        clicked = client.row
         if clicked is not None and clicked < 0:  # a step (Next) since the last row chosen:
             study = session.study or study   # this late select stays where the step went
         elif clicked is not None and clicked in set(d[wl.table].iloc[:, 0].astype(int)):
             study = clicked
         with session.lock:
             r = self.guard.reader(session, request)
+            if study == client.study and study != session.study:
+                # a click on the row of the study open when it was made (it only saves),
+                # handled after a step had opened another: the two handlers run on threads
+                # of their own, and under load the step took the tab's lock first; this
+                # select then took the reader back (a browser run beside two busy
+                # processes). The step saved what was typed; nothing changes on screen
+                # (the tab's state alone: Gradio takes an empty dict for one output value)
+                return {self.page.tab.state: session}
             if study != session.study:
                 return self.navigate(r, d, lambda r: study)
             # the open study's own row: saving is all there is to do; reopening it would put
             # the stored text back over whatever the reader typed while the click travelled
-            texts, client = self.page.review.texts_of(d), Client.parse(d[self.page.tab.client])
+            texts = self.page.review.texts_of(d)
             saved = self.desk.leave(session, texts, client, time.monotonic())
             return self.editor.after_save(r, saved, texts, client)
 
