@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -315,6 +316,35 @@ def test_quick_steps_all_land_and_a_film_clicked_on_the_way_opens_the_next_study
                            ".querySelector('#film .current').dataset.study")
 
 
+class StepsAndRow(NamedTuple):
+    """A fresh page, the study it opened, the unfinished studies Next goes through from it
+    (round the end), and the Gradio event ids of a worklist row's select and of Next; the
+    page records each navigation answer's kind in `window.arrivals` (page.js `rrgArrived`)."""
+
+    page: Any
+    start: str
+    after: list[str]
+    select: int
+    step: int
+
+
+def steps_and_row(browser, app: App) -> StepsAndRow:
+    page = new_page(browser, app.url)
+    start = key_on_screen(page)
+    keys = [k for (k,) in app.query(
+        "SELECT s.study_key FROM worklist_item w JOIN study s ON s.id = w.study_id "
+        "WHERE w.status != 'done' ORDER BY s.study_key")]
+    config = page.evaluate("async () => (await (await fetch('config')).json())")
+    table = next(c["id"] for c in config["components"]
+                 if c.get("props", {}).get("elem_id") == "worklist")
+    page.evaluate("() => { const a = window.rrgArrived; window.arrivals = [];"
+                  " window.rrgArrived = (k) => { window.arrivals.push(k); a(k); }; }")
+    return StepsAndRow(
+        page, start, [k for k in keys if k > start] + [k for k in keys if k <= start],
+        next(d["id"] for d in config["dependencies"] if [table, "select"] in d["targets"]),
+        next(d["id"] for d in config["dependencies"] if d.get("api_name") == "next_study"))
+
+
 def test_a_rows_late_answer_ends_no_step_on_its_way(browser, app):
     """Beside two busy processes three quick Alt+N went two studies on (2 of 12 tries): the
     select of the open study's row (clicked just before: it only saves) was answered after
@@ -322,19 +352,7 @@ def test_a_rows_late_answer_ends_no_step_on_its_way(browser, app):
     went out at once and Gradio dropped it (a button's click is dropped while its last one
     has no answer). Made certain here: the row's request and the first step's are held, the
     row's answer lands while the step is on its way, then two more Alt+N."""
-    page = new_page(browser, app.url)
-    start = key_on_screen(page)
-    keys = [k for (k,) in app.query(
-        "SELECT s.study_key FROM worklist_item w JOIN study s ON s.id = w.study_id "
-        "WHERE w.status != 'done' ORDER BY s.study_key")]
-    after = [k for k in keys if k > start] + [k for k in keys if k <= start]
-    config = page.evaluate("async () => (await (await fetch('config')).json())")
-    table = next(c["id"] for c in config["components"]
-                 if c.get("props", {}).get("elem_id") == "worklist")
-    select = next(d["id"] for d in config["dependencies"] if [table, "select"] in d["targets"])
-    step = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "next_study")
-    page.evaluate("() => { const a = window.rrgArrived; window.arrivals = [];"
-                  " window.rrgArrived = (k) => { window.arrivals.push(k); a(k); }; }")
+    page, start, after, select, step = steps_and_row(browser, app)
     gate, held = ApiGate(page), {}
 
     def hold(route) -> bool:
@@ -375,18 +393,7 @@ def test_a_click_on_the_open_row_handled_after_a_step_never_takes_the_reader_bac
     on threads of their own: under load the step took the tab's lock first and opened the
     next study, then the row's select, carrying the row it was sent with, opened the first
     study again. Made certain here: the row's request is held until the step has landed."""
-    page = new_page(browser, app.url)
-    start = key_on_screen(page)
-    keys = [k for (k,) in app.query(
-        "SELECT s.study_key FROM worklist_item w JOIN study s ON s.id = w.study_id "
-        "WHERE w.status != 'done' ORDER BY s.study_key")]
-    after = [k for k in keys if k > start] + [k for k in keys if k <= start]
-    config = page.evaluate("async () => (await (await fetch('config')).json())")
-    table = next(c["id"] for c in config["components"]
-                 if c.get("props", {}).get("elem_id") == "worklist")
-    select = next(d["id"] for d in config["dependencies"] if [table, "select"] in d["targets"])
-    page.evaluate("() => { const a = window.rrgArrived; window.arrivals = [];"
-                  " window.rrgArrived = (k) => { window.arrivals.push(k); a(k); }; }")
+    page, start, after, select, _ = steps_and_row(browser, app)
     gate, held = ApiGate(page), {}
 
     def hold(route) -> bool:
