@@ -421,10 +421,45 @@ def header_study(page) -> str:
     return page.locator("#film-head").inner_text()
 
 
+# what the page knew of a row click that never opened its study (see `click_row`)
+ROW_STATE = """() => {
+  const r = window.rrg || {}, head = document.getElementById('film-head');
+  return {study: r.study, row: r.row, rowWanted: r.rowWanted, rowTries: r.rowTries || 0,
+          rowAgo_ms: r.rowAt ? Date.now() - r.rowAt : null, pending: !!r.pending,
+          leaving: !!(window.rrgLeaving && window.rrgLeaving()),
+          body: document.body.className, head: head ? head.innerText : null};
+}"""
+
+
 def click_row(page, key: str) -> None:
-    # Gradio keeps hidden copies of table cells for measuring: click the visible one.
-    page.get_by_text(key, exact=True).filter(visible=True).first.click()
-    page.locator("#film-head").get_by_text(key).wait_for()
+    """Click study `key`'s worklist row and wait until the page shows that study. A click
+    that never opens it fails with what the page sent (its queue joins: which event, with
+    what row) and what it knew of the click (a browser run beside two busy processes once
+    waited 90 s for a row whose study the server never opened, with nothing to go on)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    joins: list[str] = []
+
+    def note(request: Any) -> None:
+        if request.url.split("?", 1)[0].endswith("/queue/join"):
+            try:
+                body = json.loads(request.post_data or "{}")
+            except ValueError:
+                body = {}
+            joins.append(f"fn {body.get('fn_index')} {body.get('event_data')}")
+
+    page.on("request", note)
+    try:
+        # Gradio keeps hidden copies of table cells for measuring: click the visible one.
+        page.get_by_text(key, exact=True).filter(visible=True).first.click()
+        try:
+            page.locator("#film-head").get_by_text(key).wait_for()
+        except PlaywrightTimeout:
+            raise AssertionError(f"{key}'s row was clicked and its study never opened; the "
+                                 f"page's joins since: {joins}; the page: "
+                                 f"{page.evaluate(ROW_STATE)}") from None
+    finally:
+        page.remove_listener("request", note)
     # the boxes take keys once they show the study (the heading can come first): keys typed
     # before then are held back by the page, as for a reader (a CI run typed into that gap)
     page.wait_for_function("() => !document.body.classList.contains('rrg-leaving')")
