@@ -1321,18 +1321,38 @@ def test_a_tab_state_is_refused_to_another_login(browser, tmp_path, database_tem
 def test_the_worklist_shows_every_row_again_after_a_search_with_no_match(browser, app):
     """Found in a new-user trial: a search with no match, then one with one match, then the
     whole list again showed one row under "1-4 of 4" until the page was reloaded (the table's
-    virtual window was read only once). The status filter did the same."""
+    virtual window was read only once). The status filter did the same.
+
+    Enter on a search that finds one study opens it (a trial typed a study key, pressed
+    Enter and waited for the study), saving what was typed first; none found, several, or
+    the open study alone open nothing."""
     page = new_page(browser, app.url)
     search = page.locator("#worklist-search textarea, #worklist-search input").first
+    assert key_on_screen(page) == "DEMO-0001"
+    type_into(page, "findings", "Typed before the search.")
 
     def keys() -> list[str]:
         return [r[1] for r in table_rows(page, "worklist")]
 
-    for term, shown in (("zzz", []), ("DEMO-0002", ["DEMO-0002"]),
-                        ("", ["DEMO-0001", "DEMO-0002", "DEMO-0003", "DEMO-0004"])):
+    everything = ["DEMO-0001", "DEMO-0002", "DEMO-0003", "DEMO-0004"]
+    for term, shown, opened in (("zzz", [], "DEMO-0001"),
+                                ("DEMO-0002", ["DEMO-0002"], "DEMO-0002"),
+                                ("", everything, "DEMO-0002"),
+                                ("DEMO-0002", ["DEMO-0002"], "DEMO-0002")):  # open already
         search.fill(term)
         search.press("Enter")
         wait_until(lambda shown=shown: keys() == shown, f"the rows {shown}")
+        wait_text(page, "film-head", opened)
+        page.wait_for_function("() => !window.rrgLeaving()")
+        # the study opened (or stayed) with its metrics scored: nothing is on its way
+        page.wait_for_function("() => document.querySelector('#metrics-panel')?.innerText"
+                               ".includes('rougeL')")
+        assert key_on_screen(page) == opened, term
+    assert latest_text(app, "DEMO-0001", "findings") == "Typed before the search."
+    search.fill("")
+    search.press("Enter")
+    wait_until(lambda: keys() == everything, "every row")
+    assert key_on_screen(page) == "DEMO-0002"
     # quick row clicks: the last one wins, also while the first is on its way (a tenth
     # new-user trial, on a slow link: Gradio ran a row's select once at a time and dropped the
     # clicks meanwhile; an eleventh: the progress overlay over the list took the clicks made

@@ -663,6 +663,10 @@ window.rrgLogout = () => {
     }
     rrg.rowTries = (rrg.rowTries || 0) + 1;
     rrg.chasedAt = now;
+    clickRow(cell);
+  };
+  // a reader's click on the row of `cell` (its first column), as the mouse makes it
+  const clickRow = (cell) => {
     // a cell the table has not selected: a click on its selected cell raises no new select
     const cells = [...cell.parentElement.querySelectorAll('.body-cell[data-col]')];
     const target = cells.find((c) => !c.classList.contains('cell-selected')) || cell;
@@ -670,6 +674,22 @@ window.rrgLogout = () => {
       target.dispatchEvent(new MouseEvent(type, {bubbles: true, cancelable: true, button: 0,
                                                  view: window}));
     }
+  };
+  // Enter in the worklist's search with one study found opens that study, as a PACS opens
+  // the one whose accession was typed (a new-user trial typed a study key, pressed Enter and
+  // waited; the study was only the list's one row). `ids`: the first column of the rows the
+  // search answered with. It opens as a click on its row does (what is typed is saved
+  // first); none found, several, or the open study alone: nothing opens. The row is clicked
+  // once the table has drawn it (at most a second of frames).
+  window.rrgSearched = (ids) => {
+    if (ids.length !== 1 || ids[0] === rrg.study || leaving) return;
+    let frames = 0;
+    const open = () => {
+      const cell = rowCells(ids[0])[0];
+      if (cell) clickRow(cell);
+      else if (++frames < 60) requestAnimationFrame(open);
+    };
+    requestAnimationFrame(open);
   };
   // the open study's row is marked (the list marked only the row clicked, and nothing after
   // Next, Previous or a reload: a new-user trial)

@@ -49,6 +49,10 @@ COLUMNS = ["id", "study", "status", "min"]
 COLUMN_WIDTHS: list[str | int] = ["18%", "47%", "21%", "14%"]
 LAST_PAGE = 1 << 30  # clamped to the last page by the service
 LOADING = "*Loading worklist…*"
+# after a search: the ids of the rows found (the table's first column) to the page script
+SEARCHED_JS = ("(table) => { if (!window.rrgSearched) return;"
+               " const rows = Array.isArray(table) ? table : ((table && table.data) || []);"
+               " window.rrgSearched(rows.map((r) => Number(r[0])).filter(Number.isInteger)); }")
 
 
 @dataclass(frozen=True)
@@ -225,8 +229,12 @@ class WorklistPanel:
         # serves concurrent reads)
         light: dict[str, Any] = {"show_progress": "hidden", "queue": False}
         blocks.load(views.on_load, paging, [self.source, self.split, *view_outputs], **light)
-        self.search.submit(views.first, filters, view_outputs, api_name="worklist_search",
-                           **light)
+        searched = self.search.submit(views.first, filters, view_outputs,
+                                      api_name="worklist_search", **light)
+        # the workstation's page script opens a study found alone (`rrgSearched`, page.js;
+        # a browser-only step, no request); the panel's own page has no such script
+        searched.then(None, [self.table], None, js=SEARCHED_JS, queue=False,
+                      show_progress="hidden", api_visibility="private")
         for dropdown in (self.status, self.source, self.split, self.images):
             dropdown.input(views.first, filters, view_outputs, **light)
         self.page.submit(views.paged(0), paging, view_outputs, **light)
