@@ -265,7 +265,11 @@ def test_a_draft_landing_while_the_reader_types_takes_none_of_the_keys(browser, 
     for route in held_ticks:
         route.continue_()
     page.keyboard.press("Control+s")
-    wait_until(lambda: latest_text(app, "DEMO-0004", "impression") == full, "the typed text")
+    # (the gate's route is still on: the save's request goes out only while the test is in a
+    # Playwright call, so the wait is the page's own; `wait_until` sleeping in Python held it
+    # back for all its 60 s once, a loaded run where the request left after the key press)
+    pump_until(page, lambda: latest_text(app, "DEMO-0004", "impression") == full,
+               "the typed text")
     assert latest_text(app, "DEMO-0004", "findings") is None  # nothing of the draft stored
     draft = app.query("SELECT d.text FROM draft d JOIN study s ON s.id = d.study_id "
                       "WHERE s.study_key = 'DEMO-0004' AND d.section = 'impression'")

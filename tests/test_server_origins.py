@@ -309,39 +309,45 @@ FLOOD_JS = """async (seconds) => {
     body: JSON.stringify({data: next.inputs.map(() => null), fn_index: next.id,
                           session_hash: Math.random().toString(36).slice(2, 13),
                           event_data: null, trigger_id: null})}).then((r) => r.status);
-  const shown = () => document.body.innerText.includes("Slow down");
-  // waves of 30 joins, one after another, until the page shows the notice: the reader stays
-  // over the limit while their click's event is joined. The click comes when a wave's first
-  // join is refused (clicking after a single flood's answers, a loaded machine had drained
-  // the queue by then; a click while the page's last step is on its way is held by the page,
-  // and one flood then ended with no click sent: CI)
+  // (read five times a second: the body's text lays the page out)
+  let shown = false;
+  const look = setInterval(() => { shown = document.body.innerText.includes("Slow down"); },
+                           200);
+  // 30 joins always in flight (each answered one is followed by another at once) until the
+  // page shows the notice: a slot or a token that comes free is taken by one of them, so the
+  // click's own join, sent when a join is refused, meets the limit too. (Waves of 30 with a
+  // pause between them left room: a loaded run's click was taken each of four floods, and a
+  // taken click is a step on its way, which holds the page's next click until it lands.)
   const statuses = [], until = Date.now() + seconds * 1000, t0 = Date.now();
-  const seen = {clicks: [], leavingWaves: 0, waves: 0};
-  while (!shown() && Date.now() < until) {
-    let clicked = false;
-    seen.waves += 1;
-    if (document.body.classList.contains("rrg-leaving")) seen.leavingWaves += 1;
-    const click = () => {
-      if (clicked || document.body.classList.contains("rrg-leaving")) return;
-      clicked = true;
-      seen.clicks.push(Date.now() - t0);
-      document.getElementById("next-study").click();
-    };
-    statuses.push(...await Promise.all(Array.from({length: 30}, () => join().then((s) => {
+  const seen = {clicks: []};
+  let lastClick = -Infinity;
+  const click = () => {
+    if (document.body.classList.contains("rrg-leaving") || Date.now() - lastClick < 1000)
+      return;
+    lastClick = Date.now();
+    seen.clicks.push(lastClick - t0);
+    document.getElementById("next-study").click();
+  };
+  const flood = async () => {
+    while (!shown && Date.now() < until) {
+      const s = await join();
+      statuses.push(s);
       if (s === 429) click();
-      return s;
-    }))));
-    await new Promise((r) => setTimeout(r, 50));  // (the notice's turn to be drawn)
-  }
+    }
+  };
+  await Promise.all(Array.from({length: 30}, flood));
+  clearInterval(look);
+  await new Promise((r) => setTimeout(r, 300));  // (the notice's turn to be drawn)
+  shown = document.body.innerText.includes("Slow down");
   seen.head = (document.getElementById("film-head") || {}).innerText;
   seen.status = (document.getElementById("save-status") || {}).innerText;
   seen.leaving = document.body.classList.contains("rrg-leaving");
-  return {statuses, shown: shown(), seen};
+  return {statuses, shown, seen};
 }"""
 
 
 def _slow_down_is_shown(page) -> None:
-    """bob's own page floods queued events (waves of 30 at once, from new tabs of his): the
+    """bob's own page floods queued events (30 always in flight, from new tabs of his): the
     ones over his limit are refused 429, and his click meanwhile gets the 'Slow down' notice
     on the page. A click whose event was accepted (a slot came free) is a step on its way,
     and the page holds the next click until it lands; under a flood it did not land in 30 s
