@@ -232,9 +232,10 @@ class WorklistPanel:
         searched = self.search.submit(views.first, filters, view_outputs,
                                       api_name="worklist_search", **light)
         # the workstation's page script opens a study found alone (`rrgSearched`, page.js;
-        # a browser-only step, no request); the panel's own page has no such script
-        searched.then(None, [self.table], None, js=SEARCHED_JS, queue=False,
-                      show_progress="hidden", api_visibility="private")
+        # a browser-only step, no request); the panel's own page has no such script. Only
+        # after a search that answered: a failed one leaves the rows it did not replace
+        searched.success(None, [self.table], None, js=SEARCHED_JS, queue=False,
+                         show_progress="hidden", api_visibility="private")
         for dropdown in (self.status, self.source, self.split, self.images):
             dropdown.input(views.first, filters, view_outputs, **light)
         self.page.submit(views.paged(0), paging, view_outputs, **light)
