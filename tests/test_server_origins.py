@@ -355,20 +355,37 @@ def _slow_down_is_shown(page) -> None:
     157 of 158 waves): the flood stops, the step lands, and the page floods again.
     Not every join is refused: the limit is a rate, not a wall."""
     tries, every = [], []
-    for _ in range(4):
-        flood = page.evaluate(FLOOD_JS, 10)
-        statuses = flood["statuses"]
-        every += statuses
-        assert 429 in statuses, statuses
-        if flood["shown"]:
-            page.get_by_text("Slow down").first.wait_for()
-            # a limit, not a wall: some of his joins were taken (in one flood or another;
-            # under load a single 10-s flood may see every join refused)
-            assert 200 in every, f"all {len(every)} joins refused"
-            return
-        tries.append(f"{len(statuses)} joins, {statuses.count(200)} accepted: {flood['seen']}")
-        page.wait_for_function("() => !document.body.classList.contains('rrg-leaving')",
-                               timeout=120_000)
+    clicks: list[int] = []  # the answers to the page's own joins (a button's: trigger_id)
+
+    def answered(response) -> None:
+        if response.request.url.split("?", 1)[0].endswith("/queue/join"):
+            try:
+                body = json.loads(response.request.post_data or "{}")
+            except ValueError:
+                return
+            if body.get("trigger_id") is not None:
+                clicks.append(response.status)
+
+    page.on("response", answered)
+    try:
+        for _ in range(4):
+            clicks.clear()
+            flood = page.evaluate(FLOOD_JS, 10)
+            statuses = flood["statuses"]
+            every += statuses
+            assert 429 in statuses, statuses
+            if flood["shown"]:
+                page.get_by_text("Slow down").first.wait_for()
+                # a limit, not a wall: some of his joins were taken (in one flood or another;
+                # under load a single 10-s flood may see every join refused)
+                assert 200 in every, f"all {len(every)} joins refused"
+                return
+            tries.append(f"{len(statuses)} joins, {statuses.count(200)} accepted, the page's "
+                         f"own joins answered {clicks}: {flood['seen']}")
+            page.wait_for_function("() => !document.body.classList.contains('rrg-leaving')",
+                                   timeout=120_000)
+    finally:
+        page.remove_listener("response", answered)
     raise AssertionError("no 'Slow down' notice on the page: " + "; ".join(tries))
 
 
