@@ -421,6 +421,17 @@ def header_study(page) -> str:
     return page.locator("#film-head").inner_text()
 
 
+def join_body(request: Any) -> dict[str, Any] | None:
+    """The body of a Gradio queue join the page sent (event, data, trigger), else None."""
+    if not request.url.split("?", 1)[0].endswith("/queue/join"):
+        return None
+    try:
+        body = json.loads(request.post_data or "{}")
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
 # what the page knew of a row click that never opened its study (see `click_row`)
 ROW_STATE = """() => {
   const r = window.rrg || {}, head = document.getElementById('film-head');
@@ -441,11 +452,8 @@ def click_row(page, key: str) -> None:
     joins: list[str] = []
 
     def note(request: Any) -> None:
-        if request.url.split("?", 1)[0].endswith("/queue/join"):
-            try:
-                body = json.loads(request.post_data or "{}")
-            except ValueError:
-                body = {}
+        body = join_body(request)
+        if body is not None:
             joins.append(f"fn {body.get('fn_index')} {body.get('event_data')}")
 
     page.on("request", note)

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.browser import CHROMIUM, App, launch_browser, sign_in
+from tests.browser import CHROMIUM, App, join_body, launch_browser, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -355,21 +355,17 @@ def _slow_down_is_shown(page) -> None:
     157 of 158 waves): the flood stops, the step lands, and the page floods again.
     Not every join is refused: the limit is a rate, not a wall."""
     tries, every = [], []
-    clicks: list[int] = []  # the answers to the page's own joins (a button's: trigger_id)
+    own: list[int] = []  # the answers to the page's own joins (a button's: trigger_id)
 
     def answered(response) -> None:
-        if response.request.url.split("?", 1)[0].endswith("/queue/join"):
-            try:
-                body = json.loads(response.request.post_data or "{}")
-            except ValueError:
-                return
-            if body.get("trigger_id") is not None:
-                clicks.append(response.status)
+        body = join_body(response.request)
+        if body is not None and body.get("trigger_id") is not None:
+            own.append(response.status)
 
     page.on("response", answered)
     try:
         for _ in range(4):
-            clicks.clear()
+            own.clear()
             flood = page.evaluate(FLOOD_JS, 10)
             statuses = flood["statuses"]
             every += statuses
@@ -381,7 +377,7 @@ def _slow_down_is_shown(page) -> None:
                 assert 200 in every, f"all {len(every)} joins refused"
                 return
             tries.append(f"{len(statuses)} joins, {statuses.count(200)} accepted, the page's "
-                         f"own joins answered {clicks}: {flood['seen']}")
+                         f"own joins answered {own}: {flood['seen']}")
             page.wait_for_function("() => !document.body.classList.contains('rrg-leaving')",
                                    timeout=120_000)
     finally:
