@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from rrg_review.app.fair import SLOW_DOWN
 from tests.browser import (
     ApiGate,
     App,
@@ -420,6 +421,50 @@ def test_a_click_on_the_open_row_handled_after_a_step_never_takes_the_reader_bac
     page.wait_for_timeout(1000)
     assert key_on_screen(page) == after[0], page.evaluate("window.arrivals")
     assert app.query("SELECT count(*) FROM audit_event WHERE action = 'save'") == [(0,)]
+    gate.remove()
+
+
+def test_a_refused_step_or_row_holds_nothing_after_its_notice(browser, app):
+    """A Next or a worklist row whose request the server refuses ("Slow down": too many of
+    the reader's requests waiting) gets no answer, and the page held the reader's keys and
+    steps for 30 s after the notice that says to try again: words typed into the findings
+    were swallowed and the next Alt+N went nowhere (found reading the flood test's record).
+    Made certain here: the server's refusal (fair.py's sentence, server.py's 429) answers the
+    first step's request, then the first row's."""
+    page, start, after, select, step = steps_and_row(browser, app)
+    gate, refused = ApiGate(page), []
+    message = SLOW_DOWN.format(what="reader", n=24)
+
+    def refuse(route) -> bool:
+        body = route.request.post_data_json if route.request.method == "POST" else None
+        if isinstance(body, dict) and body.get("fn_index") in (select, step) \
+                and body["fn_index"] not in refused:
+            refused.append(body["fn_index"])
+            route.fulfill(status=429, content_type="application/json",
+                          headers={"Retry-After": "2"},
+                          body=json.dumps({"detail": message, "error": message}))
+            return True
+        return False
+
+    def held() -> bool:
+        return page.evaluate("() => document.body.classList.contains('rrg-leaving')")
+
+    gate.rule = refuse
+    page.locator("#film-head").click()  # (out of the boxes: Alt+N from the page)
+    page.keyboard.press("Alt+n")
+    page.get_by_text("Slow down").first.wait_for()
+    pump_until(page, lambda: not held(), "the page to take keys again", timeout=10)
+    type_into(page, "findings", "Typed after the notice.")
+    assert box(page, "findings").input_value() == "Typed after the notice."
+    page.keyboard.press("Alt+n")  # tried again, as the notice says: it goes, with the words
+    pump_until(page, lambda: key_on_screen(page) == after[0], f"the step to {after[0]}",
+               timeout=10)
+    assert latest_text(app, start, "findings") == "Typed after the notice."
+    page.get_by_text(after[1], exact=True).filter(visible=True).first.click()
+    pump_until(page, lambda: select in refused, "the row's request")
+    pump_until(page, lambda: not held(), "the page to take keys after the row", timeout=10)
+    page.wait_for_timeout(3000)  # (a refused row is not chased: the reader was told to wait)
+    assert key_on_screen(page) == after[0] and refused == [step, select]
     gate.remove()
 
 

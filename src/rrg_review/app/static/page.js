@@ -288,6 +288,30 @@ window.rrgLogout = () => {
     }
     if (window.rrgOpenWanted) requestAnimationFrame(window.rrgOpenWanted);
   };
+  // A navigation whose join the server refused (429 "Slow down", 401, 403) gets no answer, so
+  // `rrgArrived` never came: the page held the reader's keys and steps for LEAVING_MAX_MS,
+  // 30 s in which typing in a box was swallowed and Next went nowhere, right after a notice
+  // that says to try again. A refused navigation ends the hold at once; steps queued behind
+  // it are dropped (the reader was told to wait) and a refused row is not chased.
+  let navigations = null;  // fn_index of each navigation event: 'step' or 'row'
+  const navigationOf = (init) => {
+    if (!navigations) {
+      const found = new Map();
+      for (const d of (window.gradio_config || {}).dependencies || []) {
+        const kind = /rrgArrived\("(\w+)"\)/.exec(d.js || '');
+        if (kind && d.trigger_after != null) found.set(d.trigger_after, kind[1]);
+      }
+      if (!found.size) return null;  // (the page's config is not there yet)
+      navigations = found;
+    }
+    try { return navigations.get(JSON.parse(init.body).fn_index) || null; }
+    catch (e) { return null; }
+  };
+  const navigationRefused = (kind) => {
+    steps.length = 0;
+    if (kind === 'row') rrg.rowWanted = false;
+    window.rrgArrived(kind);
+  };
   const settled = () => {
     if (!leaving) return;
     // (pending is cleared only once the boxes showed the new study's values)
@@ -454,6 +478,10 @@ window.rrgLogout = () => {
     if (response.status === 401 && ours) {
       remember();
       setNote(SIGNED_OUT);
+    }
+    if (response.status >= 400 && url.includes('/gradio_api/queue/join') && args[1]) {
+      const kind = navigationOf(args[1]);
+      if (kind) navigationRefused(kind);
     }
     return response;
   };
