@@ -1162,15 +1162,27 @@ def split_words(page, selector: str) -> list[str]:
       return split; }""", selector)
 
 
+def save_marked(page) -> bool:
+    """Whether Save carries the page's mark of typing the server has not stored (page.css)."""
+    return page.evaluate("() => getComputedStyle(document.querySelector('#save'), '::after')"
+                         ".content") not in ("none", "normal", "")
+
+
 def test_save_says_where_both_sections_stand(browser, app):
     """Findings autosaved a moment before, then the impression typed and Ctrl+S: the status
     said only "impression saved", and the reader took the findings for unsaved (issue #21,
     defect 9)."""
     page = new_page(browser, app.url, 1366, 768)
     click_row(page, "DEMO-0003")
+    assert not save_marked(page)
     type_into(page, "findings", "Findings typed first.")
+    # typing not stored yet marks Save (the status line kept "Editing your revision N"),
+    # unless an autosave tick stored it the moment the last key went
+    assert save_marked(page) or latest_text(app, "DEMO-0003", "findings") == \
+        "Findings typed first."
     wait_until(lambda: latest_text(app, "DEMO-0003", "findings") == "Findings typed first.",
                "the findings' autosave")
+    wait_until(lambda: not save_marked(page), "Save's mark to go once the findings are stored")
     type_into(page, "impression", "Impression typed next.")
     page.keyboard.press("Control+s")
     # the Save's answer names both sections: "impression saved ...; findings already saved",
@@ -1180,6 +1192,7 @@ def test_save_says_where_both_sections_stand(browser, app):
                            for both in ("findings already saved",
                                         "Everything is saved (findings revision")),
                "the Save's answer naming both sections")
+    wait_until(lambda: not save_marked(page), "Save's mark to go once both are stored")
 
 
 def _frontal_and_lateral_dataset(root) -> None:

@@ -428,6 +428,7 @@ window.rrgLogout = () => {
                           end: e.target.selectionEnd};
     rrg.typedAt = now;
     rrg.unsaved = true;
+    markUnsaved();
     remember();
   }, true);
   // keystroke events in a box (not the modifier keys on their own), per section
@@ -455,6 +456,12 @@ window.rrgLogout = () => {
   // until one goes through again, and the text typed meanwhile is kept in this browser.
   const OFFLINE = 'Offline: the server cannot be reached, so nothing is saved now. What you ' +
     'type is kept in this browser and saved once the connection is back.';
+  // Typing the server has not stored yet marks the Save button (page.css): the status line
+  // kept "Editing your revision N" while the reader typed, saying nothing of the words not yet
+  // saved (a new-user trial). The mark goes once the boxes equal what the server stored.
+  const markUnsaved = () => {
+    document.body.classList.toggle('rrg-unsaved', !!rrg.unsaved && rrg.study !== null);
+  };
   const plainFetch = window.fetch.bind(window);
   window.fetch = async (...args) => {
     const url = String(args[0] && args[0].url ? args[0].url : args[0]);
@@ -584,6 +591,7 @@ window.rrgLogout = () => {
         if (f && i && sync.study !== null && !rrg.pending) {
           rrg.unsaved = !same(f.value, rrg.shown.findings) ||
                         !same(i.value, rrg.shown.impression);
+          markUnsaved();
           if (!rrg.unsaved && !$('#restore-mine')) localStorage.removeItem(storeKey(sync.study));
           const conflict = $('#conflict-row button:not([disabled])');
           if (rrg.restoredNote && (!rrg.unsaved || conflict)) setNote('');
