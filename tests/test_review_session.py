@@ -1162,10 +1162,17 @@ def split_words(page, selector: str) -> list[str]:
       return split; }""", selector)
 
 
-def save_marked(page) -> bool:
-    """Whether Save carries the page's mark of typing the server has not stored (page.css)."""
-    return page.evaluate("() => getComputedStyle(document.querySelector('#save'), '::after')"
-                         ".content") not in ("none", "normal", "")
+def unsaved_marks(page) -> set[str]:
+    """Where the page marks typing the server has not stored (page.css): "save" (the Save
+    button's dot) and each section whose box label says "not saved yet"."""
+    return set(page.evaluate("""() => {
+        const after = (el) => el ? getComputedStyle(el, '::after').content : 'none';
+        const marked = (el) => !['none', 'normal', ''].includes(after(el));
+        return [['save', '#save'],
+                ['findings', '#edit-findings [data-testid="block-info"]'],
+                ['impression', '#edit-impression [data-testid="block-info"]']]
+          .filter(([, sel]) => marked(document.querySelector(sel))).map(([name]) => name);
+    }"""))
 
 
 def test_save_says_where_both_sections_stand(browser, app):
@@ -1174,16 +1181,20 @@ def test_save_says_where_both_sections_stand(browser, app):
     defect 9)."""
     page = new_page(browser, app.url, 1366, 768)
     click_row(page, "DEMO-0003")
-    assert not save_marked(page)
+    assert unsaved_marks(page) == set()
     type_into(page, "findings", "Findings typed first.")
-    # typing not stored yet marks Save (the status line kept "Editing your revision N"),
-    # unless an autosave tick stored it the moment the last key went
-    assert save_marked(page) or latest_text(app, "DEMO-0003", "findings") == \
-        "Findings typed first."
+    # typing not stored yet marks Save and its box (the status line kept "Editing your
+    # revision N"), unless an autosave tick stored it the moment the last key went
+    marks = unsaved_marks(page)
+    assert marks == {"save", "findings"} or (
+        latest_text(app, "DEMO-0003", "findings") == "Findings typed first."), marks
     wait_until(lambda: latest_text(app, "DEMO-0003", "findings") == "Findings typed first.",
                "the findings' autosave")
-    wait_until(lambda: not save_marked(page), "Save's mark to go once the findings are stored")
+    wait_until(lambda: unsaved_marks(page) == set(), "the marks to go once it is stored")
     type_into(page, "impression", "Impression typed next.")
+    marks = unsaved_marks(page)  # (the findings, stored, are not marked)
+    assert marks == {"save", "impression"} or (
+        latest_text(app, "DEMO-0003", "impression") == "Impression typed next."), marks
     page.keyboard.press("Control+s")
     # the Save's answer names both sections: "impression saved ...; findings already saved",
     # or, where an autosave tick stored the impression first (beside busy processes), the
@@ -1192,7 +1203,7 @@ def test_save_says_where_both_sections_stand(browser, app):
                            for both in ("findings already saved",
                                         "Everything is saved (findings revision")),
                "the Save's answer naming both sections")
-    wait_until(lambda: not save_marked(page), "Save's mark to go once both are stored")
+    wait_until(lambda: unsaved_marks(page) == set(), "the marks to go once both are stored")
 
 
 def _frontal_and_lateral_dataset(root) -> None:

@@ -428,7 +428,7 @@ window.rrgLogout = () => {
                           end: e.target.selectionEnd};
     rrg.typedAt = now;
     rrg.unsaved = true;
-    markUnsaved();
+    markUnsaved({[section]: true});
     remember();
   }, true);
   // keystroke events in a box (not the modifier keys on their own), per section
@@ -456,11 +456,16 @@ window.rrgLogout = () => {
   // until one goes through again, and the text typed meanwhile is kept in this browser.
   const OFFLINE = 'Offline: the server cannot be reached, so nothing is saved now. What you ' +
     'type is kept in this browser and saved once the connection is back.';
-  // Typing the server has not stored yet marks the Save button (page.css): the status line
-  // kept "Editing your revision N" while the reader typed, saying nothing of the words not yet
-  // saved (a new-user trial). The mark goes once the boxes equal what the server stored.
-  const markUnsaved = () => {
-    document.body.classList.toggle('rrg-unsaved', !!rrg.unsaved && rrg.study !== null);
+  // Typing the server has not stored yet is marked (page.css) on the Save button and on the
+  // label of each box that holds it: the status line kept "Editing your revision N", or
+  // "Everything is saved", while the reader typed on (two new-user trials). A section's mark
+  // goes once its box equals what the server stored.
+  const unsaved = {findings: false, impression: false};
+  const markUnsaved = (sections) => {
+    Object.assign(unsaved, sections);
+    const open = rrg.study !== null, body = document.body;
+    for (const s of NAMES) body.classList.toggle(`rrg-unsaved-${s}`, open && unsaved[s]);
+    body.classList.toggle('rrg-unsaved', open && NAMES.some((s) => unsaved[s]));
   };
   const plainFetch = window.fetch.bind(window);
   window.fetch = async (...args) => {
@@ -589,9 +594,10 @@ window.rrgLogout = () => {
         }
         const f = box('findings'), i = box('impression');
         if (f && i && sync.study !== null && !rrg.pending) {
-          rrg.unsaved = !same(f.value, rrg.shown.findings) ||
-                        !same(i.value, rrg.shown.impression);
-          markUnsaved();
+          const differ = {findings: !same(f.value, rrg.shown.findings),
+                          impression: !same(i.value, rrg.shown.impression)};
+          rrg.unsaved = differ.findings || differ.impression;
+          markUnsaved(differ);
           if (!rrg.unsaved && !$('#restore-mine')) localStorage.removeItem(storeKey(sync.study));
           const conflict = $('#conflict-row button:not([disabled])');
           if (rrg.restoredNote && (!rrg.unsaved || conflict)) setNote('');
