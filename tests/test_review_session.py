@@ -1195,6 +1195,7 @@ def test_save_says_where_both_sections_stand(browser, app):
     marks = unsaved_marks(page)  # (the findings, stored, are not marked)
     assert marks == {"save", "impression"} or (
         latest_text(app, "DEMO-0003", "impression") == "Impression typed next."), marks
+    tops = [box(page, s).bounding_box()["y"] for s in ("findings", "impression")]
     page.keyboard.press("Control+s")
     # the Save's answer names both sections: "impression saved ...; findings already saved",
     # or, where an autosave tick stored the impression first (beside busy processes), the
@@ -1204,6 +1205,9 @@ def test_save_says_where_both_sections_stand(browser, app):
                                         "Everything is saved (findings revision")),
                "the Save's answer naming both sections")
     wait_until(lambda: unsaved_marks(page) == set(), "the marks to go once both are stored")
+    # the answer takes two lines of the 1366-px column and nothing under the cursor moved
+    # (the boxes went 23 px down, and up again with the next one-line status: a trial)
+    assert [box(page, s).bounding_box()["y"] for s in ("findings", "impression")] == tops
 
 
 def _frontal_and_lateral_dataset(root) -> None:
