@@ -85,7 +85,8 @@ def test_open_shows_the_draft_then_the_readers_own_text(desk):
         "Everything is saved (findings revision 1).")
     assert d.review.timing(reader, ids[0])["findings"].submitted_at is not None
     again = d.open(Session(), reader, ids[0], now=0.0)
-    assert again.texts["findings"] == draft + " Edited." and "revision 1" in again.status
+    assert again.texts["findings"] == draft + " Edited."
+    assert again.status == "Editing your saved text (findings revision 1)."
     assert d.review.status(reader, ids[1]) != "in_review"  # opening changes nothing
 
 

@@ -610,9 +610,10 @@ class Desk:
     def status_line(self, session: Session) -> str:
         if session.study is None:
             return "Select a study in the worklist."
-        numbers = [n for n in session.base.values() if n is not None]
-        if numbers:
-            return f"Editing your revision {max(numbers)}."
+        mine = [f"{s} revision {n}" for s, n in session.base.items() if n is not None]
+        if mine:  # each section's own number, as a save names them ("Editing your revision
+            # 8", then "findings revision 9", "impression revision 1": three counters to a trial)
+            return f"Editing your saved text ({', '.join(mine)})."
         if not session.images and not session.drafts:
             return ("A report-only study (no images; imported as a reference): there is "
                     "nothing to draft or rate.")

@@ -457,7 +457,7 @@ window.rrgLogout = () => {
   const OFFLINE = 'Offline: the server cannot be reached, so nothing is saved now. What you ' +
     'type is kept in this browser and saved once the connection is back.';
   // Typing the server has not stored yet is marked (page.css) on the Save button and on the
-  // label of each box that holds it: the status line kept "Editing your revision N", or
+  // label of each box that holds it: the status line kept "Editing your saved text (...)", or
   // "Everything is saved", while the reader typed on (two new-user trials). A section's mark
   // goes once its box equals what the server stored.
   const unsaved = {findings: false, impression: false};
