@@ -336,6 +336,10 @@ def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     second.set_viewport_size({"width": 1366, "height": 768})
     for selector in ("#keep-mine", "#likert", "#rate"):
         wait_in_view(second, selector)
+    # the reader's text differs from what is stored ("not saved yet" at its box), and the
+    # banner is not dimmed as a stale status would be
+    assert second.evaluate("() => getComputedStyle(document.querySelector('#save-status'))"
+                           ".opacity") == "1"
     # meanwhile the first tab saves again: the banner quotes an older revision, and Keep mine
     # still takes one click (it needed two: issue #21, defect 8)
     first.locator("#edit-impression textarea").fill("Tab one, later.")
