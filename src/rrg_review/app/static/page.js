@@ -427,7 +427,6 @@ window.rrgLogout = () => {
     rrg.typed[section] = {value: e.target.value, start: e.target.selectionStart,
                           end: e.target.selectionEnd};
     rrg.typedAt = now;
-    rrg.unsaved = true;
     markUnsaved({[section]: true});
     remember();
   }, true);
@@ -461,11 +460,13 @@ window.rrgLogout = () => {
   // "Everything is saved", while the reader typed on (two new-user trials). A section's mark
   // goes once its box equals what the server stored.
   const unsaved = {findings: false, impression: false};
+  // (rrg.unsaved, what the rest of the page reads, is derived here: any section unsaved)
   const markUnsaved = (sections) => {
     Object.assign(unsaved, sections);
+    rrg.unsaved = NAMES.some((s) => unsaved[s]);
     const open = rrg.study !== null, body = document.body;
     for (const s of NAMES) body.classList.toggle(`rrg-unsaved-${s}`, open && unsaved[s]);
-    body.classList.toggle('rrg-unsaved', open && NAMES.some((s) => unsaved[s]));
+    body.classList.toggle('rrg-unsaved', open && rrg.unsaved);
   };
   const plainFetch = window.fetch.bind(window);
   window.fetch = async (...args) => {
@@ -594,10 +595,8 @@ window.rrgLogout = () => {
         }
         const f = box('findings'), i = box('impression');
         if (f && i && sync.study !== null && !rrg.pending) {
-          const differ = {findings: !same(f.value, rrg.shown.findings),
-                          impression: !same(i.value, rrg.shown.impression)};
-          rrg.unsaved = differ.findings || differ.impression;
-          markUnsaved(differ);
+          markUnsaved({findings: !same(f.value, rrg.shown.findings),
+                       impression: !same(i.value, rrg.shown.impression)});
           if (!rrg.unsaved && !$('#restore-mine')) localStorage.removeItem(storeKey(sync.study));
           const conflict = $('#conflict-row button:not([disabled])');
           if (rrg.restoredNote && (!rrg.unsaved || conflict)) setNote('');
