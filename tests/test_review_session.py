@@ -72,6 +72,7 @@ def test_typed_text_survives_alt_n_a_worklist_click_and_a_reload_with_no_wait(br
     page.on("request", lambda r: joins.append(r.post_data or "")
             if r.method == "POST" and "/queue/join" in r.url else None)
     click_row(page, "DEMO-0001")
+    told = []  # the rounds whose next study's status line said the text left was saved
     for i in range(4):  # back and forth: type, then at once Alt+N / Alt+P
         key = key_on_screen(page)  # the list is in natural key order: 0001 then 0002
         before = open_key(page)
@@ -87,6 +88,16 @@ def test_typed_text_survives_alt_n_a_worklist_click_and_a_reload_with_no_wait(br
             "ORDER BY r.number", key), [j[:300] for j in joins if text in j])
         # the boxes take keys again once they show the new study (the film may come first)
         page.wait_for_function("() => !document.body.classList.contains('rrg-leaving')")
+        # the next study's status line first says that the text left behind is kept, with
+        # its number (unless an autosave tick had stored it all just before the key)
+        status = page.locator("#save-status").inner_text()
+        if f"Your edits to {key} are saved" in status:
+            ((number,),) = app.query(
+                "SELECT max(r.number) FROM revision r JOIN study s ON s.id = r.study_id "
+                "WHERE s.study_key = ? AND r.section = 'findings'", key)
+            assert f"(findings revision {number})" in status, status
+            told.append(i)
+    assert told, "no Alt+N or Alt+P said that the text typed before it was saved"
     # a click on another study of the worklist, right after typing
     click_row(page, "DEMO-0003")
     type_into(page, "impression", "Typed then a worklist click.")

@@ -33,7 +33,7 @@ from rrg_review.app.reader_study.panel import (
 )
 from rrg_review.app.reader_study.service import ReaderStudyError
 from rrg_review.app.reader_study.status_panel import StudyAdminPanel, wire_study_admin
-from rrg_review.app.review.desk import Client, Desk, Saved, Session
+from rrg_review.app.review.desk import Client, Desk, Saved, Session, left_saved
 from rrg_review.app.review.panel import (
     Editor,
     ReviewPanel,
@@ -336,6 +336,7 @@ class Navigation:
         their words on screen."""
         p, session = self.page.review, r.session
         texts, client = p.texts_of(d), Client.parse(d[self.page.tab.client])
+        left = (session.study, session.reading, session.label)
         saved = self.desk.leave(session, texts, client, time.monotonic())
         if not saved.ok:
             held = Saved("⚠ **Still on this study: choose Keep mine or Take theirs first.** "
@@ -352,6 +353,9 @@ class Navigation:
                     p.save_status: f"⚠ {html.escape(str(exc))}"}
         if saved.wrote:
             out.update(self.rows(r.id, d))
+        if saved.stored and (session.study, session.reading) != left[:2]:
+            out[p.save_status] = (f"{left_saved(left[2], saved.stored)}<br>"
+                                  f"{out.get(p.save_status, '')}")
         return out
 
     def on_step(self, step: int) -> Callable[..., Any]:

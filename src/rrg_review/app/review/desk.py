@@ -137,6 +137,7 @@ class Session:
     owner: str | None = None  # the login (or the local reader) that created this state
     reader: int | None = None
     study: int | None = None
+    label: str = ""  # what the screen calls the open study: its key (a reading: its case label)
     base: dict[str, int | None] = field(default_factory=dict)
     drafts: dict[str, tuple[int, str]] = field(default_factory=dict)  # section -> (id, text)
     shown: dict[str, str] = field(default_factory=dict)  # what is stored for each box
@@ -212,6 +213,7 @@ class Saved:
     held: frozenset[str] | None = None
     texts: dict[str, str] | None = None
     withdrawn: bool = False  # this save withdrew "acceptable without changes" (the box unticks)
+    stored: tuple[tuple[str, int], ...] = ()  # (section, revision) of what this save stored
 
     @property
     def ok(self) -> bool:
@@ -250,6 +252,14 @@ class MetricsView:
     # "keys — why" of each reason some metrics are not computed here (missing weights): for
     # whoever runs the workstation, folded away under one line for the reader
     unavailable: list[str] = field(default_factory=list)
+
+
+def left_saved(label: str, stored: tuple[tuple[str, int], ...]) -> str:
+    """What the next study's status line says first when leaving a study stored the reader's
+    words: the status then describes the study now open, and nothing told the reader that the
+    text typed just before Alt+N had been kept (a new-user trial asked)."""
+    revisions = ", ".join(f"{section} revision {number}" for section, number in stored)
+    return f"✓ Your edits to {html.escape(label) or 'the last study'} are saved ({revisions})."
 
 
 def draft_label(preset: str, drafts: dict[str, StoredDraft], service: DraftingService) -> str:
@@ -508,7 +518,7 @@ class Desk:
         current = self.review.current(reader, view.study_id)
         texts = {s: current[s].text if s in current else (good[s][1] if s in good else "")
                  for s in SECTIONS}
-        session.reader, session.study = reader, view.study_id
+        session.reader, session.study, session.label = reader, view.study_id, view.study_key
         session.base = {s: current[s].number if s in current else None for s in SECTIONS}
         session.drafts = good
         session.shown = dict(texts)
@@ -557,6 +567,7 @@ class Desk:
         opened = self.readings.open(int(reading_id), session.owner, address=session.address)
         view = dataclasses.replace(self.viewer.open(opened.reading.study_id), reference=None)
         session.reader, session.study, session.reading = reader, view.study_id, int(reading_id)
+        session.label = f"reading {opened.reading.position + 1}"
         session.signed = opened.reading.signed_at is not None
         session.sign_token, session.keys_sent = None, {}
         session.base = {s.section: s.revision for s in opened.sections}
@@ -707,7 +718,7 @@ class Desk:
             return Saved("A newer edit of this tab is already saved.", {}, False)
         if (held := self.held(session)) is not None:  # the text stays in the box
             return Saved(f"⚠ Not saved: {html.escape(held)}.", {}, False)
-        wrote, messages = False, list[str]()
+        wrote, messages, stored = False, list[str](), list[tuple[str, int]]()
         edits = _edits(session, changed, client)
         # both sections in one transaction: one commit (one fsync) per save, not one each
         try:
@@ -732,14 +743,16 @@ class Desk:
             session.base[section] = rev.number
             session.shown[section] = rev.text
             wrote = True
+            stored.append((section, rev.number))
             messages.append(f"{section} saved as revision {rev.number}"
                             + (" (autosave)" if autosave else ""))
         if adopted:
             again = self.save(session, texts, client, autosave, _own_late=True)
             messages += [again.message] if again.wrote or again.conflicts else []
-            wrote = wrote or again.wrote
+            wrote, stored = wrote or again.wrote, stored + list(again.stored)
         session.seq = max(session.seq, client.seq)
-        saved = self._saved(session, messages, set(results), wrote, autosave, set(changed))
+        saved = dataclasses.replace(self._saved(session, messages, set(results), wrote,
+                                                autosave, set(changed)), stored=tuple(stored))
         if getattr(results, "withdrawn", False):  # see ReviewService.save_sections
             saved = dataclasses.replace(saved, withdrawn=True, message=(
                 f"{saved.message}<br>“Acceptable without changes” is withdrawn: your text now "
