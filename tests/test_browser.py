@@ -209,13 +209,22 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path, database_templa
         # (looked up on every poll: the reload may replace the textarea after the heading)
         wait_value(page, "findings", "v.startsWith('Edited by the reader')")
         assert page.locator("#film b b, #study-header b b").count() == 0
-        # rate with the ReXVal taxonomy; the score by key 3 (not typing in a box)
-        page.locator("#film-head").click()
+        # rate with the ReXVal taxonomy; the score by key 3, once Esc has left the box
+        findings.click()
+        page.keyboard.press("Escape")
         page.keyboard.press("Digit3")
         page.wait_for_function(
             "() => [...document.querySelectorAll('#likert input')].some(i => i.checked)")
+        assert findings.input_value() == "Edited by the reader: <b>no</b> pleural effusion."
         page.locator("#rexval-missing_finding-significant input").fill("1")
         page.locator("#comment textarea").fill("misses the effusion")
+        # a move away holds once for a comment never sent with a rating (a new-user trial
+        # lost one to Alt+N without a word)
+        page.locator("#film-head").click()
+        page.keyboard.press("Alt+n")
+        wait_text(page, "save-status", "your comment is not sent yet")
+        assert "DEMO-0003" in page.locator("#film-head").inner_text()
+        assert page.locator("#comment textarea").input_value() == "misses the effusion"
         # the edit suggested counts (#22): the rating waits until the reader confirms them
         page.locator("#rate").click()
         wait_text(page, "rate-status", "I checked the suggested counts")

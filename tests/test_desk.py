@@ -374,6 +374,26 @@ def test_rating_needs_a_likert_and_whole_counts(desk):
     assert ok and msg.startswith("Rated 4/5 at") and d.review.status(reader, ids[0]) == "done"
 
 
+def test_a_move_away_holds_once_for_a_comment_never_sent(desk):
+    """The comment goes with a rating: a move away from words typed in it and never sent
+    holds once and says so; a second move with the same words leaves them; a sent comment,
+    an emptied box or the stored comment holds nothing (a new-user trial lost a comment to
+    Alt+N without a word)."""
+    d, reader, ids = desk
+    session, _ = opened(d, reader, ids[0])
+    assert d.unsent(session, "") is None and d.unsent(session, None) is None
+    why = d.unsent(session, "  misses the effusion ")
+    assert why is not None and "comment is not sent" in why and "Alt+R" in why
+    assert d.unsent(session, "misses the effusion") is None  # moved on again: left unsent
+    assert d.unsent(session, "misses the effusion, and the line") is not None  # new words
+    ok, _ = d.rate(session, 4, False, {}, "misses the effusion, and the line")
+    assert ok and d.unsent(session, "misses the effusion, and the line") is None
+    # the stored comment, reopened, is not "unsent"; a fresh edit of it is
+    session, _ = opened(d, reader, ids[0])
+    assert d.unsent(session, "misses the effusion, and the line") is None
+    assert d.unsent(session, "misses the effusion") is not None
+
+
 def test_acceptable_without_changes_is_refused_once_the_text_differs_from_the_draft(desk):
     """Found in a new-user trial: accept, then edit, then rate 2 stored acceptable=yes on an
     edited report."""

@@ -59,7 +59,7 @@ STATIC = Path(__file__).with_name("static")
 SHORTCUTS = [
     ("Alt+N / Alt+P", "next / previous unfinished study (what you typed is saved first)"),
     ("Ctrl+S", "save both sections"),
-    ("1 … 5", "overall score, when not typing in a box"),
+    ("1 … 5", "overall score, when not typing in a box (Esc leaves the box)"),
     ("Alt+A", "accept the draft as is (asks first if you changed it)"),
     ("Alt+F / Alt+I", "focus findings / impression"),
     ("Alt+D", "draft (or regenerate) this study"),
@@ -113,10 +113,11 @@ class Page:
     @property
     def edit_in(self) -> set[Any]:
         """The inputs of every event that carries the report's text, and `sync`, gathered
-        with them, which names the study they belong to (see `Tab.client_js`)."""
+        with them, which names the study they belong to (see `Tab.client_js`); the rating's
+        comment too, which a move away does not drop unsent without a word (`Desk.unsent`)."""
         wl = self.worklist
         return {self.tab.state, self.review.findings, self.review.impression, self.tab.client,
-                self.tab.sync, *wl.filters, wl.page}
+                self.tab.sync, *wl.filters, wl.page, self.review.comment}
 
 
 def _left_off_of(services: Services) -> Callable[[int], frozenset[int]]:
@@ -336,7 +337,7 @@ class Navigation:
         their words on screen."""
         p, session = self.page.review, r.session
         texts, client = p.texts_of(d), Client.parse(d[self.page.tab.client])
-        left = (session.study, session.reading, session.label)
+        left = (session.study, session.reading)
         saved = self.desk.leave(session, texts, client, time.monotonic())
         if not saved.ok:
             held = Saved("⚠ **Still on this study: choose Keep mine or Take theirs first.** "
@@ -345,7 +346,13 @@ class Navigation:
         study = target(r)
         if study is None and reading is None:
             return {**self.editor.after_save(r, saved, texts, client),
-                    p.save_status: "No other unfinished study that way."}
+                    p.save_status: "No other unfinished study that way in the worklist as "
+                                   "searched and filtered."}
+        if (study, reading) != left and (why := self.desk.unsent(session, d.get(p.comment))):
+            return {**self.editor.after_save(r, saved, texts, client),
+                    p.save_status: f"⚠ **Still on this study: {why}**"}
+        note = (left_saved(session.label, {s: n for s, n in session.base.items() if n})
+                if session.stored_here else "")
         try:
             out = self.study_outputs(r, study, reading)
         except ReaderStudyError as exc:
@@ -353,9 +360,8 @@ class Navigation:
                     p.save_status: f"⚠ {html.escape(str(exc))}"}
         if saved.wrote:
             out.update(self.rows(r.id, d))
-        if saved.stored and (session.study, session.reading) != left[:2]:
-            out[p.save_status] = (f"{left_saved(left[2], saved.stored)}<br>"
-                                  f"{out.get(p.save_status, '')}")
+        if note and (session.study, session.reading) != left:
+            out[p.save_status] = f"{note}<br>{out.get(p.save_status, '')}"
         return out
 
     def on_step(self, step: int) -> Callable[..., Any]:

@@ -137,7 +137,12 @@ class Session:
     owner: str | None = None  # the login (or the local reader) that created this state
     reader: int | None = None
     study: int | None = None
-    label: str = ""  # what the screen calls the open study: its key (a reading: its case label)
+    label: str = ""  # what the screen calls the open study: its key (a reading: "reading 3")
+    stored_here: bool = False  # a save stored the reader's text since the study was opened
+    # the rating's comment as stored (what the box showed when the study was opened), and the
+    # unsent comment a move away was last held for (a second move leaves it: see `unsent`)
+    comment_shown: str = ""
+    comment_held: str | None = None
     base: dict[str, int | None] = field(default_factory=dict)
     drafts: dict[str, tuple[int, str]] = field(default_factory=dict)  # section -> (id, text)
     shown: dict[str, str] = field(default_factory=dict)  # what is stored for each box
@@ -213,7 +218,6 @@ class Saved:
     held: frozenset[str] | None = None
     texts: dict[str, str] | None = None
     withdrawn: bool = False  # this save withdrew "acceptable without changes" (the box unticks)
-    stored: tuple[tuple[str, int], ...] = ()  # (section, revision) of what this save stored
 
     @property
     def ok(self) -> bool:
@@ -254,11 +258,13 @@ class MetricsView:
     unavailable: list[str] = field(default_factory=list)
 
 
-def left_saved(label: str, stored: tuple[tuple[str, int], ...]) -> str:
-    """What the next study's status line says first when leaving a study stored the reader's
-    words: the status then describes the study now open, and nothing told the reader that the
-    text typed just before Alt+N had been kept (a new-user trial asked)."""
-    revisions = ", ".join(f"{section} revision {number}" for section, number in stored)
+def left_saved(label: str, numbers: dict[str, int]) -> str:
+    """What the next study's status line says first after leaving a study whose text the
+    reader changed: the status then describes the study now open, and nothing told the reader
+    that the text typed just before Alt+N had been kept (a new-user trial asked). Every
+    section of theirs is named (a tick may have stored one before the move stored the other:
+    naming only the last read as if the first were not saved, a new-user trial)."""
+    revisions = ", ".join(f"{section} revision {number}" for section, number in numbers.items())
     return f"✓ Your edits to {html.escape(label) or 'the last study'} are saved ({revisions})."
 
 
@@ -536,9 +542,28 @@ class Desk:
         # a study rated before shows the reader's own counts: nothing is pre-filled over them
         session.own_rows = set(REXVAL_CATEGORIES) if rating is not None else set()
         session.prefilled, session.suggested = {}, {}
+        self._opened(session, rating)
         self._predraft(session, drafts)
         return Opened(view, drafts, texts, self.status_line(session), self.model_note(drafts),
                       rating)
+
+    @staticmethod
+    def _opened(session: Session, rating: RatingView | None) -> None:
+        session.stored_here, session.comment_held = False, None
+        session.comment_shown = (rating.comment or "") if rating is not None else ""
+
+    def unsent(self, session: Session, comment: str | None) -> str | None:
+        """Why a move away from the open study waits, once: the comment box holds words the
+        reader typed and never sent with a rating (they go with Submit rating, and a move
+        dropped them without a word: a new-user trial). A second move with the same words
+        leaves them; None: nothing to hold."""
+        typed = (comment or "").strip()
+        if session.study is None or session.signed or not typed or \
+                typed == session.comment_shown.strip() or typed == session.comment_held:
+            return None
+        session.comment_held = typed
+        return ("your comment is not sent yet: it goes with your score (Submit rating, "
+                "Alt+R). Move on again to leave it unsent.")
 
     def _predraft(self, session: Session, drafts: dict[str, StoredDraft]) -> None:
         """Queue the study just opened, first, when it would say "No draft yet" (no draft,
@@ -582,6 +607,7 @@ class Desk:
         session.predrafting = False
         session.own_rows = set(REXVAL_CATEGORIES) if rating is not None else set()
         session.prefilled, session.suggested = {}, {}
+        self._opened(session, rating)
         return Opened(view, {}, dict(session.shown), self.reading_status(session, opened),
                       reading_note(opened), rating)
 
@@ -718,7 +744,7 @@ class Desk:
             return Saved("A newer edit of this tab is already saved.", {}, False)
         if (held := self.held(session)) is not None:  # the text stays in the box
             return Saved(f"⚠ Not saved: {html.escape(held)}.", {}, False)
-        wrote, messages, stored = False, list[str](), list[tuple[str, int]]()
+        wrote, messages = False, list[str]()
         edits = _edits(session, changed, client)
         # both sections in one transaction: one commit (one fsync) per save, not one each
         try:
@@ -742,17 +768,15 @@ class Desk:
                 continue
             session.base[section] = rev.number
             session.shown[section] = rev.text
-            wrote = True
-            stored.append((section, rev.number))
+            wrote = session.stored_here = True
             messages.append(f"{section} saved as revision {rev.number}"
                             + (" (autosave)" if autosave else ""))
         if adopted:
             again = self.save(session, texts, client, autosave, _own_late=True)
             messages += [again.message] if again.wrote or again.conflicts else []
-            wrote, stored = wrote or again.wrote, stored + list(again.stored)
+            wrote = wrote or again.wrote
         session.seq = max(session.seq, client.seq)
-        saved = dataclasses.replace(self._saved(session, messages, set(results), wrote,
-                                                autosave, set(changed)), stored=tuple(stored))
+        saved = self._saved(session, messages, set(results), wrote, autosave, set(changed))
         if getattr(results, "withdrawn", False):  # see ReviewService.save_sections
             saved = dataclasses.replace(saved, withdrawn=True, message=(
                 f"{saved.message}<br>“Acceptable without changes” is withdrawn: your text now "
@@ -1097,6 +1121,7 @@ class Desk:
                                  suggested=suggested.counts() if suggested is not None else None)
         except (ReviewError, DatabaseBusy) as exc:
             return False, f"⚠ Not rated: {html.escape(str(exc))}"
+        session.comment_shown = comment or ""
         # the score, not the rating's number: an Accept stores a score-less rating first, so
         # the reader's one score read "#2" (a new-user trial)
         return True, f"Rated {r.likert}/5 at {r.created_at:%H:%M}: study done."

@@ -506,10 +506,14 @@ def _wire_choices(w: Wiring) -> None:
     kept_mine = p.keep_mine.click(on_keep_mine, w.edit_in, boxes_out, **LIGHT, **w.on_status)
     kept_mine.then(**w.metrics_step)
     w.follow(kept_mine)
-    p.take_theirs.click(on_take_theirs, w.edit_in, boxes_out, **LIGHT, **w.on_status)
+    # each of these stores a revision: the metrics panel follows it (after a Revert it still
+    # scored the text reverted from until the study was opened again: a new-user trial)
+    p.take_theirs.click(on_take_theirs, w.edit_in, boxes_out, **LIGHT, **w.on_status
+                        ).then(**w.metrics_step)
     _wire_revert(w, boxes_out)
     on_use_draft = _draft_in_boxes(w, "The draft is in the boxes (autosaved shortly, or Save).")
-    p.use_draft.click(on_use_draft, w.edit_in, boxes_out, **LIGHT, **w.on_status)
+    p.use_draft.click(on_use_draft, w.edit_in, boxes_out, **LIGHT, **w.on_status
+                      ).then(**w.metrics_step)
 
 
 def _wire_revert(w: Wiring, boxes_out: list[Any]) -> None:
@@ -535,8 +539,10 @@ def _wire_revert(w: Wiring, boxes_out: list[Any]) -> None:
         return {**revert(r, d), **closed}
 
     outs = [*boxes_out, p.revert_confirm, p.revert_cancel]
-    p.revert_button.click(on_revert, w.edit_in, outs, **LIGHT, **w.on_status)
-    p.revert_confirm.click(on_revert_confirm, w.edit_in, outs, **LIGHT, **w.on_status)
+    p.revert_button.click(on_revert, w.edit_in, outs, **LIGHT, **w.on_status
+                          ).then(**w.metrics_step)
+    p.revert_confirm.click(on_revert_confirm, w.edit_in, outs, **LIGHT, **w.on_status
+                           ).then(**w.metrics_step)
     p.revert_cancel.click(lambda: {**closed, p.save_status: "Not reverted: your text stays."},
                           None, [p.revert_confirm, p.revert_cancel, p.save_status], **LIGHT)
 

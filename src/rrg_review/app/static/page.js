@@ -32,7 +32,8 @@ window.rrgLogout = () => {
   // keys: section -> [first, last keystroke (ms), keystroke events, edit operations] since the
   // study was shown (the counts are numbers only: no keystroke text leaves the boxes' value)
   const rrg = window.rrg = {study: null, reader: null, keys: {}, pressed: {}, typed: {}, seq: 0,
-                            last: Date.now(), shown: {}, base: null, unsaved: false};
+                            last: Date.now(), shown: {}, base: null, unsaved: false,
+                            strayText: ''};
   const SECTIONS = {'edit-findings': 'findings', 'edit-impression': 'impression'};
   const $ = (sel) => document.querySelector(sel);
   const box = (section) => $('#edit-' + section + ' textarea');
@@ -222,8 +223,14 @@ window.rrgLogout = () => {
   const LEAVING_MAX_MS = 30000;
   let leaving = null;
   const STRAY_MS = 1000;
-  const STRAY_NOTE = 'Keys typed after leaving the last study were not typed into this one: ' +
-                     'click in a box (or Alt+F) to type here.';
+  // the note quotes what went nowhere, so the reader can type it again where it belongs (it
+  // only said that keys were dropped, not which: a new-user trial)
+  const STRAY_HEAD = 'Keys typed after leaving the last study were not typed into this one';
+  const strayNote = () => {
+    const typed = rrg.strayText.trim();
+    const shown = typed.length > 80 ? `${typed.slice(0, 79)}…` : typed;
+    return `${STRAY_HEAD}${shown ? ` (“${shown}”)` : ''}: click in a box (or Alt+F) to type here.`;
+  };
   // `step` on every animation frame for as long as it says to go on (a watch that must see
   // a change the frame it is drawn: a study landing, a draft landing over typing)
   const everyFrame = (step) => {
@@ -239,6 +246,7 @@ window.rrgLogout = () => {
     if (active && active.closest && active.closest('#edit-findings, #edit-impression')) {
       active.blur();
       rrg.strayUntil = performance.now() + STRAY_MS;  // (the clock of events' timeStamp)
+      rrg.strayText = '';
     }
     leaving = {from: rrg.study, until: Date.now() + LEAVING_MAX_MS};
     stepFrom = rrg.study;
@@ -413,7 +421,7 @@ window.rrgLogout = () => {
     readSync();  // a study change not yet seen: its keystrokes belong to the new study
     // typing here is what the stray-keys note asked for: it has done its work (it stayed on
     // screen over the reader's typing until the next study: a new-user trial)
-    if (noteIs(STRAY_NOTE)) setNote('');
+    if ($('#restore-note .rrg-restore')?.textContent.startsWith(STRAY_HEAD)) setNote('');
     const section = SECTIONS[owner.id], now = Date.now();
     if (rrg.pending && e.isTrusted) {  // typed before the server's values landed: theirs wins
       rrg.pending = null;
@@ -582,7 +590,7 @@ window.rrgLogout = () => {
           if (rrg.row === sync.study) rrg.rowWanted = false;  // the row chosen last is open
           rrg.changedAt = Date.now();
           if (window.rrgEnlarged) window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
-          setNote(rrg.strayed ? STRAY_NOTE : '');
+          setNote(rrg.strayed ? strayNote() : '');
           rrg.strayed = false;
           // read now: typing into the new study must not replace it before it is restored
           rrg.pending = sync.study === null ? null : {study: sync.study,
@@ -805,7 +813,8 @@ window.rrgLogout = () => {
       if (e.key && e.key.length === 1) {
         e.preventDefault();
         rrg.strayed = true;
-        setNote(STRAY_NOTE);
+        rrg.strayText += e.key;
+        setNote(strayNote());
       }
       return;
     }
@@ -814,6 +823,12 @@ window.rrgLogout = () => {
       // P: the current study's film ⇄ the prior's (plain P only: Alt+P is the previous study)
       if (e.code === 'KeyP' && !e.altKey && !e.ctrlKey && !e.metaKey) keys.KeyP = 'flip-prior';
       if (keys[e.code]) { e.preventDefault(); click(keys[e.code]); return; }
+    }
+    // Esc leaves a box, so that 1-5 score again: only Tab or a click did, and a reader working
+    // from the keyboard typed "4" into the findings instead (a new-user trial)
+    if (e.code === 'Escape' && typing(e.target) && !e.ctrlKey && !e.metaKey && !e.altKey) {
+      e.target.blur();
+      return;
     }
     if (e.altKey && !e.ctrlKey && !e.metaKey) {
       // not while the enlarged view covers the editor and the rating: an accept, a rating, a
