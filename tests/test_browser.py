@@ -223,6 +223,7 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path, database_templa
         page.locator("#film-head").click()
         page.keyboard.press("Alt+n")
         wait_text(page, "save-status", "your comment is not sent yet")
+        wait_in_view(page, "#save-status")  # (the column was scrolled down to the comment)
         assert "DEMO-0003" in page.locator("#film-head").inner_text()
         assert page.locator("#comment textarea").input_value() == "misses the effusion"
         # the edit suggested counts (#22): the rating waits until the reader confirms them

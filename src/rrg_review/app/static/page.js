@@ -659,6 +659,14 @@ window.rrgLogout = () => {
       asked.rate = said;
       if (said.includes('⚠')) rate.scrollIntoView({block: 'nearest'});
     }
+    // so is a warning in the status line: a move held for an unsent comment said so at the top
+    // of the column while the reader, scrolled down to the comment, saw nothing happen
+    const status = document.getElementById('save-status');
+    const line = status ? status.textContent : '';
+    if (line !== asked.status) {
+      asked.status = line;
+      if (line.includes('⚠')) status.scrollIntoView({block: 'nearest'});
+    }
   };
 
   // Gradio 6.17's table draws only the rows its virtual window held after its first non-empty
