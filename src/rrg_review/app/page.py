@@ -351,8 +351,8 @@ class Navigation:
         if (study, reading) != left and (why := self.desk.unsent(session, d.get(p.comment))):
             return {**self.editor.after_save(r, saved, texts, client),
                     p.save_status: f"⚠ **Still on this study: {why}**"}
-        note = (left_saved(session.label, {s: n for s, n in session.base.items() if n})
-                if session.stored_here else "")
+        mine = {s: n for s, n in session.base.items() if n is not None}
+        note = left_saved(session.label, mine) if session.stored_here and mine else ""
         try:
             out = self.study_outputs(r, study, reading)
         except ReaderStudyError as exc:
