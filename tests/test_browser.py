@@ -218,14 +218,16 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path, database_templa
         assert findings.input_value() == "Edited by the reader: <b>no</b> pleural effusion."
         page.locator("#rexval-missing_finding-significant input").fill("1")
         page.locator("#comment textarea").fill("misses the effusion")
-        # a move away holds once for a comment never sent with a rating (a new-user trial
-        # lost one to Alt+N without a word)
+        # a move away holds once for a comment and counts never sent with a rating (new-user
+        # trials lost both to Alt+N without a word)
         page.locator("#film-head").click()
         page.keyboard.press("Alt+n")
-        wait_text(page, "save-status", "your comment is not sent yet")
+        wait_text(page, "save-status",
+                  "your comment and the ReXVal counts you typed are not sent yet")
         wait_in_view(page, "#save-status")  # (the column was scrolled down to the comment)
         assert "DEMO-0003" in page.locator("#film-head").inner_text()
         assert page.locator("#comment textarea").input_value() == "misses the effusion"
+        assert page.locator("#rexval-missing_finding-significant input").input_value() == "1"
         # the edit suggested counts (#22): the rating waits until the reader confirms them
         page.locator("#rate").click()
         wait_text(page, "rate-status", "I checked the suggested counts")

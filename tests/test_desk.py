@@ -394,6 +394,29 @@ def test_a_move_away_holds_once_for_a_comment_never_sent(desk):
     assert d.unsent(session, "misses the effusion") is not None
 
 
+def test_a_move_away_holds_once_for_rexval_counts_typed_and_never_sent(desk):
+    """The ReXVal counts go with a rating too: counts the reader typed and did not send hold a
+    move once (with an unsent comment, one notice names both); a rating sends them, a reopened
+    study starts clean (a new-user trial's counts were dropped by a move without a word)."""
+    d, reader, ids = desk
+    session, _ = opened(d, reader, ids[1])
+    assert d.unsent(session, "") is None
+    d.count_typed(session, "false_finding")
+    why = d.unsent(session, "")
+    assert why is not None and "ReXVal counts you typed are not sent" in why and "them" in why
+    assert d.unsent(session, "") is None  # moved on again: left unsent
+    assert "false_finding" in session.own_rows  # the row stays the reader's
+    session, _ = opened(d, reader, ids[1])
+    d.count_typed(session, "missing_finding")
+    why = d.unsent(session, "no effusion")
+    assert why is not None and "your comment and the ReXVal counts" in why
+    assert d.unsent(session, "no effusion") is None
+    session, _ = opened(d, reader, ids[1])
+    d.count_typed(session, "missing_finding")
+    ok, _ = d.rate(session, 3, False, {"missing_finding": {"significant": 1}}, None)
+    assert ok and d.unsent(session, "") is None  # sent with the rating
+
+
 def test_acceptable_without_changes_is_refused_once_the_text_differs_from_the_draft(desk):
     """Found in a new-user trial: accept, then edit, then rate 2 stored acceptable=yes on an
     edited report."""

@@ -143,6 +143,10 @@ class Session:
     # unsent comment a move away was last held for (a second move leaves it: see `unsent`)
     comment_shown: str = ""
     comment_held: str | None = None
+    # the reader typed a ReXVal count since the study was opened or last rated (the counts,
+    # like the comment, go with Submit rating), and a move away was held for it once
+    counts_typed: bool = False
+    counts_held: bool = False
     base: dict[str, int | None] = field(default_factory=dict)
     drafts: dict[str, tuple[int, str]] = field(default_factory=dict)  # section -> (id, text)
     shown: dict[str, str] = field(default_factory=dict)  # what is stored for each box
@@ -551,19 +555,35 @@ class Desk:
     def _opened(session: Session, rating: RatingView | None) -> None:
         session.stored_here, session.comment_held = False, None
         session.comment_shown = (rating.comment or "") if rating is not None else ""
+        session.counts_typed = session.counts_held = False
+
+    @staticmethod
+    def count_typed(session: Session, category: str) -> None:
+        """The reader typed in a ReXVal row: it is theirs (never pre-filled again), and its
+        count is not sent until Submit rating (`unsent`)."""
+        session.own_rows.add(category)
+        session.counts_typed = True
 
     def unsent(self, session: Session, comment: str | None) -> str | None:
         """Why a move away from the open study waits, once: the comment box holds words the
-        reader typed and never sent with a rating (they go with Submit rating, and a move
-        dropped them without a word: a new-user trial). A second move with the same words
-        leaves them; None: nothing to hold."""
+        reader typed and never sent with a rating, or the reader typed ReXVal counts and did
+        not send them (both go with Submit rating, and a move dropped them without a word:
+        new-user trials). A second move leaves them (the comment: the same words); None:
+        nothing to hold."""
         typed = (comment or "").strip()
-        if session.study is None or session.signed or not typed or \
-                typed == session.comment_shown.strip() or typed == session.comment_held:
+        words = bool(typed) and typed not in (session.comment_shown.strip(),
+                                              session.comment_held)
+        counts = session.counts_typed and not session.counts_held
+        if session.study is None or session.signed or not (words or counts):
             return None
-        session.comment_held = typed
-        return ("your comment is not sent yet: it goes with your score (Submit rating, "
-                "Alt+R). Move on again to leave it unsent.")
+        if words:
+            session.comment_held = typed
+        session.counts_held = session.counts_held or counts
+        what = ("your comment and the ReXVal counts you typed are" if words and counts
+                else "your comment is" if words else "the ReXVal counts you typed are")
+        return (f"{what} not sent yet: {'they go' if counts else 'it goes'} with your score "
+                f"(Submit rating, Alt+R). Move on again to leave "
+                f"{'them' if counts else 'it'} unsent.")
 
     def _predraft(self, session: Session, drafts: dict[str, StoredDraft]) -> None:
         """Queue the study just opened, first, when it would say "No draft yet" (no draft,
@@ -1122,6 +1142,7 @@ class Desk:
         except (ReviewError, DatabaseBusy) as exc:
             return False, f"⚠ Not rated: {html.escape(str(exc))}"
         session.comment_shown = comment or ""
+        session.counts_typed = session.counts_held = False
         # the score, not the rating's number: an Accept stores a score-less rating first, so
         # the reader's one score read "#2" (a new-user trial)
         return True, f"Rated {r.likert}/5 at {r.created_at:%H:%M}: study done."

@@ -416,7 +416,7 @@ def _wire_aids(w: Wiring) -> None:
     def own_row(category: str) -> Callable[..., Any]:
         @w.guard(lock=False)
         def on_own_row(r: Reader, d: Inputs) -> None:
-            r.session.own_rows.add(category)
+            w.desk.count_typed(r.session, category)
         return on_own_row
 
     outs = [*p.aid_fields, p.checked, *(p.rexval[(c, "significant")] for c in REXVAL_CATEGORIES)]
