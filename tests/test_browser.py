@@ -71,6 +71,11 @@ def test_open_a_demo_study_see_its_image_and_its_prior_beside_it(browser, app):
     click_row(page, "DEMO-0001")  # no prior of its own: none beside, the button off
     prior.wait_for(state="detached")
     assert page.locator("#toggle-prior").is_disabled()
+    # and says why; Alt+B then marks it rather than doing nothing visible (a new-user trial)
+    assert page.locator("#toggle-prior").inner_text() == "No prior study found"
+    page.keyboard.press("Alt+b")
+    page.locator("#toggle-prior.rrg-nudge").wait_for()
+    page.locator("#toggle-prior.rrg-nudge").wait_for(state="detached")
     # the reader's own report of it, saved here, is what the prior beside shows first (only
     # the dataset's was there: a new-user trial)
     box = page.locator("#edit-findings textarea")

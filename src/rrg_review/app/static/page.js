@@ -49,6 +49,12 @@ window.rrgLogout = () => {
     return true;
   };
   const click = (id) => { const el = document.getElementById(id); if (el) el.click(); };
+  const NUDGE_MS = 1200;
+  const nudge = (el) => {
+    el.classList.add('rrg-nudge');
+    clearTimeout(el.rrgNudge);
+    el.rrgNudge = setTimeout(() => el.classList.remove('rrg-nudge'), NUDGE_MS);
+  };
   // Unsaved text is kept per tab: two tabs of one browser on one study must never remove or
   // overwrite each other's entry (a tab with nothing unsaved used to delete the study's one
   // entry every 200 ms, so another tab's unsaved text was gone after its reload; found in a
@@ -851,7 +857,14 @@ window.rrgLogout = () => {
       }
       const map = {KeyN: 'next-study', KeyP: 'prev-study', KeyA: 'accept', KeyD: 'draft-button',
                    KeyR: 'rate', KeyB: 'toggle-prior'};
-      if (map[e.code]) { e.preventDefault(); click(map[e.code]); return; }
+      if (map[e.code]) {
+        e.preventDefault();
+        const button = document.getElementById(map[e.code]);
+        // a key whose button is off is not silent: the button, which says why (Alt+B on a
+        // study without a prior: "No prior study found"), is marked for a moment
+        if (button && button.disabled) nudge(button); else click(map[e.code]);
+        return;
+      }
       const focus = {KeyF: 'findings', KeyI: 'impression'};
       if (focus[e.code]) { e.preventDefault(); const el = box(focus[e.code]); if (el) el.focus(); }
       return;

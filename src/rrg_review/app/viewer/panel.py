@@ -113,6 +113,9 @@ def study_details(view: StudyView) -> str:
 
 # -- the film -----------------------------------------------------------------------------------
 SHOW_PRIOR, HIDE_PRIOR = "Show prior beside (Alt+B)", "Hide prior (Alt+B)"
+# the button of a study without a prior says so (it read "Show prior beside (Alt+B)",
+# greyed, and Alt+B did nothing a reader could see: a new-user trial)
+NO_PRIOR = "No prior study found"
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,7 @@ class FilmPanel:
                     self.prior_button: gr.update(interactive=True, value=HIDE_PRIOR)}
         return {self.film: film_html(viewer, view), self.details: study_details(view),
                 self.prior_button: gr.update(interactive=bool(view.prior_ids),
-                                             value=SHOW_PRIOR)}
+                                             value=SHOW_PRIOR if view.prior_ids else NO_PRIOR)}
 
 
 def prior_film(viewer: StudyViewer, view: StudyView, session: Session,
