@@ -96,6 +96,9 @@ def test_presets_follow_the_brightness_histogram(db, viewer_and_image):
     for name, (center, width) in expected.items():
         assert desk.window_preset(image_id, name) == pytest.approx(
             (center, width), abs=0.05 * span), name  # (percentiles of every 4th pixel)
+    # whole raw units on a film of integer scale (the Level box read "12169.04": a trial)
+    for name in ("soft tissue", "bone", "lung"):
+        assert all(v.is_integer() for v in desk.window_preset(image_id, name)), name
     with pytest.raises(ReviewError, match="unknown window preset 'x'"):
         desk.window_preset(image_id, "x")
     # (invert is the browser's: tests/test_viewer_canvas.py reads the canvas back)

@@ -95,10 +95,15 @@ class ValueRange:
         """The (center, width) of a window from one brightness percentile to another (both
         in BRIGHTNESS_PERCENTILES): it follows the film's own histogram, so "lung" grades the
         lungs whatever the exposure and bit depth (fractions of the raw range washed them
-        out; found in a new-user trial)."""
+        out; found in a new-user trial). In whole raw units on a film of integer scale (a
+        span of 100 or more): the percentiles interpolate, and the viewer's Level box read
+        "12169.04", a precision no reader sets or a PACS shows (a new-user trial)."""
         at = dict(self.brightness)
         a, b = at[darker], at[brighter]
-        return (a + b) / 2, max(abs(b - a), 1.0)
+        center, width = (a + b) / 2, max(abs(b - a), 1.0)
+        if self.hi - self.lo >= 100:
+            return float(round(center)), float(max(round(width), 1))
+        return center, width
 
 
 # the brightness percentiles a ValueRange carries (the window presets are built from them)
