@@ -28,7 +28,7 @@ from rrg_review.app.review.desk import (
     Session,
     TabRefused,
 )
-from rrg_review.app.review.panel import Editor, ReviewPanel
+from rrg_review.app.review.panel import Editor, ReviewPanel, rating_line
 from rrg_review.app.review.service import ReviewError, ReviewService
 from rrg_review.app.setup import seed_demo
 from rrg_review.app.viewer.service import StudyViewer
@@ -415,6 +415,28 @@ def test_a_move_away_holds_once_for_rexval_counts_typed_and_never_sent(desk):
     d.count_typed(session, "missing_finding")
     ok, _ = d.rate(session, 3, False, {"missing_finding": {"significant": 1}}, None)
     assert ok and d.unsent(session, "") is None  # sent with the rating
+
+
+def test_a_score_given_before_the_readers_latest_text_says_so(desk):
+    """A reader who edits a rated study is told once that the score came before (the study
+    stayed "done", "Rated 4/5 at 07:08" beside a report edited since: a new-user trial); the
+    study reopened says it too, and a new rating clears it."""
+    d, reader, ids = desk
+    session, texts = opened(d, reader, ids[2])
+    ok, _ = d.rate(session, 4, False, {}, None)
+    assert ok and session.rated is not None and not session.edited_since_rated
+    edited = {**texts, "findings": "Edited after the score."}
+    saved = d.save(session, edited, typed(ids[2], "findings"))
+    assert saved.wrote and d.edited_after_rating(session, saved)
+    assert not d.edited_after_rating(session, saved)  # said once
+    line = rating_line(session.rated, edited=True)
+    assert line.startswith("Rated 4/5 at ") and "before your later edits" in line
+    session, _ = opened(d, reader, ids[2])  # reopened: known from the revision's time
+    assert session.edited_since_rated
+    ok, _ = d.rate(session, 3, False, {}, None)
+    assert ok and not session.edited_since_rated and session.rated.likert == 3
+    session, _ = opened(d, reader, ids[2])
+    assert not session.edited_since_rated
 
 
 def test_acceptable_without_changes_is_refused_once_the_text_differs_from_the_draft(desk):

@@ -947,6 +947,21 @@ def test_status_accept_and_rating_mean_what_they_say(browser, app):
     click_row(page, "DEMO-0004")
     wait_text(page, "rate-status", "withdrawn")
     assert "Accepted without changes" not in page.locator("#rate-status").inner_text()
+    # a score, then an edit saved: the line says the score came before (a new-user trial saw
+    # only "Rated 4/5 at 07:08" beside a report edited since), and says it again on return
+    page.locator("#film-head").click()
+    page.keyboard.press("Digit5")
+    page.locator("#rate").click()
+    wait_text(page, "rate-status", "Rated 5/5 at")
+    box(page, "findings").click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type(" Later words.")
+    page.keyboard.press("Control+s")
+    wait_text(page, "rate-status", "before your later edits")
+    click_row(page, "DEMO-0001")
+    click_row(page, "DEMO-0004")
+    wait_text(page, "rate-status", "Rated 5/5 at")
+    assert "before your later edits" in page.locator("#rate-status").inner_text()
 
 
 def table_rows(page, elem_id: str) -> list[list[str]]:

@@ -147,6 +147,11 @@ class Session:
     # like the comment, go with Submit rating), and a move away was held for it once
     counts_typed: bool = False
     counts_held: bool = False
+    # the reader's latest score of the open study, and whether their text was saved after it
+    # (the line under Submit rating says so: the score stood unchanged beside a report edited
+    # since, and the study stayed "done" without a hint: a new-user trial)
+    rated: RatingView | None = None
+    edited_since_rated: bool = False
     base: dict[str, int | None] = field(default_factory=dict)
     drafts: dict[str, tuple[int, str]] = field(default_factory=dict)  # section -> (id, text)
     shown: dict[str, str] = field(default_factory=dict)  # what is stored for each box
@@ -546,16 +551,32 @@ class Desk:
         # a study rated before shows the reader's own counts: nothing is pre-filled over them
         session.own_rows = set(REXVAL_CATEGORIES) if rating is not None else set()
         session.prefilled, session.suggested = {}, {}
-        self._opened(session, rating)
+        self._opened(session, rating, max((c.created_at for c in current.values()),
+                                          default=None))
         self._predraft(session, drafts)
         return Opened(view, drafts, texts, self.status_line(session), self.model_note(drafts),
                       rating)
 
     @staticmethod
-    def _opened(session: Session, rating: RatingView | None) -> None:
+    def _opened(session: Session, rating: RatingView | None,
+                edited_at: datetime | None = None) -> None:
+        """What a study (or reading) just opened starts from: its stored rating, nothing
+        unsent; `edited_at`: when the reader's latest text of it was saved, where known."""
         session.stored_here, session.comment_held = False, None
         session.comment_shown = (rating.comment or "") if rating is not None else ""
         session.counts_typed = session.counts_held = False
+        session.rated = rating if rating is not None and rating.likert is not None else None
+        session.edited_since_rated = (session.rated is not None and edited_at is not None
+                                      and edited_at > session.rated.created_at)
+
+    @staticmethod
+    def edited_after_rating(session: Session, saved: Saved) -> bool:
+        """Whether this save is the first to store the reader's text after their score of
+        the open study (the line under Submit rating then says that the score came before)."""
+        if not saved.wrote or session.rated is None or session.edited_since_rated:
+            return False
+        session.edited_since_rated = True
+        return True
 
     @staticmethod
     def count_typed(session: Session, category: str) -> None:
@@ -1143,6 +1164,8 @@ class Desk:
             return False, f"⚠ Not rated: {html.escape(str(exc))}"
         session.comment_shown = comment or ""
         session.counts_typed = session.counts_held = False
+        session.rated = r if r.likert is not None else session.rated
+        session.edited_since_rated = False
         # the score, not the rating's number: an Accept stores a score-less rating first, so
         # the reader's one score read "#2" (a new-user trial)
         return True, f"Rated {r.likert}/5 at {r.created_at:%H:%M}: study done."

@@ -237,12 +237,17 @@ def _draft_diff_reference() -> dict[str, Any]:
 WITHDRAWN = "“Acceptable without changes” withdrawn: you edited the draft."
 
 
-def rating_line(r: RatingView | None) -> str:
+def rating_line(r: RatingView | None, edited: bool = False) -> str:
     """What the line under Submit rating says of the reader's latest rating of the study: a
     rating that only withdrew "acceptable without changes" (an edit after Accept) is not an
-    acceptance (new-user trial 18 saw "Accepted without changes" beside the unticked box)."""
+    acceptance (new-user trial 18 saw "Accepted without changes" beside the unticked box); a
+    score given before the reader's latest saved text says so (`edited`: a new-user trial
+    edited a rated study and saw only "Rated 4/5 at 07:08")."""
     if r is None:
         return ""
+    if r.likert is not None and edited:
+        return (f"Rated {r.likert}/5 at {r.created_at:%H:%M}, before your later edits: "
+                "Submit rating again if the score or the counts change.")
     if r.likert is not None:
         return f"Rated {r.likert}/5 at {r.created_at:%H:%M}."
     return "Accepted without changes; no score yet." if r.acceptable else WITHDRAWN
@@ -285,9 +290,11 @@ class Editor:
                     p.diff: diff_of(self.desk.draft_texts(session), texts)}
         if saved.withdrawn:  # the box the reader ticked (or Accept did) says so too
             out |= {p.acceptable: False, p.rate_status: WITHDRAWN}
+        elif self.desk.edited_after_rating(session, saved):
+            out[p.rate_status] = rating_line(session.rated, edited=True)
         return out
 
-    def rating_values(self, r: RatingView | None) -> Outputs:
+    def rating_values(self, r: RatingView | None, edited: bool = False) -> Outputs:
         p = self.panel
         out: Outputs = {p.likert: r.likert if r else None,
                         p.acceptable: bool(r.acceptable) if r else False,
@@ -297,7 +304,7 @@ class Editor:
             out[comp] = gr.update(value=((r.errors.get(category) or {}).get(kind, 0)) if r else 0,
                                   elem_classes=[])
         out[p.checked] = False
-        out[p.rate_status] = rating_line(r)
+        out[p.rate_status] = rating_line(r, edited)
         return out
 
     def aids(self, session: Session, texts: dict[str, str]) -> Outputs:
@@ -354,7 +361,8 @@ class Editor:
                 p.draft_button: gr.update(interactive=can_draft and bool(opened.view.images),
                                           value="Regenerate" if session.drafts else "Draft"),
                 p.save_status: opened.status, p.diff: diff_of(drafts, opened.texts),
-                self.tab.sync: sync_json(r.name, session), **self.rating_values(opened.rating),
+                self.tab.sync: sync_json(r.name, session),
+                **self.rating_values(opened.rating, session.edited_since_rated),
                 **self.aids(session, opened.texts)}
 
 
