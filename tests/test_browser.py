@@ -227,8 +227,7 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path, database_templa
         # trials lost both to Alt+N without a word)
         page.locator("#film-head").click()
         page.keyboard.press("Alt+n")
-        wait_text(page, "save-status",
-                  "your comment and the ReXVal counts you typed are not sent yet")
+        wait_text(page, "save-status", "your comment and ReXVal counts are not sent yet")
         wait_in_view(page, "#save-status")  # (the column was scrolled down to the comment)
         assert "DEMO-0003" in page.locator("#film-head").inner_text()
         assert page.locator("#comment textarea").input_value() == "misses the effusion"

@@ -383,7 +383,7 @@ def test_a_move_away_holds_once_for_a_comment_never_sent(desk):
     session, _ = opened(d, reader, ids[0])
     assert d.unsent(session, "") is None and d.unsent(session, None) is None
     why = d.unsent(session, "  misses the effusion ")
-    assert why is not None and "comment is not sent" in why and "Alt+R" in why
+    assert why is not None and "your comment is not sent yet" in why and "Alt+R" in why
     assert d.unsent(session, "misses the effusion") is None  # moved on again: left unsent
     assert d.unsent(session, "misses the effusion, and the line") is not None  # new words
     ok, _ = d.rate(session, 4, False, {}, "misses the effusion, and the line")
@@ -403,13 +403,13 @@ def test_a_move_away_holds_once_for_rexval_counts_typed_and_never_sent(desk):
     assert d.unsent(session, "") is None
     d.count_typed(session, "false_finding")
     why = d.unsent(session, "")
-    assert why is not None and "ReXVal counts you typed are not sent" in why and "them" in why
+    assert why is not None and "your ReXVal counts are not sent" in why and "them" in why
     assert d.unsent(session, "") is None  # moved on again: left unsent
     assert "false_finding" in session.own_rows  # the row stays the reader's
     session, _ = opened(d, reader, ids[1])
     d.count_typed(session, "missing_finding")
     why = d.unsent(session, "no effusion")
-    assert why is not None and "your comment and the ReXVal counts" in why
+    assert why is not None and "your comment and ReXVal counts are" in why
     assert d.unsent(session, "no effusion") is None
     session, _ = opened(d, reader, ids[1])
     d.count_typed(session, "missing_finding")

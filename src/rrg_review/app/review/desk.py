@@ -600,11 +600,12 @@ class Desk:
         if words:
             session.comment_held = typed
         session.counts_held = session.counts_held or counts
-        what = ("your comment and the ReXVal counts you typed are" if words and counts
-                else "your comment is" if words else "the ReXVal counts you typed are")
-        return (f"{what} not sent yet: {'they go' if counts else 'it goes'} with your score "
-                f"(Submit rating, Alt+R). Move on again to leave "
-                f"{'them' if counts else 'it'} unsent.")
+        what = ("your comment and ReXVal counts are" if words and counts
+                else "your comment is" if words else "your ReXVal counts are")
+        them = "them" if counts else "it"
+        # (three lines of the status at 1366 px: a fourth was cut off)
+        return (f"{what} not sent yet. Submit rating (Alt+R) sends {them}; move again to "
+                f"leave {them} unsent.")
 
     def _predraft(self, session: Session, drafts: dict[str, StoredDraft]) -> None:
         """Queue the study just opened, first, when it would say "No draft yet" (no draft,
