@@ -224,20 +224,26 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path, database_templa
         page.locator("#rexval-missing_finding-significant input").fill("1")
         page.locator("#comment textarea").fill("misses the effusion")
         # a move away holds once for a comment and counts never sent with a rating (new-user
-        # trials lost both to Alt+N without a word)
-        page.locator("#film-head").click()
-        page.keyboard.press("Alt+n")
+        # trials lost both to Alt+N without a word, and to a row click: the page sent the held
+        # click again as if the reader had moved twice)
+        page.get_by_text("DEMO-0004", exact=True).filter(visible=True).first.click()
         wait_text(page, "save-status", "your comment and ReXVal counts are not sent yet")
         wait_in_view(page, "#save-status")  # (the column was scrolled down to the comment)
+        page.wait_for_function("() => !window.rrg.rowWanted")  # (the click is not sent again)
         assert "DEMO-0003" in page.locator("#film-head").inner_text()
         assert page.locator("#comment textarea").input_value() == "misses the effusion"
         assert page.locator("#rexval-missing_finding-significant input").input_value() == "1"
+        # unsent, a reload or a closed tab would ask first (the page's leave guard)
+        unsent = ("() => { const e = new Event('beforeunload', {cancelable: true});"
+                  " window.dispatchEvent(e); return e.defaultPrevented; }")
+        assert page.evaluate(unsent)
         # the edit suggested counts (#22): the rating waits until the reader confirms them
         page.locator("#rate").click()
         wait_text(page, "rate-status", "I checked the suggested counts")
         page.locator("#rexval-checked input").check()
         page.locator("#rate").click()
         wait_text(page, "rate-status", "Rated 3/5 at")
+        assert not page.evaluate(unsent)  # sent
         # the metrics panel shows draft/final/reference comparisons
         panel = page.locator("#metrics-panel")
         panel.get_by_text("final vs reference").first.wait_for()

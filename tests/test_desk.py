@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import html
 import json
 import threading
 
@@ -452,6 +453,13 @@ def test_acceptable_without_changes_is_refused_once_the_text_differs_from_the_dr
     assert ok and not d.review.latest_rating(reader, ids[3]).acceptable
     ok, _ = d.rate(session, 5, True, {}, None, texts)  # the draft as is: acceptable
     assert ok and d.review.latest_rating(reader, ids[3]).acceptable
+    # ... and with no clinically significant error counted (a trial stored 5/5, acceptable,
+    # 2 significant errors left in the form below the fold); insignificant ones may stand
+    ok, msg = d.rate(session, 5, True, {"wrong_location": {"significant": 2}}, None, texts)
+    assert not ok and "2 clinically significant errors" in msg and "untick" in msg
+    ok, _ = d.rate(session, 5, True, {"wrong_location": {"insignificant": 1}}, None, texts)
+    assert ok and d.review.latest_rating(reader, ids[3]).errors["wrong_location"] == {
+        "significant": 0, "insignificant": 1}
 
 
 def test_time_counts_only_while_open_visible_and_active(desk):
@@ -537,7 +545,10 @@ def test_window_presets(desk):
     for name in WINDOW_PRESETS:
         center, width = d.window_preset(image, name)
         assert width > 0 and lo - (hi - lo) <= center <= hi + (hi - lo)
-    assert d.window_preset(image, "full range") == pytest.approx(((lo + hi) / 2, hi - lo))
+    # (whole raw units: the Level box read 13657.5 for the full range, a new-user trial)
+    assert d.window_preset(image, "full range") == pytest.approx(((lo + hi) / 2, hi - lo),
+                                                                 abs=0.5)
+    assert all(v.is_integer() for v in d.window_preset(image, "full range"))
     with pytest.raises(ReviewError, match="unknown window preset"):
         d.window_preset(image, "disco")
 
@@ -935,20 +946,28 @@ def test_the_prior_beside_shows_the_readers_own_report_of_it_above_the_reference
     before, texts = opened(d, reader, prior)
     session, _ = opened(d, reader, view.study_id)
     session.prior = prior
-    plain = prior_film(d.viewer, view, session, d.review.current)
+    plain = prior_film(d.viewer, view, session, d.prior_report)
     assert "Your report of the prior" not in plain
+    # the findings saved, the impression's draft left as it was: that draft is the report's
+    # impression (it read "IMPRESSION: —": a new-user trial)
+    assert d.save(before, {**texts, "findings": "My signed prior findings."},
+                  typed(prior, "findings")).ok
+    shown = prior_film(d.viewer, view, session, d.prior_report)
+    draft = html.escape(d.draft_texts(before)["impression"])
+    assert draft and (f"FINDINGS: My signed prior findings.\nIMPRESSION (the draft, left as "
+                      f"it was): {draft}") in shown
     mine = {**texts, "findings": "My signed prior findings.", "impression": "My impression."}
     assert d.save(before, mine, typed(prior, "findings", "impression")).ok
-    shown = prior_film(d.viewer, view, session, d.review.current)
+    shown = prior_film(d.viewer, view, session, d.prior_report)
     assert "Your report of the prior (saved " in shown
     assert "FINDINGS: My signed prior findings.\nIMPRESSION: My impression." in shown
     below = "prior (as imported)" if "as imported" in shown else "No reference report stored"
     assert shown.index("Your report of the prior") < shown.index(below)
     session.reader = AccountService(d.review.db).add("someone", "a long enough pw")
     # another reader's tab: their own report only (none)
-    assert "My signed prior" not in prior_film(d.viewer, view, session, d.review.current)
+    assert "My signed prior" not in prior_film(d.viewer, view, session, d.prior_report)
     session.reader, session.reading = reader, object()  # type: ignore[assignment]
-    blinded = prior_film(d.viewer, view, session, d.review.current)
+    blinded = prior_film(d.viewer, view, session, d.prior_report)
     assert "My signed prior" not in blinded and "not shown during a reader-study" in blinded
 
 

@@ -77,9 +77,16 @@ def test_typed_text_survives_alt_n_a_worklist_click_and_a_reload_with_no_wait(br
         before = open_key(page)
         text = f"Typed then Alt+{'N' if i % 2 == 0 else 'P'} at once, round {i}."
         type_into(page, "findings", text)
+        column = "document.querySelector('#editor-col')"
+        if i == 1:  # the editor column scrolled down (to the ReXVal rows) before leaving
+            page.evaluate(f"() => {{ {column}.scrollTop = 10000; }}")
+            assert page.evaluate(f"() => {column}.scrollTop") > 0
         page.keyboard.press("Alt+n" if i % 2 == 0 else "Alt+p")
         page.wait_for_function(f"() => document.querySelector('#film .current')"
                                f".dataset.study !== '{before}'")
+        # the next study starts at the top of the column (its status line, its draft: a
+        # new-user trial saw the last study's ReXVal rows instead)
+        page.wait_for_function(f"() => {column}.scrollTop === 0", timeout=30_000)
         # saved in the same request (else the history says what was stored, and when)
         assert latest_text(app, key, "findings") == text, (app.query(
             "SELECT r.number, r.text, r.autosave, r.created_at FROM revision r JOIN study s "

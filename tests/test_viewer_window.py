@@ -97,7 +97,7 @@ def test_presets_follow_the_brightness_histogram(db, viewer_and_image):
         assert desk.window_preset(image_id, name) == pytest.approx(
             (center, width), abs=0.05 * span), name  # (percentiles of every 4th pixel)
     # whole raw units on a film of integer scale (the Level box read "12169.04": a trial)
-    for name in ("soft tissue", "bone", "lung"):
+    for name in ("soft tissue", "bone", "lung", "full range"):
         assert all(v.is_integer() for v in desk.window_preset(image_id, name)), name
     with pytest.raises(ReviewError, match="unknown window preset 'x'"):
         desk.window_preset(image_id, "x")

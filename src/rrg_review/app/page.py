@@ -163,7 +163,7 @@ def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
     page.worklist.connect(ui, page.tab.state,
                           lambda request: guard.reader(Session(), request).id, None, [],
                           prepare_reader=desk.prepare, navigation=False)
-    wire_film(page.film, services.viewer, guard, services.review.current)
+    wire_film(page.film, services.viewer, guard, desk.prior_report)
     wire_review(wiring)
     wire_sign(page.sign, desk, guard, nav.editor, nav.reading_outputs, nav.reading_outs,
               page.edit_in, nav.with_client)
@@ -297,8 +297,7 @@ class Navigation:
             # a new value starts the wait for the pre-drafter (`wire_draft_arrival`); a study
             # opened with its draft, as most are, sends no further request
             out[p.tab.wanted] = (session.study, time.monotonic_ns())
-        return {**out, **p.film.opened(viewer, opened.view, session,
-                                        self.services.review.current),
+        return {**out, **p.film.opened(viewer, opened.view, session, self.desk.prior_report),
                 **self.editor.opened(r, opened, can_draft),
                 **self.reading_outputs(r, opened.texts)}
 

@@ -40,6 +40,7 @@ from rrg_review.app.review.service import (
     ReviewService,
     RevisionView,
     SectionEdit,
+    rexval_counts,
 )
 from rrg_review.app.viewer.service import StudyView, StudyViewer
 from rrg_review.app.worklist.service import WorklistFilter, WorklistService
@@ -354,6 +355,27 @@ def _utc(ms: float) -> datetime:
     return datetime.fromtimestamp(ms / 1000, UTC)
 
 
+@dataclass(frozen=True)
+class PriorReport:
+    """A reader's report of an earlier study, as the film beside shows it: each section's
+    saved text, or, for a section they saved nothing of, the model's draft that stood in its
+    box (`drafted`). Only the saved sections said "IMPRESSION: —" under a prior whose draft
+    impression the reader had left as it was and rated (a new-user trial)."""
+
+    saved: datetime  # when the reader last saved text of it
+    texts: dict[str, str]
+    drafted: frozenset[str] = frozenset()
+
+
+def _significant(errors: dict[str, dict[str, object]]) -> int:
+    """The clinically significant ReXVal errors counted (0 where a count is not a whole
+    number: the review service then says which)."""
+    try:
+        return sum(kinds["significant"] for kinds in rexval_counts(errors).values())
+    except ReviewError:
+        return 0
+
+
 class Desk:
     def __init__(self, viewer: StudyViewer, review: ReviewService,
                  drafting: DraftingService | None = None, predrafter: PreDrafter | None = None,
@@ -604,8 +626,10 @@ class Desk:
                 else "your comment is" if words else "your ReXVal counts are")
         them = "them" if counts else "it"
         # (three lines of the status at 1366 px: a fourth was cut off)
-        return (f"{what} not sent yet. Submit rating (Alt+R) sends {them}; move again to "
-                f"leave {them} unsent.")
+        # "move again to leave them unsent" was read as "they stay in the form" (a new-user
+        # trial): a second move discards them, and says so
+        return (f"{what} not sent yet. Submit rating (Alt+R) sends {them}; moving again "
+                f"discards {them}.")
 
     def _predraft(self, session: Session, drafts: dict[str, StoredDraft]) -> None:
         """Queue the study just opened, first, when it would say "No draft yet" (no draft,
@@ -1075,6 +1099,19 @@ class Desk:
             self._beat(session, now)
         return self.save(session, texts, client, autosave=True)
 
+    def prior_report(self, reader: int, study_id: int) -> PriorReport | None:
+        """The reader's report of a study they saved text of (None: they saved none): the
+        saved sections, the rest as the draft on screen when they left it."""
+        current = self.review.current(reader, study_id)
+        if not current:
+            return None
+        texts = {s: r.text for s, r in current.items()}
+        drafts = self.drafting.latest(study_id, self.preset) if self.drafting else {}
+        drafted = {s: d.text for s, d in drafts.items()
+                   if s not in texts and s in SECTIONS and d.error is None and d.text}
+        return PriorReport(max(r.created_at for r in current.values()),
+                           {**texts, **drafted}, frozenset(drafted))
+
     def draft_texts(self, session: Session) -> dict[str, str]:
         """The draft's text per section ('' without one): Revert / Use the new draft."""
         return {s: session.drafts.get(s, (0, ""))[1] for s in SECTIONS}
@@ -1150,6 +1187,14 @@ class Desk:
                 return False, ("⚠ Not rated: “Acceptable without changes” is ticked, but your "
                                f"{differ(changed)} from the draft; untick it, or "
                                "revert to the draft.")
+        if acceptable and (significant := _significant(errors)):
+            # a draft acceptable as it stands has no clinically significant error (a new-user
+            # trial stored 5/5, acceptable, 2 significant errors left in the form below the
+            # fold, without a word)
+            return False, ("⚠ Not rated: “Acceptable without changes” is ticked, but you "
+                           f"counted {significant} clinically significant error"
+                           f"{'s' if significant > 1 else ''}; untick it, or set "
+                           f"{'those counts' if significant > 1 else 'that count'} to 0.")
         suggested = (self.aids.suggest(self.draft_texts(session), texts)
                      if texts is not None else None)
         if suggested is not None and suggested.any and not checked:
@@ -1216,7 +1261,7 @@ class Desk:
         value range (the enlarged view sends them all to the page at once)."""
         r = self.viewer.value_range(image_id)
         span = max(r.hi - r.lo, 1.0)
-        return {"file default": r.window, "full range": (r.at(0.5), span),
+        return {"file default": r.window, "full range": r.whole(r.at(0.5), span),
                 "soft tissue": r.between(30.0, 92.0),
                 "bone": r.between(10.0, 99.5),
                 "lung": r.between(2.0, 60.0)}

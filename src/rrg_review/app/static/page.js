@@ -368,6 +368,7 @@ window.rrgLogout = () => {
       // (rrg.row stays the row chosen last after it opens: a select sent again later still
       // names it, and the server then only saves)
       rrg.row = row; rrg.rowAt = Date.now(); rrg.rowWanted = true;
+      rrg.rowStatus = statusLine();
       if (conflictAsks()) rrg.rowWanted = false;  // the server holds it: answered, not lost
     }
     if (!open || !cells.includes(open[1])) startLeaving();  // the open study's row only saves
@@ -595,6 +596,9 @@ window.rrgLogout = () => {
           try { sessionStorage.setItem('rrg-open', String(sync.study ?? '')); } catch (e) {}
           if (rrg.row === sync.study) rrg.rowWanted = false;  // the row chosen last is open
           rrg.changedAt = Date.now();
+          // a new study starts at the top of the editor column: its status line and draft
+          // (the column stayed scrolled down at the last one's ReXVal rows: a new-user trial)
+          const column = $('#editor-col'); if (column) column.scrollTop = 0;
           if (window.rrgEnlarged) window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
           setNote(rrg.strayed ? strayNote() : '');
           rrg.strayed = false;
@@ -696,6 +700,8 @@ window.rrgLogout = () => {
   // processes). So the moment they turn on is noted as it happens.
   const CHASE_AFTER_MS = 1500, CHASE_STILL_MS = 1000, CHASE_EVERY_MS = 2500, CHASE_TRIES = 3;
   const conflictAsks = () => !!$('#conflict-row button:not([disabled])');
+  const HELD = 'Still on this study';  // a move the server held (page.py `navigate`)
+  const statusLine = () => { const s = $('#save-status'); return s ? s.textContent : ''; };
   let conflictWatched = null;
   const watchConflict = () => {
     const row = $('#conflict-row');
@@ -715,6 +721,11 @@ window.rrgLogout = () => {
     if (!rrg.rowWanted) return;
     if (rrg.row === rrg.study) { rrg.rowWanted = false; return; }
     if ((rrg.heldAt || 0) >= rrg.rowAt) { rrg.rowWanted = false; return; }  // held
+    // held, too, where the status line says so since the click (an unsent comment or counts:
+    // the click sent again went through as the reader's second move, and left them unsent
+    // without the reader having moved twice: a new-user trial)
+    const line = statusLine();
+    if (line.includes(HELD) && line !== rrg.rowStatus) { rrg.rowWanted = false; return; }
     const now = Date.now();
     if (now - (rrg.rowAt || 0) < CHASE_AFTER_MS || now - (rrg.changedAt || 0) < CHASE_STILL_MS ||
         now - (rrg.chasedAt || 0) < CHASE_EVERY_MS) return;
@@ -784,10 +795,28 @@ window.rrgLogout = () => {
   // (the browser's own word that the network went and came back counts too)
   window.addEventListener('offline', () => { rrg.offline = true; });
   window.addEventListener('online', () => { rrg.onlineAt = Date.now(); });
+  // The rating's comment and counts go with Submit rating: typed and not sent, a reload or a
+  // closed tab asks first, as for the report's text (a new-user trial lost both to a reload
+  // without a word). Typed: a reader's own input there; sent: the line under Submit rating
+  // says "Rated" again; the study changed: they were left (the server held the move once).
+  const RATING_TYPED = '#comment textarea, [id^="rexval-"][id$="significant"] input';
+  document.addEventListener('input', (e) => {
+    if (e.target.matches && e.target.matches(RATING_TYPED)) {
+      rrg.ratingTyped = rrg.study;
+      const said = $('#rate-status');
+      rrg.ratingSaid = said ? said.textContent : '';
+    }
+  }, true);
+  const ratingUnsent = () => {
+    if (rrg.ratingTyped == null || rrg.ratingTyped !== rrg.study) return false;
+    const said = $('#rate-status'), now = said ? said.textContent.trim() : '';
+    return !(now.startsWith('Rated') && now !== (rrg.ratingSaid || '').trim());
+  };
   window.addEventListener('beforeunload', (e) => {
     poll();
-    if (!rrg.unsaved) return;
-    remember();
+    const rating = ratingUnsent();
+    if (!rrg.unsaved && !rating) return;
+    if (rrg.unsaved) remember();
     // Gradio reloads the page itself once the server answers again after a lost connection:
     // the guard then asked "Leave site?" of a reader who had done nothing, and Stay left a
     // page that never reconnected and saved nothing (new-user trial 20). The text is kept in

@@ -9,14 +9,13 @@ import base64
 import html
 import io
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gradio as gr
 
 from rrg_review.app.deps import PRIVATE, Guard, Inputs, Outputs, Reader
-from rrg_review.app.review.desk import Desk, Session
-from rrg_review.app.review.service import RevisionView
+from rrg_review.app.review.desk import Desk, PriorReport, Session
 from rrg_review.app.viewer.service import ImageView, StudyView, StudyViewer
 
 
@@ -31,8 +30,8 @@ def _image_src(viewer: StudyViewer, img: ImageView) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-# (reader id, study id) -> the reader's latest saved revision of each section of that study
-OwnReport = Callable[[int, int], Mapping[str, RevisionView]]
+# (reader id, study id) -> the reader's report of that study (`Desk.prior_report`)
+OwnReport = Callable[[int, int], PriorReport | None]
 
 
 def study_line(view: StudyView, prior: bool = False) -> str:
@@ -48,7 +47,7 @@ def study_line(view: StudyView, prior: bool = False) -> str:
 
 def film_html(viewer: StudyViewer, view: StudyView | None,
               prior: StudyView | None = None, prior_report: bool = True,
-              own: Mapping[str, RevisionView] | None = None) -> str:
+              own: PriorReport | None = None) -> str:
     """The film: the open study's images side by side (whole film, never cropped), its
     patient and study key above them, and the prior study beside it when asked for with its
     reports: the reader's own saved report of it (`own`, as a PACS shows the prior's signed
@@ -87,12 +86,12 @@ def film_html(viewer: StudyViewer, view: StudyView | None,
         report = ("Reference report of the prior (as imported):\n"
                   f"FINDINGS: {ref.findings or '—'}\nIMPRESSION: {ref.impression or '—'}"
                   if ref else "No reference report stored for the prior study.")
-        if own:
-            saved = max(r.created_at for r in own.values())
-            mine = {s: r.text for s, r in own.items()}
-            report = (f"Your report of the prior (saved {saved:%Y-%m-%d %H:%M} UTC):\n"
-                      f"FINDINGS: {mine.get('findings') or '—'}\n"
-                      f"IMPRESSION: {mine.get('impression') or '—'}\n\n{report}")
+        if own is not None:
+            def section(name: str) -> str:
+                kept = " (the draft, left as it was)" if name in own.drafted else ""
+                return f"{name.upper()}{kept}: {own.texts.get(name) or '—'}"
+            report = (f"Your report of the prior (saved {own.saved:%Y-%m-%d %H:%M} UTC):\n"
+                      f"{section('findings')}\n{section('impression')}\n\n{report}")
         if not prior_report:
             report = "The prior's report is not shown during a reader-study reading."
         parts.append(f'<div class="film-study prior" id="prior-panel" '

@@ -100,7 +100,10 @@ class ValueRange:
         "12169.04", a precision no reader sets or a PACS shows (a new-user trial)."""
         at = dict(self.brightness)
         a, b = at[darker], at[brighter]
-        center, width = (a + b) / 2, max(abs(b - a), 1.0)
+        return self.whole((a + b) / 2, max(abs(b - a), 1.0))
+
+    def whole(self, center: float, width: float) -> tuple[float, float]:
+        """A window in whole raw units where the film's values span 100 or more (as set)."""
         if self.hi - self.lo >= 100:
             return float(round(center)), float(max(round(width), 1))
         return center, width
