@@ -839,6 +839,7 @@ def test_p_twice_comes_back_to_the_film_left(browser, films):
     page.locator("#prior-panel [data-index='0'] img").wait_for()
     page.locator("#film .film-study.current [data-index='1'] img").click()
     page.wait_for_function("() => rrgViewer.full && rrgPick() === 'current:1'", timeout=90_000)
+    page.locator("#wl-preset").select_option("lung")
     page.locator("#wl-stage").click(position={"x": 5, "y": 300})  # the focus on the view
     page.mouse.move(600, 400)
     for _ in range(3):  # zoomed in on the lateral
@@ -846,6 +847,11 @@ def test_p_twice_comes_back_to_the_film_left(browser, films):
         page.wait_for_timeout(50)
     page.keyboard.press("p")
     page.wait_for_function("() => rrgViewer.full && rrgPick() === 'prior:0'", timeout=90_000)
+    # the prior, not opened before, at the same preset on its own histogram (it opened at
+    # its file default beside a lung window: a new-user trial)
+    shown = page.evaluate(READ_BACK, 500)["shown"]
+    lung = page.evaluate("() => rrgViewer.presets.lung")
+    assert shown["preset"] == "lung" and [float(shown["c"]), float(shown["w"])] == lung, shown
     # the prior has no lateral (trial 8, low: its PA opened at the lateral's zoom): said, at fit
     assert "has no lateral film" in page.locator("#wl-status").inner_text()
     assert abs(page.evaluate(VIEW_NOW)["z"] - 1) < 0.01

@@ -42,6 +42,7 @@
   // the film's preview (its 8-bit grey values, as drawn at the file's default window) until
   // the stand-in's pixels arrive, and whether the reader ticked Invert meanwhile
   let preview = null, invertTouched = false;
+  let carryPreset = null;  // the preset P takes to a film not opened yet (`flip`)
   let captionHead = '';  // whose film this is: patient, study, date, image n of N
   const left = {};  // 'current' / 'prior' -> {study, at}: the image last opened there (P)
   const fmt = (x) => String(Math.round(x * 100) / 100);
@@ -660,6 +661,12 @@
     // else the other study's film of the same projection; the zone in view goes along only
     // to the same projection (P from a lateral opened the prior's PA at the lateral's zoom:
     // a new-user trial), and a missing one is said
+    // a film not opened yet takes the named preset on screen (each film keeps its own
+    // window: "lung" grades each film's lungs on its own histogram); the prior opened at its
+    // file default beside a current film at "lung", which could pass for an interval change
+    // (a new-user trial)
+    const name = el('wl-preset').value;
+    carryPreset = name && name !== 'custom' && name !== 'file default' ? name : null;
     const kind = projection(figures(film)[Number(at)]);
     const same = figs.findIndex((f) => projection(f) === kind);
     const to = back !== null ? back : (same >= 0 ? same : Math.min(Number(at), n - 1));
@@ -731,7 +738,11 @@
     }
     V.line = lines.get(d.image) || null; measure();
     const mine = remembered.get(d.image), def = d.presets['file default'];
-    if (mine) setWindow(mine.c, mine.w); else setWindow(def[0], def[1]);
+    const same = !mine && carryPreset ? d.presets[carryPreset] : null;
+    if (mine) setWindow(mine.c, mine.w);
+    else if (same) { V.picked = carryPreset; setWindow(same[0], same[1]); }
+    else setWindow(def[0], def[1]);
+    carryPreset = null;
     if (!invertTouched) V.inv = mine ? mine.inv : false;
     render();
   };
