@@ -1381,6 +1381,10 @@ def test_a_tab_state_is_refused_to_another_login(browser, tmp_path, database_tem
 
         bob.on("request", record)
         click_row(bob, "DEMO-0003")
+        # the app drafts on arrival (an undrafted copy): typing before the draft lands puts
+        # the draft before the typed keys, which are kept (a run beside a new-user trial and
+        # two pytest workers stored "<draft>Bob's private impression.")
+        wait_value(bob, "impression", "v.length > 20")
         type_into(bob, "impression", "Bob's private impression.")
         bob.locator("#save").click()
         wait_text(bob, "save-status", "impression")  # saved (or already autosaved)
