@@ -223,11 +223,11 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path, database_templa
         assert findings.input_value() == "Edited by the reader: <b>no</b> pleural effusion."
         page.locator("#rexval-missing_finding-significant input").fill("1")
         page.locator("#comment textarea").fill("misses the effusion")
-        # a move away holds once for a comment and counts never sent with a rating (new-user
-        # trials lost both to Alt+N without a word, and to a row click: the page sent the held
-        # click again as if the reader had moved twice)
+        # a move away holds once for a score, comment and counts never sent with a rating
+        # (new-user trials lost them to Alt+N without a word, and to a row click: the page sent
+        # the held click again as if the reader had moved twice)
         page.get_by_text("DEMO-0004", exact=True).filter(visible=True).first.click()
-        wait_text(page, "save-status", "your comment and ReXVal counts are not sent yet")
+        wait_text(page, "save-status", "your score, comment and ReXVal counts are not sent")
         wait_in_view(page, "#save-status")  # (the column was scrolled down to the comment)
         page.wait_for_function("() => !window.rrg.rowWanted")  # (the click is not sent again)
         assert "DEMO-0003" in page.locator("#film-head").inner_text()

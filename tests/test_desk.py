@@ -384,7 +384,7 @@ def test_a_move_away_holds_once_for_a_comment_never_sent(desk):
     session, _ = opened(d, reader, ids[0])
     assert d.unsent(session, "") is None and d.unsent(session, None) is None
     why = d.unsent(session, "  misses the effusion ")
-    assert why is not None and "your comment is not sent yet" in why and "Alt+R" in why
+    assert why is not None and "your comment is not sent" in why and "Alt+R" in why
     assert d.unsent(session, "misses the effusion") is None  # moved on again: left unsent
     assert d.unsent(session, "misses the effusion, and the line") is not None  # new words
     ok, _ = d.rate(session, 4, False, {}, "misses the effusion, and the line")
@@ -416,6 +416,27 @@ def test_a_move_away_holds_once_for_rexval_counts_typed_and_never_sent(desk):
     d.count_typed(session, "missing_finding")
     ok, _ = d.rate(session, 3, False, {"missing_finding": {"significant": 1}}, None)
     assert ok and d.unsent(session, "") is None  # sent with the rating
+
+
+def test_a_move_away_holds_once_for_a_score_picked_and_never_sent(desk):
+    """A hurried reader pressed 4, then Alt+N, and took the study for scored (a new-user
+    trial): a score picked and not sent holds a move once, named with whatever else is
+    unsent; the stored score, a sent one or the same pick again holds nothing."""
+    d, reader, ids = desk
+    session, _ = opened(d, reader, ids[1])
+    assert d.unsent(session, "", None) is None and d.unsent(session, "", "") is None
+    why = d.unsent(session, "", 4)
+    assert why == ("your score is not sent. Submit rating (Alt+R) sends it; moving again "
+                   "discards it.")
+    assert d.unsent(session, "", 4) is None  # moved on again: left
+    d.count_typed(session, "false_finding")
+    why = d.unsent(session, "too long", 2)
+    assert why is not None and why.startswith("your score, comment and ReXVal counts are ")
+    ok, _ = d.rate(session, 2, False, {}, "too long")
+    assert ok and d.unsent(session, "too long", 2) is None  # sent
+    session, _ = opened(d, reader, ids[1])  # reopened: the stored score is no pick
+    assert d.unsent(session, "too long", 2) is None
+    assert d.unsent(session, "too long", "5") is not None
 
 
 def test_a_score_given_before_the_readers_latest_text_says_so(desk):

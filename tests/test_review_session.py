@@ -229,6 +229,11 @@ def test_keys_typed_on_through_alt_n_land_in_no_patients_report(browser, app):
     }""")
     assert other["study"] == -7 and other["keys"] == {}, other
     assert same["study"] == drawn and "findings" in same["keys"], same
+    # the note does not come back on the next study opened (keys typed on after the last one
+    # had landed brought it back there: a new-user trial)
+    click_row(page, "DEMO-0001")
+    page.wait_for_timeout(300)  # (a poll of the page script)
+    assert "not typed into this one" not in page.locator("#restore-note").inner_text()
 
 
 def test_a_draft_landing_while_the_reader_types_takes_none_of_the_keys(browser, app):

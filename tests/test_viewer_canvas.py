@@ -839,6 +839,7 @@ def test_p_twice_comes_back_to_the_film_left(browser, films):
     page.locator("#prior-panel [data-index='0'] img").wait_for()
     page.locator("#film .film-study.current [data-index='1'] img").click()
     page.wait_for_function("() => rrgViewer.full && rrgPick() === 'current:1'", timeout=90_000)
+    bars = page.evaluate(FILM_BOX)
     page.locator("#wl-preset").select_option("lung")
     page.locator("#wl-stage").click(position={"x": 5, "y": 300})  # the focus on the view
     page.mouse.move(600, 400)
@@ -855,6 +856,11 @@ def test_p_twice_comes_back_to_the_film_left(browser, films):
     # the prior has no lateral (trial 8, low: its PA opened at the lateral's zoom): said, at fit
     assert "has no lateral film" in page.locator("#wl-status").inner_text()
     assert abs(page.evaluate(VIEW_NOW)["z"] - 1) < 0.01
+    # the film is fitted between toolbar and caption of the same heights on both sides of P,
+    # whatever they say (at 1366 px the note wrapped the toolbar and the prior's caption took
+    # two lines: the same film drawn 27 px lower and smaller on one side, a new-user trial)
+    box = page.evaluate(FILM_BOX)
+    assert (box["top"], box["cap"]) == (bars["top"], bars["cap"]), (bars, box)
     page.keyboard.press("p")
     page.wait_for_function("() => rrgViewer.full", timeout=90_000)
     assert page.evaluate("() => rrgPick()") == "current:1"

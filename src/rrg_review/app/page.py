@@ -114,10 +114,11 @@ class Page:
     def edit_in(self) -> set[Any]:
         """The inputs of every event that carries the report's text, and `sync`, gathered
         with them, which names the study they belong to (see `Tab.client_js`); the rating's
-        comment too, which a move away does not drop unsent without a word (`Desk.unsent`)."""
+        comment and score too, which a move away does not drop unsent without a word
+        (`Desk.unsent`)."""
         wl = self.worklist
         return {self.tab.state, self.review.findings, self.review.impression, self.tab.client,
-                self.tab.sync, *wl.filters, wl.page, self.review.comment}
+                self.tab.sync, *wl.filters, wl.page, self.review.comment, self.review.likert}
 
 
 def _left_off_of(services: Services) -> Callable[[int], frozenset[int]]:
@@ -347,7 +348,8 @@ class Navigation:
             return {**self.editor.after_save(r, saved, texts, client),
                     p.save_status: "No other unfinished study that way in the worklist as "
                                    "searched and filtered."}
-        if (study, reading) != left and (why := self.desk.unsent(session, d.get(p.comment))):
+        if (study, reading) != left and (why := self.desk.unsent(session, d.get(p.comment),
+                                                                 d.get(p.likert))):
             return {**self.editor.after_save(r, saved, texts, client),
                     p.save_status: f"⚠ **Still on this study: {why}**"}
         mine = {s: n for s, n in session.base.items() if n is not None}

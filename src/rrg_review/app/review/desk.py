@@ -40,6 +40,7 @@ from rrg_review.app.review.service import (
     ReviewService,
     RevisionView,
     SectionEdit,
+    likert_score,
     rexval_counts,
 )
 from rrg_review.app.viewer.service import StudyView, StudyViewer
@@ -148,6 +149,10 @@ class Session:
     # like the comment, go with Submit rating), and a move away was held for it once
     counts_typed: bool = False
     counts_held: bool = False
+    # the score as stored (what the 1-5 buttons showed when the study was opened), and the
+    # score picked and not sent that a move away was last held for
+    score_shown: int | None = None
+    score_held: int | None = None
     # the reader's latest score of the open study, and whether their text was saved after it
     # (the line under Submit rating says so: the score stood unchanged beside a report edited
     # since, and the study stayed "done" without a hint: a new-user trial)
@@ -587,6 +592,8 @@ class Desk:
         session.stored_here, session.comment_held = False, None
         session.comment_shown = (rating.comment or "") if rating is not None else ""
         session.counts_typed = session.counts_held = False
+        session.score_shown = rating.likert if rating is not None else None
+        session.score_held = None
         session.rated = rating if rating is not None and rating.likert is not None else None
         session.edited_since_rated = (session.rated is not None and edited_at is not None
                                       and edited_at > session.rated.created_at)
@@ -607,29 +614,40 @@ class Desk:
         session.own_rows.add(category)
         session.counts_typed = True
 
-    def unsent(self, session: Session, comment: str | None) -> str | None:
-        """Why a move away from the open study waits, once: the comment box holds words the
-        reader typed and never sent with a rating, or the reader typed ReXVal counts and did
-        not send them (both go with Submit rating, and a move dropped them without a word:
-        new-user trials). A second move leaves them (the comment: the same words); None:
-        nothing to hold."""
+    def unsent(self, session: Session, comment: str | None,
+               score: object = None) -> str | None:
+        """Why a move away from the open study waits, once: a score picked (1-5), words in
+        the comment box or ReXVal counts the reader typed, and never sent with a rating (they
+        go with Submit rating, and a move dropped them without a word: new-user trials; a
+        hurried reader pressed 4, then Alt+N, and took the study for scored). A second move
+        leaves them (the comment: the same words; the score: the same one); None: nothing
+        to hold."""
         typed = (comment or "").strip()
         words = bool(typed) and typed not in (session.comment_shown.strip(),
                                               session.comment_held)
         counts = session.counts_typed and not session.counts_held
-        if session.study is None or session.signed or not (words or counts):
+        try:
+            picked = likert_score(score) if score not in (None, "") else None
+        except ReviewError:
+            picked = None
+        scored = picked is not None and picked not in (session.score_shown, session.score_held)
+        if session.study is None or session.signed or not (words or counts or scored):
             return None
         if words:
             session.comment_held = typed
+        if scored:
+            session.score_held = picked
         session.counts_held = session.counts_held or counts
-        what = ("your comment and ReXVal counts are" if words and counts
-                else "your comment is" if words else "your ReXVal counts are")
-        them = "them" if counts else "it"
-        # (three lines of the status at 1366 px: a fourth was cut off)
-        # "move again to leave them unsent" was read as "they stay in the form" (a new-user
-        # trial): a second move discards them, and says so
-        return (f"{what} not sent yet. Submit rating (Alt+R) sends {them}; moving again "
-                f"discards {them}.")
+        names = [n for n, on in (("score", scored), ("comment", words),
+                                 ("ReXVal counts", counts)) if on]
+        what = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        plural = len(names) > 1 or counts
+        them = "them" if plural else "it"
+        # (three lines of the status at 1366 px: a fourth was cut off) "move again to leave
+        # them unsent" was read as "they stay in the form" (a new-user trial): a second move
+        # discards them, and says so
+        return (f"your {what} {'are' if plural else 'is'} not sent. Submit rating (Alt+R) "
+                f"sends {them}; moving again discards {them}.")
 
     def _predraft(self, session: Session, drafts: dict[str, StoredDraft]) -> None:
         """Queue the study just opened, first, when it would say "No draft yet" (no draft,
@@ -1210,6 +1228,7 @@ class Desk:
             return False, f"⚠ Not rated: {html.escape(str(exc))}"
         session.comment_shown = comment or ""
         session.counts_typed = session.counts_held = False
+        session.score_shown, session.score_held = r.likert, None
         session.rated = r if r.likert is not None else session.rated
         session.edited_since_rated = False
         # the score, not the rating's number: an Accept stores a score-less rating first, so

@@ -795,11 +795,11 @@ window.rrgLogout = () => {
   // (the browser's own word that the network went and came back counts too)
   window.addEventListener('offline', () => { rrg.offline = true; });
   window.addEventListener('online', () => { rrg.onlineAt = Date.now(); });
-  // The rating's comment and counts go with Submit rating: typed and not sent, a reload or a
+  // The rating's score, comment and counts go with Submit rating: unsent, a reload or a
   // closed tab asks first, as for the report's text (a new-user trial lost both to a reload
   // without a word). Typed: a reader's own input there; sent: the line under Submit rating
   // says "Rated" again; the study changed: they were left (the server held the move once).
-  const RATING_TYPED = '#comment textarea, [id^="rexval-"][id$="significant"] input';
+  const RATING_TYPED = '#likert input, #comment textarea, [id^="rexval-"][id$="significant"] input';
   document.addEventListener('input', (e) => {
     if (e.target.matches && e.target.matches(RATING_TYPED)) {
       rrg.ratingTyped = rrg.study;
@@ -855,7 +855,9 @@ window.rrgLogout = () => {
       rrg.strayUntil = e.timeStamp + STRAY_MS;
       if (e.key && e.key.length === 1) {
         e.preventDefault();
-        rrg.strayed = true;
+        // carried over to the study on its way only while one is: set after it had landed,
+        // the note came back on the study opened after that (a new-user trial)
+        if (leaving) rrg.strayed = true;
         rrg.strayText += e.key;
         setNote(strayNote());
       }

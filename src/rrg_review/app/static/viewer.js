@@ -586,6 +586,7 @@
     if (!root.hasAttribute('data-open')) return;
     const caption = el('wl-caption'), was = caption.offsetHeight;
     caption.textContent = captionHead + hints(on);
+    caption.title = caption.textContent;  // (one line, cut at narrow widths: page.css)
     // a caption that now wraps onto another line (or no longer does) moves the view's edge
     if (caption.offsetHeight !== was && !refitQueued) {
       refitQueued = true; requestAnimationFrame(refit);
@@ -610,6 +611,7 @@
     captionHead = `${head ? head.innerText : ''} · ` +
       `${fig.querySelector('figcaption').innerText} · Image ${index + 1} of ${figs.length} · `;
     el('wl-caption').textContent = captionHead + hints(V.measuring);
+    el('wl-caption').title = el('wl-caption').textContent;
     // which study's film, where the eye is (a PACS viewport's corner label): the grey caption
     // alone left a new-user trial unsure whether P had flipped to the prior
     const when = head && head.querySelector('.nobreak');
