@@ -83,6 +83,12 @@ def _facts(extractor, text):
     ("Small rigth efusion.", [("effusion", "positive", "right", (), "mild", None)]),
     ("There is no pleural line to suggest pneumothorax.",
      [("pneumothorax", "negated", None, (), None, None)]),
+    # one device named by two words of its kind is one finding (a review aid suggested two
+    # missing findings for "port catheter": a new-user trial); two devices stay two
+    ("Right port catheter tip in SVC.", [("lines_tubes", "positive", "right", ("svc",), None,
+                                          None)]),
+    ("ET tube and NG tube in place.", [("lines_tubes", "positive", None, (), None, None),
+                                       ("lines_tubes", "positive", None, (), None, None)]),
 ])
 def test_findings_of_written_sentences(extractor, text, expected):
     assert _facts(extractor, text) == expected

@@ -252,7 +252,16 @@ class FindingExtractor:
             hit = self._observations.match(norms, i)
             if hit:
                 n, key = hit[0]
-                mentions.append(_Mention(key, i, i + n, i, frozenset(range(i, i + n))))
+                words = frozenset(range(i, i + n))
+                last = mentions[-1] if mentions else None
+                if last is not None and last.observation == key and last.last == i:
+                    # one thing named by two words of its kind ("port catheter"): one
+                    # finding, not two (a review aid suggested 2 missing findings for one
+                    # line: a new-user trial)
+                    mentions[-1] = _Mention(key, last.first, i + n, last.anchor,
+                                            last.words | words)
+                else:
+                    mentions.append(_Mention(key, i, i + n, i, words))
                 used.update(range(i, i + n))
                 i += n
             else:
