@@ -649,6 +649,7 @@ window.rrgLogout = () => {
   // ReXVal comment at 1366x768 asked above the visible part of the column, and a conflict's
   // banner could be out of view too (issue #21, defect 8)
   const asked = {};
+  const RATED = ': study done.';  // the end of a stored rating's line (desk.py `rate`)
   const askInView = () => {
     for (const [id, shown] of [['accept-confirm', 'accept-confirm'],
                               ['revert-confirm', 'revert-confirm'], ['keep-mine', 'save-status']]) {
@@ -668,6 +669,8 @@ window.rrgLogout = () => {
     if (said !== asked.rate) {
       asked.rate = said;
       if (said.includes('⚠')) rate.scrollIntoView({block: 'nearest'});
+      // a rating stored (desk.py `rate`): the score, comment and counts are sent
+      if (said.includes(RATED)) rrg.ratingTyped = null;
     }
     // so is a warning in the status line: a move held for an unsent comment said so at the top
     // of the column while the reader, scrolled down to the comment, saw nothing happen
@@ -798,20 +801,13 @@ window.rrgLogout = () => {
   // The rating's score, comment and counts go with Submit rating: unsent, a reload or a
   // closed tab asks first, as for the report's text (a new-user trial lost both to a reload
   // without a word). Typed: a reader's own input there; sent: the line under Submit rating
-  // says "Rated" again; the study changed: they were left (the server held the move once).
+  // says the study is done (`askInView`); the study changed: they were left (the server held
+  // the move once).
   const RATING_TYPED = '#likert input, #comment textarea, [id^="rexval-"][id$="significant"] input';
   document.addEventListener('input', (e) => {
-    if (e.target.matches && e.target.matches(RATING_TYPED)) {
-      rrg.ratingTyped = rrg.study;
-      const said = $('#rate-status');
-      rrg.ratingSaid = said ? said.textContent : '';
-    }
+    if (e.target.matches && e.target.matches(RATING_TYPED)) rrg.ratingTyped = rrg.study;
   }, true);
-  const ratingUnsent = () => {
-    if (rrg.ratingTyped == null || rrg.ratingTyped !== rrg.study) return false;
-    const said = $('#rate-status'), now = said ? said.textContent.trim() : '';
-    return !(now.startsWith('Rated') && now !== (rrg.ratingSaid || '').trim());
-  };
+  const ratingUnsent = () => rrg.ratingTyped != null && rrg.ratingTyped === rrg.study;
   window.addEventListener('beforeunload', (e) => {
     poll();
     const rating = ratingUnsent();
