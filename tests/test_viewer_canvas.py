@@ -340,6 +340,11 @@ def test_quick_invert_preset_and_typed_values_never_disagree_with_the_image(brow
     got = canvas_matches(page, path)
     assert got["shown"]["preset"] == "lung" and got["shown"]["c"] != "not a number"
     assert "not a number" in page.locator("#wl-status").inner_text()
+    # and is gone once the view changes (it stood through drags and zooms: a new-user trial)
+    page.mouse.move(600, 400)
+    page.mouse.wheel(0, -120)
+    page.wait_for_function("() => !document.getElementById('wl-status').innerText"
+                           ".includes('not a number')")
     # numbers as readers type them: "2,500" was applied as 2 (a new-user trial); "12abc" as 12
     for typed, want in (("2,500", 2500), ("2 500", 2500), ("2500,5", 2500.5),
                         ("12abc", 2500.5)):
@@ -825,6 +830,13 @@ def test_each_image_reopens_with_the_readers_window(browser, films):
     enlarge(page, "MONO1")  # a new study: its default
     got = canvas_matches(page, files["MONO1"], step=13)
     assert got["shown"]["preset"] == "file default" and not got["inv"], got["shown"]
+    # a level typed and the view closed with Esc from the box: applied, as leaving the box
+    # applies it (Esc threw it away: a new-user trial), and the film reopens with it
+    page.locator("#wl-center").fill("12345")
+    page.keyboard.press("Escape")
+    page.locator("#enlarged").wait_for(state="hidden")
+    enlarge(page, "MONO1")
+    assert page.evaluate(READ_BACK, 500)["shown"]["c"] == "12345"
     assert requests.outside() == []
 
 

@@ -496,6 +496,7 @@
         // whole values where a pixel of drag moves more than one (no "19070.59")
         const whole = k >= 1 ? Math.round : (x) => x;
         setWindow(whole(drag.c + (V.img.inverted ? -dy : dy) * k), whole(drag.w + dx * k));
+        typedNoteDone();  // (a note on a typed value stood through drags: a new-user trial)
         schedule();
       } else if (drag.measure) {
         const [x, y] = onFilm(imageAt(e));
@@ -521,7 +522,7 @@
       const s = Math.min(Math.max(V.s * (e.deltaY < 0 ? 1.2 : 1 / 1.2), 0.02), 64);
       const f = s / V.s;  // about the cursor: the point under it stays under it
       V.tx = mx - (mx - V.tx) * f; V.ty = my - (my - V.ty) * f; V.s = s;
-      V.fitted = false; keepInView(); place();
+      V.fitted = false; keepInView(); place(); typedNoteDone();
     }, {passive: false});
     stage.addEventListener('dblclick', () => fit());
     window.addEventListener('resize', () => {
@@ -689,6 +690,9 @@
   window.rrgPick = () => V.pick || '';
   window.rrgEnlarged = (on) => {
     if (on || !root) return;
+    // a value typed and not yet applied is applied as the view closes, as leaving the box
+    // does (Esc from the Level box threw 12000 away: a new-user trial); the film reopens so
+    if (root.contains(document.activeElement)) document.activeElement.blur();
     root.removeAttribute('data-open'); V.pick = null; drag = null;
     // nothing of the study stays behind the closed view (the next may be another patient's)
     V.img = null; V.full = false; V.meta = null; preview = null;
