@@ -808,10 +808,12 @@ window.rrgLogout = () => {
     if (e.target.matches && e.target.matches(RATING_TYPED)) rrg.ratingTyped = rrg.study;
   }, true);
   const ratingUnsent = () => rrg.ratingTyped != null && rrg.ratingTyped === rrg.study;
+  // whether leaving the page now would ask first (a test asks this: a beforeunload event of
+  // its own would also close Gradio's client, which listens for one)
+  const leaveAsks = () => { poll(); return rrg.unsaved || ratingUnsent(); };
+  window.rrgLeaveAsks = leaveAsks;
   window.addEventListener('beforeunload', (e) => {
-    poll();
-    const rating = ratingUnsent();
-    if (!rrg.unsaved && !rating) return;
+    if (!leaveAsks()) return;
     if (rrg.unsaved) remember();
     // Gradio reloads the page itself once the server answers again after a lost connection:
     // the guard then asked "Leave site?" of a reader who had done nothing, and Stay left a
