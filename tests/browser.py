@@ -435,10 +435,12 @@ def join_body(request: Any) -> dict[str, Any] | None:
 # what the page knew of a row click that never opened its study (see `click_row`)
 ROW_STATE = """() => {
   const r = window.rrg || {}, head = document.getElementById('film-head');
+  const status = document.getElementById('save-status');
   return {study: r.study, row: r.row, rowWanted: r.rowWanted, rowTries: r.rowTries || 0,
           rowAgo_ms: r.rowAt ? Date.now() - r.rowAt : null, pending: !!r.pending,
           leaving: !!(window.rrgLeaving && window.rrgLeaving()),
-          body: document.body.className, head: head ? head.innerText : null};
+          body: document.body.className, head: head ? head.innerText : null,
+          status: status ? status.innerText : null};
 }"""
 
 

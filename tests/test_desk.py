@@ -67,6 +67,12 @@ def opened(d: Desk, reader: int, study: int) -> tuple[Session, dict[str, str]]:
     return session, d.open(session, reader, study, now=0.0).texts
 
 
+def unsent(d: Desk, session: Session, comment: str | None,
+           score: object = None) -> str | None:
+    """`Desk.unsent` asked by a page that shows the open study."""
+    return d.unsent(session, comment, score, page_study=session.study)
+
+
 def test_open_shows_the_draft_then_the_readers_own_text(desk):
     d, reader, ids = desk
     session = Session()
@@ -382,17 +388,17 @@ def test_a_move_away_holds_once_for_a_comment_never_sent(desk):
     Alt+N without a word)."""
     d, reader, ids = desk
     session, _ = opened(d, reader, ids[0])
-    assert d.unsent(session, "") is None and d.unsent(session, None) is None
-    why = d.unsent(session, "  misses the effusion ")
+    assert unsent(d, session, "") is None and unsent(d, session, None) is None
+    why = unsent(d, session, "  misses the effusion ")
     assert why is not None and "your comment is not sent" in why and "Alt+R" in why
-    assert d.unsent(session, "misses the effusion") is None  # moved on again: left unsent
-    assert d.unsent(session, "misses the effusion, and the line") is not None  # new words
+    assert unsent(d, session, "misses the effusion") is None  # moved on again: left unsent
+    assert unsent(d, session, "misses the effusion, and the line") is not None  # new words
     ok, _ = d.rate(session, 4, False, {}, "misses the effusion, and the line")
-    assert ok and d.unsent(session, "misses the effusion, and the line") is None
+    assert ok and unsent(d, session, "misses the effusion, and the line") is None
     # the stored comment, reopened, is not "unsent"; a fresh edit of it is
     session, _ = opened(d, reader, ids[0])
-    assert d.unsent(session, "misses the effusion, and the line") is None
-    assert d.unsent(session, "misses the effusion") is not None
+    assert unsent(d, session, "misses the effusion, and the line") is None
+    assert unsent(d, session, "misses the effusion") is not None
 
 
 def test_a_move_away_holds_once_for_rexval_counts_typed_and_never_sent(desk):
@@ -401,21 +407,21 @@ def test_a_move_away_holds_once_for_rexval_counts_typed_and_never_sent(desk):
     study starts clean (a new-user trial's counts were dropped by a move without a word)."""
     d, reader, ids = desk
     session, _ = opened(d, reader, ids[1])
-    assert d.unsent(session, "") is None
+    assert unsent(d, session, "") is None
     d.count_typed(session, "false_finding")
-    why = d.unsent(session, "")
+    why = unsent(d, session, "")
     assert why is not None and "your ReXVal counts are not sent" in why and "them" in why
-    assert d.unsent(session, "") is None  # moved on again: left unsent
+    assert unsent(d, session, "") is None  # moved on again: left unsent
     assert "false_finding" in session.own_rows  # the row stays the reader's
     session, _ = opened(d, reader, ids[1])
     d.count_typed(session, "missing_finding")
-    why = d.unsent(session, "no effusion")
+    why = unsent(d, session, "no effusion")
     assert why is not None and "your comment and ReXVal counts are" in why
-    assert d.unsent(session, "no effusion") is None
+    assert unsent(d, session, "no effusion") is None
     session, _ = opened(d, reader, ids[1])
     d.count_typed(session, "missing_finding")
     ok, _ = d.rate(session, 3, False, {"missing_finding": {"significant": 1}}, None)
-    assert ok and d.unsent(session, "") is None  # sent with the rating
+    assert ok and unsent(d, session, "") is None  # sent with the rating
 
 
 def test_a_move_away_holds_once_for_a_score_picked_and_never_sent(desk):
@@ -424,19 +430,30 @@ def test_a_move_away_holds_once_for_a_score_picked_and_never_sent(desk):
     unsent; the stored score, a sent one or the same pick again holds nothing."""
     d, reader, ids = desk
     session, _ = opened(d, reader, ids[1])
-    assert d.unsent(session, "", None) is None and d.unsent(session, "", "") is None
-    why = d.unsent(session, "", 4)
+    assert unsent(d, session, "", None) is None and unsent(d, session, "", "") is None
+    why = unsent(d, session, "", 4)
     assert why == ("your score is not sent. Submit rating (Alt+R) sends it; moving again "
                    "discards it.")
-    assert d.unsent(session, "", 4) is None  # moved on again: left
+    assert unsent(d, session, "", 4) is None  # moved on again: left
     d.count_typed(session, "false_finding")
-    why = d.unsent(session, "too long", 2)
+    why = unsent(d, session, "too long", 2)
     assert why is not None and why.startswith("your score, comment and ReXVal counts are ")
     ok, _ = d.rate(session, 2, False, {}, "too long")
-    assert ok and d.unsent(session, "too long", 2) is None  # sent
+    assert ok and unsent(d, session, "too long", 2) is None  # sent
     session, _ = opened(d, reader, ids[1])  # reopened: the stored score is no pick
-    assert d.unsent(session, "too long", 2) is None
-    assert d.unsent(session, "too long", "5") is not None
+    assert unsent(d, session, "too long", 2) is None
+    assert unsent(d, session, "too long", "5") is not None
+
+
+def test_a_page_out_of_step_holds_no_move_for_another_studys_rating(desk):
+    """During quick steps a step can go out from a page that still shows the study before
+    (`Client.study`): its score and comment are that study's, so they hold nothing (a step
+    held for them stopped the reader's queued steps) and are not taken as held."""
+    d, reader, ids = desk
+    session, _ = opened(d, reader, ids[1])
+    assert d.unsent(session, "too long", 4, page_study=ids[0]) is None
+    assert d.unsent(session, "too long", 4, page_study=None) is None
+    assert unsent(d, session, "too long", 4) is not None  # the open study's own: held once
 
 
 def test_a_score_given_before_the_readers_latest_text_says_so(desk):

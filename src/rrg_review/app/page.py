@@ -348,8 +348,9 @@ class Navigation:
             return {**self.editor.after_save(r, saved, texts, client),
                     p.save_status: "No other unfinished study that way in the worklist as "
                                    "searched and filtered."}
-        if (study, reading) != left and (why := self.desk.unsent(session, d.get(p.comment),
-                                                                 d.get(p.likert))):
+        if (study, reading) != left and (why := self.desk.unsent(
+                session, d.get(p.comment), d.get(p.likert), page_study=client.study)):
+            log.info("a move of %s from study %s held: %s", r.name, session.study, why)
             return {**self.editor.after_save(r, saved, texts, client),
                     p.save_status: f"⚠ **Still on this study: {why}**"}
         mine = {s: n for s, n in session.base.items() if n is not None}

@@ -614,14 +614,19 @@ class Desk:
         session.own_rows.add(category)
         session.counts_typed = True
 
-    def unsent(self, session: Session, comment: str | None,
-               score: object = None) -> str | None:
+    def unsent(self, session: Session, comment: str | None, score: object = None, *,
+               page_study: int | None) -> str | None:
         """Why a move away from the open study waits, once: a score picked (1-5), words in
         the comment box or ReXVal counts the reader typed, and never sent with a rating (they
         go with Submit rating, and a move dropped them without a word: new-user trials; a
         hurried reader pressed 4, then Alt+N, and took the study for scored). A second move
         leaves them (the comment: the same words; the score: the same one); None: nothing
-        to hold."""
+        to hold. The comment and score count only from a page that shows the open study
+        (`page_study`, `Client.study`): a page out of step, as during quick steps, sends
+        another study's, which must neither hold nor be held (as its text is never stored,
+        `_changed`)."""
+        if page_study != session.study:
+            comment, score = None, None
         typed = (comment or "").strip()
         words = bool(typed) and typed not in (session.comment_shown.strip(),
                                               session.comment_held)

@@ -321,6 +321,26 @@ window.rrgLogout = () => {
     try { return navigations.get(JSON.parse(init.body).fn_index) || null; }
     catch (e) { return null; }
   };
+  // A step whose request never went out: Gradio dropped the click (it drops one while it
+  // still counts the button's last click as running), and the page then held the reader's
+  // keys and the steps queued behind it for LEAVING_MAX_MS, and dropped those steps (a CI run
+  // on a busy machine: three quick Alt+P went one study back and stopped). A step whose join
+  // was not posted within STEP_SENT_MS is clicked again, up to STEP_RESENDS times, while the
+  // page is still leaving the same study. Never a double step: a click Gradio still runs is
+  // dropped by it, and a step already answered or drawn ends the leaving.
+  const STEP_SENT_MS = 1500, STEP_RESENDS = 3;
+  let stepsPosted = 0, resend = 0;
+  const watchStepSent = (id, resends) => {
+    const posted = stepsPosted, from = stepFrom, hold = leaving;
+    setTimeout(() => {
+      if (stepsPosted !== posted || !leaving || leaving !== hold || rrg.study !== from) return;
+      if (resends >= STEP_RESENDS) return;  // (the hold then ends as before: LEAVING_MAX_MS)
+      stopLeaving();
+      steppingUntil = 0;
+      replaying = true; resend = resends + 1;  // (the click handler watches it again)
+      try { click(id); } finally { replaying = false; resend = 0; }
+    }, STEP_SENT_MS);
+  };
   const navigationRefused = (kind) => {
     steps.length = 0;
     if (kind === 'row') rrg.rowWanted = false;
@@ -346,6 +366,7 @@ window.rrgLogout = () => {
       // by Gradio with its first data) must not take the reader back there (the server stays)
       rrg.row = -1; rrg.rowWanted = false;
       startLeaving();
+      watchStepSent(button.id, resend);
     }
   }, true);
   // A worklist row is chosen on mousedown: Gradio 6's table raises its select then, before
@@ -487,6 +508,8 @@ window.rrgLogout = () => {
   window.fetch = async (...args) => {
     const url = String(args[0] && args[0].url ? args[0].url : args[0]);
     const ours = url.includes('/gradio_api/');
+    const join = ours && url.includes('/gradio_api/queue/join') && args[1];
+    if (join && navigationOf(args[1]) === 'step') stepsPosted += 1;  // (`watchStepSent`)
     let response;
     try {
       response = await plainFetch(...args);
@@ -507,7 +530,7 @@ window.rrgLogout = () => {
       remember();
       setNote(SIGNED_OUT);
     }
-    if (response.status >= 400 && url.includes('/gradio_api/queue/join') && args[1]) {
+    if (response.status >= 400 && join) {
       const kind = navigationOf(args[1]);
       if (kind) navigationRefused(kind);
     }
