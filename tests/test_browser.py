@@ -278,6 +278,19 @@ def test_review_a_study_end_to_end_with_login(browser, tmp_path, database_templa
             (likert, errors) = con.execute("SELECT likert, errors FROM rating").fetchone()
         assert text == "Edited by the reader: <b>no</b> pleural effusion."
         assert likert == 3 and '"missing_finding": {"significant": 1' in errors
+        # a score picked there and never sent: Alt+N holds once; Alt+N again leaves it, and
+        # the next study's status line says it was discarded (it said nothing after)
+        here = re.search(r"Study (\S+)", page.locator("#film-head").inner_text()).group(1)
+        page.locator("#film-head").click()
+        page.keyboard.press("Digit4")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('#likert input')].some(i => i.checked)")
+        page.keyboard.press("Alt+n")
+        wait_text(page, "save-status", "your score is not sent")
+        page.keyboard.press("Alt+n")
+        wait_text(page, "save-status", f"Your score for {here} was not sent: discarded")
+        assert here not in page.locator("#film-head").inner_text()
+        assert running.query("SELECT count(*) FROM rating") == [(1,)]
     finally:
         running.stop()
 

@@ -445,6 +445,33 @@ def test_a_move_away_holds_once_for_a_score_picked_and_never_sent(desk):
     assert unsent(d, session, "too long", "5") is not None
 
 
+def test_a_second_move_says_what_it_left_unsent(desk):
+    """The hold said "moving again discards them"; the move made again says after it what it
+    discarded (a new-user trial moved again and heard nothing of them): only what was held
+    and is still as held, nothing once sent, nothing from a page out of step."""
+    d, reader, ids = desk
+    session, _ = opened(d, reader, ids[1])
+    label = session.label
+
+    def dropped(comment: str | None, score: object = None) -> str | None:
+        return d.discarded(session, comment, score, page_study=session.study)
+
+    assert dropped("too long", 2) is None  # never held: nothing was said yet
+    d.count_typed(session, "false_finding")
+    assert unsent(d, session, "too long", 2) is not None  # held once
+    assert dropped("too long", 2) == (f"⚠ Your score, comment and ReXVal counts for {label} "
+                                      "were not sent: discarded as you moved on again.")
+    assert dropped("", 2) == (f"⚠ Your score and ReXVal counts for {label} were not sent: "
+                              "discarded as you moved on again.")
+    assert d.discarded(session, "too long", 2, page_study=ids[0]) is None
+    ok, _ = d.rate(session, 2, False, {}, "too long")
+    assert ok and dropped("too long", 2) is None  # sent
+    session, _ = opened(d, reader, ids[1])
+    assert unsent(d, session, "", 5) is not None
+    assert dropped("", 5) == (f"⚠ Your score for {label} was not sent: discarded as you "
+                              "moved on again.")
+
+
 def test_a_page_out_of_step_holds_no_move_for_another_studys_rating(desk):
     """During quick steps a step can go out from a page that still shows the study before
     (`Client.study`): its score and comment are that study's, so they hold nothing (a step

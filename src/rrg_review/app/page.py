@@ -354,7 +354,10 @@ class Navigation:
             return {**self.editor.after_save(r, saved, texts, client),
                     p.save_status: f"⚠ **Still on this study: {why}**"}
         mine = {s: n for s, n in session.base.items() if n is not None}
-        note = left_saved(session.label, mine) if session.stored_here and mine else ""
+        notes = [left_saved(session.label, mine) if session.stored_here and mine else "",
+                 self.desk.discarded(session, d.get(p.comment), d.get(p.likert),
+                                     page_study=client.study) or ""]
+        note = "<br>".join(n for n in notes if n)
         try:
             out = self.study_outputs(r, study, reading)
         except ReaderStudyError as exc:

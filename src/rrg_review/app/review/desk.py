@@ -654,6 +654,33 @@ class Desk:
         return (f"your {what} {'are' if plural else 'is'} not sent. Submit rating (Alt+R) "
                 f"sends {them}; moving again discards {them}.")
 
+    def discarded(self, session: Session, comment: str | None, score: object = None, *,
+                  page_study: int | None) -> str | None:
+        """What a move the reader made again leaves unsent, after `unsent` held the first one
+        for it: said first on the next study's status line (the hold said "moving again
+        discards them"; a new-user trial moved again and heard nothing of them after). Asked
+        where `unsent` held nothing; None: nothing is left unsent."""
+        if page_study != session.study or session.study is None or session.signed:
+            return None
+        typed = (comment or "").strip()
+        try:
+            picked = likert_score(score) if score not in (None, "") else None
+        except ReviewError:
+            picked = None
+        names = [n for n, on in (
+            ("score", picked is not None and picked != session.score_shown
+             and picked == session.score_held),
+            ("comment", bool(typed) and typed != session.comment_shown.strip()
+             and typed == session.comment_held),
+            ("ReXVal counts", session.counts_typed and session.counts_held)) if on]
+        if not names:
+            return None
+        what = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        plural = len(names) > 1 or names == ["ReXVal counts"]
+        label = html.escape(session.label) or "the last study"
+        return (f"⚠ Your {what} for {label} {'were' if plural else 'was'} not sent: "
+                "discarded as you moved on again.")
+
     def _predraft(self, session: Session, drafts: dict[str, StoredDraft]) -> None:
         """Queue the study just opened, first, when it would say "No draft yet" (no draft,
         not even a failed one, no text of the reader's, images to draft from), then the next
