@@ -544,9 +544,17 @@ window.rrgLogout = () => {
     const note = $('#restore-note'); if (!note) return;
     let own = note.querySelector('.rrg-restore');
     if (!text) { if (own) own.remove(); return; }
-    if (!own) { own = document.createElement('div'); own.className = 'rrg-restore';
-                note.appendChild(own); }
+    if (!own) {
+      own = document.createElement('div'); own.className = 'rrg-restore';
+      own.addEventListener('click', () => { if (own.classList.contains('rrg-stray')) setNote(''); });
+      note.appendChild(own);
+    }
     own.textContent = text;
+    // the stray-keys note lies over the draft's buttons and provenance instead of pushing the
+    // editor down (at 1366x768 it put Submit rating below the fold: a new-user trial); a click
+    // on it puts it away (page.css)
+    own.classList.toggle('rrg-stray', text.startsWith(STRAY_HEAD));
+    own.title = own.classList.contains('rrg-stray') ? 'Click to close' : '';
     for (const [label, id, act] of choices || []) {
       const b = document.createElement('button');
       b.textContent = label; b.id = id; b.type = 'button'; b.className = 'rrg-restore-choice';
