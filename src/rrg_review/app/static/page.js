@@ -323,8 +323,8 @@ window.rrgLogout = () => {
   };
   // A step whose request never went out: Gradio dropped the click (it drops one while it
   // still counts the button's last click as running), and the page then held the reader's
-  // keys and the steps queued behind it for LEAVING_MAX_MS, and dropped those steps (a CI run
-  // on a busy machine: three quick Alt+P went one study back and stopped). A step whose join
+  // keys and the steps queued behind it for LEAVING_MAX_MS, and dropped those steps (one way
+  // a CI run on a busy machine could end three quick Alt+P short, as one did). A step whose join
   // was not posted within STEP_SENT_MS is clicked again, up to STEP_RESENDS times, while the
   // page is still leaving the same study. Never a double step: a click Gradio still runs is
   // dropped by it, and a step already answered or drawn ends the leaving.
