@@ -470,6 +470,13 @@ def test_a_second_move_says_what_it_left_unsent(desk):
     assert unsent(d, session, "", 5) is not None
     assert dropped("", 5) == (f"⚠ Your score for {label} was not sent: discarded as you "
                               "moved on again.")
+    # held for the score, then for a comment: the second notice names both, as the move
+    # after it discards both (a new-user trial was told of the comment only)
+    why = unsent(d, session, "no effusion", 5)
+    assert why is not None and why.startswith("your score and comment are not sent"), why
+    assert unsent(d, session, "no effusion", 5) is None
+    assert dropped("no effusion", 5) is not None and "score and comment" in dropped(
+        "no effusion", 5)
 
 
 def test_a_page_out_of_step_holds_no_move_for_another_studys_rating(desk):

@@ -235,13 +235,13 @@ def test_keys_typed_on_through_alt_n_land_in_no_patients_report(browser, app):
     page.wait_for_timeout(300)  # (a poll of the page script)
     assert "not typed into this one" not in page.locator("#restore-note").inner_text()
     # the note lies over the column and moves no button (at 1366x768 it pushed Submit rating
-    # below the fold: a new-user trial); a click puts it away
+    # below the fold: a new-user trial); its × puts it away
     box(page, "findings").click()
     page.keyboard.press("Alt+n")
     page.keyboard.type("and on", delay=40)
     wait_text(page, "restore-note", "not typed into this one")
     with_note = page.locator("#save").bounding_box()["y"]
-    page.locator("#restore-note .rrg-restore").click()
+    page.locator("#restore-note .rrg-close").click()
     page.wait_for_function("() => !document.querySelector('#restore-note .rrg-restore')")
     assert abs(page.locator("#save").bounding_box()["y"] - with_note) < 1
 
@@ -997,6 +997,9 @@ def test_status_accept_and_rating_mean_what_they_say(browser, app):
     page.keyboard.type(" quick")
     page.locator("#revert").click()
     page.locator("#revert-confirm").click()
+    # (the Revert's own answer: an autosave tick of " quick" withdraws the Accept as well, and
+    # a CI run beside a busy machine moved on with the Revert still on its way)
+    wait_text(page, "save-status", "Reverted to the draft")
     page.wait_for_function("() => !document.querySelector('#acceptable input').checked")
     wait_text(page, "rate-status", "withdrawn")
     assert app.query("SELECT acceptable FROM rating ORDER BY number DESC LIMIT 1") == [(0,)]

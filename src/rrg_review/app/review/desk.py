@@ -643,8 +643,14 @@ class Desk:
         if scored:
             session.score_held = picked
         session.counts_held = session.counts_held or counts
-        names = [n for n, on in (("score", scored), ("comment", words),
-                                 ("ReXVal counts", counts)) if on]
+        # the notice names all that moving again discards, held before or not (a new-user
+        # trial held for a score, then a comment, was told of the comment only; the move after
+        # discarded both)
+        names = [n for n, on in (
+            ("score", picked is not None and picked != session.score_shown),
+            ("comment", bool(typed) and typed != session.comment_shown.strip()),
+            ("ReXVal counts", session.counts_typed)) if on]
+        counts = "ReXVal counts" in names
         what = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
         plural = len(names) > 1 or counts
         them = "them" if plural else "it"

@@ -672,8 +672,10 @@ def _drafts_arrived(w: Wiring, r: Reader, d: Inputs) -> Outputs:
         out[p.draft_error] = failed
     kept = " and ".join(s for s in SECTIONS if s in came.own)
     if fresh and kept:
-        out[p.save_status] = (f"The draft is in the {' and '.join(fresh)} box; your {kept} "
-                              "is kept, the new draft beside it (Model draft).")
+        # ("your findings is kept" read badly: a new-user trial)
+        out[p.save_status] = (f"The new draft is in the {' and '.join(fresh)} box. Your own "
+                              f"{kept} text is kept, with the new draft beside it (Model "
+                              "draft).")
     elif came.new and kept:
         out[p.save_status] = "The new draft is beside your text (Model draft); your text is kept."
     elif kept:  # a failed draft offers no new draft (it said both: a fourth new-user trial)

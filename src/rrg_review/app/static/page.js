@@ -234,7 +234,7 @@ window.rrgLogout = () => {
   const STRAY_HEAD = 'Keys typed after leaving the last study were not typed into this one';
   const strayNote = () => {
     const typed = rrg.strayText.trim();
-    const shown = typed.length > 80 ? `${typed.slice(0, 79)}…` : typed;
+    const shown = typed.length > 200 ? `${typed.slice(0, 199)}…` : typed;
     return `${STRAY_HEAD}${shown ? ` (“${shown}”)` : ''}: click in a box (or Alt+F) to type here.`;
   };
   // `step` on every animation frame for as long as it says to go on (a watch that must see
@@ -449,7 +449,7 @@ window.rrgLogout = () => {
     readSync();  // a study change not yet seen: its keystrokes belong to the new study
     // typing here is what the stray-keys note asked for: it has done its work (it stayed on
     // screen over the reader's typing until the next study: a new-user trial)
-    if ($('#restore-note .rrg-restore')?.textContent.startsWith(STRAY_HEAD)) setNote('');
+    if ($('#restore-note .rrg-stray')) setNote('');
     const section = SECTIONS[owner.id], now = Date.now();
     if (rrg.pending && e.isTrusted) {  // typed before the server's values landed: theirs wins
       rrg.pending = null;
@@ -544,17 +544,21 @@ window.rrgLogout = () => {
     const note = $('#restore-note'); if (!note) return;
     let own = note.querySelector('.rrg-restore');
     if (!text) { if (own) own.remove(); return; }
-    if (!own) {
-      own = document.createElement('div'); own.className = 'rrg-restore';
-      own.addEventListener('click', () => { if (own.classList.contains('rrg-stray')) setNote(''); });
-      note.appendChild(own);
-    }
+    if (!own) { own = document.createElement('div'); own.className = 'rrg-restore';
+                note.appendChild(own); }
     own.textContent = text;
     // the stray-keys note lies over the draft's buttons and provenance instead of pushing the
-    // editor down (at 1366x768 it put Submit rating below the fold: a new-user trial); a click
-    // on it puts it away (page.css)
-    own.classList.toggle('rrg-stray', text.startsWith(STRAY_HEAD));
-    own.title = own.classList.contains('rrg-stray') ? 'Click to close' : '';
+    // editor down (at 1366x768 it put Submit rating below the fold: a new-user trial); its ×
+    // puts it away, and its quote can be selected and copied (page.css)
+    const stray = text.startsWith(STRAY_HEAD);
+    own.classList.toggle('rrg-stray', stray);
+    if (stray) {
+      const close = document.createElement('button');
+      close.type = 'button'; close.className = 'rrg-close'; close.textContent = '×';
+      close.title = close.ariaLabel = 'Close this note';
+      close.addEventListener('click', () => setNote(''));
+      own.prepend(close);
+    }
     for (const [label, id, act] of choices || []) {
       const b = document.createElement('button');
       b.textContent = label; b.id = id; b.type = 'button'; b.className = 'rrg-restore-choice';
