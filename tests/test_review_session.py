@@ -235,7 +235,7 @@ def test_keys_typed_on_through_alt_n_land_in_no_patients_report(browser, app):
     page.wait_for_timeout(300)  # (a poll of the page script)
     assert "not typed into this one" not in page.locator("#restore-note").inner_text()
     # the note lies over the column and moves no button (at 1366x768 it pushed Submit rating
-    # below the fold: a new-user trial); its × puts it away
+    # below the fold: a new-user trial); its close button puts it away
     box(page, "findings").click()
     page.keyboard.press("Alt+n")
     page.keyboard.type("and on", delay=40)
