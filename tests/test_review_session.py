@@ -66,6 +66,16 @@ def type_into(page, section: str, text: str) -> None:
     page.keyboard.type(text)
 
 
+def wait_on_study(page, key: str, what: str) -> None:
+    """Wait until the page shows study `key`; else fail saying where it is and what its status
+    line says (a CI run's steps stopped short with nothing more to go on)."""
+    try:
+        wait_until(lambda: key_on_screen(page) == key, what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; on {key_on_screen(page)}, saying "
+                             f"{page.locator('#save-status').inner_text()!r}") from None
+
+
 def test_typed_text_survives_alt_n_a_worklist_click_and_a_reload_with_no_wait(browser, app):
     page = new_page(browser, app.url)
     joins: list[str] = []  # what the page sent (said when a round's text was not saved)
@@ -329,22 +339,13 @@ def test_quick_steps_all_land_and_a_film_clicked_on_the_way_opens_the_next_study
     for _ in range(3):
         page.keyboard.press("Alt+n")
         page.wait_for_timeout(80)
-    try:
-        wait_until(lambda: key_on_screen(page) == after[2 % len(after)],
-                   f"three steps on from {start} through {after}")
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; on {key_on_screen(page)}, saying "
-                             f"{page.locator('#save-status').inner_text()!r}") from None
+    wait_on_study(page, after[2 % len(after)], f"three steps on from {start} through {after}")
     # and back, quicker (a second trial lost presses 40 ms apart: one landed while Gradio
     # was closing the last step)
     for _ in range(3):
         page.keyboard.press("Alt+p")
         page.wait_for_timeout(30)
-    try:
-        wait_until(lambda: key_on_screen(page) == start, f"three steps back to {start}")
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; on {key_on_screen(page)}, saying "
-                             f"{page.locator('#save-status').inner_text()!r}") from None
+    wait_on_study(page, start, f"three steps back to {start}")
     page.wait_for_timeout(500)  # (no step left over)
     assert key_on_screen(page) == start
     before = open_key(page)
@@ -406,12 +407,7 @@ def test_a_step_click_gradio_drops_goes_out_again(browser, app):
     for _ in range(3):
         page.keyboard.press("Alt+n")
         page.wait_for_timeout(80)
-    try:
-        wait_until(lambda: key_on_screen(page) == after[2 % len(after)],
-                   f"three steps on from {start} through {after}")
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; on {key_on_screen(page)}, saying "
-                             f"{page.locator('#save-status').inner_text()!r}") from None
+    wait_on_study(page, after[2 % len(after)], f"three steps on from {start} through {after}")
     assert page.evaluate("window.dropped") == 1  # (the drop happened: the test tests it)
     page.wait_for_timeout(2000)  # (longer than a resend's wait: no step left over)
     assert key_on_screen(page) == after[2 % len(after)]
