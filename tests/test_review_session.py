@@ -1411,7 +1411,10 @@ def test_a_tab_state_is_refused_to_another_login(browser, tmp_path, database_tem
 
     from tests.browser import ROOT
 
-    db = demo_copy(database_templates, tmp_path / "two.sqlite")
+    # drafted: what is tested here is the tab's owner, not the pre-drafter (with an undrafted
+    # copy a CI run's draft, stored 3 s after start, never reached the page in 60 s: left
+    # open in the closing note of session 30)
+    db = demo_copy(database_templates, tmp_path / "two.sqlite", kind="drafted")
     for name in ("alice", "bob"):
         add = subprocess.run(
             [sys.executable, "-m", "rrg_review.app.cli", "readers", "add", name, "--password-stdin",
@@ -1431,10 +1434,7 @@ def test_a_tab_state_is_refused_to_another_login(browser, tmp_path, database_tem
 
         bob.on("request", record)
         click_row(bob, "DEMO-0003")
-        # the app drafts on arrival (an undrafted copy): typing before the draft lands puts
-        # the draft before the typed keys, which are kept (a run beside a new-user trial and
-        # two pytest workers stored "<draft>Bob's private impression.")
-        wait_value(bob, "impression", "v.length > 20")
+        wait_value(bob, "impression", "v.length > 20")  # (the draft: typed over, as a reader does)
         type_into(bob, "impression", "Bob's private impression.")
         bob.locator("#save").click()
         wait_text(bob, "save-status", "impression")  # saved (or already autosaved)
