@@ -612,7 +612,11 @@ def _wire_accept_and_rate(w: Wiring) -> None:
                             tab.sync: sync_json(r.name, session), p.acceptable: True,
                             p.rate_status: "Accepted without changes; choose a score (1-5) "
                                            "and submit.",
-                            **w.rows(r.id, d)})
+                            **w.rows(r.id, d),
+                            # the suggested counts follow the draft now in the boxes in this
+                            # answer: a Rate right after it sent the last edit's suggested
+                            # count, refused beside the accepted draft (a loaded browser run)
+                            **editor.aids(session, result.texts)})
             return out
         return on_accept
 
@@ -637,7 +641,8 @@ def _wire_accept_and_rate(w: Wiring) -> None:
 
     accept_outs = [tab.state, p.save_status, p.accept_confirm, p.accept_cancel, p.keep_mine,
                    p.take_theirs, p.findings, p.impression, p.diff, tab.sync, p.acceptable,
-                   p.rate_status, *w.rows_out]
+                   p.rate_status, *w.rows_out, *p.aid_fields, p.checked,
+                   *(p.rexval[(c, "significant")] for c in REXVAL_CATEGORIES)]
     p.accept_button.click(accept(False), w.edit_in, accept_outs, **LIGHT, **w.on_status
                           ).then(**w.metrics_step)
     p.accept_confirm.click(accept(True), w.edit_in, accept_outs, **LIGHT, **w.on_status
