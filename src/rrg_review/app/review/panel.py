@@ -593,6 +593,18 @@ def _draft_into_boxes(w: Wiring, message: str) -> Callable[[Reader, Inputs], Out
     return draft_in_boxes
 
 
+def _accepted(w: Wiring, r: Reader, texts: dict[str, str]) -> Outputs:
+    """The page after an Accept: the draft in the boxes, the box ticked, and the suggested
+    counts of the draft now in the boxes, in the same answer (a Rate right after it sent the
+    last edit's suggested count, and was refused beside the accepted draft: a loaded browser
+    run)."""
+    p, desk, session = w.editor.panel, w.desk, r.session
+    return {**p.boxes(texts), p.diff: diff_of(desk.draft_texts(session), texts),
+            w.guard.tab.sync: sync_json(r.name, session), p.acceptable: True,
+            p.rate_status: "Accepted without changes; choose a score (1-5) and submit.",
+            **w.editor.aids(session, texts)}
+
+
 def _wire_accept_and_rate(w: Wiring) -> None:
     """Accept the draft as is (asking first over the reader's own text), and the rating."""
     p, desk, editor, tab = w.editor.panel, w.desk, w.editor, w.guard.tab
@@ -607,16 +619,7 @@ def _wire_accept_and_rate(w: Wiring) -> None:
                    **editor.offer(p.accept_confirm, p.accept_cancel, on=result.needs_confirm),
                    **editor.offer_choice(session, bool(session.conflicts))}
             if result.texts is not None:
-                out.update({**p.boxes(result.texts),
-                            p.diff: diff_of(desk.draft_texts(session), result.texts),
-                            tab.sync: sync_json(r.name, session), p.acceptable: True,
-                            p.rate_status: "Accepted without changes; choose a score (1-5) "
-                                           "and submit.",
-                            **w.rows(r.id, d),
-                            # the suggested counts follow the draft now in the boxes in this
-                            # answer: a Rate right after it sent the last edit's suggested
-                            # count, refused beside the accepted draft (a loaded browser run)
-                            **editor.aids(session, result.texts)})
+                out.update({**_accepted(w, r, result.texts), **w.rows(r.id, d)})
             return out
         return on_accept
 
