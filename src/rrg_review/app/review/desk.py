@@ -348,6 +348,19 @@ def reading_note(opened: OpenedReading) -> str:
             "(blinded; its source is not shown).")
 
 
+def _picked(score: object) -> int | None:
+    """The score picked on the page (1-5), or None: none, or not a score."""
+    try:
+        return likert_score(score) if score not in (None, "") else None
+    except ReviewError:
+        return None
+
+
+def _listed(names: list[str]) -> str:
+    """"score", "score and comment", "score, comment and ReXVal counts"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def _as_chosen(client: Client, session: Session, own: bool = True) -> Client:
     """The page's report for a save of text the reader chose by a button (Keep mine, Revert):
     every section counts as typed (an emptied one is saved too), and it is not stale."""
@@ -631,10 +644,7 @@ class Desk:
         words = bool(typed) and typed not in (session.comment_shown.strip(),
                                               session.comment_held)
         counts = session.counts_typed and not session.counts_held
-        try:
-            picked = likert_score(score) if score not in (None, "") else None
-        except ReviewError:
-            picked = None
+        picked = _picked(score)
         scored = picked is not None and picked not in (session.score_shown, session.score_held)
         if session.study is None or session.signed or not (words or counts or scored):
             return None
@@ -651,7 +661,7 @@ class Desk:
             ("comment", bool(typed) and typed != session.comment_shown.strip()),
             ("ReXVal counts", session.counts_typed)) if on]
         counts = "ReXVal counts" in names
-        what = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        what = _listed(names)
         plural = len(names) > 1 or counts
         them = "them" if plural else "it"
         # (three lines of the status at 1366 px: a fourth was cut off) "move again to leave
@@ -669,10 +679,7 @@ class Desk:
         if page_study != session.study or session.study is None or session.signed:
             return None
         typed = (comment or "").strip()
-        try:
-            picked = likert_score(score) if score not in (None, "") else None
-        except ReviewError:
-            picked = None
+        picked = _picked(score)
         names = [n for n, on in (
             ("score", picked is not None and picked != session.score_shown
              and picked == session.score_held),
@@ -681,7 +688,7 @@ class Desk:
             ("ReXVal counts", session.counts_typed and session.counts_held)) if on]
         if not names:
             return None
-        what = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        what = _listed(names)
         plural = len(names) > 1 or names == ["ReXVal counts"]
         label = html.escape(session.label) or "the last study"
         return (f"⚠ Your {what} for {label} {'were' if plural else 'was'} not sent: "
