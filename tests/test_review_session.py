@@ -490,6 +490,57 @@ def test_a_click_on_the_open_row_handled_after_a_step_never_takes_the_reader_bac
     gate.remove()
 
 
+def test_a_late_answer_never_leaves_one_patients_text_beside_anothers_film(browser, app):
+    """A loaded run: a Revert's answer, handled on DEMO-0004 before a row click opened
+    DEMO-0001, landed after the row's answer; the page showed DEMO-0001's film beside
+    DEMO-0004's draft text and status, and took DEMO-0004 for the open study. Made certain
+    here with a Save (a request of its own, not the queue's): the server stores it, its answer
+    is held until the next study is open and the reader has typed in it, then delivered. The
+    page takes none of it, draws the open study again and puts the reader's typing back; the
+    typing is stored with that study only."""
+    page = new_page(browser, app.url)
+    start = key_on_screen(page)
+    other = next(k for (k,) in app.query("SELECT study_key FROM study ORDER BY study_key")
+                 if k != start)
+    (other_id,) = app.query("SELECT id FROM study WHERE study_key = ?", other)[0]
+    config = page.evaluate("async () => (await (await fetch('config')).json())")
+    save = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "save")
+    gate, late = ApiGate(page), []
+
+    def hold_answer(route) -> bool:
+        body = route.request.post_data_json if route.request.method == "POST" else None
+        if late or not isinstance(body, dict) or body.get("fn_index") != save:
+            return False
+        late.append((route, route.fetch()))  # handled by the server, its answer kept here
+        return True
+
+    gate.rule = hold_answer
+    type_into(page, "findings", "Typed for the first patient.")
+    page.locator("#save").click()
+    pump_until(page, lambda: late, "the Save's request")
+    assert latest_text(app, start, "findings") == "Typed for the first patient."
+    click_row(page, other)
+    type_into(page, "impression", "Typed for the second patient.")
+    gate.rule = None
+    route, response = late[0]
+    route.fulfill(response=response)
+
+    def sync() -> dict[str, Any]:
+        return json.loads(page.locator("#sync textarea").input_value() or "{}")
+
+    pump_until(page, lambda: "drawn again" in page.locator("#restore-note").inner_text(),
+               "the open study drawn again",
+               detail=lambda: (sync(), page.locator("#save-status").inner_text()))
+    assert key_on_screen(page) == other
+    assert sync()["study"] == other_id
+    assert page.evaluate("window.rrg.study") == other_id
+    assert box(page, "impression").input_value() == "Typed for the second patient."
+    gate.remove()
+    wait_until(lambda: latest_text(app, other, "impression") == "Typed for the second patient.",
+               "the second patient's typing stored")
+    assert latest_text(app, start, "impression") != "Typed for the second patient."
+
+
 def test_a_refused_step_or_row_holds_nothing_after_its_notice(browser, app):
     """A Next or a worklist row whose request the server refuses ("Slow down": too many of
     the reader's requests waiting) gets no answer, and the page held the reader's keys and

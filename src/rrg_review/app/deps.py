@@ -101,6 +101,9 @@ class Tab:
     # metrics panel (a tick that saved nothing sends no second request)
     rescore: gr.Textbox
     timer: gr.Timer
+    # the page clicks it when an answer older than one it has drawn lands (see `sync_json`):
+    # the open study, drawn again as the server has it
+    redraw: gr.Button
 
     @classmethod
     def build(cls) -> Tab:
@@ -108,7 +111,8 @@ class Tab:
             return gr.Textbox(elem_id=elem_id, elem_classes="rrg-hidden", container=False)
 
         return cls(gr.State(Session()), gr.State(None), gr.State(None), hidden("sync"),
-                   hidden("client"), hidden("rescore"), gr.Timer(AUTOSAVE_S))
+                   hidden("client"), hidden("rescore"), gr.Timer(AUTOSAVE_S),
+                   gr.Button(elem_id="redraw", elem_classes="rrg-hidden"))
 
     def client_js(self, inputs: Iterable[Any], texts: Iterable[gr.Textbox] = (),
                   draft: bool = False) -> str:
@@ -133,9 +137,17 @@ class Tab:
 
 def sync_json(reader: str, session: Session) -> str:
     """What the page script needs to know to guard unsaved text (see static/page.js), and
-    which drafts are on screen (a new draft id tells the page a Draft click has landed)."""
+    which drafts are on screen (a new draft id tells the page a Draft click has landed).
+
+    Each answer is numbered (`n`), under the tab's lock like the handler that builds it: two
+    answers can reach the page in the other order than they were handled (a Save's own
+    request and a row's queued one; a Revert's answer, handled before a row click, landed
+    after it in a loaded run: the first patient's draft text beside the next one's film). The
+    page draws none older than one it has drawn, and asks for the open study again
+    (`Tab.redraw`)."""
+    session.answers += 1
     return json.dumps({"reader": reader, "study": session.study, "base": session.base,
-                       "shown": session.shown,
+                       "shown": session.shown, "n": session.answers,
                        "drafts": {s: d[0] for s, d in session.drafts.items()}})
 
 

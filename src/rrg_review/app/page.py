@@ -155,6 +155,7 @@ def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
                     [page.worklist.table, page.worklist.progress])
     loaded = nav.wire_load(ui)
     nav.wire_steps()
+    nav.wire_redraw()
     wire_draft_arrival(wiring)
     if services.readings is not None:
         wire_study_admin(page.study_admin, services.readings.studies, services.accounts,
@@ -438,6 +439,21 @@ class Navigation:
                 return self.editor.after_save(r, saved, texts, client)
             return self.navigate(r, d, lambda r: None, reading)
 
+    def on_redraw(self, r: Reader, d: Inputs) -> Outputs:
+        """The open study (or reading) drawn again as the server has it, nothing saved: the
+        page asks when an answer handled before the one on screen landed after it (see
+        `sync_json`), leaving one patient's film beside another's text. A reading refused
+        now (its session closed meanwhile) leaves the page with no study, saying why."""
+        session = r.session
+        log.info("the page of %s drawn again on study %s", r.name, session.study)
+        if session.reading is None:
+            return self.study_outputs(r, session.study)
+        try:
+            return self.study_outputs(r, None, session.reading)
+        except ReaderStudyError as exc:
+            return {**self.study_outputs(r, None),
+                    self.page.review.save_status: f"⚠ {html.escape(str(exc))}"}
+
     def on_logout(self, r: Reader, d: Inputs) -> Outputs:
         """Before leaving for /logout: what is typed is saved (the study stays open)."""
         session = r.session
@@ -452,6 +468,13 @@ class Navigation:
                          **PRIVATE, **self.with_client, show_progress_on=self.progress_on)
         loaded.then(**self.metrics_step)
         return loaded
+
+    def wire_redraw(self) -> None:
+        """The open study drawn again when the page asks (`on_redraw`)."""
+        redrawn = self.page.tab.redraw.click(self.guard(self.on_redraw), {self.page.tab.state},
+                                             self.study_outs, **PRIVATE,
+                                             show_progress_on=self.progress_on)
+        redrawn.then(**self.metrics_step)
 
     def wire_steps(self) -> None:
         """The row click and Previous/Next. The page script holds keystrokes back from a

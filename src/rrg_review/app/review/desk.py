@@ -194,6 +194,9 @@ class Session:
     own_rows: set[str] = field(default_factory=set)
     prefilled: dict[str, int] = field(default_factory=dict)
     suggested: dict[str, int] = field(default_factory=dict)  # the counts suggested last
+    # the answers that told the page what is open, numbered (`deps.sync_json`): the page
+    # draws no answer older than one it has drawn, and asks for the open study again
+    answers: int = 0
 
     def __post_init__(self) -> None:
         # not a dataclass field: Gradio serialises a State's initial value with asdict()

@@ -33,7 +33,7 @@ window.rrgLogout = () => {
   // study was shown (the counts are numbers only: no keystroke text leaves the boxes' value)
   const rrg = window.rrg = {study: null, reader: null, keys: {}, pressed: {}, typed: {}, seq: 0,
                             last: Date.now(), shown: {}, base: null, unsaved: false,
-                            strayText: ''};
+                            strayText: '', answered: 0, stale: null};
   const SECTIONS = {'edit-findings': 'findings', 'edit-impression': 'impression'};
   const $ = (sel) => document.querySelector(sel);
   const box = (section) => $('#edit-' + section + ' textarea');
@@ -174,7 +174,7 @@ window.rrgLogout = () => {
   // new base) reached the page; the next load then finds a newer revision holding one of
   // these texts: this tab's own autosave, not another tab's or reader's save.
   const remember = () => {
-    if (rrg.study === null || rrg.pending) return;
+    if (rrg.study === null || rrg.pending || rrg.stale) return;
     const f = box('findings'), i = box('impression');
     if (!f || !i) return;
     const old = readEntry(rrg.study) || {};
@@ -395,10 +395,10 @@ window.rrgLogout = () => {
     if (!open || !cells.includes(open[1])) startLeaving();  // the open study's row only saves
   }, true);
   document.addEventListener('beforeinput', (e) => {
-    if (!leaving || !e.target.closest || !e.target.closest('#edit-findings, #edit-impression'))
-      return;
+    if (!(leaving || rrg.stale) || !e.target.closest ||
+        !e.target.closest('#edit-findings, #edit-impression')) return;
     readSync();
-    if (leaving) e.preventDefault();
+    if (leaving || rrg.stale) e.preventDefault();
   }, true);
 
   // A draft that lands while the reader types. A study opened before the model was done
@@ -539,8 +539,10 @@ window.rrgLogout = () => {
   // the note that restored text is being saved clears once it is saved or superseded (a conflict,
   // Take theirs, Accept): it stayed on screen through all of these (a new-user trial)
   const RESTORED = 'Restored text you typed before the page was left; it is being saved.';
+  const REDRAWN = 'The study was drawn again (an answer reached this page late); what you ' +
+    'had typed is back in the boxes and is being saved.';
   const setNote = (text, choices) => {
-    rrg.restoredNote = text === RESTORED;
+    rrg.restoredNote = text === RESTORED || text === REDRAWN;
     const note = $('#restore-note'); if (!note) return;
     let own = note.querySelector('.rrg-restore');
     if (!text) { if (own) own.remove(); return; }
@@ -568,7 +570,7 @@ window.rrgLogout = () => {
   };
   const noteIs = (text) => $('#restore-note .rrg-restore')?.textContent === text;
   const putBack = (entry, sections) => { for (const s of sections) setBox(s, entry[s]); };
-  const restore = (entry, sync) => {
+  const restore = (entry, sync, note = RESTORED) => {
     if (!entry) return;
     const shown = sync.shown || {}, base = sync.base || {};
     const was = entry.base || {}, sent = entry.sent || {};
@@ -581,7 +583,7 @@ window.rrgLogout = () => {
                                           !(sent[s] || []).includes(shown[s] || ''));
     if (!foreign.length) {
       putBack(entry, differs);
-      setNote(RESTORED);
+      setNote(note);
       return;
     }
     // another tab or reader saved in between: never overwritten silently, the reader chooses
@@ -610,6 +612,36 @@ window.rrgLogout = () => {
       localStorage.removeItem(storeKey(study));
     }
   };
+  // An answer older than one drawn (each answer's `n` counts up under the tab's lock, server
+  // side `sync_json`) that lands after it: its values are not taken. One about another study
+  // left that patient's texts or status beside the open study's film (a Revert's answer,
+  // handled before a row click, landed after it in a loaded run): the page takes no typing
+  // and asks for the open study again (#redraw), and once it is drawn puts back what the
+  // reader had typed into it (this browser's copy, kept at every key), unless another save
+  // came in between (the reader then chooses, as after a reload). Asked again every
+  // REDRAW_AGAIN_MS while no newer answer comes (a refused request gets none).
+  const REDRAW_AGAIN_MS = 3000;
+  const lateAnswer = (sync) => {
+    if (typeof sync.n !== 'number') return false;
+    if (sync.n >= rrg.answered) {
+      rrg.answered = sync.n;
+      if (rrg.stale) { rrg.stale = null; document.body.classList.remove('rrg-stale'); }
+      return false;
+    }
+    if (sync.study === rrg.study && sync.reader === rrg.reader) return true;  // (same study)
+    if (!rrg.stale) {
+      rrg.stale = {at: 0};
+      document.body.classList.add('rrg-stale');
+      if (rrg.study !== null && !rrg.pending) {
+        rrg.pending = {study: rrg.study, entry: claimEntry(rrg.study), redrawn: true};
+      }
+    }
+    if (Date.now() - rrg.stale.at >= REDRAW_AGAIN_MS) {
+      rrg.stale.at = Date.now();
+      click('redraw');
+    }
+    return true;
+  };
   const boxesShow = (shown) => {
     const f = box('findings'), i = box('impression');
     return !!f && !!i && same(f.value, shown.findings) && same(i.value, shown.impression);
@@ -621,6 +653,7 @@ window.rrgLogout = () => {
     if (raw && raw.value) {
       let sync = null;
       try { sync = JSON.parse(raw.value); } catch (e) {}
+      if (sync && lateAnswer(sync)) sync = null;
       if (sync) {
         const changed = sync.study !== rrg.study || sync.reader !== rrg.reader;
         if (changed && rrg.study !== null) sentAway(rrg.study, rrg.shown);
@@ -642,9 +675,9 @@ window.rrgLogout = () => {
                                                      entry: claimEntry(sync.study)};
         }
         if (rrg.pending && rrg.pending.study === sync.study && boxesShow(rrg.shown)) {
-          const {entry} = rrg.pending;
+          const {entry, redrawn} = rrg.pending;
           rrg.pending = null;
-          restore(entry, sync);
+          restore(entry, sync, redrawn ? REDRAWN : RESTORED);
         }
         const f = box('findings'), i = box('impression');
         if (f && i && sync.study !== null && !rrg.pending) {
