@@ -921,6 +921,33 @@ def test_studies_imported_while_running_are_drafted_the_one_opened_first(drafted
         pre.stop()
 
 
+def test_a_draft_done_that_never_reached_the_page_is_waited_for_again(drafted_db, settings,
+                                                                      rg1_small):
+    """A CI run's page said "Drafting this study…" for 60 s beside a draft stored 3 s after
+    the app started: the page's wait (a request of its own) never ran. Once the pre-draft is
+    done, a page still without it is told to wait again `DRAFT_AGAIN_S` after it was last
+    told, and at most that often; not while the draft is being made, not once it arrived."""
+    from rrg_review.app.review.desk import DRAFT_AGAIN_S
+
+    db = drafted_db
+    d, drafting, pre, reader = predrafting_desk(db, settings)
+    new = _import_while_running(db, settings, rg1_small, 1)
+    try:
+        with drafting._gate.reader():  # the model busy: the draft is on its way
+            session, texts = opened(d, reader, new[0])
+            at = session.draft_asked_at
+            assert not d.draft_missed(session, at + DRAFT_AGAIN_S * 3)
+        assert pre.wait_idle(120)
+        assert not d.draft_missed(session, at + DRAFT_AGAIN_S / 2)
+        assert d.draft_missed(session, at + DRAFT_AGAIN_S)
+        assert not d.draft_missed(session, at + DRAFT_AGAIN_S * 1.5)  # asked just now
+        assert d.draft_missed(session, at + DRAFT_AGAIN_S * 2)
+        d.refresh_drafts(session, texts)  # the draft reached the page
+        assert not d.draft_missed(session, at + DRAFT_AGAIN_S * 10)
+    finally:
+        pre.stop()
+
+
 def test_a_draft_done_before_the_page_asks_still_reaches_the_boxes(drafted_db, settings,
                                                                    rg1_small):
     """CI under load: the pre-drafter drafted a study opened from the worklist 0.1 s after

@@ -1542,6 +1542,67 @@ def test_a_tab_state_is_refused_to_another_login(browser, tmp_path, database_tem
         running.stop()
 
 
+def test_a_draft_whose_wait_was_refused_still_reaches_the_page(browser, tmp_path,
+                                                               database_templates):
+    """The quiet clean-clone run of session 30: a study opened before its pre-draft said
+    "Drafting this study…" for 60 s beside a draft stored 3 s after start. The page waits for
+    it in a request of its own (the change of `Tab.wanted`); one that never ran (refused as
+    the fair limiter refuses, or dropped by Gradio) left it so for good. Made certain here:
+    the first wait is refused with 429. The autosave tick asks again once the draft is done,
+    and it lands in the boxes. (Logins: nothing is pre-drafted before the first page, so the
+    study that opens first has no draft.)"""
+    import subprocess
+    import sys
+
+    from tests.browser import ROOT, join_body
+
+    db = demo_copy(database_templates, tmp_path / "wait.sqlite")  # undrafted
+    add = subprocess.run(
+        [sys.executable, "-m", "rrg_review.app.cli", "readers", "add", "carol",
+         "--password-stdin", "--db", str(db)], input="correct horse battery\n",
+        capture_output=True, text=True, cwd=ROOT)
+    assert add.returncode == 0, add.stderr
+    running = App(db, "--login")
+    try:
+        context = browser.new_context(viewport={"width": 1500, "height": 1000})
+        waits: list[int] = []  # the fn_index of the page's wait for a draft (from its config)
+        refused: list[int] = []
+
+        def refuse_first_wait(route) -> None:
+            body = join_body(route.request)
+            if body is not None and not waits:
+                config = context.request.get(running.url + "config").json()
+                deps = {d["id"]: d for d in config["dependencies"]}
+                waits.extend(d["trigger_after"] for d in deps.values()
+                             if "rrgDraftAsked" in (d.get("js") or "")
+                             and d.get("trigger_after") in deps
+                             and deps[d["trigger_after"]]["targets"][0][1] == "change")
+            if body is not None and body.get("fn_index") in waits and not refused:
+                refused.append(body["fn_index"])
+                message = SLOW_DOWN.format(what="tab", n=12)
+                route.fulfill(status=429, content_type="application/json",
+                              body=json.dumps({"detail": message, "error": message}))
+                return
+            route.continue_()
+
+        context.route("**/gradio_api/**", refuse_first_wait)
+        page = context.new_page()
+        page.goto(running.url)
+        page.get_by_label("username").fill("carol")
+        page.get_by_label("password").fill("correct horse battery")
+        page.get_by_role("button", name="Login").click()
+        pump_until(page, lambda: refused, "the page's first wait for its draft",
+                   detail=lambda: page.locator("#save-status").inner_text())
+        pump_until(page, lambda: len(box(page, "findings").input_value()) > 20,
+                   "the draft in the boxes", timeout=90,
+                   detail=lambda: page.locator("#save-status").inner_text())
+        assert "Showing the draft" in page.locator("#save-status").inner_text()
+        context.unroute_all(behavior="ignoreErrors")
+        context.close()
+    finally:
+        running.stop()
+
+
 def test_the_worklist_shows_every_row_again_after_a_search_with_no_match(browser, app):
     """Found in a new-user trial: a search with no match, then one with one match, then the
     whole list again showed one row under "1-4 of 4" until the page was reloaded (the table's

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
@@ -91,9 +92,11 @@ class Tab:
     (hidden by CSS, so it is in the page)."""
 
     state: gr.State  # the tab's `Session`
-    # (study, when) of a study opened with no draft that the pre-drafter has queued: a new
-    # value starts the wait for its draft; `awaited` is the study that wait ended for
-    wanted: gr.State
+    # a study opened with no draft that the pre-drafter has queued (`wait_for_draft`): a new
+    # value starts the wait for its draft; `awaited` is the study that wait ended for. A hidden
+    # text, not a State: Gradio starts a State's change event only after a queued event, and
+    # the autosave tick, which asks again for a draft that never arrived, is not queued
+    wanted: gr.Textbox
     awaited: gr.State
     sync: gr.Textbox  # what the page script needs to guard unsaved text (`sync_json`)
     client: gr.Textbox  # the page's report, filled in by every text-carrying event
@@ -110,7 +113,7 @@ class Tab:
         def hidden(elem_id: str) -> gr.Textbox:
             return gr.Textbox(elem_id=elem_id, elem_classes="rrg-hidden", container=False)
 
-        return cls(gr.State(Session()), gr.State(None), gr.State(None), hidden("sync"),
+        return cls(gr.State(Session()), hidden("wanted"), gr.State(None), hidden("sync"),
                    hidden("client"), hidden("rescore"), gr.Timer(AUTOSAVE_S),
                    gr.Button(elem_id="redraw", elem_classes="rrg-hidden"))
 
@@ -133,6 +136,11 @@ class Tab:
         call = (f"window.rrgWithClient(a, {len(order)}, {order.index(self.client)}, "
                 f"{json.dumps(carried)}, {sync})")
         return f"(...a) => window.rrgDraftAsked({call})" if draft else f"(...a) => {call}"
+
+
+def wait_for_draft(study: int) -> str:
+    """A new value of `Tab.wanted`: the page waits for this study's draft (again)."""
+    return f"{study} {time.monotonic_ns()}"
 
 
 def sync_json(reader: str, session: Session) -> str:

@@ -22,7 +22,17 @@ from typing import Any
 import gradio as gr
 
 from rrg_review.app.accounts.panel import TopBar, wire_top_bar
-from rrg_review.app.deps import PRIVATE, Guard, Inputs, Outputs, Reader, Services, Tab, arrived
+from rrg_review.app.deps import (
+    PRIVATE,
+    Guard,
+    Inputs,
+    Outputs,
+    Reader,
+    Services,
+    Tab,
+    arrived,
+    wait_for_draft,
+)
 from rrg_review.app.evaluation.panel import ExportPanel, MetricsPanel, wire_export, wire_metrics
 from rrg_review.app.reader_study.panel import (
     SignPanel,
@@ -298,7 +308,7 @@ class Navigation:
         if reading is None and self.desk.awaits_draft(session):
             # a new value starts the wait for the pre-drafter (`wire_draft_arrival`); a study
             # opened with its draft, as most are, sends no further request
-            out[p.tab.wanted] = (session.study, time.monotonic_ns())
+            out[p.tab.wanted] = wait_for_draft(session.study)
         return {**out, **p.film.opened(viewer, opened.view, session, self.desk.prior_report),
                 **self.editor.opened(r, opened, can_draft),
                 **self.reading_outputs(r, opened.texts)}

@@ -58,6 +58,9 @@ PREDRAFT_AHEAD = 3  # undrafted studies beside the open one that the background 
 # ahead of this one, takes minutes, and a shorter wait left "Drafting this study…" on screen
 # after the draft had landed
 FIRST_DRAFT_WAIT_S = 600.0
+# a pre-draft done that has not reached the page this long after it was asked for is asked
+# for again (`Desk.draft_missed`)
+DRAFT_AGAIN_S = 10.0
 ROWS_EVERY_S = 30.0  # how often the heartbeat refreshes the worklist's minutes column
 # the first refresh comes sooner: once the column's 0.1 min could show, so a reader sees at
 # once that time is being counted
@@ -191,6 +194,7 @@ class Session:
     # the pre-drafter is done with it before the page asks: CI under load saw a draft stored
     # 0.1 s after the queueing and the page stay on "No draft yet" for good)
     predrafting: bool = False
+    draft_asked_at: float = 0.0  # when the page was last told to wait for that draft
     own_rows: set[str] = field(default_factory=set)
     prefilled: dict[str, int] = field(default_factory=dict)
     suggested: dict[str, int] = field(default_factory=dict)  # the counts suggested last
@@ -536,6 +540,24 @@ class Desk:
             await asyncio.sleep(min(poll, max(deadline - time.monotonic(), 0.0)))
         return study
 
+    def draft_missed(self, session: Session, now: float) -> bool:
+        """Whether the page should wait for the open study's pre-draft again: it is done
+        (stored, or failed) and has not reached the page `DRAFT_AGAIN_S` after the page was
+        last told to wait (asked again at most that often). The wait is a request of its own
+        (the change of `Tab.wanted`); one that never ran (refused when the reader had too many
+        on their way; a change Gradio defers behind a pending one is dropped when that one
+        fails) left "Drafting this study…" on screen for good: a CI run's page waited 60 s
+        for a draft stored 3 s after the app started."""
+        if not session.predrafting or session.drafts or session.study is None \
+                or session.reading is not None or self.predrafter is None \
+                or self.predrafter.queued(session.study) \
+                or now - session.draft_asked_at < DRAFT_AGAIN_S:
+            return False
+        log.info("study %s: its draft is done and not on the page; the page waits again",
+                 session.study)
+        session.draft_asked_at = now
+        return True
+
     def predraft_first(self, reader: int) -> int | None:
         """At app start: queue the study this reader will open first (what `start` gives on
         a page load without unsaved text), then the ones after it. Returns that study."""
@@ -581,7 +603,7 @@ class Desk:
         session.drafts = good
         session.shown = dict(texts)
         session.reference = view.reference
-        session.beat_at = now
+        session.beat_at = session.draft_asked_at = now
         session.images = tuple(i.image_id for i in view.images)
         session.image = session.images[0] if session.images else None
         session.prior = None

@@ -30,6 +30,7 @@ from rrg_review.app.deps import (
     Services,
     Tab,
     sync_json,
+    wait_for_draft,
 )
 from rrg_review.app.review.desk import Client, Desk, Opened, Saved, Session, differ
 from rrg_review.app.review.service import RatingView
@@ -453,8 +454,10 @@ def _wire_saving(w: Wiring) -> None:
             newer = desk.check_newer(session, client) if client.visible else None
             if newer is not None:
                 return editor.after_save(r, newer, texts, client)
-            return ({p.save_status: gr.update(), **w.rows(r.id, d)}
-                    if desk.rows_due(session, now) else {p.save_status: gr.update()})
+            out: Outputs = {p.save_status: gr.update()}
+            if desk.draft_missed(session, now):  # (its change starts the wait again)
+                out[tab.wanted] = wait_for_draft(session.study)
+            return {**out, **w.rows(r.id, d)} if desk.rows_due(session, now) else out
         if not saved.wrote:
             return editor.after_save(r, saved, texts, client)
         # an autosave changes the study's status, minutes and scores like Save does: the
@@ -473,7 +476,8 @@ def _wire_saving(w: Wiring) -> None:
     saved_by_button.then(**w.metrics_step)
     w.follow(saved_by_button)
     tab.timer.tick(_idle_tick(tab, p, on_tick), w.edit_in,
-                   [*w.edit_outs, *w.rows_out, tab.rescore], **LIGHT, **QUIET, **w.with_client)
+                   [*w.edit_outs, *w.rows_out, tab.rescore, tab.wanted], **LIGHT, **QUIET,
+                   **w.with_client)
     for box in (p.findings, p.impression):
         box.input(on_input, {tab.state, p.findings, p.impression}, [p.diff], **LIGHT, **QUIET,
                   trigger_mode="always_last")
@@ -813,10 +817,16 @@ def wire_draft_arrival(w: Wiring) -> None:
         if not drafting.latest(study, preset):  # timed out, or the model is unavailable
             session.predrafting = False  # "No draft yet" from now on, not "Drafting…"
             return {p.save_status: desk.status_line(session), p.model_line: desk.model_note({})}
+        # done with (a failed draft too: "No draft yet", and the page is not asked to wait
+        # for it again)
+        session.predrafting = False
         return _drafts_arrived(w, r, d)
 
+    # each change waits on its own ("multiple"): by default Gradio defers a change behind a
+    # pending one and drops it when that one fails
     ready = tab.wanted.change(
-        on_await_draft, {tab.state}, [tab.awaited], **PRIVATE, **QUIET, concurrency_limit=None
+        on_await_draft, {tab.state}, [tab.awaited], **PRIVATE, **QUIET, concurrency_limit=None,
+        trigger_mode="multiple"
     ).then(on_draft_ready, w.edit_in | {tab.awaited}, drafted_outputs(w), **PRIVATE, **QUIET,
            js=tab.client_js(w.edit_in | {tab.awaited}, (p.findings, p.impression), draft=True))
     ready.then(**w.metrics_step)
