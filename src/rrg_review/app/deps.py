@@ -138,7 +138,7 @@ class Tab:
         return f"(...a) => window.rrgDraftAsked({call})" if draft else f"(...a) => {call}"
 
 
-def wait_for_draft(study: int) -> str:
+def wait_for_draft(study: int | None) -> str:
     """A new value of `Tab.wanted`: the page waits for this study's draft (again)."""
     return f"{study} {time.monotonic_ns()}"
 
