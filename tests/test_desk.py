@@ -459,17 +459,19 @@ def test_a_second_move_says_what_it_left_unsent(desk):
     assert dropped("too long", 2) is None  # never held: nothing was said yet
     d.count_typed(session, "false_finding")
     assert unsent(d, session, "too long", 2) is not None  # held once
+    # with what they were, to give again if meant (a trial was not told which words)
     assert dropped("too long", 2) == (f"⚠ Your score, comment and ReXVal counts for {label} "
-                                      "were not sent: discarded as you moved on again.")
+                                      "were not sent: discarded as you moved on again. "
+                                      "(Score 2; comment “too long”.)")
     assert dropped("", 2) == (f"⚠ Your score and ReXVal counts for {label} were not sent: "
-                              "discarded as you moved on again.")
+                              "discarded as you moved on again. (Score 2.)")
     assert d.discarded(session, "too long", 2, page_study=ids[0]) is None
     ok, _ = d.rate(session, 2, False, {}, "too long")
     assert ok and dropped("too long", 2) is None  # sent
     session, _ = opened(d, reader, ids[1])
     assert unsent(d, session, "", 5) is not None
     assert dropped("", 5) == (f"⚠ Your score for {label} was not sent: discarded as you "
-                              "moved on again.")
+                              "moved on again. (Score 5.)")
     # held for the score, then for a comment: the second notice names both, as the move
     # after it discards both (a new-user trial was told of the comment only)
     why = unsent(d, session, "no effusion", 5)
@@ -477,6 +479,12 @@ def test_a_second_move_says_what_it_left_unsent(desk):
     assert unsent(d, session, "no effusion", 5) is None
     assert dropped("no effusion", 5) is not None and "score and comment" in dropped(
         "no effusion", 5)
+    # the words quoted as typed, on one line, shortened, nothing in them read as Markdown/HTML
+    hostile = "**Bold** <img src=x onerror=alert(1)> [link](http://x)\n" + "long " * 30
+    assert unsent(d, session, hostile, 5) is not None
+    quoted = dropped(hostile, 5) or ""
+    assert "comment “\\*\\*Bold\\*\\* &lt;img src=x onerror=alert\\(1\\)&gt; " in quoted, quoted
+    assert "<img" not in quoted and "\n" not in quoted and "…”" in quoted
 
 
 def test_a_page_out_of_step_holds_no_move_for_another_studys_rating(desk):

@@ -154,6 +154,8 @@ def test_the_enlarged_view_shows_the_preview_at_once_then_the_full_image(browser
       document.querySelector('#film .current img').naturalWidth]""")
     assert sizes[0] >= sizes[1] > 0, sizes
     assert page.locator("#wl-center").input_value() != ""
+    # one image: ◀ image ▶ are off (they did nothing a trial could see), → reopens it
+    assert page.locator("#next-image").is_disabled() and page.locator("#prev-image").is_disabled()
     # → to the next image (this study has one: the same again) loads it too
     page.keyboard.press("ArrowRight")
     page.wait_for_function("() => window.rrgViewer.full")

@@ -1135,12 +1135,17 @@ def test_revert_asks_first_and_keeps_the_readers_words_in_the_history(browser, a
     draft = box(page, "findings").input_value()
     words = "Words the reader typed and did not save."
     type_into(page, "findings", words)
-    page.locator("#revert").click()  # at once: no autosave tick in between
+    # one question at a time: Accept asks over the reader's text, and Revert's question takes
+    # its place (a new-user trial: both rows stacked, Submit rating below the fold)
+    page.locator("#accept").click()
+    page.wait_for_function("() => !document.querySelector('#accept-confirm').disabled")
+    page.locator("#revert").click()
     # asked: its buttons are on. (Beside two busy processes a tick sent while the words were
     # typed was answered after the question and put "saved as revision 2 (autosave)" in its
     # place in the status line; the buttons still ask.)
     expect_enabled = "() => !document.querySelector('#revert-confirm').disabled"
     page.wait_for_function(expect_enabled)
+    assert page.evaluate("() => document.querySelector('#accept-confirm').disabled")
     status = page.locator("#save-status").inner_text()
     assert "Revert to the draft, replacing my edits" in status or "(autosave)" in status, status
     page.locator("#revert-cancel").click()
@@ -1692,12 +1697,17 @@ def test_the_worklist_follows_next_and_previous_to_the_study_s_page(browser, tmp
         page.locator("#film-head").click()
         page.keyboard.press("Alt+p")  # round the start of the list to the last study
         wait_until(lambda: key_on_screen(page) == "CXR55", "the last study")
+        wait_text(page, "save-status", "Past the start of the list")  # (it said nothing)
         wait_text(page, "worklist-page-label", "page 2 / 2")
         assert "CXR55" in [r[1] for r in table_rows(page, "worklist")]
         page.locator("#film-head").click()
         page.keyboard.press("Alt+n")  # round the end back to the first
         wait_until(lambda: key_on_screen(page) == "CXR1", "the first study")
+        wait_text(page, "save-status", "Past the end of the list")
         wait_text(page, "worklist-page-label", "page 1 / 2")
+        page.keyboard.press("Alt+n")  # an ordinary step says nothing of the kind
+        wait_until(lambda: key_on_screen(page) == "CXR2", "the second study")
+        assert "Past the" not in page.locator("#save-status").inner_text()
     finally:
         running.stop()
 

@@ -867,6 +867,7 @@ def test_p_twice_comes_back_to_the_film_left(browser, films):
     assert shown["preset"] == "lung" and [float(shown["c"]), float(shown["w"])] == lung, shown
     # the prior has no lateral (trial 8, low: its PA opened at the lateral's zoom): said, at fit
     assert "has no lateral film" in page.locator("#wl-status").inner_text()
+    assert page.locator("#next-image").is_disabled()  # (its one image: nowhere to go)
     assert abs(page.evaluate(VIEW_NOW)["z"] - 1) < 0.01
     # the film is fitted between toolbar and caption of the same heights on both sides of P,
     # whatever they say (at 1366 px the note wrapped the toolbar and the prior's caption took
@@ -877,6 +878,7 @@ def test_p_twice_comes_back_to_the_film_left(browser, films):
     page.wait_for_function("() => rrgViewer.full", timeout=90_000)
     assert page.evaluate("() => rrgPick()") == "current:1"
     assert "Image 2 of 2" in page.locator("#wl-caption").inner_text()
+    assert page.locator("#next-image").is_enabled()  # (two images)
 
 
 VIEW_NOW = """() => {

@@ -65,6 +65,11 @@ __all__ = ["Page", "build", "film_html", "launch_options"]
 
 log = logging.getLogger(__name__)
 
+# Next / Previous went round the end of the list without a word (a new-user trial took the
+# first study, met again, for a new one)
+WRAPPED = {True: "↻ Past the end of the list: back to its first unfinished study.",
+           False: "↻ Past the start of the list: on to its last unfinished study."}
+
 STATIC = Path(__file__).with_name("static")
 SHORTCUTS = [
     ("Alt+N / Alt+P", "next / previous unfinished study (what you typed is saved first)"),
@@ -388,11 +393,16 @@ class Navigation:
 
         @self.guard
         def handler(r: Reader, d: Inputs) -> Outputs:
+            before = r.session.study
             out = self.navigate(r, d, lambda r: wl.logic.target(
                 r.id, r.session.study, step, *self.filters_of(d)))
             session = r.session
             if self.page.film.film in out and session.study is not None \
                     and session.reader is not None:
+                if before not in (None, session.study) and wl.logic.wrapped(
+                        session.reader, before, session.study, step):
+                    status = self.page.review.save_status
+                    out[status] = f"{WRAPPED[step > 0]}<br>{out.get(status, '')}"
                 v = wl.logic.page_showing(session.reader, session.study, *self.filters_of(d))
                 if v is not None and v.page != (d.get(wl.page) or 1):
                     out.update({wl.table: v.rows, wl.page: v.page, wl.page_text: v.label})

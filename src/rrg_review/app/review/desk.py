@@ -18,6 +18,7 @@ import dataclasses
 import html
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -368,6 +369,17 @@ def _listed(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
+QUOTE_CHARS = 80  # of a discarded comment, quoted on the status line
+
+
+def _quoted(text: str) -> str:
+    """The reader's words as Markdown shows them on the status line: one line, at most
+    QUOTE_CHARS characters, nothing in them taken as Markdown or HTML."""
+    line = " ".join(text.split())
+    line = line if len(line) <= QUOTE_CHARS else f"{line[:QUOTE_CHARS - 1]}…"
+    return html.escape(re.sub(r"([\\`*_\[\]{}()#+\-.!|~])", r"\\\1", line), quote=False)
+
+
 def _as_chosen(client: Client, session: Session, own: bool = True) -> Client:
     """The page's report for a save of text the reader chose by a button (Keep mine, Revert):
     every section counts as typed (an emptied one is saved too), and it is not stale."""
@@ -716,8 +728,14 @@ class Desk:
         what = _listed(names)
         plural = len(names) > 1 or names == ["ReXVal counts"]
         label = html.escape(session.label) or "the last study"
+        # what they were, to give again if meant (a new-user trial was told its comment was
+        # discarded, not which words)
+        had = [f"score {picked}" if "score" in names else "",
+               f"comment “{_quoted(typed)}”" if "comment" in names else ""]
+        told = "; ".join(h for h in had if h)
         return (f"⚠ Your {what} for {label} {'were' if plural else 'was'} not sent: "
-                "discarded as you moved on again.")
+                "discarded as you moved on again." + (f" ({told[0].upper()}{told[1:]}.)"
+                                                      if told else ""))
 
     def _predraft(self, session: Session, drafts: dict[str, StoredDraft]) -> None:
         """Queue the study just opened, first, when it would say "No draft yet" (no draft,

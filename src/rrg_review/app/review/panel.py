@@ -533,8 +533,12 @@ def _wire_revert(w: Wiring, boxes_out: list[Any]) -> None:
     does, and replaces the boxes only on "Revert to the draft, replacing my edits"."""
     p, desk, editor, tab = w.editor.panel, w.desk, w.editor, w.guard.tab
     revert = _draft_into_boxes(w, "Reverted to the draft.")
-    asked = editor.offer(p.revert_confirm, p.revert_cancel, on=True)
-    closed = editor.offer(p.revert_confirm, p.revert_cancel, on=False)
+    # one question at a time: Revert's closes an Accept question still open (a new-user
+    # trial pressed Accept, then Revert: two rows of confirmations, Submit rating pushed
+    # below the fold at 1366x768), and Accept's closes Revert's (`_wire_accept_and_rate`)
+    accept_off = editor.offer(p.accept_confirm, p.accept_cancel, on=False)
+    asked = {**editor.offer(p.revert_confirm, p.revert_cancel, on=True), **accept_off}
+    closed = {**editor.offer(p.revert_confirm, p.revert_cancel, on=False), **accept_off}
 
     @w.guard
     def on_revert(r: Reader, d: Inputs) -> Outputs:
@@ -550,13 +554,14 @@ def _wire_revert(w: Wiring, boxes_out: list[Any]) -> None:
     def on_revert_confirm(r: Reader, d: Inputs) -> Outputs:
         return {**revert(r, d), **closed}
 
-    outs = [*boxes_out, p.revert_confirm, p.revert_cancel]
+    outs = [*boxes_out, p.revert_confirm, p.revert_cancel, p.accept_confirm, p.accept_cancel]
     p.revert_button.click(on_revert, w.edit_in, outs, **LIGHT, **w.on_status
                           ).then(**w.metrics_step)
     p.revert_confirm.click(on_revert_confirm, w.edit_in, outs, **LIGHT, **w.on_status
                            ).then(**w.metrics_step)
     p.revert_cancel.click(lambda: {**closed, p.save_status: "Not reverted: your text stays."},
-                          None, [p.revert_confirm, p.revert_cancel, p.save_status], **LIGHT)
+                          None, [p.revert_confirm, p.revert_cancel, p.accept_confirm,
+                                 p.accept_cancel, p.save_status], **LIGHT)
 
 
 def _draft_in_boxes(w: Wiring, message: str) -> Callable[..., Any]:
@@ -621,6 +626,7 @@ def _wire_accept_and_rate(w: Wiring) -> None:
                                  confirmed)
             out = {tab.state: session, p.save_status: result.message,
                    **editor.offer(p.accept_confirm, p.accept_cancel, on=result.needs_confirm),
+                   **editor.offer(p.revert_confirm, p.revert_cancel, on=False),
                    **editor.offer_choice(session, bool(session.conflicts))}
             if result.texts is not None:
                 out.update({**_accepted(w, r, result.texts), **w.rows(r.id, d)})
@@ -646,7 +652,8 @@ def _wire_accept_and_rate(w: Wiring) -> None:
         status = {} if r.session.conflicts else {p.save_status: message}
         return {p.rate_status: message, **status, **w.rows(r.id, d), **asked_off}
 
-    accept_outs = [tab.state, p.save_status, p.accept_confirm, p.accept_cancel, p.keep_mine,
+    accept_outs = [tab.state, p.save_status, p.accept_confirm, p.accept_cancel,
+                   p.revert_confirm, p.revert_cancel, p.keep_mine,
                    p.take_theirs, p.findings, p.impression, p.diff, tab.sync, p.acceptable,
                    p.rate_status, *w.rows_out, *p.aid_fields, p.checked,
                    *(p.rexval[(c, "significant")] for c in REXVAL_CATEGORIES)]

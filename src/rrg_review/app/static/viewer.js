@@ -621,6 +621,12 @@
       (when ? ` · ${when.innerText}` : '');
     which.className = film === 'prior' ? 'prior' : 'current';
     // (never disabled: P and a click without the prior beside say how to show it)
+    // ◀ image ▶ only where there is another image to go to (they were on for one film, and
+    // did nothing a new-user trial could see)
+    for (const id of ['prev-image', 'next-image']) {
+      el(id).disabled = figs.length < 2;
+      el(id).title = figs.length < 2 ? 'This film has one image' : '';
+    }
     el('wl-preset').innerHTML = '';
     el('wl-status').textContent = 'Loading the full image…';
     const img = fig.querySelector('img');  // the film's preview, at once
