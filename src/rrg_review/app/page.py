@@ -399,7 +399,7 @@ class Navigation:
             session = r.session
             if self.page.film.film in out and session.study is not None \
                     and session.reader is not None:
-                if before not in (None, session.study) and wl.logic.wrapped(
+                if before is not None and before != session.study and wl.logic.wrapped(
                         session.reader, before, session.study, step):
                     status = self.page.review.save_status
                     out[status] = f"{WRAPPED[step > 0]}<br>{out.get(status, '')}"
