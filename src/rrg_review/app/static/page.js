@@ -628,7 +628,10 @@ window.rrgLogout = () => {
       if (rrg.stale) { rrg.stale = null; document.body.classList.remove('rrg-stale'); }
       return false;
     }
-    if (sync.study === rrg.study && sync.reader === rrg.reader) return true;  // (same study)
+    // one about the open study is not taken either, and asks for nothing: an autosave tick's
+    // answer and a Save's cross often (two requests of their own), and drawing the study
+    // again would put away what the reader is doing (a question asked, a held move)
+    if (sync.study === rrg.study && sync.reader === rrg.reader) return true;
     if (!rrg.stale) {
       rrg.stale = {at: 0};
       document.body.classList.add('rrg-stale');
