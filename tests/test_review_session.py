@@ -1032,7 +1032,10 @@ def test_status_accept_and_rating_mean_what_they_say(browser, app):
     page.keyboard.press("Control+End")
     page.keyboard.type(" Edited after accepting.")
     page.keyboard.press("Control+s")
-    wait_text(page, "rate-status", "withdrawn")
+    # the save that withdrew it says so; an autosave tick that caught the typing half-way
+    # withdrew it first, and the Save's line then says the score came before these edits
+    page.wait_for_function("() => /withdrawn|before your later edits/.test("
+                           "document.querySelector('#rate-status').innerText)")
     page.wait_for_function("() => !document.querySelector('#acceptable input').checked")
     assert app.query("SELECT likert, acceptable FROM rating ORDER BY number DESC LIMIT 1"
                      ) == [(4, 0)]
@@ -1148,6 +1151,16 @@ def test_revert_asks_first_and_keeps_the_readers_words_in_the_history(browser, a
     assert page.evaluate("() => document.querySelector('#accept-confirm').disabled")
     status = page.locator("#save-status").inner_text()
     assert "Revert to the draft, replacing my edits" in status or "(autosave)" in status, status
+    # typing on while asked: its autosave's note goes above the question, which stays (a
+    # new-user trial saw the note take its place, the buttons left with no question)
+    box(page, "findings").click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type(" More.")
+    words += " More."
+    wait_until(lambda: latest_text(app, "DEMO-0004", "findings") == words, "the autosave")
+    page.wait_for_function("() => { const t = document.querySelector('#save-status').innerText;"
+                           " return t.includes('(autosave)')"
+                           " && t.includes('replacing my edits'); }")
     page.locator("#revert-cancel").click()
     page.wait_for_function("() => document.querySelector('#revert-confirm').disabled")
     # "Not reverted: your text stays." (beside two busy processes, that same tick's line came

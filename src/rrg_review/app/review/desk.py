@@ -174,6 +174,9 @@ class Session:
     # it (it went off at every study change, so a comparison read needed Alt+B each time)
     prior_wanted: bool = False
     seq: int = 0  # the newest client edit applied
+    # the question Accept or Revert asks while its buttons are on: an autosave's note goes
+    # above it, not in its place (a new-user trial saw the buttons stay with no question)
+    question: str = ""
     conflicts: dict[str, RevisionView] = field(default_factory=dict)
     # the conflicts the page's notice calls untouched in this tab ("You have not changed it")
     told: frozenset[str] = frozenset()
@@ -369,12 +372,14 @@ def _listed(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-QUOTE_CHARS = 80  # of a discarded comment, quoted on the status line
+# of a discarded comment, quoted whole on the status line (its first 80 characters were not
+# enough to give it again: a new-user trial's 230 lost their end) up to a long paragraph
+QUOTE_CHARS = 2000
 
 
 def _quoted(text: str) -> str:
-    """The reader's words as Markdown shows them on the status line: one line, at most
-    QUOTE_CHARS characters, nothing in them taken as Markdown or HTML."""
+    """The reader's words as Markdown shows them on the status line (which scrolls): one
+    line, at most QUOTE_CHARS characters, nothing in them taken as Markdown or HTML."""
     line = " ".join(text.split())
     line = line if len(line) <= QUOTE_CHARS else f"{line[:QUOTE_CHARS - 1]}…"
     return html.escape(re.sub(r"([\\`*_\[\]{}()#+\-.!|~])", r"\\\1", line), quote=False)
@@ -640,6 +645,7 @@ class Desk:
         """What a study (or reading) just opened starts from: its stored rating, nothing
         unsent; `edited_at`: when the reader's latest text of it was saved, where known."""
         session.stored_here, session.comment_held = False, None
+        session.question = ""
         session.comment_shown = (rating.comment or "") if rating is not None else ""
         session.counts_typed = session.counts_held = False
         session.score_shown = rating.likert if rating is not None else None

@@ -284,7 +284,9 @@ class Editor:
         clicks and Alt+N within 50 ms). (Nor is its diff drawn against the next study's
         draft.)"""
         p, session = self.panel, r.session
-        out: Outputs = {self.tab.state: session, p.save_status: saved.message,
+        # (an Accept or Revert question still open stays under the save's note)
+        message = f"{saved.message}<br>{session.question}" if session.question else saved.message
+        out: Outputs = {self.tab.state: session, p.save_status: message,
                         **self.offer_choice(session, bool(saved.conflicts))}
         if client is None or client.study == session.study:
             out |= {self.tab.sync: sync_json(r.name, session),
@@ -543,25 +545,32 @@ def _wire_revert(w: Wiring, boxes_out: list[Any]) -> None:
     @w.guard
     def on_revert(r: Reader, d: Inputs) -> Outputs:
         own = desk.own_sections(r.session, p.texts_of(d))
+        r.session.question = ""
         if not own:
             return {**revert(r, d), **closed}
-        return {tab.state: r.session, **asked,
-                p.save_status: f"Your {differ(own)} from the draft. Reverting replaces "
-                               "them with the draft (your text stays in the history). Press "
-                               "**Revert to the draft, replacing my edits** to go on."}
+        r.session.question = (f"Your {differ(own)} from the draft. Reverting replaces them "
+                              "with the draft (your text stays in the history). Press "
+                              "**Revert to the draft, replacing my edits** to go on.")
+        return {tab.state: r.session, **asked, p.save_status: r.session.question}
 
     @w.guard
     def on_revert_confirm(r: Reader, d: Inputs) -> Outputs:
+        r.session.question = ""
         return {**revert(r, d), **closed}
+
+    @w.guard
+    def on_revert_cancel(r: Reader, d: Inputs) -> Outputs:
+        r.session.question = ""
+        return {tab.state: r.session, **closed, p.save_status: "Not reverted: your text stays."}
 
     outs = [*boxes_out, p.revert_confirm, p.revert_cancel, p.accept_confirm, p.accept_cancel]
     p.revert_button.click(on_revert, w.edit_in, outs, **LIGHT, **w.on_status
                           ).then(**w.metrics_step)
     p.revert_confirm.click(on_revert_confirm, w.edit_in, outs, **LIGHT, **w.on_status
                            ).then(**w.metrics_step)
-    p.revert_cancel.click(lambda: {**closed, p.save_status: "Not reverted: your text stays."},
-                          None, [p.revert_confirm, p.revert_cancel, p.accept_confirm,
-                                 p.accept_cancel, p.save_status], **LIGHT)
+    p.revert_cancel.click(on_revert_cancel, {tab.state},
+                          [tab.state, p.revert_confirm, p.revert_cancel, p.accept_confirm,
+                           p.accept_cancel, p.save_status], **LIGHT)
 
 
 def _draft_in_boxes(w: Wiring, message: str) -> Callable[..., Any]:
@@ -614,6 +623,18 @@ def _accepted(w: Wiring, r: Reader, texts: dict[str, str]) -> Outputs:
             **w.editor.aids(session, texts)}
 
 
+def _on_accept_cancel(w: Wiring) -> Callable[..., Any]:
+    """Cancel on Accept's question: nothing accepted, the question closed."""
+    p, tab = w.editor.panel, w.guard.tab
+
+    @w.guard
+    def on_accept_cancel(r: Reader, d: Inputs) -> Outputs:
+        r.session.question = ""
+        return {tab.state: r.session, p.save_status: "Not accepted.",
+                **w.editor.offer(p.accept_confirm, p.accept_cancel, on=False)}
+    return on_accept_cancel
+
+
 def _wire_accept_and_rate(w: Wiring) -> None:
     """Accept the draft as is (asking first over the reader's own text), and the rating."""
     p, desk, editor, tab = w.editor.panel, w.desk, w.editor, w.guard.tab
@@ -622,8 +643,10 @@ def _wire_accept_and_rate(w: Wiring) -> None:
         @w.guard
         def on_accept(r: Reader, d: Inputs) -> Outputs:
             session = r.session
+            session.question = ""
             result = desk.accept(session, p.texts_of(d), Client.parse(d[tab.client]),
                                  confirmed)
+            session.question = result.message if result.needs_confirm else ""
             out = {tab.state: session, p.save_status: result.message,
                    **editor.offer(p.accept_confirm, p.accept_cancel, on=result.needs_confirm),
                    **editor.offer(p.revert_confirm, p.revert_cancel, on=False),
@@ -650,6 +673,7 @@ def _wire_accept_and_rate(w: Wiring) -> None:
         # status line above says so too (it still asked for the score: a new-user trial),
         # unless it holds a conflict the reader has yet to settle
         status = {} if r.session.conflicts else {p.save_status: message}
+        r.session.question = ""
         return {p.rate_status: message, **status, **w.rows(r.id, d), **asked_off}
 
     accept_outs = [tab.state, p.save_status, p.accept_confirm, p.accept_cancel,
@@ -661,9 +685,8 @@ def _wire_accept_and_rate(w: Wiring) -> None:
                           ).then(**w.metrics_step)
     p.accept_confirm.click(accept(True), w.edit_in, accept_outs, **LIGHT, **w.on_status
                            ).then(**w.metrics_step)
-    p.accept_cancel.click(lambda: {**editor.offer(p.accept_confirm, p.accept_cancel, on=False),
-                                   p.save_status: "Not accepted."}, None,
-                          [p.accept_confirm, p.accept_cancel, p.save_status], **LIGHT)
+    p.accept_cancel.click(_on_accept_cancel(w), {tab.state},
+                          [tab.state, p.accept_confirm, p.accept_cancel, p.save_status], **LIGHT)
     rate_in = {tab.state, *p.rating_fields, p.findings, p.impression,
                *(w.edit_in - {tab.state, p.findings, p.impression, tab.client})}
     p.rate_button.click(on_rate, rate_in, [p.rate_status, p.save_status, *w.rows_out,

@@ -740,6 +740,12 @@ window.rrgLogout = () => {
     if (said !== asked.rate) {
       asked.rate = said;
       if (said.includes('⚠')) rate.scrollIntoView({block: 'nearest'});
+      // refused for the tick that confirms the suggested counts: the tick itself, 700 px down
+      // the column at 1366x768, is what to look at (a new-user trial did not find it)
+      const tick = document.getElementById('rexval-checked');
+      if (said.includes('I checked the suggested') && tick) {
+        tick.scrollIntoView({block: 'center'});
+      }
       // a rating stored (desk.py `rate`): the score, comment and counts are sent
       if (said.includes(RATED)) rrg.ratingTyped = null;
     }
