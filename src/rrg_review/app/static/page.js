@@ -939,10 +939,12 @@ window.rrgLogout = () => {
       return;
     }
     if (enlarged() && (e.code === 'Escape' || !typing(e.target))) {
-      const keys = {Escape: 'close-enlarged', ArrowRight: 'next-image', ArrowLeft: 'prev-image'};
+      const keys = {Escape: 'close-enlarged'};
       // P: the current study's film ⇄ the prior's (plain P only: Alt+P is the previous study)
       if (e.code === 'KeyP' && !e.altKey && !e.ctrlKey && !e.metaKey) keys.KeyP = 'flip-prior';
       if (keys[e.code]) { e.preventDefault(); click(keys[e.code]); return; }
+      const arrow = {ArrowRight: 1, ArrowLeft: -1}[e.code];
+      if (arrow && window.rrgImageStep) { e.preventDefault(); window.rrgImageStep(arrow); return; }
     }
     // Esc leaves a box, so that 1-5 score again: only Tab or a click did, and a reader working
     // from the keyboard typed "4" into the findings instead (a new-user trial)

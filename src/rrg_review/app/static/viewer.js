@@ -692,6 +692,9 @@
     const [film, at] = V.pick.split(':'), n = figures(film).length;
     if (n) open(`${film}:${((Number(at) + k) % n + n) % n}`, true);
   };
+  // ← → (page.js): another image, or the one image again at fit; not by its button, which is
+  // off on a one-image film
+  window.rrgImageStep = step;
   V.draw = render;  // the full-resolution frame (a test times it)
   window.rrgPick = () => V.pick || '';
   window.rrgEnlarged = (on) => {
