@@ -256,6 +256,7 @@ window.rrgLogout = () => {
     }
     leaving = {from: rrg.study, until: Date.now() + LEAVING_MAX_MS};
     stepFrom = rrg.study;
+    if (refusedSaid && noteIs(refusedSaid)) setNote('');
     document.body.classList.add('rrg-leaving');
     everyFrame(() => { if (leaving) readSync(); return !!leaving; });
   };
@@ -345,6 +346,17 @@ window.rrgLogout = () => {
     steps.length = 0;
     if (kind === 'row') rrg.rowWanted = false;
     window.rrgArrived(kind);
+  };
+  // ... and its sentence ("Slow down: ...") is put on the page here: Gradio shows a refused
+  // join's error as a notice only some of the time (a loaded run: nine of the page's Next
+  // joins refused, no notice at all), and the reader pressed Next and saw nothing happen.
+  // It goes with the next move (`startLeaving`) or study.
+  let refusedSaid = null;
+  const sayRefused = (response) => {
+    response.clone().json().then((body) => {
+      const said = body && (body.detail || body.error);
+      if (typeof said === 'string' && said) { refusedSaid = `⚠ ${said}`; setNote(refusedSaid); }
+    }).catch(() => {});
   };
   const settled = () => {
     if (!leaving) return;
@@ -533,6 +545,7 @@ window.rrgLogout = () => {
     if (response.status >= 400 && join) {
       const kind = navigationOf(args[1]);
       if (kind) navigationRefused(kind);
+      if (kind && response.status === 429) sayRefused(response);
     }
     return response;
   };
