@@ -1190,3 +1190,38 @@ def test_pixel_files_travel_gzipped_and_nothing_else_is_served_that_way(browser,
     outside = page.request.get(full.split("/file=", 1)[0] + "/file=" + folder
                                + "/../app.sqlite.u16", headers={"Accept-Encoding": "gzip"})
     assert outside.status != 200 or "gzip" not in outside.headers.get("content-encoding", "")
+
+
+# Clicks the open study's first image the moment it is drawn, before the page's next 200 ms
+# poll has read which study the server drew (a reader quick on a freshly loaded page)
+CLICK_AS_DRAWN = """(() => {
+  const watch = new MutationObserver(() => {
+    const img = document.querySelector("#film .film-study.current [data-index='0'] img");
+    if (!img) return;
+    watch.disconnect();
+    img.click();
+    window.rrgClickedAsDrawn = Date.now();
+  });
+  watch.observe(document, {childList: true, subtree: true});
+})();"""
+
+
+def test_a_film_enlarged_as_the_page_first_draws_it_stays_open(browser, films):
+    """A loaded run: the first study's image, clicked as soon as it was on screen, opened the
+    enlarged view, and the page closed it again a moment later as it learned which study it
+    showed (the view is closed when another study is drawn; the same study is not another)."""
+    app, _ = films
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    page.add_init_script(CLICK_AS_DRAWN)
+    page.goto(app.url)
+    page.wait_for_function("() => window.rrgClickedAsDrawn", timeout=90_000)
+    page.wait_for_timeout(1000)  # five of the page's polls
+    state = page.evaluate(VIEW_STATE)
+    assert state["open"] and state["pick"] == "current:0", state
+    page.wait_for_function("() => window.rrgViewer.full", timeout=90_000)
+    # another study drawn still closes it (Next, from the view: the worklist is under it)
+    head = page.locator("#film-head").inner_text()
+    page.keyboard.press("Alt+n")
+    page.wait_for_function("(was) => document.querySelector('#film-head').innerText !== was",
+                           arg=head)
+    page.wait_for_function("() => !document.querySelector('[data-open]')")

@@ -683,7 +683,7 @@ window.rrgLogout = () => {
           // a new study starts at the top of the editor column: its status line and draft
           // (the column stayed scrolled down at the last one's ReXVal rows: a new-user trial)
           const column = $('#editor-col'); if (column) column.scrollTop = 0;
-          if (window.rrgEnlarged) window.rrgEnlarged(false);  // the enlarged view belongs to the study that was open
+          if (window.rrgEnlarged) window.rrgEnlarged(false, sync.study);  // the view is of the study that was open
           setNote(rrg.strayed ? strayNote() : '');
           rrg.strayed = false;
           // read now: typing into the new study must not replace it before it is restored

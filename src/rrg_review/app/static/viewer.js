@@ -596,6 +596,7 @@
   // `within`: opened from another film of the same view (P, ← →): the tool in use stays (a
   // drag after P panned where the reader meant to measure: a new-user trial); a film opened
   // from the gallery starts with the pan tool. `region`: the part of the film to show (P).
+  let owner = null;  // the current study when the view opened (rrgEnlarged)
   const open = (pick, within = false, region = null) => {
     build();
     setMeasuring(within && V.measuring);
@@ -604,6 +605,9 @@
     const fig = figs[index]; if (!fig) return;
     left[film] = {study: fig.closest('.film-study').dataset.study, at: index};
     V.pick = pick; V.img = null; V.full = false; V.meta = null; V.presets = {}; V.line = null;
+    // the study whose film this is (the prior's too belongs to the current study's reading)
+    const current = document.querySelector('#film .film-study.current');
+    owner = current ? current.dataset.study : null;
     V.note = '';
     V.inv = false; V.a = 1; invertTouched = false; preview = null; measure();
     root.setAttribute('data-open', '');
@@ -697,8 +701,12 @@
   window.rrgImageStep = step;
   V.draw = render;  // the full-resolution frame (a test times it)
   window.rrgPick = () => V.pick || '';
-  window.rrgEnlarged = (on) => {
+  // Closed when another study is drawn (page.js, `study`: the study now open): the view is of
+  // the study that was. Not when the page first learns which study it shows: a film enlarged
+  // in that first moment is of that very study (a loaded run's view closed as it opened).
+  window.rrgEnlarged = (on, study) => {
     if (on || !root) return;
+    if (study !== undefined && V.pick && owner !== null && owner === String(study)) return;
     // a value typed and not yet applied is applied as the view closes, as leaving the box
     // does (Esc from the Level box threw 12000 away: a new-user trial); the film reopens so
     if (root.contains(document.activeElement)) document.activeElement.blur();
