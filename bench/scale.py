@@ -240,7 +240,9 @@ def local_ray() -> Iterator[None]:
     that no figure includes)."""
     import ray
 
-    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    from rrg_review.app.drafting.ray_engine import RayConfig, connect
+
+    connect(ray, RayConfig())  # as `rrg-review draft --engine ray` starts one
     try:
         yield
     finally:

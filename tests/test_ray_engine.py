@@ -107,6 +107,35 @@ def test_ray_drafts_equal_local_drafts_and_a_failing_study_is_recorded(
     assert all(len(v) == 1 for v in got.values()) and len(got) == 16
 
 
+def ray_worker_niceness(driver: int) -> dict[str, int]:
+    """The niceness of each Ray worker process started under `driver` (a CLI run and the local
+    cluster it started), by the process's title ("ray::MapWorker(...)", "ray::IDLE")."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1]
+                                               .split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # ended meanwhile
+    under, found = {driver}, True
+    while found:
+        found = False
+        for pid, parent in parents.items():
+            if parent in under and pid not in under:
+                under.add(pid)
+                found = True
+    niceness: dict[str, int] = {}
+    for pid in under - {driver}:
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+            if title.startswith("ray::"):
+                niceness[f"{title} {pid}"] = os.getpriority(os.PRIO_PROCESS, pid)
+        except (OSError, UnicodeDecodeError):
+            continue
+    return niceness
+
+
 def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_small, presets):
     # Enough studies that a fast machine cannot draft them all between two polls (CI drafted
     # 10 studies within one 0.5 s poll once the actor was up, so the kill came too late; the
@@ -126,6 +155,7 @@ def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_sma
             with db.read() as session:
                 stored = session.scalar(select(func.count(Draft.id)))
             if stored >= 4:  # two studies drafted: the run is under way
+                niceness = ray_worker_niceness(proc.pid)
                 break
             assert proc.poll() is None, "the run ended before it could be killed"
             assert time.monotonic() < deadline, "no draft stored in time"
@@ -136,6 +166,10 @@ def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_sma
     with db.read() as session:
         before = session.scalar(select(func.count(Draft.id)))
     assert before < 2 * n  # it was stopped part way
+    # Ray's own default ran its workers at niceness 15: beside two busy processes a 4-study
+    # draft took 165 s instead of 5 (bench.scale); they run at the command's own priority
+    assert any(title.startswith("ray::MapWorker") for title in niceness), niceness
+    assert set(niceness.values()) == {os.getpriority(os.PRIO_PROCESS, 0)}, niceness
     # the resumed run drafts the rest in batches of 8 (what is resumed does not depend on the
     # batch size; one study a batch, the ~38 left took half a minute of the suite's time)
     done = run_cli([*args[:-1], "8"])
