@@ -1,16 +1,25 @@
-"""`rrg-review draft --engine ray` on a local Ray cluster (CPU, tiny encoder-decoder): the same
-drafts as the local engine, a failing study recorded while the rest go on, and a run whose
-driver is SIGKILLed resumes with no duplicate and no gap."""
+"""`rrg-review draft --engine ray` and `score --engine ray` on Ray clusters (CPU, tiny
+encoder-decoder): the same drafts and scores as the local engine, a failing study recorded
+while the rest go on, and a run whose driver is SIGKILLed resumes with no duplicate and no gap.
+
+Two kinds of cluster, as users meet them: the one a command starts for itself (the killed
+run), and one started beforehand with `ray start --head`, as on a team's GPU node, which a
+command joins by `--address` or finds by itself (`ray_head`, one for the module: starting a
+cluster costs about 7 CPU-s)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import func, select
@@ -36,6 +45,73 @@ def presets(tmp_path_factory) -> Path:
         "backend": "vision-encoder-decoder", "generation": {"max_length": 12},
         "models": {"findings": str(tiny), "impression": str(tiny)}}}))
     return path
+
+
+class RayHead(SimpleNamespace):
+    address: str
+    env: dict[str, str]  # what a command on this machine has to find the cluster by itself
+
+
+@pytest.fixture(scope="module")
+def ray_head() -> Iterator[RayHead]:
+    """A cluster started with `ray start --head` before any command, in a temporary folder of
+    its own (RAY_TMPDIR, short: Ray's socket paths live in it): only a command given that
+    folder finds it, so the suite's other clusters (the killed run's, bench.scale's) are
+    started as usual. Its workers run at niceness 0, as a cluster started for the suite must
+    (Ray's default of 15 starved them beside the other tests). Token authentication is
+    Ray's default: its commands say RAY_AUTH_MODE=token, as Ray's documentation has clients
+    do. Stopped by its own processes, not `ray stop` (which stops every cluster of the
+    machine)."""
+    folder = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    env = {**os.environ, "RAY_TMPDIR": folder, "RAY_AUTH_MODE": "token"}
+    ray = str(Path(sys.executable).with_name("ray"))
+    started = subprocess.run(
+        [ray, "start", "--head", "--port=0", "--num-cpus=2", "--include-dashboard=false",
+         "--disable-usage-stats", '--system-config={"worker_niceness": 0}'],
+        env=env, capture_output=True, text=True, timeout=180, check=False)
+    try:
+        assert started.returncode == 0, started.stderr[-3000:]
+        address = (Path(folder) / "ray" / "ray_current_cluster").read_text().strip()
+        yield RayHead(address=address, env=env)
+    finally:
+        _stop_cluster(folder)
+
+
+def _stop_cluster(folder: str) -> None:
+    """Stop the cluster whose daemons name `folder` on their command lines, with everything
+    they started, and remove the folder."""
+    import shutil
+
+    table = _processes()
+    named = {pid for pid, (_, cmdline) in table.items() if folder.encode() in cmdline}
+    for pid in named | _descendants(named, table):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _processes() -> dict[int, tuple[int, bytes]]:
+    """Every process: its parent and its command line (NUL-separated)."""
+    table: dict[int, tuple[int, bytes]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                table[int(entry.name)] = (parent, (entry / "cmdline").read_bytes())
+            except (OSError, IndexError, ValueError):
+                continue  # ended meanwhile
+    return table
+
+
+def _descendants(roots: set[int], table: dict[int, tuple[int, bytes]]) -> set[int]:
+    under, found = set(roots), True
+    while found:
+        found = False
+        for pid, (parent, _) in table.items():
+            if parent in under and pid not in under:
+                under.add(pid)
+                found = True
+    return under - roots
 
 
 def test_no_more_actors_than_batches():
@@ -82,20 +158,23 @@ def cli_args(settings: Settings, presets: Path) -> list[str]:
             "--db", settings.db_url, "--data-dir", str(settings.data_dir)]
 
 
-def run_cli(args: list[str], timeout: float = 400) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
+def run_cli(args: list[str], timeout: float = 400,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**(env or os.environ), "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
     return subprocess.run([sys.executable, "-m", "rrg_review.app.cli", *args], capture_output=True,
                           text=True, timeout=timeout, env=env, cwd=ROOT, check=False)
 
 
 def test_ray_drafts_equal_local_drafts_and_a_failing_study_is_recorded(
-        tmp_path, rg1_small, presets, capsys):
+        tmp_path, rg1_small, presets, capsys, ray_head):
+    """On a cluster given by `--address`."""
     local = filled_db(tmp_path / "local", rg1_small, broken=3)
     on_ray = filled_db(tmp_path / "ray", rg1_small, broken=3)
     assert cli([*cli_args(local, presets), "--batch-size", "3"]) == 1
     capsys.readouterr()
     done = run_cli([*cli_args(on_ray, presets), "--engine", "ray", "--workers", "2",
-                    "--batch-size", "2"])
+                    "--batch-size", "2", "--address", ray_head.address],
+                   env={**os.environ, "RAY_AUTH_MODE": "token"})
     assert done.returncode == 1, done.stderr[-3000:]  # one study failed, the rest drafted
     # S3's image is gone; S7 has the same image bytes (stored once, content-addressed)
     assert "tiny: 12 sections drafted, 4 failed" in done.stdout
@@ -110,25 +189,11 @@ def test_ray_drafts_equal_local_drafts_and_a_failing_study_is_recorded(
 def ray_worker_niceness(driver: int) -> dict[str, int]:
     """The niceness of each Ray worker process started under `driver` (a CLI run and the local
     cluster it started), by the process's title ("ray::MapWorker(...)", "ray::IDLE")."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1]
-                                               .split()[1])
-            except (OSError, IndexError, ValueError):
-                continue  # ended meanwhile
-    under, found = {driver}, True
-    while found:
-        found = False
-        for pid, parent in parents.items():
-            if parent in under and pid not in under:
-                under.add(pid)
-                found = True
+    table = _processes()
     niceness: dict[str, int] = {}
-    for pid in under - {driver}:
+    for pid in _descendants({driver}, table):
         try:
-            title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+            title = table[pid][1].split(b"\0")[0].decode()
             if title.startswith("ray::"):
                 niceness[f"{title} {pid}"] = os.getpriority(os.PRIO_PROCESS, pid)
         except (OSError, UnicodeDecodeError):
@@ -136,7 +201,9 @@ def ray_worker_niceness(driver: int) -> dict[str, int]:
     return niceness
 
 
-def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_small, presets):
+def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_small, presets,
+                                                               ray_head):
+    """Killed on the cluster the command started for itself, resumed on a running one."""
     # Enough studies that a fast machine cannot draft them all between two polls (CI drafted
     # 10 studies within one 0.5 s poll once the actor was up, so the kill came too late; the
     # poll is 0.05 s now, and the kill comes once two studies are stored: 24 leave 20 or more).
@@ -172,7 +239,8 @@ def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_sma
     assert set(niceness.values()) == {os.getpriority(os.PRIO_PROCESS, 0)}, niceness
     # the resumed run drafts the rest in batches of 8 (what is resumed does not depend on the
     # batch size; one study a batch, the ~38 left took half a minute of the suite's time)
-    done = run_cli([*args[:-1], "8"])
+    done = run_cli([*args[:-1], "8", "--address", ray_head.address],
+                   env={**os.environ, "RAY_AUTH_MODE": "token"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "already drafted" in done.stdout
     drafts = drafts_by_key(settings)
@@ -180,7 +248,11 @@ def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_sma
     db.dispose()
 
 
-def test_ray_scoring_equals_local_scoring_and_resumes_from_the_cache(tmp_path):
+def test_ray_scoring_equals_local_scoring_and_resumes_from_the_cache(tmp_path, ray_head):
+    """With no `--address` on a machine where `ray start` runs a cluster: the command joins
+    it, as Ray itself does (it stopped with Ray's traceback, "When connecting to an existing
+    cluster, _system_config must not be provided", and a second cluster beside the first
+    would hand its GPUs out twice)."""
     import random
 
     random.seed(7)
@@ -199,8 +271,9 @@ def test_ray_scoring_equals_local_scoring_and_resumes_from_the_cache(tmp_path):
     ray_args = [*base, "--cache", str(tmp_path / "ray.sqlite"), "--out",
                 str(tmp_path / "ray.json"), "--engine", "ray", "--workers", "2",
                 "--batch-size", "64"]
-    on_ray = run_cli(ray_args)
+    on_ray = run_cli(ray_args, env=ray_head.env)
     assert on_ray.returncode == 0, on_ray.stderr[-2000:]
+    assert "Traceback" not in on_ray.stderr, on_ray.stderr[-2000:]
     a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("local", "ray"))
     assert a["metrics"] == b["metrics"] and a["per_sample"] == b["per_sample"]
     import sqlite3
@@ -211,7 +284,22 @@ def test_ray_scoring_equals_local_scoring_and_resumes_from_the_cache(tmp_path):
 
     before = cached()
     assert before == 2 * len(set(zip(hyps, refs, strict=True)))  # every pair, both metrics
-    again = run_cli(ray_args)  # everything is cached: nothing is computed again
+    again = run_cli(ray_args, env=ray_head.env)  # all cached: nothing is computed again
     assert again.returncode == 0 and cached() == before
     assert f"ray: {before} pair values computed" in on_ray.stdout
     assert "ray: 0 pair values computed" in again.stdout
+
+
+def test_a_cluster_that_cannot_be_joined_is_one_sentence():
+    """Ray's ConnectionError (a wrong address, or a token-authenticated cluster joined without
+    RAY_AUTH_MODE=token: Ray retries for about 20 s first) reaches the user as one sentence
+    naming the address and the likely fix, not as a traceback."""
+    from rrg_review.app.drafting.ray_engine import RayConfig, RayUnavailable, connect
+
+    def refuse(**options):
+        raise ConnectionError(f"Failed to connect to Ray cluster at {options['address']}")
+
+    ray = SimpleNamespace(is_initialized=lambda: False, init=refuse)
+    with pytest.raises(RayUnavailable, match=r"cannot join the Ray cluster at head:6379: "
+                                             r"Failed to connect.*RAY_AUTH_MODE=token"):
+        connect(ray, RayConfig(address="head:6379"))

@@ -29,7 +29,9 @@ def add_chexbert(parser: argparse.ArgumentParser) -> None:
 
 def add_ray(parser: argparse.ArgumentParser, workers_help: str | None = None) -> None:
     """--address, --workers and --gpus-per-worker of the Ray engine."""
-    parser.add_argument("--address", help="Ray cluster to use (default: start a local one)")
+    parser.add_argument("--address", help="Ray cluster to use, as `ray start` prints it "
+                        "(default: RAY_ADDRESS, else the cluster `ray start` runs on this "
+                        "machine, else a local one for this command)")
     parser.add_argument("--workers", type=int, default=1, metavar="N", help=workers_help)
     parser.add_argument("--gpus-per-worker", type=float, default=0.0, metavar="G")
 

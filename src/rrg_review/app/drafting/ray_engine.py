@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RayConfig:
-    address: str | None = None  # an existing cluster ("ray://head:10001" or "auto"), else local
+    address: str | None = None  # a running cluster ("head:6379"), else see connect()
     workers: int = 1  # actors, one model replica each
     gpus_per_worker: float = 0.0
     batch_size: int = 8
@@ -58,26 +58,54 @@ def blocks_and_actors(rows: int, config: RayConfig) -> tuple[int, int]:
 
 
 def connect(ray: ModuleType, config: RayConfig) -> None:
-    """Join the cluster at `config.address`, or start a local one whose workers run at this
+    """Join the cluster this command is given, or start a local one whose workers run at this
     process's own priority; nothing when this process is connected already.
+
+    The cluster given is `config.address` (`--address`), else the one Ray itself would join
+    with no address: `RAY_ADDRESS`, or the cluster `ray start` runs on this machine (a GPU
+    node's, say). A command on such a machine stopped with Ray's own traceback ("When
+    connecting to an existing cluster, _system_config must not be provided"), since a local
+    start's settings were passed to a cluster that already runs; and starting a second cluster
+    beside it would hand its GPUs out twice.
 
     Ray starts its worker processes (the actors that draft and score) at niceness 15, below
     everything else on the machine. Beside two busy processes a 4-study draft on one Ray worker
     took 165 s against 5.3 s in process, and 64 BERTScore pairs 414 s against 1.9 s
     (`python -m bench.scale`): the workers are this command's work, not background chores, so
     a cluster started here runs them at the niceness of the command itself (`nice rrg-review
-    draft ...` still lowers the lot). A cluster given by address keeps its own setting."""
+    draft ...` still lowers the lot). A cluster joined keeps its own setting."""
     if ray.is_initialized():
         return
+    address = config.address or cluster_set_up_here()
     options: dict[str, Any] = {}
-    if config.address is None:
+    if address is None:
+        address = "local"  # a cluster of our own, also if `ray start` runs one meanwhile
         options["_system_config"] = {"worker_niceness": 0}  # relative to the raylet's, ours
-    ray.init(address=config.address, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.WARNING, configure_logging=False, **options)
+    else:
+        logger.info("joining the Ray cluster at %s", address)
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.WARNING, configure_logging=False, **options)
+    except ConnectionError as exc:  # (Ray tries for about 20 s first)
+        raise RayUnavailable(
+            f"cannot join the Ray cluster at {address}: {exc}; a cluster with token "
+            "authentication (Ray's default) wants RAY_AUTH_MODE=token here too") from exc
+
+
+def cluster_set_up_here() -> str | None:
+    """The cluster Ray joins when given no address (`RAY_ADDRESS`, else the address `ray
+    start` recorded in Ray's temporary folder on this machine), or None: a command then
+    starts its own. Ray's own resolver, so the two never disagree."""
+    from ray._private.services import canonicalize_bootstrap_address
+
+    # (annotated `str` by Ray, which reads None as "no address given", as ray.init does)
+    address: str | None = canonicalize_bootstrap_address(None)  # type: ignore[arg-type]
+    return address
 
 
 class RayUnavailable(RuntimeError):
-    """Ray is not installed (the `scale` extra)."""
+    """Ray cannot be used: not installed (the `scale` extra), or its cluster cannot be joined.
+    Said to the user as one sentence."""
 
 
 def _ray() -> ModuleType:
