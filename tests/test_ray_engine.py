@@ -49,7 +49,7 @@ def presets(tmp_path_factory) -> Path:
 
 class RayHead(SimpleNamespace):
     address: str
-    env: dict[str, str]  # what a command on this machine has to find the cluster by itself
+    env: dict[str, str]  # a command's: finds the cluster by itself, and has its token
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +58,17 @@ def ray_head() -> Iterator[RayHead]:
     its own (RAY_TMPDIR, short: Ray's socket paths live in it): only a command given that
     folder finds it, so the suite's other clusters (the killed run's, bench.scale's) are
     started as usual. Its workers run at niceness 0, as a cluster started for the suite must
-    (Ray's default of 15 starved them beside the other tests). Token authentication is
-    Ray's default: its commands say RAY_AUTH_MODE=token, as Ray's documentation has clients
-    do. Stopped by its own processes, not `ray stop` (which stops every cluster of the
-    machine)."""
+    (Ray's default of 15 starved them beside the other tests). It uses token authentication,
+    as `ray start` does wherever ~/.ray/auth_token exists, with a token of its own given in
+    the environment (RAY_AUTH_TOKEN: nothing is written to the home folder, and a fresh
+    machine, which has no token file, tests the same); its commands say RAY_AUTH_MODE=token,
+    as Ray's documentation has clients do. Stopped by its own processes, not `ray stop`
+    (which stops every cluster of the machine)."""
+    import secrets
+
     folder = tempfile.mkdtemp(prefix="ray", dir="/tmp")
-    env = {**os.environ, "RAY_TMPDIR": folder, "RAY_AUTH_MODE": "token"}
+    env = {**os.environ, "RAY_TMPDIR": folder, "RAY_AUTH_MODE": "token",
+           "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     ray = str(Path(sys.executable).with_name("ray"))
     started = subprocess.run(
         [ray, "start", "--head", "--port=0", "--num-cpus=2", "--include-dashboard=false",
@@ -173,8 +178,7 @@ def test_ray_drafts_equal_local_drafts_and_a_failing_study_is_recorded(
     assert cli([*cli_args(local, presets), "--batch-size", "3"]) == 1
     capsys.readouterr()
     done = run_cli([*cli_args(on_ray, presets), "--engine", "ray", "--workers", "2",
-                    "--batch-size", "2", "--address", ray_head.address],
-                   env={**os.environ, "RAY_AUTH_MODE": "token"})
+                    "--batch-size", "2", "--address", ray_head.address], env=ray_head.env)
     assert done.returncode == 1, done.stderr[-3000:]  # one study failed, the rest drafted
     # S3's image is gone; S7 has the same image bytes (stored once, content-addressed)
     assert "tiny: 12 sections drafted, 4 failed" in done.stdout
@@ -239,8 +243,7 @@ def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_sma
     assert set(niceness.values()) == {os.getpriority(os.PRIO_PROCESS, 0)}, niceness
     # the resumed run drafts the rest in batches of 8 (what is resumed does not depend on the
     # batch size; one study a batch, the ~38 left took half a minute of the suite's time)
-    done = run_cli([*args[:-1], "8", "--address", ray_head.address],
-                   env={**os.environ, "RAY_AUTH_MODE": "token"})
+    done = run_cli([*args[:-1], "8", "--address", ray_head.address], env=ray_head.env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "already drafted" in done.stdout
     drafts = drafts_by_key(settings)
