@@ -95,9 +95,14 @@ def connect(ray: ModuleType, config: RayConfig) -> None:
 def cluster_set_up_here() -> str | None:
     """The cluster Ray joins when given no address (`RAY_ADDRESS`, else the address `ray
     start` recorded in Ray's temporary folder on this machine), or None: a command then
-    starts its own. Ray's own resolver, so the two never disagree."""
-    from ray._private.services import canonicalize_bootstrap_address
+    starts its own. Ray's own resolver, so the two never disagree (a Ray without it, outside
+    the versions pyproject allows: RAY_ADDRESS alone)."""
+    import os
 
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+    except ImportError:
+        return os.environ.get("RAY_ADDRESS") or None
     # (annotated `str` by Ray, which reads None as "no address given", as ray.init does)
     address: str | None = canonicalize_bootstrap_address(None)  # type: ignore[arg-type]
     return address
