@@ -235,14 +235,15 @@ def _config_of(minilm: str):
 
 @contextmanager
 def local_ray() -> Iterator[None]:
-    """One local Ray cluster for the drafting and the scoring parts, started before anything
-    is timed (each part used to start and stop its own: a cluster's start is seconds of CPU
-    that no figure includes)."""
+    """One Ray cluster for the drafting and the scoring parts, joined or started before
+    anything is timed (each part used to start and stop its own: a cluster's start is seconds
+    of CPU that no figure includes): the one `rrg-review draft --engine ray` would use, that
+    is the cluster set up on this machine (RAY_ADDRESS, `ray start`), else a local one."""
     import ray
 
     from rrg_review.app.drafting.ray_engine import RayConfig, connect
 
-    connect(ray, RayConfig())  # as `rrg-review draft --engine ray` starts one
+    connect(ray, RayConfig())
     try:
         yield
     finally:
