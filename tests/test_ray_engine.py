@@ -170,26 +170,6 @@ def run_cli(args: list[str], timeout: float = 400,
                           text=True, timeout=timeout, env=env, cwd=ROOT, check=False)
 
 
-def test_ray_drafts_equal_local_drafts_and_a_failing_study_is_recorded(
-        tmp_path, rg1_small, presets, capsys, ray_head):
-    """On a cluster given by `--address`."""
-    local = filled_db(tmp_path / "local", rg1_small, broken=3)
-    on_ray = filled_db(tmp_path / "ray", rg1_small, broken=3)
-    assert cli([*cli_args(local, presets), "--batch-size", "3"]) == 1
-    capsys.readouterr()
-    done = run_cli([*cli_args(on_ray, presets), "--engine", "ray", "--workers", "2",
-                    "--batch-size", "2", "--address", ray_head.address], env=ray_head.env)
-    assert done.returncode == 1, done.stderr[-3000:]  # one study failed, the rest drafted
-    # S3's image is gone; S7 has the same image bytes (stored once, content-addressed)
-    assert "tiny: 12 sections drafted, 4 failed" in done.stdout
-    assert "cannot read file" in done.stderr
-    expected, got = drafts_by_key(local), drafts_by_key(on_ray)
-    assert got == expected
-    assert got[("S3", "findings")][0][1] is True  # the failure is stored with its study
-    assert got[("S4", "findings")][0][1] is False
-    assert all(len(v) == 1 for v in got.values()) and len(got) == 16
-
-
 def ray_worker_niceness(driver: int) -> dict[str, int]:
     """The niceness of each Ray worker process started under `driver` (a CLI run and the local
     cluster it started), by the process's title ("ray::MapWorker(...)", "ray::IDLE")."""
@@ -206,8 +186,11 @@ def ray_worker_niceness(driver: int) -> dict[str, int]:
 
 
 def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_small, presets,
-                                                               ray_head):
-    """Killed on the cluster the command started for itself, resumed on a running one."""
+                                                               request):
+    """Killed on the cluster the command started for itself, resumed on a running one. The
+    module's first Ray test, and `ray_head` is started only for the resumed run: a local
+    start beside two busy processes and an idle `ray start` cluster's dozen daemons missed
+    Ray's fixed 30 s for a raylet to come up."""
     # Enough studies that a fast machine cannot draft them all between two polls (CI drafted
     # 10 studies within one 0.5 s poll once the actor was up, so the kill came too late; the
     # poll is 0.05 s now, and the kill comes once two studies are stored: 24 leave 20 or more).
@@ -243,12 +226,33 @@ def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_sma
     assert set(niceness.values()) == {os.getpriority(os.PRIO_PROCESS, 0)}, niceness
     # the resumed run drafts the rest in batches of 8 (what is resumed does not depend on the
     # batch size; one study a batch, the ~38 left took half a minute of the suite's time)
+    ray_head = request.getfixturevalue("ray_head")
     done = run_cli([*args[:-1], "8", "--address", ray_head.address], env=ray_head.env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "already drafted" in done.stdout
     drafts = drafts_by_key(settings)
     assert len(drafts) == 2 * n and all(len(v) == 1 for v in drafts.values())  # no dup, no gap
     db.dispose()
+
+
+def test_ray_drafts_equal_local_drafts_and_a_failing_study_is_recorded(
+        tmp_path, rg1_small, presets, capsys, ray_head):
+    """On a cluster given by `--address`."""
+    local = filled_db(tmp_path / "local", rg1_small, broken=3)
+    on_ray = filled_db(tmp_path / "ray", rg1_small, broken=3)
+    assert cli([*cli_args(local, presets), "--batch-size", "3"]) == 1
+    capsys.readouterr()
+    done = run_cli([*cli_args(on_ray, presets), "--engine", "ray", "--workers", "2",
+                    "--batch-size", "2", "--address", ray_head.address], env=ray_head.env)
+    assert done.returncode == 1, done.stderr[-3000:]  # one study failed, the rest drafted
+    # S3's image is gone; S7 has the same image bytes (stored once, content-addressed)
+    assert "tiny: 12 sections drafted, 4 failed" in done.stdout
+    assert "cannot read file" in done.stderr
+    expected, got = drafts_by_key(local), drafts_by_key(on_ray)
+    assert got == expected
+    assert got[("S3", "findings")][0][1] is True  # the failure is stored with its study
+    assert got[("S4", "findings")][0][1] is False
+    assert all(len(v) == 1 for v in got.values()) and len(got) == 16
 
 
 def test_ray_scoring_equals_local_scoring_and_resumes_from_the_cache(tmp_path, ray_head):
@@ -293,11 +297,22 @@ def test_ray_scoring_equals_local_scoring_and_resumes_from_the_cache(tmp_path, r
     assert "ray: 0 pair values computed" in again.stdout
 
 
-def test_a_cluster_that_cannot_be_joined_is_one_sentence():
+def test_a_cluster_that_cannot_be_joined_or_started_is_one_sentence(monkeypatch):
     """Ray's ConnectionError (a wrong address, or a token-authenticated cluster joined without
     RAY_AUTH_MODE=token: Ray retries for about 20 s first) reaches the user as one sentence
-    naming the address and the likely fix, not as a traceback."""
+    naming the address and the likely fix, not as a traceback; so does Ray's bare Exception
+    when a local cluster's raylet is not up within its 30 s (seen beside busy processes)."""
+    from rrg_review.app.drafting import ray_engine
     from rrg_review.app.drafting.ray_engine import RayConfig, RayUnavailable, connect
+
+    def times_out(**options):
+        assert options["address"] == "local" and "_system_config" in options
+        raise Exception("The current node timed out during startup.")  # (as Ray raises it)
+
+    monkeypatch.setattr(ray_engine, "cluster_set_up_here", lambda: None)
+    with pytest.raises(RayUnavailable, match="could not start a local Ray cluster: The current "
+                                             "node timed out during startup"):
+        connect(SimpleNamespace(is_initialized=lambda: False, init=times_out), RayConfig())
 
     def refuse(**options):
         raise ConnectionError(f"Failed to connect to Ray cluster at {options['address']}")

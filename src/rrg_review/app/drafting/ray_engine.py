@@ -90,6 +90,10 @@ def connect(ray: ModuleType, config: RayConfig) -> None:
         raise RayUnavailable(
             f"cannot join the Ray cluster at {address}: {exc}; a cluster with token "
             "authentication (Ray's default) wants RAY_AUTH_MODE=token here too") from exc
+    except Exception as exc:  # Ray's own start-up failures are bare Exceptions
+        if address != "local":
+            raise
+        raise RayUnavailable(f"could not start a local Ray cluster: {exc}") from exc
 
 
 def cluster_set_up_here() -> str | None:
