@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -47,7 +48,8 @@ def presets(tmp_path_factory) -> Path:
     return path
 
 
-class RayHead(SimpleNamespace):
+@dataclass(frozen=True)
+class RayHead:
     address: str
     env: dict[str, str]  # a command's: finds the cluster by itself, and has its token
 

@@ -12,6 +12,7 @@ retries never store a study twice. Ray is an optional extra: `pip install rrg-re
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from types import ModuleType
@@ -101,8 +102,6 @@ def cluster_set_up_here() -> str | None:
     start` recorded in Ray's temporary folder on this machine), or None: a command then
     starts its own. Ray's own resolver, so the two never disagree (a Ray without it, outside
     the versions pyproject allows: RAY_ADDRESS alone)."""
-    import os
-
     try:
         from ray._private.services import canonicalize_bootstrap_address
     except ImportError:
@@ -113,8 +112,8 @@ def cluster_set_up_here() -> str | None:
 
 
 class RayUnavailable(RuntimeError):
-    """Ray cannot be used: not installed (the `scale` extra), or its cluster cannot be joined.
-    Said to the user as one sentence."""
+    """Ray cannot be used: not installed (the `scale` extra), its cluster cannot be joined, or
+    a local one does not start. Said to the user as one sentence."""
 
 
 def _ray() -> ModuleType:
