@@ -197,6 +197,40 @@ def test_open_i_extracted_folder_finds_sibling_pngs_and_images_arrive_later(
     assert (third.unchanged, third.images) == (3, 0)
 
 
+@pytest.mark.both_databases
+def test_two_imports_of_one_dataset_at_once_store_it_once(db, settings, tmp_path, rg1_small):
+    """The reports' archive and the extracted folder with its images imported at the same time
+    (two commands on one database): the second to write found every patient and study it meant
+    to add stored by the first, and all its records failed on the unique keys ("400 failed"
+    in a trial). It now merges into them: the images arrive, nothing is stored twice."""
+    archive = layouts.iu_archive(tmp_path / "iu", rg1_small)
+    reports_only = tmp_path / "reports" / archive.name  # no image folder beside this copy
+    reports_only.parent.mkdir()
+    shutil.copy(archive, reports_only)
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path / "iu", filter="data")
+    other = []
+
+    def meanwhile(done, total):  # the other import runs, whole, after this one read the db
+        if not other:
+            other.append(run_import(db, settings, reports_only))
+
+    with_images = run_import(db, settings, tmp_path / "iu" / "ecgen-radiology",
+                             progress=meanwhile)
+    assert (other[0].added, other[0].images, other[0].failed) == (3, 0, 0)
+    assert with_images.failed == 0, [str(p) for p in with_images.problems]
+    assert (with_images.updated, with_images.unchanged, with_images.images) == (2, 1, 3)
+    assert_invariant(with_images)
+    with db.read() as s:
+        assert s.scalar(select(func.count()).select_from(Study)) == 3
+        assert s.scalar(select(func.count()).select_from(Image)) == 3
+        assert len(by_key(s, "CXR1").images) == 2
+    again = run_import(db, settings, tmp_path / "iu" / "ecgen-radiology")
+    assert (again.unchanged, again.images, again.failed) == (3, 0, 0)
+
+
 # --- DICOM exports ------------------------------------------------------------------------------
 
 def test_pacs_export_grouped_by_study_uid_with_non_images_skipped(db, settings, tmp_path):

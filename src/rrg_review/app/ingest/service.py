@@ -534,7 +534,7 @@ class _BatchWriter:
             self._write(ready)
         except Exception:
             log.info("batch write failed; retrying study by study", exc_info=True)
-            for item in ready:
+            for item in self._caught_up(ready):
                 try:
                     self._write([item])
                 except Exception as exc:
@@ -543,6 +543,28 @@ class _BatchWriter:
                     reason = getattr(exc, "orig", None) or exc
                     self.report.problems.append(ImportProblem(
                         item[0].record.origin, f"database error: {reason}"))
+
+    def _caught_up(self, ready: list[tuple[_Pending, list[StoredImage], list[str]]]
+                   ) -> list[tuple[_Pending, list[StoredImage], list[str]]]:
+        """The batch again, after what other writers stored since this import read the
+        database: another import running at the same time (the reports' archive and the
+        images' folder of one dataset, say) adds the same patients and studies, and every
+        insert of this batch then broke their unique keys (400 of 400 records failed). The
+        known patients and studies are read again; a study stored meanwhile is merged into,
+        with only the images it does not hold yet."""
+        with self.db.read() as session:
+            self.patients = known_patients(session)
+            self.index = known_studies(session)
+        out = []
+        for pending, stored, created in ready:
+            known = self.index.get((pending.record.source, pending.record.study_key))
+            if pending.known is None and known is not None:
+                uris, sums = self._existing_images([known.id]).get(known.id, (set(), set()))
+                stored = [im for im in stored
+                          if im.uri not in uris and im.info.checksum not in sums]
+                pending = replace(pending, known=known)
+            out.append((pending, stored, created))
+        return out
 
     def _existing_images(self, study_ids: list[int]) -> dict[int, tuple[set[str], set[str]]]:
         """(uris, checksums) of the stored images of studies being merged."""
