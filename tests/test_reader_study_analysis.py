@@ -85,6 +85,20 @@ def test_cli_writes_the_json_contract_and_a_self_contained_html(tmp_path):
     (lambda t: t["arm"].__setitem__(slice(None), ["x"] * len(t["arm"])),
      "the readings have 1 arm (x); comparing arms needs at least 2"),
     (lambda t: [t.__setitem__(k, v[:0]) for k, v in list(t.items())], "has no readings"),
+    # values a trial's table carried through to the results (a "nan" session became the
+    # baseline of 4 sessions; 1e308 s made a time ratio of 262, CI 0 to 1.4e8)
+    (lambda t: t["session"].__setitem__(5, "nan"),
+     "line 7: column session is 'nan', an empty cell as a spreadsheet or pandas writes it"),
+    (lambda t: t["session"].__setitem__(5, "#N/A"), "line 7: column session is '#N/A'"),
+    (lambda t: t["reader"].__setitem__(5, "NaN"), "line 7: column reader is 'NaN'"),
+    (lambda t: t["seconds"].__setitem__(3, "1e308"),
+     "line 5: column seconds is 1e308, outside 0 to 86400 seconds (at most 24 h"),
+    (lambda t: t.__setitem__("likert", ["3"] * 4 + ["99"] + ["3"] * (len(t["reader"]) - 5)),
+     "line 6: column likert is 99, outside 1 to 5 (the rating is a Likert score 1-5)"),
+    (lambda t: t.__setitem__("likert", ["3"] * 4 + ["0"] + ["3"] * (len(t["reader"]) - 5)),
+     "line 6: column likert is 0, outside 1 to 5"),
+    (lambda t: t.__setitem__("errors_total", ["1.5"] + ["1"] * (len(t["reader"]) - 1)),
+     "line 2: column errors_total is 1.5, not a whole number"),
 ])
 def test_a_broken_table_gets_one_sentence_and_exit_2(tmp_path, capsys, change, expected):
     table = columns(SMALL)
@@ -124,12 +138,15 @@ def test_exclusions_are_counted_with_their_reasons(tmp_path):
     table["seconds"][1] = ""
     table["seconds"][2] = "0"
     table["seconds"][5] = ""  # unsigned too: counted once, under its first reason
+    table["seconds"][7] = "1e-300"  # a trial's table: no reading, not a time on a log scale
+    table["seconds"][8] = "0.05"
     table["notes"] = ["free text"] * n
     result = analyze(load(_write(tmp_path / "r.csv", table)))
     assert [(e.reason, e.count, e.rows) for e in result.excluded] == [
         ("unsigned reading", 2, (2, 7)),
-        ("no reading time (seconds empty or 0)", 2, (3, 4))]
-    assert result.n["readings"] == n - 4 and result.n["excluded"] == 4
+        ("no reading time (seconds empty or 0)", 2, (3, 4)),
+        ("reading time under 0.1 s", 2, (9, 10))]
+    assert result.n["readings"] == n - 6 and result.n["excluded"] == 6
     assert result.ignored_columns == ("notes",)
 
 

@@ -35,6 +35,22 @@ FIRST_TO_LAST = "first_to_last_seconds"
 FIRST, LAST = "first_keystroke_seconds", "last_keystroke_seconds"
 BINARY = ("accepted",)
 CONTINUOUS = ("likert", "words_changed", "wer", "errors_significant", "errors_total")
+# A value outside these is a broken table, not a reading: a Likert score of 99, or a reading
+# time of 1e308 s (or 1e-300 s) that alone swung an arm's time ratio to 262 with a confidence
+# interval of 0 to 1.4e8 on the log scale the model fits. Over a day of active reading is not a
+# reading time; under 0.1 s is no reading (excluded, as 0 is).
+READING_SECONDS = (0.0, 86_400.0)
+SHORTEST_READING = 0.1  # seconds: less is excluded (a sign-off without a read), not an error
+BOUNDS: dict[str, tuple[float, float]] = {"likert": (1.0, 5.0),
+                                          FIRST_TO_LAST: (0.0, 86_400.0)}
+BOUND_WHY = {"seconds": " seconds (at most 24 h of active reading)",
+             "likert": " (the rating is a Likert score 1-5)",
+             FIRST_TO_LAST: " seconds (at most 24 h)"}
+WHOLE_NUMBERS = frozenset({"likert", "words_changed", "errors_significant", "errors_total"})
+# pandas writes a missing value as "nan"; a session (a number or a short label) may also come
+# as a spreadsheet's "#N/A", "NA", "null" or "None" (an arm or a reader may be called "NA")
+MISSING_TEXT = frozenset({"nan"})
+MISSING_SESSION = frozenset({"nan", "none", "null", "na", "n/a", "#n/a"})
 SIGNED = "signed"
 METRIC_PREFIX = "metric_"
 TRUE = frozenset({"1", "true", "yes", "y", "t"})
@@ -168,11 +184,16 @@ def from_columns(columns: Mapping[str, list[str]], source: str, row_offset: int 
         return f"{row_word} {i + row_offset}"
 
     for key in ("reader", "case", "arm", "session"):
+        missing = MISSING_SESSION if key == "session" else MISSING_TEXT
         for i, value in enumerate(col[key]):
             if not value:
                 raise ReadingsError(f"{source}: {where(i)}: column {key} is empty")
+            if value.lower() in missing:
+                raise ReadingsError(f"{source}: {where(i)}: column {key} is {value!r}, an "
+                                    "empty cell as a spreadsheet or pandas writes it")
     _no_repeats(col, source, where)
-    seconds = _numbers(col["seconds"], "seconds", source, where, allow_empty=True)
+    seconds = _numbers(col["seconds"], "seconds", source, where, allow_empty=True,
+                       bounds=READING_SECONDS, zero_ok=True)
     keep = np.ones(n, dtype=bool)
     reasons: dict[str, list[int]] = {}
 
@@ -187,6 +208,7 @@ def from_columns(columns: Mapping[str, list[str]], source: str, row_offset: int 
                            for i, v in enumerate(col[SIGNED])], dtype=float)
         exclude(signed != 1, "unsigned reading")
     exclude(np.isnan(seconds) | (seconds == 0), "no reading time (seconds empty or 0)")
+    exclude(seconds < SHORTEST_READING, f"reading time under {SHORTEST_READING:g} s")
     first_to_last = _first_to_last(col, source, where)
     outcomes: dict[str, FloatArray] = {}
     for name in BINARY:
@@ -196,7 +218,9 @@ def from_columns(columns: Mapping[str, list[str]], source: str, row_offset: int 
     for name in (*CONTINUOUS, *sorted(c for c in col if c.startswith(METRIC_PREFIX))):
         if name in col:
             outcomes[name] = _numbers(col[name], name, source, where, allow_empty=True,
-                                      allow_negative=name.startswith(METRIC_PREFIX))
+                                      allow_negative=name.startswith(METRIC_PREFIX),
+                                      bounds=BOUNDS.get(name),
+                                      whole=name in WHOLE_NUMBERS)
     known = {*REQUIRED, FIRST_TO_LAST, FIRST, LAST, *BINARY, *CONTINUOUS, SIGNED}
     ignored = tuple(sorted(names[c] for c in col
                            if c not in known and not c.startswith(METRIC_PREFIX)))
@@ -238,7 +262,12 @@ def _frozen(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
 
 
 def _numbers(values: list[str], name: str, source: str, where: Any, allow_empty: bool,
-             allow_negative: bool = False) -> FloatArray:
+             allow_negative: bool = False, bounds: tuple[float, float] | None = None,
+             whole: bool = False, zero_ok: bool = False) -> FloatArray:
+    """The column as numbers (empty: NaN where allowed); anything else that is not a finite
+    number, negative (unless allowed), outside `bounds` or, for a count (`whole`), not a whole
+    number is one sentence naming the row. `zero_ok`: 0 passes the bounds (a reading time of 0
+    is an exclusion the caller makes, not an error)."""
     out = np.empty(len(values), dtype=float)
     for i, value in enumerate(values):
         if not value:
@@ -257,6 +286,13 @@ def _numbers(values: list[str], name: str, source: str, where: Any, allow_empty:
         if number < 0 and not allow_negative:
             raise ReadingsError(f"{source}: {where(i)}: column {name} is {value}, a negative "
                                 f"{'time' if 'seconds' in name else 'value'}")
+        if whole and not number.is_integer():
+            raise ReadingsError(f"{source}: {where(i)}: column {name} is {value}, not a whole "
+                                "number")
+        if (bounds is not None and not (zero_ok and number == 0)
+                and not bounds[0] <= number <= bounds[1]):
+            raise ReadingsError(f"{source}: {where(i)}: column {name} is {value}, outside "
+                                f"{bounds[0]:g} to {bounds[1]:g}{BOUND_WHY.get(name, '')}")
         out[i] = number
     return out
 
@@ -296,7 +332,8 @@ def _is_timestamp(value: str) -> bool:
 def _first_to_last(col: Mapping[str, list[str]], source: str, where: Any) -> FloatArray | None:
     """First-to-last keystroke seconds: the given column, else last - first keystroke."""
     if FIRST_TO_LAST in col:
-        return _numbers(col[FIRST_TO_LAST], FIRST_TO_LAST, source, where, allow_empty=True)
+        return _numbers(col[FIRST_TO_LAST], FIRST_TO_LAST, source, where, allow_empty=True,
+                        bounds=BOUNDS[FIRST_TO_LAST])
     if (FIRST in col) != (LAST in col):
         have, lacks = (FIRST, LAST) if FIRST in col else (LAST, FIRST)
         raise ReadingsError(f"{source}: column {have} needs column {lacks} (first-to-last "
