@@ -344,3 +344,26 @@ def test_yaml_that_would_run_code_or_explode_is_refused_in_one_sentence(tmp_path
     big.write_text("#" * (2 << 20))
     with pytest.raises(DesignError, match="at most 1048576 bytes"):
         load_design(big)
+
+
+def test_a_keys_file_outside_the_design_files_folder_is_refused_unread(tmp_path):
+    """A trial's design named `keys_file: ../../../../etc/shadow`: it was read and its lines
+    quoted back as "study keys that match no stored study". The keys file sits beside the
+    design (or in a folder under it); anything else is one sentence, the file unread."""
+    folder = tmp_path / "studies"
+    (folder / "lists").mkdir(parents=True)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:*:20228:0:99999:7:::\n")
+    (folder / "lists" / "cases.txt").write_text("CXR1\nCXR2\n")
+    rest = "readers: [r]\narms: [unassisted]\ndesign: parallel\nseed: 1\n"
+    for name in ("../secret.txt", str(secret), "lists/../../secret.txt"):
+        with pytest.raises(DesignError) as caught:
+            load_design(_write(folder, f"name: x\ncases: {{keys_file: '{name}'}}\n{rest}"))
+        [problem] = caught.value.problems
+        assert "outside the design file's folder" in problem and "root:" not in problem
+    link = folder / "link.txt"
+    link.symlink_to(secret)  # a link out of the folder is outside it too
+    with pytest.raises(DesignError, match="outside the design file's folder"):
+        load_design(_write(folder, f"name: x\ncases: {{keys_file: link.txt}}\n{rest}"))
+    design = load_design(_write(folder, f"name: x\ncases: {{keys_file: lists/cases.txt}}\n{rest}"))
+    assert design.design.cases.keys == ("CXR1", "CXR2")

@@ -308,6 +308,14 @@ class _Checker:
             return None
         path = Path(value).expanduser()
         path = path if path.is_absolute() else self.base_dir / path
+        # beside the design file (or in a folder under it): a design names its own case list,
+        # and the keys that match no study are quoted back, so `../../etc/shadow` printed the
+        # lines of a file the design had no business with
+        folder = self.base_dir.resolve()
+        if not path.resolve().is_relative_to(folder):
+            self.problem("cases.keys_file", f"{value} is outside the design file's folder "
+                                            f"{folder} (put the keys file beside the design)")
+            return None
         try:
             if path.stat().st_size > MAX_KEYS_FILE_BYTES:
                 self.problem("cases.keys_file", f"{path} is over {MAX_KEYS_FILE_BYTES} bytes "
