@@ -383,3 +383,21 @@ def test_importing_into_a_copy_without_its_key_is_one_sentence(tmp_path):
                  "--db", str(copy), env={ENV_KEY: ""})
     one_sentence(result, "pseudonym key", "missing", "copy.sqlite.key")
     assert not copy.with_name("copy.sqlite.key").exists()  # no new key was made up
+
+
+@pytest.mark.parametrize("command", [
+    ["studies"], ["export", "--format", "csv", "--out", "{tmp}/e.csv"], ["study", "list"],
+    ["draft", "--limit", "1"]])
+def test_a_mistyped_database_path_is_refused_not_made(tmp_path, capsys, command):
+    """A trial's `studies --db typo/dir/rrg.sqlite` made the folders and an empty database and
+    printed "0 studies", exit 0 (`export` wrote a header-only CSV beside a new key file).
+    Commands that read what is stored refuse a database that does not exist."""
+    from rrg_review.app.cli import main
+
+    missing = tmp_path / "typo" / "dir" / "rrg.sqlite"
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in command]
+    assert main([*argv, "--db", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"{missing} does not exist" in err and "Traceback" not in err, err
+    assert err.count("error:") == 1, err
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "e.csv").exists()

@@ -290,23 +290,25 @@ def _read_only_fs(path: Path) -> bool:
         return False
 
 
-def _prepare_file(path: Path, *, read_only: bool) -> None:
-    """Refuse a directory or a missing read-only file; create a new file 0600 ourselves
-    (SQLite would create it 0644, and its -wal/-shm files copy the main file's mode)."""
+def _prepare_file(path: Path, *, read_only: bool, create: bool) -> None:
+    """Refuse a directory, or a missing file where none is to be made (a read-only open; a
+    command that only reads a database: a mistyped path made a new empty database and the
+    command reported "0 studies" on it); create a new file 0600 ourselves (SQLite would
+    create it 0644, and its -wal/-shm files copy the main file's mode)."""
     if path.is_dir():
         raise DatabaseProblem(f"{path} is a directory, not a database file")
+    if not path.is_file() and (read_only or not create):
+        raise DatabaseProblem(f"{path} does not exist (this opens an existing database only; "
+                              "`rrg-review import` or `serve` makes a new one)")
     if read_only:
-        if not path.is_file():
-            raise DatabaseProblem(f"{path} does not exist (--read-only opens an existing "
-                                  "database only)")
         return
     if path.exists():
         if _read_only_fs(path):
-            raise DatabaseProblem(f"{path} is on a read-only file system; open it with "
-                                  "--read-only to browse it")
+            raise DatabaseProblem(f"{path} is on a read-only file system; `rrg-review serve "
+                                  "--read-only` browses it, `rrg-review check` checks it")
         if not os.access(path, os.W_OK):
-            raise DatabaseProblem(f"{path} is not writable by this user; fix its permissions "
-                                  "or open it with --read-only")
+            raise DatabaseProblem(f"{path} is not writable by this user; fix its permissions, "
+                                  "or browse it with `rrg-review serve --read-only`")
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -320,7 +322,7 @@ def _prepare_file(path: Path, *, read_only: bool) -> None:
 
 
 def open_database(url_or_path: str | Path | None, *, upgrade: bool = True,
-                  read_only: bool = False, check: bool = True,
+                  read_only: bool = False, check: bool = True, create: bool = True,
                   key_file: Path | None = None, key: str | None = None,
                   busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Database:
     """Open (and by default check and create/upgrade to the latest schema) a database.
@@ -334,6 +336,8 @@ def open_database(url_or_path: str | Path | None, *, upgrade: bool = True,
         upgrade: bring the schema to the latest revision.
         read_only: open for reading only (writes are refused with a sentence).
         check: run the start-up checks (ours, not newer, every column there).
+        create: make a SQLite file that does not exist (False: refuse it, for commands that
+            read what is stored).
         key_file: where the pseudonym key is kept (default: `<db>.key` beside a SQLite file).
         key: the pseudonym key as hex, chosen by the settings (`$RRG_REVIEW_KEY`); overrides
             the key file.
@@ -345,7 +349,7 @@ def open_database(url_or_path: str | Path | None, *, upgrade: bool = True,
     timeout_s = max(0.0, float(busy_timeout_s))
     connect_args: dict[str, object] = {}
     if path is not None:
-        _prepare_file(path, read_only=read_only)
+        _prepare_file(path, read_only=read_only, create=create)
         connect_args["timeout"] = timeout_s
         if read_only:
             # on a read-only file system SQLite cannot make the WAL index (-shm); nobody can
@@ -419,7 +423,7 @@ def describe(exc: BaseException, name: str, *,
             retryable=True)
     if "readonly" in message or "read-only" in message:
         return DatabaseProblem(f"{name} cannot be written (read-only file or file system); "
-                               "open it with --read-only to browse it")
+                               "`rrg-review serve --read-only` browses it")
     if "not a database" in message or "file is encrypted" in message:
         return DatabaseProblem(f"{name} is not a SQLite database")
     if "malformed" in message or "corrupt" in message:

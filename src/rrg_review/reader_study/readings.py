@@ -183,14 +183,7 @@ def from_columns(columns: Mapping[str, list[str]], source: str, row_offset: int 
     def where(i: int) -> str:
         return f"{row_word} {i + row_offset}"
 
-    for key in ("reader", "case", "arm", "session"):
-        missing = MISSING_SESSION if key == "session" else MISSING_TEXT
-        for i, value in enumerate(col[key]):
-            if not value:
-                raise ReadingsError(f"{source}: {where(i)}: column {key} is empty")
-            if value.lower() in missing:
-                raise ReadingsError(f"{source}: {where(i)}: column {key} is {value!r}, an "
-                                    "empty cell as a spreadsheet or pandas writes it")
+    _keys_given(col, source, where)
     _no_repeats(col, source, where)
     seconds = _numbers(col["seconds"], "seconds", source, where, allow_empty=True,
                        bounds=READING_SECONDS, zero_ok=True)
@@ -243,6 +236,19 @@ def from_columns(columns: Mapping[str, list[str]], source: str, row_offset: int 
     logger.info("%s: %d readings, %d excluded, arms %s", source, len(readings),
                 n - len(readings), ", ".join(readings.arms))
     return readings
+
+
+def _keys_given(col: Mapping[str, list[str]], source: str, where: Any) -> None:
+    """Every reading names its reader, case, arm and session: an empty cell, or one as a
+    spreadsheet or pandas writes it ("nan" became a session of its own), is refused."""
+    for key in ("reader", "case", "arm", "session"):
+        missing = MISSING_SESSION if key == "session" else MISSING_TEXT
+        for i, value in enumerate(col[key]):
+            if not value:
+                raise ReadingsError(f"{source}: {where(i)}: column {key} is empty")
+            if value.lower() in missing:
+                raise ReadingsError(f"{source}: {where(i)}: column {key} is {value!r}, an "
+                                    "empty cell as a spreadsheet or pandas writes it")
 
 
 def _no_repeats(col: Mapping[str, list[str]], source: str, where: Any) -> None:

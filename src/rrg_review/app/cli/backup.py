@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from rrg_review.app.settings import ENV_KEY, Settings
     from rrg_review.db.engine import backup
 
-    db = Settings.from_args(args.db).open_database(upgrade=False)
+    db = Settings.from_args(args.db).open_database(upgrade=False, create=False)
     out = backup(db, args.out)
     print(f"backup of {db.name} written to {out} ({out.stat().st_size:,} bytes)")
     key = db.key_file

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from rrg_review.model.presets import UnknownPreset
 
     settings = Settings.from_args(args.db, args.data_dir, presets=args.presets)
-    db = settings.open_database()
+    db = settings.open_database(create=False)
     try:
         service = DraftingService(db, settings, runtime(args, settings))
         preset = args.model or default_preset(service.presets)

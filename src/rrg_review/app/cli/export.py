@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    db = settings.open_database()
+    db = settings.open_database(create=False)
     files = export(db, args.format, args.out,
                    ExportFilters(args.model, args.reader, args.source, since,
                                  dataset_keys=args.dataset_keys), metrics,

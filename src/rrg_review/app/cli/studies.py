@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
     from rrg_review.app.ingest.catalog import inventory
     from rrg_review.app.settings import Settings
 
-    db = Settings.from_args(args.db).open_database()
+    db = Settings.from_args(args.db).open_database(create=False)
     stored = inventory(db)
     c, per_source = stored.totals, stored.per_source
     print(f"{c.studies} studies, {c.patients} patients, {c.images} images, "

@@ -59,7 +59,7 @@ def _from_database(args: argparse.Namespace) -> Any:
     from rrg_review.app.settings import Settings
     from rrg_review.reader_study.readings import from_columns
 
-    db = Settings.from_args(args.db, args.data_dir).open_database()
+    db = Settings.from_args(args.db, args.data_dir).open_database(create=False)
     table = readings_table(db, args.name, unblind=True)
     AuditLog(db).record("study_unblind", actor=f"cli:{getpass.getuser()}", address="cli",
                         target=f"reader study {args.name}", detail="study analyze")

@@ -70,7 +70,7 @@ def _run(args: argparse.Namespace, body: Action) -> int:
         settings = Settings.from_args(args.db, args.data_dir,
                                       presets=getattr(args, "presets", None))
         presets = load_presets(settings.presets_file) if args.action == "create" else {}
-        service = ReaderStudyService(settings.open_database(), presets)
+        service = ReaderStudyService(settings.open_database(create=False), presets)
         return body(args, service)
     except (DesignError, ReaderStudyError) as exc:
         for problem in exc.problems:
