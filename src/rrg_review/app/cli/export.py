@@ -42,6 +42,14 @@ def run(args: argparse.Namespace) -> int:
     from rrg_review.metrics.registry import build
 
     settings = Settings.from_args(args.db, chexbert_weights=args.chexbert_weights)
+    out: Path = args.out
+    if out.is_dir():  # (the report's rename onto a folder: IsADirectoryError, a traceback)
+        print(f"error: --out {out} is a folder: name the file to write "
+              f"(e.g. {out / f'evaluation.{args.format}'})", file=sys.stderr)
+        return 2
+    if not out.parent.is_dir():
+        print(f"error: --out {out}: the folder {out.parent} does not exist", file=sys.stderr)
+        return 2
     try:
         since = date.fromisoformat(args.since) if args.since else None
     except ValueError:

@@ -66,10 +66,21 @@ def _password(args: argparse.Namespace) -> str | None:
     """From standard input, or prompted twice (None when the two differ)."""
     import getpass
 
+    from rrg_review.app.accounts.service import AccountError
+
     if args.password_stdin:
         return sys.stdin.readline().rstrip("\n")
-    password = getpass.getpass(f"password for {args.name}: ")
-    return password if password == getpass.getpass("again: ") else None
+    if not sys.stdin.isatty():
+        # (getpass on no terminal: termios.error, then EOFError, as tracebacks: a trial's
+        # `readers add zed </dev/null`)
+        raise AccountError("no terminal to ask the password on: give it on standard input "
+                           "with --password-stdin")
+    try:
+        password = getpass.getpass(f"password for {args.name}: ")
+        again = getpass.getpass("again: ")
+    except EOFError:
+        raise AccountError("no password given (the input ended)") from None
+    return password if password == again else None
 
 
 def _fill_worklist(args: argparse.Namespace, db: Any, accounts: Any, reader_id: int) -> None:
