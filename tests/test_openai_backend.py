@@ -23,6 +23,7 @@ from bench.processes import stop_process
 from rrg_review.model.backends.chat import ChatDrafter
 from rrg_review.model.backends.openai_server import OpenAIServerDrafter
 from rrg_review.model.device import select
+from rrg_review.model.hub import ModelUnavailable
 from rrg_review.model.inputs import InputImage, PriorStudy, StudyInput
 from rrg_review.model.presets import ModelRef, Preset
 from tests.tiny_models import tiny_llava
@@ -170,16 +171,20 @@ def test_a_whole_report_preset_asks_the_server_once_per_study(server, tiny_model
     drafter.close()
 
 
-def test_an_unreachable_server_is_recorded_per_study_after_retries(tiny_model, rg1_small,
-                                                                   monkeypatch):
+def test_an_unreachable_server_stops_the_run_with_one_sentence(tiny_model, rg1_small,
+                                                                monkeypatch, caplog):
+    """Nothing listening at the preset's address: every study would fail the same way, each
+    after its own retries (a trial: 15 s and four tracebacks for two studies, an error stored
+    for each). The run stops at once (ModelUnavailable, which the command and the page's
+    pre-drafter say in one sentence), after the client's retries, with no traceback logged."""
     monkeypatch.setenv("MY_SERVER_KEY", "sk-test-123")
     url = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens there
     drafter = OpenAIServerDrafter(served_preset(tiny_model, url, max_retries=1,
                                                 api_key_env="MY_SERVER_KEY"))
     assert drafter.client().api_key == "sk-test-123"  # the key comes from the variable
-    results = drafter.draft(studies(rg1_small)[:2])
-    assert len(results) == 4
-    assert all(r.text is None and url in r.error and "APIConnectionError" in r.error
-               for r in results)
+    with pytest.raises(ModelUnavailable, match=rf"the model server {url} \(preset .*\) cannot "
+                                               r"be reached \(Connection error"):
+        drafter.draft(studies(rg1_small)[:2])
+    assert not any(r.exc_info for r in caplog.records)
     with pytest.raises(ValueError, match=r"needs options.base_url"):
         OpenAIServerDrafter(Preset("x", "openai", models={"report": ModelRef("m")}))

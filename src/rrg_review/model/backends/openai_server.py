@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 from rrg_review.core.vocabulary import SECTIONS
 from rrg_review.model.backends.chat import ChatPrompting, _strip_header, report_results
 from rrg_review.model.base import check_sections
+from rrg_review.model.hub import ModelUnavailable
 from rrg_review.model.inputs import DraftResult, InputImage, Provenance, StudyInput
 from rrg_review.model.options import DrafterOptions
 from rrg_review.model.presets import Preset, load_prompts
@@ -46,6 +47,19 @@ _LOCAL_ONLY = {"do_sample", "num_beams", "use_cache"}  # transformers settings a
 
 class ServerError(RuntimeError):
     """The server refused or failed a request (after the client's retries)."""
+
+
+class ServerUnreachable(ModelUnavailable):
+    """No connection to the server at all (after the client's retries): every study would fail
+    the same way, each after its own retries (a trial's two studies took 15 s and printed four
+    tracebacks; a worklist of thousands would have taken hours), so the run stops at once with
+    one sentence. What was drafted before stays; a run started again goes on from there."""
+
+    def __init__(self, base_url: str, reason: str, preset: str) -> None:
+        RuntimeError.__init__(self, f"the model server {base_url} (preset {preset}) cannot be "
+                                    f"reached ({reason}): start it, or correct the preset's "
+                                    "base_url")
+        self.model_id, self.reason = base_url, reason
 
 
 class OpenAIServerDrafter(ChatPrompting):
@@ -149,7 +163,12 @@ class OpenAIServerDrafter(ChatPrompting):
                 pass
             return text, None, time.perf_counter() - start
         except Exception as exc:  # recorded with this study's draft; the others go on
-            logger.warning("%s: study %s failed", self.base_url, study.study_id, exc_info=True)
+            if _no_connection(exc):
+                raise ServerUnreachable(self.base_url, str(exc.__cause__ or exc),
+                                        self.preset) from exc
+            # (the reader and the command's summary see the reason: one line here)
+            logger.warning("%s: study %s failed: %s", self.base_url, study.study_id, exc)
+            logger.debug("study %s", study.study_id, exc_info=True)
             return None, f"{type(exc).__name__}: {exc}", time.perf_counter() - start
 
     # -- Drafter --------------------------------------------------------------------------------
@@ -196,3 +215,12 @@ def data_url(image: InputImage) -> str:
 def from_options(preset: Preset, options: DrafterOptions) -> OpenAIServerDrafter:
     """The registry's builder: the model runs on the preset's server (no local device)."""
     return OpenAIServerDrafter(preset)
+
+
+def _no_connection(exc: BaseException) -> bool:
+    """A request that never reached a server (refused, no route, no such host), not one the
+    server failed or was slow to answer (those are the study's own error)."""
+    from openai import APIConnectionError, APITimeoutError
+
+    cause = exc.__cause__
+    return isinstance(cause, APIConnectionError) and not isinstance(cause, APITimeoutError)
