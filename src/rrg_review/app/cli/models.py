@@ -14,8 +14,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--fetch", metavar="PRESET",
                    help="download the preset's weights into the Hugging Face cache")
     p.add_argument("--fetch-metrics", action="store_true",
-                   help="download the metric models (distilbert, distilroberta, radgraph-xl, "
-                        "radgraph, CheXbert) and list each file, size and sha256")
+                   help="download the metric models (distilbert, distilroberta, "
+                        "bert-base-uncased, CheXbert, radgraph-xl, radgraph, RaTEScore's two) "
+                        "and list each file, size and sha256")
     p.add_argument("--presets", metavar="FILE", help="extra model presets (JSON)")
     p.set_defaults(func=run)
 
