@@ -133,7 +133,7 @@ def test_other_readers_second_tabs_signing_twice_and_saving_after_signing(desk):
     d, first = desk
     item = first["A"]
     bob, bob_id = tab(d, "bob")
-    with pytest.raises(ReaderStudyError, match="is not one of 'bob'"):
+    with pytest.raises(ReaderStudyError, match="is not one of the readings of 'bob'"):
         d.open_reading(bob, bob_id, item.reading_id, now=0.0)
     assert bob.study is None and bob.reading is None  # nothing of it on bob's tab
     one, reader = tab(d, "ann")
@@ -304,6 +304,10 @@ def test_the_plain_worklist_leaves_them_off_and_next_previous_pass_over_them(bes
                                left_off=lambda r: studies.blinded_cases(r).ids)
     view = logic.view(ann)
     assert [row[0] for row in view.rows] == [c[2]] and view.label.startswith("1-1 of 1 ")
+    # the progress line counts the list shown, the held cases apart ("1 / 4 done · 3 to go"
+    # above an empty list misled a trial)
+    assert view.progress == ("**0 / 1 done** · 1 to go (0 in review) · 3 in your blinded "
+                             "reader study (its study worklist)"), view.progress
     in_review = logic.view(ann, status="in_review")  # c0 is in review, but held
     assert (in_review.rows, in_review.label) == ([], "No study matches.")
     assert logic.target(ann, c[2], 1) is None and logic.target(ann, c[2], -1) is None

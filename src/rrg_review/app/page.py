@@ -50,6 +50,7 @@ from rrg_review.app.review.panel import (
     Wiring,
     wire_draft_arrival,
     wire_review,
+    wire_unload,
 )
 from rrg_review.app.review.service import SECTIONS
 from rrg_review.app.viewer.panel import (
@@ -59,7 +60,7 @@ from rrg_review.app.viewer.panel import (
     wire_enlarged,
     wire_film,
 )
-from rrg_review.app.worklist.panel import WorklistPanel, build_worklist_panel, progress_line
+from rrg_review.app.worklist.panel import WorklistPanel, build_worklist_panel
 
 __all__ = ["Page", "build", "film_html", "launch_options"]
 
@@ -172,6 +173,7 @@ def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
     nav.wire_steps()
     nav.wire_redraw()
     wire_draft_arrival(wiring)
+    wire_unload(wiring, loaded)
     if services.readings is not None:
         wire_study_admin(page.study_admin, services.readings.studies, services.accounts,
                          guard, loaded)
@@ -261,7 +263,7 @@ class Navigation:
         """The worklist page on screen, refreshed (statuses change on save, rate and accept)."""
         wl = self.page.worklist
         v = wl.logic.view(reader, *self.filters_of(d), d.get(wl.page) or 1)
-        progress = v.progress or progress_line(self.services.worklists.progress(reader))
+        progress = v.progress or wl.logic.progress_text(reader)
         return {wl.table: v.rows, wl.progress: progress}
 
     def empty_worklist_note(self, reader: int) -> str:

@@ -134,7 +134,9 @@ def _conflict_and_draft_rows() -> dict[str, Any]:
                                 interactive=False)
     with gr.Row():
         draft_button = gr.Button("Draft", interactive=False, elem_id="draft-button", size="sm")
-        unload_button = gr.Button("Unload model", elem_id="unload-model", size="sm")
+        # an admin's button: shown once the page knows the reader is one (`wire_unload`)
+        unload_button = gr.Button("Unload model", elem_id="unload-model", size="sm",
+                                  visible=False)
     return {"keep_mine": keep_mine, "take_theirs": take_theirs, "draft_button": draft_button,
             "unload_button": unload_button, "model_line": gr.Markdown(elem_id="draft-model"),
             "draft_error": gr.Markdown(elem_id="draft-error")}
@@ -765,6 +767,21 @@ def _wire_drafting(w: Wiring) -> None:
     done.then(**w.metrics_step)
     done.then(**DRAFT_LANDED)
     p.unload_button.click(on_unload, {tab.state}, [p.model_line], **PRIVATE)
+
+
+def wire_unload(w: Wiring, loaded: Any) -> None:
+    """Unload model is shown to admins once the page has loaded. A reader saw it too (in a
+    blinded reading as well): a click said "Error: only an admin can unload the model" and
+    left a red badge on the page (a new-user trial). The server refuses a reader's unload
+    either way (`on_unload`)."""
+    p, tab, accounts = w.editor.panel, w.guard.tab, w.services.accounts
+
+    @w.guard(lock=False)
+    def on_loaded(r: Reader, d: Inputs) -> Outputs:
+        account = accounts.by_id(r.id)
+        return {p.unload_button: gr.update(visible=account is not None and account.is_admin)}
+
+    loaded.then(on_loaded, {tab.state}, [p.unload_button], **PRIVATE)
 
 
 def _on_draft(w: Wiring) -> Callable[..., Any]:

@@ -249,10 +249,10 @@ window.rrgLogout = () => {
     // Alt+N) must not land in the next patient's report once it is on screen (a new-user
     // trial saw them there, 3 of 3); they go nowhere while they keep coming, see keydown
     const active = document.activeElement;
+    rrg.strayText = '';  // (what was quoted on the study before is not this move's)
     if (active && active.closest && active.closest('#edit-findings, #edit-impression')) {
       active.blur();
       rrg.strayUntil = performance.now() + STRAY_MS;  // (the clock of events' timeStamp)
-      rrg.strayText = '';
     }
     leaving = {from: rrg.study, until: Date.now() + LEAVING_MAX_MS};
     stepFrom = rrg.study;
@@ -261,6 +261,11 @@ window.rrgLogout = () => {
     everyFrame(() => { if (leaving) readSync(); return !!leaving; });
   };
   const stopLeaving = () => { leaving = null; document.body.classList.remove('rrg-leaving'); };
+  // A row chosen while another was on its way (a click on DEMO-0003's row, then on
+  // DEMO-0004's): the page is still on its way until the row chosen last is open. The hold
+  // ended when the first row's study landed, and what the reader typed then went into the
+  // study only passed through, and was saved there (a new-user trial, 7 of 7).
+  const rowOnItsWay = () => !!rrg.rowWanted && rrg.row !== rrg.study;
   window.rrgLeaving = () => !!leaving;  // (viewer.js: a film click then waits for the study)
   // Next / Previous pressed while a study is on its way: Gradio drops a click of a button
   // whose last click has no answer yet, so three quick Alt+N went two studies on (a new-user
@@ -297,7 +302,7 @@ window.rrgLogout = () => {
   window.rrgArrived = (kind) => {
     poll();
     if (kind === 'step' || Date.now() >= steppingUntil) {
-      stopLeaving();
+      if (kind !== 'row' || !rowOnItsWay()) stopLeaving();
       steppingUntil = 0;
       setTimeout(nextStep, 0);  // (after Gradio has closed the answered step)
     }
@@ -362,7 +367,8 @@ window.rrgLogout = () => {
     if (!leaving) return;
     // (pending is cleared only once the boxes showed the new study's values)
     if (Date.now() > leaving.until) steps.length = 0;  // no answer came: nothing more goes out
-    if ((rrg.study !== leaving.from && !rrg.pending) || Date.now() > leaving.until) stopLeaving();
+    if ((rrg.study !== leaving.from && !rrg.pending && !rowOnItsWay()) ||
+        Date.now() > leaving.until) stopLeaving();
   };
   document.addEventListener('click', (e) => {
     const button = e.target.closest && e.target.closest('#next-study, #prev-study');
@@ -411,6 +417,14 @@ window.rrgLogout = () => {
         !e.target.closest('#edit-findings, #edit-impression')) return;
     readSync();
     if (leaving || rrg.stale) e.preventDefault();
+    // typed into a box while the next study is on its way (a row clicked, then Alt+F and
+    // typing): not typed anywhere, and quoted on the study that opens, as keys typed on after
+    // leaving are (the first letters vanished without a word: a new-user trial)
+    if (leaving && typeof e.data === 'string' && e.data) {
+      rrg.strayText = (rrg.strayText || '') + e.data;
+      rrg.strayed = true;
+      setNote(strayNote());
+    }
   }, true);
 
   // A draft that lands while the reader types. A study opened before the model was done

@@ -66,13 +66,19 @@ class PanelView:
     message: str
 
 
-def progress_line(p: Progress) -> str:
+def progress_line(p: Progress, held: Progress | None = None) -> str:
     """Done of all, then what is left with the part of it begun ("4 in review · 4 to go" read
-    as eight studies to a new-user trial: the studies in review are among those to go)."""
+    as eight studies to a new-user trial: the studies in review are among those to go).
+    `held`: the studies the list leaves off (cases of the reader's unfinished blinded reader
+    study), counted apart: "1 / 4 done · 3 to go" above an empty list misled a trial."""
+    tail = ""
+    if held is not None and held.total:
+        p = Progress(**{k: getattr(p, k) - getattr(held, k) for k in STATUSES})
+        tail = f" · {held.total:,} in your blinded reader study (its study worklist)"
     if not p.total:
-        return "**No studies on your worklist.**"
+        return f"**No studies on your worklist.**{tail}"
     return (f"**{p.done:,} / {p.total:,} done** · {p.unfinished:,} to go "
-            f"({p.in_review:,} in review)")
+            f"({p.in_review:,} in review){tail}")
 
 
 def table_rows(page: WorklistPage) -> list[list[Any]]:
@@ -127,7 +133,15 @@ class WorklistPanelLogic:
                   if with_progress and not flt.needs_study else None)
         result = self.worklists.page(reader, flt, number, self.page_size, counts)
         return PanelView(table_rows(result), result.page, page_label(result),
-                         progress_line(counts) if counts is not None else None, "")
+                         self.progress_text(reader, counts) if counts is not None else None, "")
+
+    def progress_text(self, reader: int, counts: Progress | None = None) -> str:
+        """The progress line: the reader's counts (read now unless given), the cases their
+        blinded reader studies keep off the list counted apart."""
+        counts = counts if counts is not None else self.worklists.progress(reader)
+        left_off = self.left_off(reader)
+        return progress_line(counts, self.worklists.progress_of(reader, left_off)
+                             if left_off else None)
 
     def target(self, reader: int, current: int | None, step: int, search: str | None = "",
                status: str | None = "all", source: str | None = "all",
@@ -285,7 +299,7 @@ class _Views:
         v = self.logic.view(reader, search, status, source, split, images, page)
         out = self.as_view(v)
         if v.progress is None:
-            out[3] = progress_line(self.logic.worklists.progress(reader))
+            out[3] = self.logic.progress_text(reader)
         return out
 
     def on_load(self, search: str | None, status: str | None, source: str | None,

@@ -504,6 +504,26 @@ class WorklistService:
                                     .where(WorklistProgress.reader_id == reader_id)).all())
         return Progress(**{k: int(counts.get(k, 0)) for k in STATUSES})
 
+    def progress_of(self, reader_id: int, study_ids: frozenset[int]) -> Progress:
+        """Counts per status of these studies on the reader's worklist (the cases a filter's
+        `left_off` keeps off the list: a few hundred at most, one indexed query).
+
+        Args:
+            reader_id: the reader.
+            study_ids: the studies.
+
+        Returns:
+            Their counts per status (all 0 for none).
+        """
+        if not study_ids:
+            return Progress()
+        with self.db.read() as s:
+            counts = dict(s.execute(select(WorklistItem.status, func.count(WorklistItem.id))
+                                    .where(WorklistItem.reader_id == reader_id,
+                                           WorklistItem.study_id.in_(sorted(study_ids)))
+                                    .group_by(WorklistItem.status)).all())
+        return Progress(**{k: int(counts.get(k, 0)) for k in STATUSES})
+
     def counted_progress(self, reader_id: int) -> Progress:
         """The same counts by a GROUP BY over the worklist (what the triggers must agree with;
         for checks and tests, not for handlers).
