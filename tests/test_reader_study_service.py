@@ -391,7 +391,7 @@ def test_the_server_refuses_readings_of_a_session_that_is_not_open(study_db, tmp
     with pytest.raises(ReaderStudyError, match="session 2 is not open: session 1 is not "
                                                "signed yet"):
         service.open_reading(_reading_of(study_db, "ann", 2), "ann", T0)
-    with pytest.raises(ReaderStudyError, match="is not one of 'bob'"):
+    with pytest.raises(ReaderStudyError, match="is not one of the readings of 'bob'"):
         service.open_reading(first[0].reading_id, "bob", T0)
     desk = ReadingDesk(service)
     with pytest.raises(ReaderStudyError, match="has not been opened"):

@@ -162,11 +162,14 @@ class Reader:
         return "\n".join([*self.bodies, *(p.content() for p in self.context.pages)])
 
 
-def _read(reader, reading_id, key, arm, words):
-    """Open a reading from the study worklist, check its draft is its arm's, type, sign."""
+def _read(reader, reading_id, key, arm, words, position, score_first=False):
+    """Open a reading from the study worklist, check its draft is its arm's and its place in
+    the session (counted from 1: the first said "reading 2", a new-user trial), type, sign
+    (`score_first`: pick a score first and never submit it)."""
     page = reader.page
     page.locator("#study-worklist").get_by_text(key, exact=True).filter(visible=True).first.click()
     page.locator("#film-head").get_by_text(key).wait_for()
+    wait_text(page, "save-status", f"reading {position} of session")
     findings = page.locator("#edit-findings textarea")
     expected = TEMPLATE if arm == "unassisted" else f"Model findings of {key}."
     try:
@@ -180,13 +183,23 @@ def _read(reader, reading_id, key, arm, words):
     findings.click()
     page.keyboard.press("End")
     page.keyboard.type(f" {words}")
+    if score_first:  # a score picked and never submitted: Sign asks once (a new-user trial
+        page.keyboard.press("Escape")  # signed, and the rating could never be given)
+        page.keyboard.press("3")
+        page.locator("#sign-reading").click()
+        wait_text(page, "save-status", "Not signed yet: your score is not sent")
+        wait_text(page, "save-status", "Sign reading again signs without it")
+        assert rows_signed(reader, reading_id) == [(None,)]
     page.locator("#sign-reading").click()
     wait_text(page, "sign-preview", words)
     page.locator("#sign-confirm").click()
     wait_text(page, "save-status", "Signed")
     assert findings.is_disabled()
-    rows = reader.app.query("SELECT signed_at FROM reading WHERE id = ?", reading_id)
-    assert rows[0][0] is not None
+    assert rows_signed(reader, reading_id)[0][0] is not None
+
+
+def rows_signed(reader, reading_id):
+    return reader.app.query("SELECT signed_at FROM reading WHERE id = ?", reading_id)
 
 
 def _session(reader, session, keys):
@@ -198,7 +211,8 @@ def _session(reader, session, keys):
     assert sorted(keys, key=shown.index) == [k for _, k, _ in readings]  # the allocated order
     for i, (reading_id, key, arm) in enumerate(readings):
         began = time.monotonic()
-        _read(reader, reading_id, key, arm.split(":")[0], f"{reader.name.upper()}{session}{i}")
+        _read(reader, reading_id, key, arm.split(":")[0], f"{reader.name.upper()}{session}{i}",
+              i + 1, score_first=session == 1 and i == 0)
         print(f"{reader.name} session {session} reading {i + 1}: "
               f"{time.monotonic() - began:.1f} s")
     return {key: arm for _, key, arm in readings}
@@ -248,7 +262,7 @@ def test_blinded_crossover_read_and_signed_in_the_browser(study_app, browser, tm
         # another reader's reading by its id: refused, nothing of it shown
         theirs = ann.readings(1)[0]
         tab = bob.tab(f"?reading={theirs[0]}")
-        wait_text(tab, "save-status", "is not one of 'bob'")
+        wait_text(tab, "save-status", "is not one of the readings of 'bob'")
         assert "ANN1" not in tab.content()
         tab.close()
         # the study clock of the running server moves past the washout

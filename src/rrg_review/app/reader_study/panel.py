@@ -191,6 +191,13 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
         out = editor.after_save(r, saved, texts, client)
         if not saved.ok:
             return out
+        # a score picked (or a comment, counts) and never sent with Submit rating: signing
+        # made the reading read-only and the rating could never be given (a new-user trial
+        # pressed 3, was refused by Alt+R for a reason, then signed): asked once, as a move is
+        why = desk.unsent(session, d.get(p.comment), d.get(p.likert), page_study=client.study,
+                          again="Sign reading again signs without")
+        if why:
+            return {**out, p.save_status: f"⚠ **Not signed yet: {why}**"}
         try:
             preview = desk.sign_preview(session)
         except ReaderStudyError as exc:

@@ -199,7 +199,8 @@ class ReadingDesk:
             reading = s.scalar(select(Reading).join(Reader, Reader.id == Reading.reader_id)
                                .where(Reading.id == reading_id, Reader.name == reader))
             if reading is None:
-                raise ReaderStudyError([f"reading {reading_id} is not one of {reader}'s"])
+                raise ReaderStudyError([f"reading {reading_id} is not one of the readings of "
+                                        f"{reader!r}"])
             study = s.get_one(Study, reading.study_id)
             # priors are found by date: without one, nobody can tell (no comparison flag)
             has_prior = bool(prior_ids(s, study)) if study.study_date is not None else None

@@ -568,7 +568,8 @@ def reading_for(s: Session, reading_id: int, reader: str,
                                              Reading.reader_id == reader_id)
                        .with_for_update()) if reader_id is not None else None
     if reading is None:
-        raise ReaderStudyError([f"reading {reading_id} is not one of {reader!r}'s"])
+        raise ReaderStudyError([f"reading {reading_id} is not one of the readings of "
+                                f"{reader!r}"])
     study = s.get_one(ReaderStudy, reading.reader_study_id)
     code = s.get_one(ReaderStudyArm, reading.arm_id).code
     sessions = ReaderStudyService.progress(s, study, reading.reader_id).get(reading.reader_id,

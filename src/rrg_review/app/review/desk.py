@@ -671,13 +671,14 @@ class Desk:
         session.counts_typed = True
 
     def unsent(self, session: Session, comment: str | None, score: object = None, *,
-               page_study: int | None) -> str | None:
+               page_study: int | None, again: str = "moving again discards") -> str | None:
         """Why a move away from the open study waits, once: a score picked (1-5), words in
         the comment box or ReXVal counts the reader typed, and never sent with a rating (they
         go with Submit rating, and a move dropped them without a word: new-user trials; a
         hurried reader pressed 4, then Alt+N, and took the study for scored). A second move
         leaves them (the comment: the same words; the score: the same one); None: nothing
-        to hold. The comment and score count only from a page that shows the open study
+        to hold. `again`: what doing it again does (Sign reading: signs without them). The
+        comment and score count only from a page that shows the open study
         (`page_study`, `Client.study`): a page out of step, as during quick steps, sends
         another study's, which must neither hold nor be held (as its text is never stored,
         `_changed`)."""
@@ -711,7 +712,7 @@ class Desk:
         # them unsent" was read as "they stay in the form" (a new-user trial): a second move
         # discards them, and says so
         return (f"your {what} {'are' if plural else 'is'} not sent. Submit rating (Alt+R) "
-                f"sends {them}; moving again discards {them}.")
+                f"sends {them}; {again} {them}.")
 
     def discarded(self, session: Session, comment: str | None, score: object = None, *,
                   page_study: int | None) -> str | None:
@@ -770,7 +771,7 @@ class Desk:
         opened = self.readings.open(int(reading_id), session.owner, address=session.address)
         view = dataclasses.replace(self.viewer.open(opened.reading.study_id), reference=None)
         session.reader, session.study, session.reading = reader, view.study_id, int(reading_id)
-        session.label = f"reading {opened.reading.position + 1}"
+        session.label = f"reading {opened.reading.position}"
         session.signed = opened.reading.signed_at is not None
         session.sign_token, session.keys_sent = None, {}
         session.base = {s.section: s.revision for s in opened.sections}
@@ -793,7 +794,7 @@ class Desk:
         r = opened.reading
         if session.signed:
             return f"Reading signed ({r.signed_at:%Y-%m-%d %H:%M} UTC): it is read-only."
-        return (f"{opened.study}: reading {r.position + 1} of session {r.session}. "
+        return (f"{opened.study}: reading {r.position} of session {r.session}. "
                 + self.status_line(session))
 
     # -- signing a reading ------------------------------------------------------------------
