@@ -179,3 +179,23 @@ def test_migrate_db_copies_a_single_user_database_into_postgresql(
         target.dispose()
     finally:
         server.drop_database(url)
+
+
+def test_two_commands_starting_together_on_a_new_database_both_open_it(settings):
+    """Two imports started at once on a new team database: both created Alembic's version
+    table and one stopped with PostgreSQL's duplicate-key error (a trial; SQLite: "table
+    alembic_version already exists"). Schema upgrades take turns: three processes opening a
+    new database at once all open it at the latest schema."""
+    import subprocess
+    import sys
+
+    from tests.browser import ROOT
+
+    opening = ("import sys; from rrg_review.app.settings import Settings; "
+               "Settings.from_args(sys.argv[1]).open_database().dispose()")
+    runs = [subprocess.Popen([sys.executable, "-c", opening, settings.db_url], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(3)]
+    said = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0], said
+    settings.open_database().dispose()  # (checked: at head, every column there)

@@ -551,6 +551,11 @@ def backup(db: Database, out: Path) -> Path:
     return out
 
 
+# the advisory lock key of schema upgrades on PostgreSQL (any fixed 64-bit number; the rows'
+# write locks of `Database.write` use keys of their own)
+_UPGRADE_LOCK = 0x7272_6775_7067_7264
+
+
 def alembic_config(db: Database) -> Config:
     from alembic.config import Config
 
@@ -565,6 +570,15 @@ def upgrade_schema(db: Database, revision: str = "head") -> None:
     from alembic import command
 
     cfg = alembic_config(db)
-    with db.engine.begin() as connection:
+    # one upgrade at a time per database, the lock taken before Alembic reads the version:
+    # two commands started together on a new database both created Alembic's version table,
+    # and one stopped (PostgreSQL's duplicate key; SQLite's "table alembic_version already
+    # exists"): a trial. The second now waits, then finds the schema at head. (SQLite: the
+    # write lock from BEGIN IMMEDIATE; PostgreSQL: an advisory lock released at commit.)
+    engine = db.engine.execution_options(**{_BEGIN_OPTION: "BEGIN IMMEDIATE"})
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                               {"key": _UPGRADE_LOCK})
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, revision)
