@@ -461,3 +461,56 @@ def test_a_killed_import_leaves_only_whole_studies_and_a_rerun_finishes(tmp_path
     rerun = cli("import", str(root), "--db", str(db))
     assert rerun.returncode == 0
     assert f"60 records: {60 - n_studies} added, 0 updated, {n_studies} unchanged" in rerun.stdout
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            ppid = next(line for line in status.read_text().splitlines()
+                        if line.startswith("PPid:"))
+        except (OSError, StopIteration):
+            continue
+        if int(ppid.split()[1]) == pid:
+            found.append(int(status.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_imports_workers_end_with_it(tmp_path, rg1_small):
+    """A trial killed an import (SIGKILL) and found both image-checking workers asleep 40 s
+    later, re-parented to PID 1. They now end with it."""
+    import signal
+
+    root = tmp_path / "folder"
+    for i in range(40):
+        for j in range(3):
+            layouts.write(root / f"S{i:03d}" / f"{j}.png", png16(rg1_small))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "rrg_review.app.cli", "import", str(root),
+                             "--db", str(tmp_path / "k.sqlite"), "--workers", "2"], env=env,
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    workers: list[int] = []
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        workers = _children(proc.pid)
+        time.sleep(0.05)
+    assert len(workers) >= 2, "the import never started its workers"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [w for w in workers if _alive(w)]
+    for w in left:  # (not left behind by the test either)
+        os.kill(w, signal.SIGKILL)
+    assert left == []

@@ -33,6 +33,7 @@ from pathlib import Path
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
+from rrg_review.core.children import end_with_parent
 from rrg_review.core.progress import Progress
 from rrg_review.db.blobs import BlobStore
 from rrg_review.db.engine import Database
@@ -354,7 +355,8 @@ class _PoolHandle:
         if pool is None or getattr(pool, "_broken", False):
             import PIL.Image  # noqa: F401  (imported once here, inherited by forked workers)
 
-            pool = self._pool = ProcessPoolExecutor(self.workers)
+            pool = self._pool = ProcessPoolExecutor(self.workers, initializer=end_with_parent,
+                                                    initargs=(os.getpid(),))
             # At the end (or on Ctrl-C) rounds still queued are dropped, not decoded first.
             self._stack.callback(pool.shutdown, wait=True, cancel_futures=True)
         round_ = _Round(sources)

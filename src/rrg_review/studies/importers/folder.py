@@ -238,7 +238,10 @@ def read_headers(files: list[Path], guard: Guard, workers: int = 1) -> list[_Hea
 
     chunks = [files[i:i + _HEADER_CHUNK] for i in range(0, len(files), _HEADER_CHUNK)]
     out: list[_Header] = []
-    pool = ProcessPoolExecutor(min(workers, len(chunks)))
+    from rrg_review.core.children import end_with_parent
+
+    pool = ProcessPoolExecutor(min(workers, len(chunks)), initializer=end_with_parent,
+                               initargs=(os.getpid(),))
     try:
         for part in pool.map(_read_headers, [guard] * len(chunks), chunks):
             out.extend(part)
