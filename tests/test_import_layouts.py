@@ -231,6 +231,25 @@ def test_two_imports_of_one_dataset_at_once_store_it_once(db, settings, tmp_path
     assert (again.unchanged, again.images, again.failed) == (3, 0, 0)
 
 
+def test_a_study_met_twice_in_one_import_is_said_not_merged_silently(db, settings, tmp_path,
+                                                                     rg1_small, capsys):
+    """Two Open-i XML files with one uId (a copied file edited): the second's text became the
+    reference and the first a version of it, "1 added, 1 updated", with no word (a trial). The
+    second is still stored as an update (its text is the later), and the import says so."""
+    folder = tmp_path / "ecgen-radiology"
+    layouts.write(folder / "1.xml", layouts.iu_xml("CXR1", "Lungs clear.", "Normal.", []))
+    layouts.write(folder / "1dup.xml", layouts.iu_xml("CXR1", "Small effusion.", "Effusion.",
+                                                       []))
+    report = run_import(db, settings, folder)
+    assert (report.added, report.updated, report.failed) == (1, 1, 0)
+    [said] = report.repeats
+    assert said.startswith(f"{folder / '1dup.xml'}") and f"{folder / '1.xml'}" in said, said
+    assert run_import(db, settings, folder).repeats == [said]  # each import says it again
+    capsys.readouterr()
+    assert cli(["import", str(folder), "--db", settings.db_url]) == 0  # not a failure
+    assert f"  again: {said}" in capsys.readouterr().err
+
+
 # --- DICOM exports ------------------------------------------------------------------------------
 
 def test_pacs_export_grouped_by_study_uid_with_non_images_skipped(db, settings, tmp_path):

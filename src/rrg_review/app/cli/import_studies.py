@@ -121,6 +121,10 @@ def _print_report(report: Any, show: int) -> None:
         print(f"  skipped: {note}", file=sys.stderr)
     if len(report.notes) > show:
         print(f"  ... and {len(report.notes) - show} more skipped", file=sys.stderr)
+    for repeat in report.repeats[:show]:
+        print(f"  again: {repeat}", file=sys.stderr)
+    if len(report.repeats) > show:
+        print(f"  ... and {len(report.repeats) - show} more met again", file=sys.stderr)
     for problem in report.problems[:show]:
         print(f"  failed: {problem}", file=sys.stderr)
     if report.failed > show:

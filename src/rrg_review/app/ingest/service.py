@@ -90,6 +90,9 @@ class ImportReport:
     images: int = 0  # images added (to new or updated studies)
     problems: list[ImportProblem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # objects skipped on purpose (DICOM SR, ...)
+    # records of a study met before in the same import (a duplicated XML, a repeated metadata
+    # key): each updates the study (the last one's text wins), and is said so, not silently
+    repeats: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> int:
@@ -405,6 +408,7 @@ class _BatchWriter:
                  pool: _PoolHandle) -> None:
         self.db, self.blobs, self.check, self.report, self.pool = db, blobs, check, report, pool
         self.pending: list[_Pending] = []
+        self.seen: dict[tuple[str, str], str] = {}  # study -> the record it came from first
         self.pending_keys: set[tuple[str, str]] = set()
         self.pending_images = 0
         self.in_flight: deque[_Batch] = deque()
@@ -453,6 +457,12 @@ class _BatchWriter:
         study_key = self._pseudonym(record.study_key) if record.identifiers_are_phi \
             else record.study_key
         key = (record.source, study_key)
+        first = self.seen.get(key)
+        if first is None:
+            self.seen[key] = record.origin
+        else:
+            self.report.repeats.append(f"{record.origin}: the same study as {first} (one study "
+                                       "key), stored as an update of it")
         if key in self.pending_keys or key in self.in_flight_keys:
             self.close()  # the same study twice: the first must be stored before the second
         digest = fingerprint(record, patient_key, study_key)
