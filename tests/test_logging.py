@@ -141,6 +141,9 @@ def test_cli_log_level_flag_beats_the_environment(tmp_path, monkeypatch, restore
                                                   capsys):
     monkeypatch.setenv("RRG_REVIEW_LOG_LEVEL", "ERROR")
     db = str(tmp_path / "x.sqlite")
+    from rrg_review.db.engine import open_database
+
+    open_database(db).dispose()  # (`studies` reads a database: it makes none)
     assert cli(["studies", "--db", db]) == 0
     assert logging.getLogger("rrg_review").level == logging.ERROR
     assert cli(["--log-level", "debug", "studies", "--db", db]) == 0
