@@ -125,7 +125,7 @@ def test_conflicts_signing_and_refusals(study_db, tmp_path):
     item = desk.studies.worklist("s1", "ann", T0).readings[0]
     with pytest.raises(ReaderStudyError, match="not been opened"):
         desk.save(item.reading_id, "ann", {"findings": ReadingEdit("x", None)}, now=T0)
-    with pytest.raises(ReaderStudyError, match="not one of 'bob'"):
+    with pytest.raises(ReaderStudyError, match="not one of the readings of 'bob'"):
         desk.open(item.reading_id, "bob", T0)
     desk.open(item.reading_id, "ann", T0)
     one = desk.save(item.reading_id, "ann", {"findings": ReadingEdit("Tab one.", None)},

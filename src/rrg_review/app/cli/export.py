@@ -47,9 +47,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --out {out} is a folder: name the file to write "
               f"(e.g. {out / f'evaluation.{args.format}'})", file=sys.stderr)
         return 2
-    if not out.parent.is_dir():
-        print(f"error: --out {out}: the folder {out.parent} does not exist", file=sys.stderr)
-        return 2
     try:
         since = date.fromisoformat(args.since) if args.since else None
     except ValueError:
