@@ -71,3 +71,20 @@ def test_a_bad_image_beside_good_ones_fails_its_whole_study_with_the_file(db, se
     report = import_path(db, data, blobs=settings.blobs, workers=1)
     assert (report.found, report.added, report.failed) == (1, 0, 1), report.summary()
     assert str(report.problems[0]).startswith(f"{empty}: not a DICOM, PNG or JPEG file (an empty")
+
+
+def test_every_failed_image_of_a_study_is_named_with_its_reason(db, settings, tmp_path):
+    """"(and 1 more image(s) failed)" hid the second image's file and reason (a trial: a
+    decompression bomb beside a missing file). Each is named with its reason, up to four."""
+    data = tmp_path / "data"
+    empty = layouts.write(data / "case" / "a.png", b"")
+    text = layouts.write(data / "case" / "b.png", b"This is a report, not an image.\n")
+    report = import_path(db, data, blobs=settings.blobs, workers=1)
+    [problem] = report.problems
+    said = str(problem)
+    assert said.startswith(f"{empty}: not a DICOM, PNG or JPEG file (an empty"), said
+    assert f"; {text}: not a DICOM, PNG or JPEG file" in said, said
+    for i in range(4):
+        layouts.write(data / "case" / f"c{i}.png", b"")
+    [problem] = import_path(db, data, blobs=settings.blobs, workers=1).problems
+    assert str(problem).endswith("; and 2 more image(s) failed"), str(problem)

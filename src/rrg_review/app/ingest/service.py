@@ -519,10 +519,7 @@ class _BatchWriter:
             checked = [results[i] for i in idx]
             errors = [c for c in checked if c.error is not None]
             if errors:
-                first = errors[0]
-                more = f" (and {len(errors) - 1} more image(s) failed)" if len(errors) > 1 else ""
-                self.report.problems.append(
-                    ImportProblem(first.name, f"{first.error}{more}", p.record.origin))
+                self.report.problems.append(_failed_images(errors, p.record.origin))
                 continue
             created: list[str] = []
             try:
@@ -628,6 +625,20 @@ class _BatchWriter:
             self.index[key] = known
             setattr(self.report, outcome, getattr(self.report, outcome) + 1)
             self.report.images += n_images
+
+
+SHOWN_IMAGE_FAILURES = 4  # a study's failed images named with their reasons; more are counted
+
+
+def _failed_images(errors: list[_Checked], origin: str) -> ImportProblem:
+    """A study whose images failed: the first image's file and reason, then the others' (each
+    with its own reason: "and 1 more image(s) failed" hid a decompression bomb beside a missing
+    file from a trial), the rest counted."""
+    first, others = errors[0], errors[1:SHOWN_IMAGE_FAILURES]
+    more = "".join(f"; {c.name}: {c.error}" for c in others)
+    if len(errors) > SHOWN_IMAGE_FAILURES:
+        more += f"; and {len(errors) - SHOWN_IMAGE_FAILURES} more image(s) failed"
+    return ImportProblem(first.name, f"{first.error}{more}", origin)
 
 
 def _already_stored(source: ImageSource, have: tuple[set[str], set[str]]) -> bool:
