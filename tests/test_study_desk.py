@@ -89,6 +89,9 @@ def test_a_reading_is_blinded_and_its_work_goes_to_the_reading(desk):
         session, reader = tab(d, "ann")
         opened = d.open_reading(session, reader, item.reading_id, now=0.0)
         assert opened.view.reference is None and opened.drafts == {}
+        # its place in the session, counted from 1 as allocated (the first said "reading 2")
+        assert item.position >= 1 and \
+            f": reading {item.position} of session {item.session}. " in opened.status
         shown = repr(opened) + opened.model_note + sync_json("ann", session)
         for secret in ("rrg24", MODEL_ID, "neighbour", "unassisted", "draft:", "retrieval"):
             assert secret not in shown

@@ -162,14 +162,12 @@ class Reader:
         return "\n".join([*self.bodies, *(p.content() for p in self.context.pages)])
 
 
-def _read(reader, reading_id, key, arm, words, position, score_first=False):
-    """Open a reading from the study worklist, check its draft is its arm's and its place in
-    the session (counted from 1: the first said "reading 2", a new-user trial), type, sign
+def _read(reader, reading_id, key, arm, words, score_first=False):
+    """Open a reading from the study worklist, check its draft is its arm's, type, sign
     (`score_first`: pick a score first and never submit it)."""
     page = reader.page
     page.locator("#study-worklist").get_by_text(key, exact=True).filter(visible=True).first.click()
     page.locator("#film-head").get_by_text(key).wait_for()
-    wait_text(page, "save-status", f"reading {position} of session")
     findings = page.locator("#edit-findings textarea")
     expected = TEMPLATE if arm == "unassisted" else f"Model findings of {key}."
     try:
@@ -212,7 +210,7 @@ def _session(reader, session, keys):
     for i, (reading_id, key, arm) in enumerate(readings):
         began = time.monotonic()
         _read(reader, reading_id, key, arm.split(":")[0], f"{reader.name.upper()}{session}{i}",
-              i + 1, score_first=session == 1 and i == 0)
+              score_first=session == 1 and i == 0)
         print(f"{reader.name} session {session} reading {i + 1}: "
               f"{time.monotonic() - began:.1f} s")
     return {key: arm for _, key, arm in readings}

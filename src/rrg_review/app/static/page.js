@@ -249,7 +249,9 @@ window.rrgLogout = () => {
     // Alt+N) must not land in the next patient's report once it is on screen (a new-user
     // trial saw them there, 3 of 3); they go nowhere while they keep coming, see keydown
     const active = document.activeElement;
-    rrg.strayText = '';  // (what was quoted on the study before is not this move's)
+    // (what was quoted on the study before is not this move's; a row clicked again by the
+    // chase, `chaseRow`, goes on with the same move and keeps what it quoted: a loaded run)
+    if (!leaving) rrg.strayText = '';
     if (active && active.closest && active.closest('#edit-findings, #edit-impression')) {
       active.blur();
       rrg.strayUntil = performance.now() + STRAY_MS;  // (the clock of events' timeStamp)
