@@ -564,11 +564,14 @@ class _BatchWriter:
         with self.db.read() as session:
             self.patients = known_patients(session)
             self.index = known_studies(session)
+        now_known = {id(p): k for p, _, _ in ready if p.known is None and
+                     (k := self.index.get((p.record.source, p.record.study_key))) is not None}
+        have = self._existing_images([k.id for k in now_known.values()])  # one look-up
         out = []
         for pending, stored, created in ready:
-            known = self.index.get((pending.record.source, pending.record.study_key))
-            if pending.known is None and known is not None:
-                uris, sums = self._existing_images([known.id]).get(known.id, (set(), set()))
+            known = now_known.get(id(pending))
+            if known is not None:
+                uris, sums = have.get(known.id, (set(), set()))
                 stored = [im for im in stored
                           if im.uri not in uris and im.info.checksum not in sums]
                 pending = replace(pending, known=known)

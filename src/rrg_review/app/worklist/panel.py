@@ -133,13 +133,16 @@ class WorklistPanelLogic:
                   if with_progress and not flt.needs_study else None)
         result = self.worklists.page(reader, flt, number, self.page_size, counts)
         return PanelView(table_rows(result), result.page, page_label(result),
-                         self.progress_text(reader, counts) if counts is not None else None, "")
+                         self.progress_text(reader, counts, flt.left_off)
+                         if counts is not None else None, "")
 
-    def progress_text(self, reader: int, counts: Progress | None = None) -> str:
+    def progress_text(self, reader: int, counts: Progress | None = None,
+                      left_off: frozenset[int] | None = None) -> str:
         """The progress line: the reader's counts (read now unless given), the cases their
-        blinded reader studies keep off the list counted apart."""
+        blinded reader studies keep off the list (`left_off`: looked up unless given)
+        counted apart."""
         counts = counts if counts is not None else self.worklists.progress(reader)
-        left_off = self.left_off(reader)
+        left_off = left_off if left_off is not None else self.left_off(reader)
         return progress_line(counts, self.worklists.progress_of(reader, left_off)
                              if left_off else None)
 
