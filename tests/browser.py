@@ -547,3 +547,11 @@ def wait_in_view(page, selector: str) -> None:
     except Exception:
         raise AssertionError(f"{selector} out of view: {page.evaluate(check, selector)}"
                              ) from None
+
+
+def top_in_column(page: Any, selector: str) -> float:
+    """Where `selector` sits in the editor column's content (px from its top, whatever the
+    column or the page is scrolled to): equal twice, it did not move in between."""
+    return page.evaluate("""s => { const c = document.querySelector('#editor-col');
+        return document.querySelector(s).getBoundingClientRect().top
+               - c.getBoundingClientRect().top + c.scrollTop; }""", selector)

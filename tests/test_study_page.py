@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from tests.browser import App, close_pages, wait_text
+from tests.browser import App, close_pages, top_in_column, wait_text
 
 pytest_plugins = ["tests.browser"]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -189,7 +189,14 @@ def _read(reader, reading_id, key, arm, words, score_first=False):
         wait_text(page, "save-status", "Sign reading again signs without it")
         assert rows_signed(reader, reading_id) == [(None,)]
     page.locator("#sign-reading").click()
+    # Confirm comes where it stays: the report drawn after it does not move it, and Sign
+    # reading stays, greyed, above it (a second click on Sign once landed on Confirm)
+    page.wait_for_function("() => !document.querySelector('#sign-confirm').disabled")
+    confirm_at = top_in_column(page, "#sign-confirm")
+    assert page.locator("#sign-reading").is_visible()
+    assert page.locator("#sign-reading").is_disabled()
     wait_text(page, "sign-preview", words)
+    assert top_in_column(page, "#sign-confirm") == confirm_at
     page.locator("#sign-confirm").click()
     wait_text(page, "save-status", "Signed")
     assert findings.is_disabled()

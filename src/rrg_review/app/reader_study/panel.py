@@ -137,8 +137,9 @@ class StudyListPanel:
 
 @dataclass(frozen=True)
 class SignPanel:
-    """Sign reading, then the report as it will be signed and Confirm / Cancel (rows shown
-    only while their buttons are enabled: page.css `rrg-offer`)."""
+    """Sign reading, then Confirm / Cancel and the report as it will be signed (rows shown
+    only while their buttons are enabled: page.css `rrg-offer`; Sign reading stays, greyed,
+    while Confirm is offered)."""
 
     sign: gr.Button
     preview: gr.Markdown
@@ -150,11 +151,13 @@ class SignPanel:
         with gr.Row(elem_id="sign-row", elem_classes="rrg-offer"):
             sign = gr.Button("Sign reading", elem_id="sign-reading", size="sm",
                              variant="primary", interactive=False)
-        preview = gr.Markdown("", elem_id="sign-preview")
+        # the question's buttons above the report it shows, not under it: the report is drawn
+        # a moment after the buttons come, and pushed them down under the reader's pointer
         with gr.Row(elem_id="sign-confirm-row", elem_classes="rrg-offer"):
             confirm = gr.Button("Confirm: sign this report", elem_id="sign-confirm", size="sm",
                                 variant="stop", interactive=False)
             cancel = gr.Button("Cancel", elem_id="sign-cancel", size="sm", interactive=False)
+        preview = gr.Markdown("", elem_id="sign-preview")
         return cls(sign, preview, confirm, cancel)
 
     def state(self, *, can_sign: bool, confirming: bool = False,

@@ -78,6 +78,13 @@ def differ(sections: list[str]) -> str:
     return " and ".join(sections) + (" differs" if sections == ["impression"] else " differ")
 
 
+def asking(action: str, own: list[str]) -> str:
+    """The status line's question before `action` ("Accept", "Revert") replaces the reader's
+    own sections: two lines at most in the narrow editor column, so the buttons under it do
+    not move when it comes (what confirming does is said beside the buttons)."""
+    return f"{action} over your own text? Your {differ(own)} from the draft."
+
+
 class TabRefused(ReviewError):
     """The request's login is not the reader this tab's state belongs to."""
 
@@ -1254,10 +1261,7 @@ class Desk:
         drafts = self.draft_texts(session)
         own = self.own_sections(session, texts)
         if own and not confirmed:
-            return Accepted(f"Your {differ(own)} from the draft. Accepting replaces "
-                            "them with the draft (your text stays in the history). Press "
-                            "**Accept the draft, replacing my edits** to go on.",
-                            needs_confirm=True)
+            return Accepted(asking("Accept", own), needs_confirm=True)
         try:
             self.review.accept_draft(session.reader, session.study, session.drafts,
                                      dict(session.base), self.preset,

@@ -32,7 +32,7 @@ from rrg_review.app.deps import (
     sync_json,
     wait_for_draft,
 )
-from rrg_review.app.review.desk import Client, Desk, Opened, Saved, Session, differ
+from rrg_review.app.review.desk import Client, Desk, Opened, Saved, Session, asking
 from rrg_review.app.review.service import RatingView
 from rrg_review.core.vocabulary import REXVAL_CATEGORIES, REXVAL_LABELS, SECTIONS
 from rrg_review.metrics.edits import word_diff
@@ -158,20 +158,34 @@ def _boxes_and_buttons() -> dict[str, Any]:
     # replaced by an autosave's note before the reader reads it (a new-user trial); Revert
     # asks as Accept does: it sat beside Save and replaced the reader's text in one click, with
     # no undo on the page (a new-user trial)
-    for action, verb in (("accept", "Accept"), ("revert", "Revert to")):
-        parts[f"{action}_confirm"], parts[f"{action}_cancel"] = _question(action, verb)
+    for action, verb, what in QUESTIONS:
+        parts[f"{action}_confirm"], parts[f"{action}_cancel"] = _question(action, verb, what)
     return parts
 
 
-def _question(action: str, verb: str) -> tuple[gr.Button, gr.Button]:
-    """The row that asks before `action` replaces the reader's own text with the draft
-    (shown while its buttons are enabled: `Editor.offer`)."""
-    with gr.Row(elem_id=f"{action}-confirm-row", elem_classes="rrg-offer"):
-        confirm = gr.Button(f"{verb} the draft, replacing my edits",
-                            elem_id=f"{action}-confirm", size="sm", variant="stop",
-                            interactive=False)
-        cancel = gr.Button("Cancel: keep my edits", elem_id=f"{action}-cancel", size="sm",
-                           interactive=False)
+# what each question's confirmation does, said in its own row: the status line's longer
+# explanation came ~2 s after the buttons (Gradio renders Markdown later than a button's
+# update) and pushed them 15-24 px down, so a click meant for Cancel landed on Accept draft
+# above it (a new-user trial at 1366x768); the status line now asks in two lines at most
+QUESTIONS = (
+    ("accept", "Accept", "Accepting puts the draft in both boxes and marks the study "
+                         "“Acceptable without changes”; your text stays in the history."),
+    ("revert", "Revert to", "Reverting puts the draft back in both boxes; your text stays "
+                            "in the history."))
+
+
+def _question(action: str, verb: str, what: str) -> tuple[gr.Button, gr.Button]:
+    """The rows that ask before `action` replaces the reader's own text with the draft: what
+    it does, then its buttons (shown while the buttons are enabled: `Editor.offer`). The text
+    is laid out with the page, hidden, so it is there the moment the buttons are."""
+    with gr.Column(elem_id=f"{action}-confirm-row", elem_classes="rrg-offer"):
+        gr.HTML(f'<p class="rrg-offer-note">{html.escape(what)}</p>')
+        with gr.Row():
+            confirm = gr.Button(f"{verb} the draft, replacing my edits",
+                                elem_id=f"{action}-confirm", size="sm", variant="stop",
+                                interactive=False)
+            cancel = gr.Button("Cancel: keep my edits", elem_id=f"{action}-cancel",
+                               size="sm", interactive=False)
     return confirm, cancel
 
 
@@ -550,9 +564,7 @@ def _wire_revert(w: Wiring, boxes_out: list[Any]) -> None:
         r.session.question = ""
         if not own:
             return {**revert(r, d), **closed}
-        r.session.question = (f"Your {differ(own)} from the draft. Reverting replaces them "
-                              "with the draft (your text stays in the history). Press "
-                              "**Revert to the draft, replacing my edits** to go on.")
+        r.session.question = asking("Revert", own)
         return {tab.state: r.session, **asked, p.save_status: r.session.question}
 
     @w.guard
