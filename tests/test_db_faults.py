@@ -187,6 +187,8 @@ def test_a_read_only_file_is_refused_unless_read_only_mode(tmp_path):
         both_fail(path, "not writable", "--read-only")
         check = run("-m", "rrg_review.app.cli", "check", "--db", str(path))
         assert check.returncode == 0, check.stderr
+        counted = run("-m", "rrg_review.app.cli", "studies", "--db", str(path), "--read-only")
+        assert counted.returncode == 0 and "4 studies" in counted.stdout, counted.stderr
         _serves_read_only(path, tmp_path)
     finally:
         if os.geteuid() == 0:

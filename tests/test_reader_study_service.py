@@ -256,7 +256,11 @@ def test_cli_create_list_show_status(study_db, settings, tmp_path, capsys):
     assert _cli(settings, "status", "cli-study", "--now", "2026-11-02T08:00") == 0
     assert "ann\ts1 0/7\tsession 1 open" in capsys.readouterr().out
     assert _cli(settings, "worklist", "cli-study", "ann") == 0
-    assert len(capsys.readouterr().out.splitlines()) == 7
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.split("\t") == ["#", "reading", "study", "arm", "state"] and len(lines) == 7
+    # each case by its study key, as the page's list names it, not the database's id
+    assert {line.split("\t")[2] for line in lines} == {f"K{i:03d}" for i in range(7)}
+    assert [line.split("\t")[0] for line in lines] == [str(i) for i in range(1, 8)]
 
 
 def test_cli_refusals_are_sentences_without_a_traceback(study_db, settings, tmp_path, capsys):

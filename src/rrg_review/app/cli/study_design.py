@@ -162,7 +162,13 @@ def _worklist(args: argparse.Namespace, service: ReaderStudyService) -> int:
     if plan.open_session is None:
         print(plan.words(worklist.washout_left))
         return 0
+    # the case by its study key, as the page's study worklist and `studies` name it (the
+    # database's id told a trial's coordinator nothing), and the reading's id, which
+    # `?reading=ID` opens
+    keys = service.case_keys({r.study_id for r in worklist.readings})
+    print("#\treading\tstudy\tarm\tstate")
     for r in worklist.readings:
         state = "signed" if r.signed_at else "opened" if r.opened_at else "to read"
-        print(f"{r.position}\tstudy {r.study_id}\tarm {r.arm_code}\t{state}")
+        print(f"{r.position}\t{r.reading_id}\t{keys.get(r.study_id, '?')}\t{r.arm_code}\t"
+              f"{state}")
     return 0
