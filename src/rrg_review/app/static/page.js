@@ -768,7 +768,9 @@ window.rrgLogout = () => {
     const said = rate ? rate.textContent : '';
     if (said !== asked.rate) {
       asked.rate = said;
-      if (said.includes('⚠')) rate.scrollIntoView({block: 'nearest'});
+      // so is a stored rating's line: out of view at 1366x768 (Alt+R from the column's end), a
+      // new-user trial could not tell the rating was stored
+      if (said.includes('⚠') || said.includes(RATED)) rate.scrollIntoView({block: 'nearest'});
       // refused for the tick that confirms the suggested counts: the tick itself, 700 px down
       // the column at 1366x768, is what to look at (a new-user trial did not find it)
       const tick = document.getElementById('rexval-checked');
