@@ -1772,6 +1772,16 @@ def test_the_worklist_shows_every_row_again_after_a_search_with_no_match(browser
     page.keyboard.press("Alt+p")
     page.locator("#film-head").get_by_text("DEMO-0003").wait_for()
     wait_until(lambda: open_row(page) == "DEMO-0003", "the mark after Alt+P")
+    # ↑ ↓ move the list's selected row and open nothing; Enter opens it, as a click does (a
+    # new-user trial pressed them as in a PACS list, and nothing happened)
+    page.get_by_text("DEMO-0003", exact=True).filter(visible=True).first.click()
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowUp")
+    page.wait_for_timeout(500)
+    assert "DEMO-0003" in page.locator("#film-head").inner_text()
+    page.keyboard.press("Enter")
+    page.locator("#film-head").get_by_text("DEMO-0001").wait_for()
+    wait_until(lambda: open_row(page) == "DEMO-0001", "the mark after Enter")
 
 
 def open_row(page) -> str | None:

@@ -81,6 +81,7 @@ SHORTCUTS = [
     ("Alt+D", "draft (or regenerate) this study"),
     ("Alt+R", "submit the rating"),
     ("Alt+B", "show / hide the prior study beside this one"),
+    ("↑ ↓, Enter", "in the worklist (after a click in it): choose a row, open its study"),
     ("Click an image", "enlarged view (current or prior): right-drag window/level, "
                         "wheel zoom, drag pan, ← → other images, P current ⇄ prior (with "
                         "the prior beside), Esc closes"),

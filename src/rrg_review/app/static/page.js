@@ -876,6 +876,18 @@ window.rrgLogout = () => {
     };
     requestAnimationFrame(open);
   };
+  // ↑ ↓ in the worklist move the table's own selected cell (Gradio's) and open nothing; Enter
+  // opens the study of that row, as a click on it does (what is typed is saved first): a
+  // new-user trial pressed the arrows and Enter as in a PACS list, and nothing happened
+  document.addEventListener('keydown', (e) => {
+    if (e.key !== 'Enter' || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey ||
+        !e.target.closest || !e.target.closest('#worklist') || leaving) return;
+    const selected = document.querySelector('#worklist .body-cell.cell-selected[data-row]');
+    const first = selected && selected.parentElement.querySelector('.body-cell[data-col="0"]');
+    if (!first || cellText(first) === String(rrg.study)) return;
+    e.preventDefault();
+    clickRow(first);
+  }, true);
   // the open study's row is marked (the list marked only the row clicked, and nothing after
   // Next, Previous or a reload: a new-user trial)
   const markOpenRow = () => {
