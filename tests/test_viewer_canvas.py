@@ -853,6 +853,7 @@ def test_p_twice_comes_back_to_the_film_left(browser, films):
     page.wait_for_function("() => rrgViewer.full && rrgPick() === 'current:1'", timeout=90_000)
     bars = page.evaluate(FILM_BOX)
     page.locator("#wl-preset").select_option("lung")
+    page.locator("#wl-invert").click()
     page.locator("#wl-stage").click(position={"x": 5, "y": 300})  # the focus on the view
     page.mouse.move(600, 400)
     for _ in range(3):  # zoomed in on the lateral
@@ -865,6 +866,7 @@ def test_p_twice_comes_back_to_the_film_left(browser, films):
     shown = page.evaluate(READ_BACK, 500)["shown"]
     lung = page.evaluate("() => rrgViewer.presets.lung")
     assert shown["preset"] == "lung" and [float(shown["c"]), float(shown["w"])] == lung, shown
+    assert shown["inv"]  # inverted as the film it came from (it opened plain: a new-user trial)
     # the prior has no lateral (trial 8, low: its PA opened at the lateral's zoom): said, at fit
     assert "has no lateral film" in page.locator("#wl-status").inner_text()
     assert page.locator("#next-image").is_disabled()  # (its one image: nowhere to go)

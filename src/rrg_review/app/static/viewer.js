@@ -43,6 +43,7 @@
   // the stand-in's pixels arrive, and whether the reader ticked Invert meanwhile
   let preview = null, invertTouched = false;
   let carryPreset = null;  // the preset P takes to a film not opened yet (`flip`)
+  let carryInvert = null;  // and the invert
   let captionHead = '';  // whose film this is: patient, study, date, image n of N
   const left = {};  // 'current' / 'prior' -> {study, at}: the image last opened there (P)
   const fmt = (x) => String(Math.round(x * 100) / 100);
@@ -680,6 +681,9 @@
     // (a new-user trial)
     const name = el('wl-preset').value;
     carryPreset = name && name !== 'custom' && name !== 'file default' ? name : null;
+    // ...and its invert: the prior opened plain beside an inverted current film (a new-user
+    // trial compared them so; each film keeps its own once opened)
+    carryInvert = V.inv;
     const kind = projection(figures(film)[Number(at)]);
     const same = figs.findIndex((f) => projection(f) === kind);
     const to = back !== null ? back : (same >= 0 ? same : Math.min(Number(at), n - 1));
@@ -766,7 +770,8 @@
     else if (same) { V.picked = carryPreset; setWindow(same[0], same[1]); }
     else setWindow(def[0], def[1]);
     carryPreset = null;
-    if (!invertTouched) V.inv = mine ? mine.inv : false;
+    if (!invertTouched) V.inv = mine ? mine.inv : !!carryInvert;
+    carryInvert = null;
     render();
   };
   // Progressive, as PACS viewers load: a stand-in first (the same full-depth values with
