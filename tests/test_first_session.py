@@ -108,6 +108,13 @@ def test_a_worklist_with_every_study_done_says_so(browser, app):
         f"() => /All {total} studies on your worklist are done/.test("
         "document.querySelector('#save-status')?.innerText)", timeout=60_000)
     assert "empty" not in page.locator("#save-status").inner_text()
+    # with no study open the boxes take no typing (it belonged to no study, and a row click
+    # dropped it without a word: a new-user trial); a row opens one, and they take it again
+    page.wait_for_function("() => document.querySelector('#edit-findings textarea').disabled")
+    assert page.locator("#edit-impression textarea").is_disabled()
+    page.get_by_text("DEMO-0002", exact=True).filter(visible=True).first.click()
+    page.locator("#film-head").get_by_text("DEMO-0002").wait_for()
+    page.wait_for_function("() => !document.querySelector('#edit-findings textarea').disabled")
 
 
 def test_the_study_that_opens_first_is_drafted_first(browser, tmp_path, database_templates):

@@ -232,10 +232,13 @@ class Navigation:
 
     def reading_outputs(self, r: Reader, texts: dict[str, str] | None = None) -> Outputs:
         """The study worklists, Sign and whether the boxes take text (a signed reading's do
-        not), after anything that opens, saves or signs a study or a reading; `texts`: the
-        boxes' new values (one update carries both)."""
+        not, nor do they with no study open), after anything that opens, saves or signs a study
+        or a reading; `texts`: the boxes' new values (one update carries both)."""
         session, p = r.session, self.page
-        editable = not (session.reading is not None and session.signed)
+        # no study open (every study done, an empty list): the boxes take no typing, which
+        # belonged to no study and was dropped without a word (a new-user trial)
+        editable = session.study is not None and not (session.reading is not None
+                                                      and session.signed)
         can_sign = session.reading is not None and not session.signed
         boxes = {box: gr.update(interactive=editable) if texts is None else
                  gr.update(value=texts[section], interactive=editable)
