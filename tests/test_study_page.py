@@ -188,6 +188,26 @@ def _read(reader, reading_id, key, arm, words, score_first=False):
         wait_text(page, "save-status", "Not signed yet: your score is not sent")
         wait_text(page, "save-status", "Sign reading again signs without it")
         assert rows_signed(reader, reading_id) == [(None,)]
+    if score_first:  # typed after Sign reading, then Confirm: refused, and the refusal stays
+        page.locator("#sign-reading").click()  # under the typing's autosave note (it replaced
+        page.wait_for_function(  # the refusal within seconds: a new-user trial, 2 of 3)
+            "() => !document.querySelector('#sign-confirm').disabled")
+        findings.click()
+        page.keyboard.press("End")
+        page.keyboard.type(" Seen.")
+        words += " Seen."
+        page.locator("#sign-confirm").click()
+        # ("you changed the report", or, where a tick stored the words first, "changed since
+        # you were asked")
+        wait_text(page, "save-status", "Not signed")
+        findings.click()  # typing on: its autosave's note comes above the refusal, which stays
+        page.keyboard.press("End")
+        page.keyboard.type(" More.")
+        words += " More."
+        page.wait_for_function("() => { const t = document.getElementById('save-status')"
+                               ".innerText; return t.includes('(autosave)')"
+                               " && t.includes('Not signed'); }")
+        assert rows_signed(reader, reading_id) == [(None,)]
     page.locator("#sign-reading").click()
     # Confirm comes where it stays: the report drawn after it does not move it, and Sign
     # reading stays, greyed, above it (a second click on Sign once landed on Confirm)

@@ -190,6 +190,7 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
             return {p.save_status: "Open a reading of your study worklist first."}
         client = Client.parse(d[tab.client])
         desk.count_time(session, client, time.monotonic())
+        session.question = ""  # (a refusal kept on the status line is answered by this press)
         saved = desk.save(session, texts, client)
         out = editor.after_save(r, saved, texts, client)
         if not saved.ok:
@@ -200,7 +201,8 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
         why = desk.unsent(session, d.get(p.comment), d.get(p.likert), page_study=client.study,
                           again="Sign reading again signs without")
         if why:
-            return {**out, p.save_status: f"⚠ **Not signed yet: {why}**"}
+            session.question = f"⚠ **Not signed yet: {why}**"
+            return {**out, p.save_status: session.question}
         try:
             preview = desk.sign_preview(session)
         except ReaderStudyError as exc:
@@ -215,13 +217,20 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
         desk.count_time(session, client, time.monotonic())
         if desk.pending(session, texts, client):
             session.sign_token = None
-            return {**sign.state(can_sign=True), p.save_status: "⚠ Not signed: you changed "
-                    "the report after Sign reading; press Sign reading again."}
+            # kept on the status line under the autosave's note that follows (it replaced the
+            # refusal within seconds, and the reader who clicked Confirm saw nothing refused:
+            # a new-user trial, 2 of 3), until Sign reading is pressed again
+            session.question = ("⚠ Not signed: you changed the report after Sign reading; "
+                                "press Sign reading again.")
+            return {**sign.state(can_sign=True), tab.state: session,
+                    p.save_status: session.question}
+        session.question = ""
         try:
             signed = desk.sign(session)
         except ReaderStudyError as exc:
-            return {**reading_outputs(r), sign.preview: "",
-                    p.save_status: f"⚠ Not signed: {html.escape(str(exc))}"}
+            session.question = f"⚠ Not signed: {html.escape(str(exc))}"
+            return {**reading_outputs(r), sign.preview: "", tab.state: session,
+                    p.save_status: session.question}
         return {**reading_outputs(r), tab.state: session, tab.sync: sync_json(r.name, session),
                 p.save_status: f"Signed ({signed.signed_at:%Y-%m-%d %H:%M} UTC): this reading "
                                "is read-only now. Open the next one in your study worklist."}
@@ -240,6 +249,7 @@ def _on_cancel(sign: SignPanel, status: gr.Markdown) -> Callable[[Reader, Inputs
     def on_cancel(r: Reader, d: Inputs) -> Outputs:
         """Not signed: the confirmation asked for is dropped."""
         r.session.sign_token = None
+        r.session.question = ""
         return {**sign.state(can_sign=r.session.reading is not None and not r.session.signed),
                 status: "Not signed."}
     return on_cancel
