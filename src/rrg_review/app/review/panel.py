@@ -678,17 +678,32 @@ def _wire_accept_and_rate(w: Wiring) -> None:
         errors: dict[str, dict[str, object]] = {}
         for (category, kind), comp in p.rexval.items():
             errors.setdefault(category, {})[kind] = d[comp]
+        # what was typed is saved first, as a move away saves it: a score given a second after
+        # an edit was stored against the text before it, and the edit's autosave then said
+        # the score came "before your later edits" (a new-user trial, 5 of 5); a save refused
+        # (another tab's newer text, not settled) rates nothing
+        texts, client = p.texts_of(d), Client.parse(d[tab.client])
+        saved = desk.save(r.session, texts, client, autosave=True)
+        before = editor.after_save(r, saved, texts, client) if saved.wrote or not saved.ok \
+            else {}
+        if not saved.ok or r.session.conflicts:
+            return {**before, p.rate_status: "⚠ Not rated: another save of this study is newer "
+                                             "than your text; choose Keep mine or Take theirs "
+                                             "(above) first."}
+        if saved.message.startswith("⚠"):
+            return {**before, p.rate_status: f"⚠ Not rated: your text is not saved. "
+                                             f"{saved.message.removeprefix('⚠ ')}"}
         ok, message = desk.rate(r.session, d[p.likert], d[p.acceptable], errors, d[p.comment],
-                                p.texts_of(d), bool(d[p.checked]))
+                                texts, bool(d[p.checked]))
         if not ok:
-            return {p.rate_status: message}
+            return {**before, p.rate_status: message}
         # a rated study is finished: a question still open (Accept or Revert over the reader's
         # text) is answered by the rating, and stood armed under it (a new-user trial); the
         # status line above says so too (it still asked for the score: a new-user trial),
         # unless it holds a conflict the reader has yet to settle
         status = {} if r.session.conflicts else {p.save_status: message}
         r.session.question = ""
-        return {p.rate_status: message, **status, **w.rows(r.id, d), **asked_off}
+        return {**before, p.rate_status: message, **status, **w.rows(r.id, d), **asked_off}
 
     accept_outs = [tab.state, p.save_status, p.accept_confirm, p.accept_cancel,
                    p.revert_confirm, p.revert_cancel, p.keep_mine,
@@ -701,11 +716,11 @@ def _wire_accept_and_rate(w: Wiring) -> None:
                            ).then(**w.metrics_step)
     p.accept_cancel.click(_on_accept_cancel(w), {tab.state},
                           [tab.state, p.accept_confirm, p.accept_cancel, p.save_status], **LIGHT)
-    rate_in = {tab.state, *p.rating_fields, p.findings, p.impression,
-               *(w.edit_in - {tab.state, p.findings, p.impression, tab.client})}
-    p.rate_button.click(on_rate, rate_in, [p.rate_status, p.save_status, *w.rows_out,
-                                           *asked_off],
-                        api_name="rate", queue=False, show_progress_on=[p.rate_status])
+    rate_in = {tab.state, *p.rating_fields, *w.edit_in}
+    p.rate_button.click(on_rate, rate_in,
+                        list(dict.fromkeys([*w.edit_outs, *w.rows_out, *asked_off])),
+                        api_name="rate", queue=False, show_progress_on=[p.rate_status],
+                        js=tab.client_js(rate_in, (p.findings, p.impression)))
 
 
 def _drafts_arrived(w: Wiring, r: Reader, d: Inputs) -> Outputs:

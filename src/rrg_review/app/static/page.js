@@ -374,6 +374,13 @@ window.rrgLogout = () => {
   };
   document.addEventListener('click', (e) => {
     const button = e.target.closest && e.target.closest('#next-study, #prev-study');
+    // a double-click is one step: its second click went out as a second step, and the study
+    // between was passed without a word (a new-user trial, 3 of 3); keys (Alt+N twice) and
+    // clicks apart still step once each
+    if (button && e.detail > 1 && !replaying) {
+      e.preventDefault(); e.stopPropagation();
+      return;
+    }
     if (button) {
       // a study on its way, or steps waiting: this one goes out after them, in order
       if ((leaving || Date.now() < steppingUntil || steps.length) && !replaying) {
@@ -968,6 +975,10 @@ window.rrgLogout = () => {
     // the keys as pressed (the events' timeStamp), not as handled: a page busy opening the
     // next study handled a burst of keys more than a second late, and a digit typed on then
     // set the score (a browser test beside busy processes)
+    // ...but a key typed into a box once the study is open ends that: the reader is at work in
+    // the new study (a score key pressed a second after opening, typing and Esc was swallowed
+    // as typed on, and the rating that followed went out with the old score: a browser test)
+    if (rrg.strayUntil && !leaving && typing(e.target)) rrg.strayUntil = 0;
     if (rrg.strayUntil && e.timeStamp < rrg.strayUntil && !typing(e.target) &&
         !e.ctrlKey && !e.metaKey && !e.altKey) {
       rrg.strayUntil = e.timeStamp + STRAY_MS;
