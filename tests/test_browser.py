@@ -374,6 +374,13 @@ def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     assert second.locator("#edit-impression textarea").input_value() == "Tab two impression."
     rows = app.query("SELECT text FROM revision WHERE section = 'impression'")
     assert rows == [("Tab one impression.",)]
+    # so is a rating: the text it would rate is not the stored one (a new-user trial rated a
+    # stale tab's text, "study done")
+    second.locator("#film-head").click()
+    second.keyboard.press("Digit4")
+    second.locator("#rate").click()
+    wait_text(second, "rate-status", "Not rated: another save of this study is newer")
+    assert app.query("SELECT COUNT(*) FROM rating") == [(0,)]
     # at 1366x768 the banner and its choice are in view, and the score and Submit stay above
     # the fold (the banner pushed them below: issue #21, defect 8)
     second.set_viewport_size({"width": 1366, "height": 768})
