@@ -24,7 +24,7 @@ from typing import Any
 
 import gradio as gr
 
-from rrg_review.app.deps import PRIVATE, Guard, Inputs, Outputs, Reader, sync_json
+from rrg_review.app.deps import PRIVATE, Guard, Inputs, Outputs, Reader, Tab, sync_json
 from rrg_review.app.reader_study.service import (
     BlindedCases,
     ReaderStudyError,
@@ -211,7 +211,25 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
         return {**out, **sign.state(can_sign=True, confirming=True,
                                     preview=preview_markdown(preview.report))}
 
-    @guard
+    on_confirm = guard(_on_confirm(sign, desk, editor, tab, reading_outputs))
+
+    outs = list(dict.fromkeys([tab.state, p.save_status, tab.sync, p.keep_mine, p.take_theirs,
+                               p.diff, *reading_outs]))
+    # (progress on the status line, not on every output: see review.panel.Wiring.on_status)
+    on_status = {"show_progress_on": [p.save_status], **with_client}
+    sign.sign.click(on_sign, edit_in, outs, **PRIVATE, **on_status)
+    sign.confirm.click(on_confirm, edit_in, outs, **PRIVATE, **on_status)
+    sign.cancel.click(guard(_on_cancel(sign, p.save_status)), {tab.state}, outs, **PRIVATE,
+                      show_progress_on=[p.save_status])
+
+
+def _on_confirm(sign: SignPanel, desk: Desk, editor: Editor, tab: Tab,
+                reading_outputs: Callable[[Reader], Outputs]
+                ) -> Callable[[Reader, Inputs], Outputs]:
+    """Confirm: signs exactly the report shown at Sign reading; refused, and said until Sign
+    reading is pressed again, if the boxes changed since."""
+    p = editor.panel
+
     def on_confirm(r: Reader, d: Inputs) -> Outputs:
         session, texts, client = r.session, p.texts_of(d), Client.parse(d[tab.client])
         desk.count_time(session, client, time.monotonic())
@@ -234,15 +252,7 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
         return {**reading_outputs(r), tab.state: session, tab.sync: sync_json(r.name, session),
                 p.save_status: f"Signed ({signed.signed_at:%Y-%m-%d %H:%M} UTC): this reading "
                                "is read-only now. Open the next one in your study worklist."}
-
-    outs = list(dict.fromkeys([tab.state, p.save_status, tab.sync, p.keep_mine, p.take_theirs,
-                               p.diff, *reading_outs]))
-    # (progress on the status line, not on every output: see review.panel.Wiring.on_status)
-    on_status = {"show_progress_on": [p.save_status], **with_client}
-    sign.sign.click(on_sign, edit_in, outs, **PRIVATE, **on_status)
-    sign.confirm.click(on_confirm, edit_in, outs, **PRIVATE, **on_status)
-    sign.cancel.click(guard(_on_cancel(sign, p.save_status)), {tab.state}, outs, **PRIVATE,
-                      show_progress_on=[p.save_status])
+    return on_confirm
 
 
 def _on_cancel(sign: SignPanel, status: gr.Markdown) -> Callable[[Reader, Inputs], Outputs]:

@@ -673,7 +673,31 @@ def _wire_accept_and_rate(w: Wiring) -> None:
     asked_off = {**editor.offer(p.accept_confirm, p.accept_cancel, on=False),
                  **editor.offer(p.revert_confirm, p.revert_cancel, on=False)}
 
-    @w.guard
+    on_rate = w.guard(_on_rate(w, asked_off))
+
+    accept_outs = [tab.state, p.save_status, p.accept_confirm, p.accept_cancel,
+                   p.revert_confirm, p.revert_cancel, p.keep_mine,
+                   p.take_theirs, p.findings, p.impression, p.diff, tab.sync, p.acceptable,
+                   p.rate_status, *w.rows_out, *p.aid_fields, p.checked,
+                   *(p.rexval[(c, "significant")] for c in REXVAL_CATEGORIES)]
+    p.accept_button.click(accept(False), w.edit_in, accept_outs, **LIGHT, **w.on_status
+                          ).then(**w.metrics_step)
+    p.accept_confirm.click(accept(True), w.edit_in, accept_outs, **LIGHT, **w.on_status
+                           ).then(**w.metrics_step)
+    p.accept_cancel.click(_on_accept_cancel(w), {tab.state},
+                          [tab.state, p.accept_confirm, p.accept_cancel, p.save_status], **LIGHT)
+    rate_in = {tab.state, *p.rating_fields, *w.edit_in}
+    p.rate_button.click(on_rate, rate_in,
+                        list(dict.fromkeys([*w.edit_outs, *w.rows_out, *asked_off])),
+                        api_name="rate", queue=False, show_progress_on=[p.rate_status],
+                        js=tab.client_js(rate_in, (p.findings, p.impression)))
+
+
+def _on_rate(w: Wiring, asked_off: Outputs) -> Callable[[Reader, Inputs], Outputs]:
+    """Submit rating: what was typed is saved first, then the rating is stored for that text
+    (`Desk.rate` says what is refused); `asked_off` closes an Accept or Revert question."""
+    p, desk, editor, tab = w.editor.panel, w.desk, w.editor, w.guard.tab
+
     def on_rate(r: Reader, d: Inputs) -> Outputs:
         errors: dict[str, dict[str, object]] = {}
         for (category, kind), comp in p.rexval.items():
@@ -704,23 +728,7 @@ def _wire_accept_and_rate(w: Wiring) -> None:
         status = {} if r.session.conflicts else {p.save_status: message}
         r.session.question = ""
         return {**before, p.rate_status: message, **status, **w.rows(r.id, d), **asked_off}
-
-    accept_outs = [tab.state, p.save_status, p.accept_confirm, p.accept_cancel,
-                   p.revert_confirm, p.revert_cancel, p.keep_mine,
-                   p.take_theirs, p.findings, p.impression, p.diff, tab.sync, p.acceptable,
-                   p.rate_status, *w.rows_out, *p.aid_fields, p.checked,
-                   *(p.rexval[(c, "significant")] for c in REXVAL_CATEGORIES)]
-    p.accept_button.click(accept(False), w.edit_in, accept_outs, **LIGHT, **w.on_status
-                          ).then(**w.metrics_step)
-    p.accept_confirm.click(accept(True), w.edit_in, accept_outs, **LIGHT, **w.on_status
-                           ).then(**w.metrics_step)
-    p.accept_cancel.click(_on_accept_cancel(w), {tab.state},
-                          [tab.state, p.accept_confirm, p.accept_cancel, p.save_status], **LIGHT)
-    rate_in = {tab.state, *p.rating_fields, *w.edit_in}
-    p.rate_button.click(on_rate, rate_in,
-                        list(dict.fromkeys([*w.edit_outs, *w.rows_out, *asked_off])),
-                        api_name="rate", queue=False, show_progress_on=[p.rate_status],
-                        js=tab.client_js(rate_in, (p.findings, p.impression)))
+    return on_rate
 
 
 def _drafts_arrived(w: Wiring, r: Reader, d: Inputs) -> Outputs:
