@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 from bench.processes import stop_process
+from rrg_review.app.server import login_page
 from tests.app_process import start_app
 from tests.browser import sign_in, wait_for_port
 
@@ -419,6 +420,15 @@ def test_saves_and_ratings_from_the_page_are_audited_with_the_browsers_address(t
     assert "is deprecated" not in app.log_path.read_text()
 
 
+def test_the_login_form_keeps_a_refused_name_escaped():
+    form = login_page("Incorrect username or password.", tls=False, token="t",
+                      username='"><script>alert(1)</script>')
+    assert "<script>" not in form and 'value="&quot;&gt;&lt;script&gt;' in form
+    assert form.count("autofocus") == 1 and re.search(r"id=password [^>]*autofocus", form)
+    fresh = login_page(tls=False, token="t")
+    assert 'value=""' in fresh and re.search(r"id=username [^>]*autofocus", fresh)
+
+
 def test_wrong_passwords_are_throttled_and_audited(team):
     app, db, _ = team
     tab = Tab(app)
@@ -429,6 +439,10 @@ def test_wrong_passwords_are_throttled_and_audited(team):
     assert "try again" in refused.json()["detail"]
     html = tab.login("bob", "x", accept="text/html")
     assert html.status_code == 429 and "Too many failed attempts" in html.text
+    # the name stays in its box, the password box has the focus (a new-user trial typed the
+    # name again after every mistyped password)
+    assert re.search(r'id=username [^>]*value="bob"', html.text), html.text
+    assert re.search(r"id=password [^>]*autofocus", html.text), html.text
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT action, address, ok FROM audit_event WHERE actor='bob' "
                             "AND action LIKE 'login%'").fetchall()

@@ -227,9 +227,10 @@ input{{font-size:1em;padding:.4em}}button{{font-size:1em;padding:.5em}}
 {message}
 <input type=hidden name=csrf value="{token}">
 <label for=username>username</label>
-<input id=username name=username autocomplete=username required autofocus>
+<input id=username name=username autocomplete=username required value="{username}"{name_focus}>
 <label for=password>password</label>
-<input id=password name=password type=password autocomplete=current-password required>
+<input id=password name=password type=password autocomplete=current-password
+required{password_focus}>
 <button type=submit>Login</button>
 <p class=note>{transport}</p>
 </form></body></html>"""
@@ -241,13 +242,19 @@ LOGOUT_PAGE = """<!doctype html><html lang=en><head><meta charset=utf-8>
 <p><a href="./">Back to the workstation</a></p></body></html>"""
 
 
-def login_page(message: str = "", *, tls: bool, error: bool = True, token: str = "") -> str:
+def login_page(message: str = "", *, tls: bool, error: bool = True, token: str = "",
+               username: str = "") -> str:
+    """The sign-in form. `username`: the name a refused attempt was made with, kept in its
+    box with the password box focused (a new-user trial typed the name again after every
+    mistyped password)."""
     css = "error" if error else "note"
     shown = f'<p class="{css}" role=alert>{html.escape(message)}</p>' if message else ""
     transport = ("Connection encrypted (TLS)." if tls else
                  "Not encrypted: use this only on this machine.")
     return LOGIN_PAGE.format(action="login", message=shown, transport=transport,
-                             token=html.escape(token))
+                             token=html.escape(token), username=html.escape(username),
+                             name_focus="" if username else " autofocus",
+                             password_focus=" autofocus" if username else "")
 
 
 def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
@@ -306,13 +313,14 @@ def _secure(request: Request, options: ServerOptions) -> bool:
 
 def _form_with_token(request: Request, options: ServerOptions, message: str = "", *,
                      error: bool = True, status: int = 200,
-                     headers: dict[str, str] | None = None) -> Response:
+                     headers: dict[str, str] | None = None, username: str = "") -> Response:
     """The login form carrying the pre-login token (a new one when the cookie has none)."""
     tokens = LoginToken(_secure(request, options))
     token = tokens.current(request.cookies)
     fresh = token is None
     token = token or LoginToken.new()
-    response = HTMLResponse(login_page(message, tls=options.tls, error=error, token=token),
+    response = HTMLResponse(login_page(message, tls=options.tls, error=error, token=token,
+                                       username=username),
                             status_code=status, headers=headers)
     if fresh:
         response.set_cookie(tokens.cookie, token, max_age=3600, httponly=True,
@@ -351,7 +359,7 @@ def _add_login_routes(app: FastAPI, accounts: AccountService, sessions: SessionS
             accounts.authenticate, name, password, client_address(request),
             known_device=known))
         if result.account is None:
-            return _login_refused(request, result, options)
+            return _login_refused(request, result, options, name)
         token = sessions.create(result.account.name)
         response = (RedirectResponse("./", status_code=303) if _wants_html(request)
                     else JSONResponse({"success": True}))
@@ -377,7 +385,8 @@ def _add_login_routes(app: FastAPI, accounts: AccountService, sessions: SessionS
         return response
 
 
-def _login_refused(request: Request, result: Any, options: ServerOptions) -> Response:
+def _login_refused(request: Request, result: Any, options: ServerOptions,
+                   name: str) -> Response:
     if result.outcome == "throttled":
         wait = str(max(1, round(result.retry_after_s)))
         message = f"Too many failed attempts: try again in {wait} s."
@@ -385,7 +394,8 @@ def _login_refused(request: Request, result: Any, options: ServerOptions) -> Res
     else:
         message, status, headers = "Incorrect username or password.", 401, {}
     if _wants_html(request):
-        return _form_with_token(request, options, message, status=status, headers=headers)
+        return _form_with_token(request, options, message, status=status, headers=headers,
+                                username=name)
     return JSONResponse({"detail": message}, status_code=status, headers=headers)
 
 

@@ -723,11 +723,10 @@ def _on_rate(w: Wiring, asked_off: Outputs) -> Callable[[Reader, Inputs], Output
             return {**before, p.rate_status: message}
         # a rated study is finished: a question still open (Accept or Revert over the reader's
         # text) is answered by the rating, and stood armed under it (a new-user trial); the
-        # status line above says so too (it still asked for the score: a new-user trial),
-        # unless it holds a conflict the reader has yet to settle
-        status = {} if r.session.conflicts else {p.save_status: message}
+        # status line above says so too (it still asked for the score: a new-user trial)
         r.session.question = ""
-        return {**before, p.rate_status: message, **status, **w.rows(r.id, d), **asked_off}
+        return {**before, p.rate_status: message, p.save_status: message, **w.rows(r.id, d),
+                **asked_off}
     return on_rate
 
 
