@@ -436,3 +436,52 @@ def _reading_of(db, reader, session):
         return s.scalar(select(Reading.id).join(Reader, Reader.id == Reading.reader_id)
                         .where(Reader.name == reader, Reading.session == session)
                         .order_by(Reading.position).limit(1))
+
+
+def test_create_and_status_name_readers_who_already_worked_on_its_cases(study_db, settings,
+                                                                        tmp_path, capsys):
+    """A reader study's reading is meant as a first read under its arm: a reader who already
+    opened, edited or rated a case on the review worklist is named at `study create` and in
+    `study status` (a new-user trial created one over cases read unblinded, without a word).
+    Work inside a reader study (a reading) is not "outside"."""
+    from rrg_review.db.models import Rating, Reader, Revision, WorklistItem
+
+    with study_db.write() as s:
+        ids = list(s.scalars(select(Study.id).order_by(Study.id)))
+        reader = {name: rid for name, rid in s.execute(select(Reader.name, Reader.id))}
+        s.add_all([
+            # ann edited two cases and rated one of them: two cases
+            Revision(reader_id=reader["ann"], study_id=ids[0], section="findings", number=1,
+                     text="Clear."),
+            Revision(reader_id=reader["ann"], study_id=ids[1], section="impression",
+                     number=1, text="Normal."),
+            Rating(reader_id=reader["ann"], study_id=ids[1], number=1, likert=4),
+            # bob only opened one (time on task on his worklist); one only listed is not seen
+            WorklistItem(reader_id=reader["bob"], study_id=ids[2], position=0,
+                         status="drafted", active_seconds=12.5),
+            WorklistItem(reader_id=reader["bob"], study_id=ids[3], position=1,
+                         status="drafted", active_seconds=0.0),
+            # cy is not in the study
+            Revision(reader_id=reader["cy"], study_id=ids[4], section="findings", number=1,
+                     text="Clear."),
+        ])
+    path = tmp_path / "study.yaml"
+    path.write_text("name: seen\ncases: {source: ds}\nreaders: [ann, bob]\n"
+                    "arms: [unassisted, reference]\ndesign: crossover\nsessions: 2\n"
+                    "washout_days: 14\nseed: 3\n")
+    assert _cli(settings, "create", str(path)) == 0
+    out = capsys.readouterr().out
+    assert "warning: ann already worked on 2 of the study's cases outside it" in out, out
+    assert "warning: bob already worked on 1 of the study's cases outside it" in out, out
+    assert "cy" not in out
+    service = _service(study_db)
+    assert service.status("seen").seen_outside == {"ann": 2, "bob": 1}
+    # a save inside the study (a reading's revision) adds nothing
+    with study_db.write() as s:
+        reading = s.scalar(select(Reading).where(Reading.reader_id == reader["bob"],
+                                                 Reading.study_id == ids[5]).limit(1))
+        s.add(Revision(reader_id=reader["bob"], study_id=ids[5], section="findings",
+                       number=1, text="In the study.", reading_id=reading.id))
+    assert service.status("seen").seen_outside == {"ann": 2, "bob": 1}
+    assert _cli(settings, "status", "seen") == 0
+    assert "bob already worked on 1 of" in capsys.readouterr().out

@@ -72,15 +72,15 @@ def test_the_boards_of_a_fresh_a_mid_washout_and_a_finished_study(three):
                           ReaderRow("bob", ("0 / 7", "0 / 7"), "session 1 open", "-"))
     assert fresh.summary.replace("\u00a0", " ") == (
         "crossover, 2 sessions, washout 14 d, blinded · 2 readers x 7 cases · 0 / 28 signed")
-    assert len(fresh.missing_drafts) == 1
-    assert fresh.missing_drafts[0].startswith("arm ")
-    assert "7 cases without a draft" in fresh.missing_drafts[0]
+    assert len(fresh.warnings) == 1
+    assert fresh.warnings[0].startswith("arm ")
+    assert "7 cases without a draft" in fresh.warnings[0]
     assert mid.rows == (
         ReaderRow("ann", ("7 / 7", "0 / 7"),
                   "session 2 opens 2026-11-16 10:00 UTC (11 d 2 h left)",
                   "2026-11-02 10:00 UTC"),
         ReaderRow("bob", ("3 / 7", "0 / 7"), "session 1 open", "2026-11-02 11:00 UTC"))
-    assert mid.missing_drafts == ()
+    assert mid.warnings == ()
     assert done.rows == (
         ReaderRow("ann", ("7 / 7",), "finished: every session signed", "2026-11-02 09:00 UTC"),
         ReaderRow("bob", ("7 / 7",), "finished: every session signed", "2026-11-02 09:00 UTC"))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rrg_review.app.cli.options import add_db
 
 if TYPE_CHECKING:
-    from rrg_review.app.reader_study.service import ReaderStudyService
+    from rrg_review.app.reader_study.service import ReaderStudyService, StudyStatus
 
 Action = Callable[[argparse.Namespace, "ReaderStudyService"], int]
 
@@ -94,14 +94,20 @@ def _create(args: argparse.Namespace, service: ReaderStudyService) -> int:
             "reading started)", "unchanged": "already exists with this design: unchanged"}
     print(f"study {created.name} {what[created.outcome]}: {created.readers} readers, "
           f"{created.cases} cases, {created.readings} readings")
-    _warn_missing_drafts(service.status(created.name).missing_drafts)
+    _warn(service.status(created.name))
     return 0
 
 
-def _warn_missing_drafts(missing: dict[str, int]) -> None:
-    for code, n in missing.items():
+def _warn(status: StudyStatus) -> None:
+    """What would spoil the study's readings: arms without drafts, readers who already
+    worked on its cases outside it."""
+    for code, n in status.missing_drafts.items():
         print(f"warning: arm {code}: {n} cases have no draft yet (draft them before reading "
               "starts: rrg-review draft --model PRESET; `study show --unblind` names it)")
+    for reader, n in status.seen_outside.items():
+        print(f"warning: {reader} already worked on {n} of the study's cases outside it "
+              "(opened, edited or rated on the review worklist): those readings are not a "
+              "first read, unblinded; choose other cases or readers, or note it in the analysis")
 
 
 def _list(args: argparse.Namespace, service: ReaderStudyService) -> int:
@@ -152,7 +158,7 @@ def _status(args: argparse.Namespace, service: ReaderStudyService) -> int:
     for r in status.readers:
         done = "  ".join(f"s{p.session} {p.signed}/{p.total}" for p in r.sessions)
         print(f"{r.reader}\t{done}\t{r.schedule.words(r.washout_left)}")
-    _warn_missing_drafts(status.missing_drafts)
+    _warn(status)
     return 0
 
 

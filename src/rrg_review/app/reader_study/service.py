@@ -30,13 +30,16 @@ from rrg_review.app.reader_study.resolve import Resolved, resolve
 from rrg_review.db.engine import ROWS, Database
 from rrg_review.db.models import (
     Draft,
+    Rating,
     Reader,
     ReaderStudy,
     ReaderStudyArm,
     ReaderStudyCase,
     ReaderStudyReader,
     Reading,
+    Revision,
     Study,
+    WorklistItem,
     table_of,
 )
 from rrg_review.reader_study.allocation import BalanceTable, StudyAllocation, allocate
@@ -122,6 +125,9 @@ class StudyStatus:
     # blinded code of each draft arm -> cases still without a draft of its preset: such a
     # reading would show empty boxes (draft them first: rrg-review draft --model PRESET)
     missing_drafts: dict[str, int]
+    # reader -> the study's cases they already opened, edited or rated outside it (the review
+    # worklist): they come to those readings having seen the films and a draft, unblinded
+    seen_outside: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -207,6 +213,33 @@ def _missing_drafts(s: Session, study_id: int) -> dict[str, int]:
                ~drafted)
         .group_by(ReaderStudyArm.code).order_by(ReaderStudyArm.code))
     return {code: n for code, n in rows}
+
+
+def _seen_outside(s: Session, study_id: int) -> dict[str, int]:
+    """Per reader of the study (by name, only those with any), its cases they already worked
+    on outside every reader study: a saved edit or a rating with no reading, or time on task
+    (or a status past drafted) on their review worklist. A reader study's premise is a first
+    read under the arm's conditions; such readings are not (a new-user trial found `study
+    create` silent about it)."""
+    case, member = ReaderStudyCase, ReaderStudyReader
+    worked = (select(Revision.id).where(Revision.reader_id == member.reader_id,
+                                        Revision.study_id == case.study_id,
+                                        Revision.reading_id.is_(None)).exists()
+              | select(Rating.id).where(Rating.reader_id == member.reader_id,
+                                        Rating.study_id == case.study_id,
+                                        Rating.reading_id.is_(None)).exists()
+              | select(WorklistItem.id).where(
+                  WorklistItem.reader_id == member.reader_id,
+                  WorklistItem.study_id == case.study_id,
+                  (WorklistItem.active_seconds > 0)
+                  | WorklistItem.status.in_(("in_review", "done"))).exists())
+    rows = s.execute(
+        select(Reader.name, func.count(case.study_id))
+        .join(member, member.reader_id == Reader.id)
+        .join(case, case.reader_study_id == member.reader_study_id)
+        .where(member.reader_study_id == study_id, worked)
+        .group_by(Reader.name, member.position).order_by(member.position))
+    return {name: n for name, n in rows}
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -420,12 +453,13 @@ class ReaderStudyService:
                 .order_by(ReaderStudyReader.position)))
             progress = self.progress(s, study)
             missing = _missing_drafts(s, study.id)
+            seen = _seen_outside(s, study.id)
         rows = []
         for reader_id, reader_name in readers:
             sessions = progress.get(reader_id, ())
             plan = schedule(sessions, washout, now)
             rows.append(ReaderStatus(reader_name, sessions, plan, plan.wait(now)))
-        return StudyStatus(name, now, washout, tuple(rows), missing)
+        return StudyStatus(name, now, washout, tuple(rows), missing, seen)
 
     @staticmethod
     def progress(s: Session, study: ReaderStudy,

@@ -57,13 +57,14 @@ class ReaderRow:
 @dataclass(frozen=True)
 class StudyBoard:
     """One study: its name, a line on its design and progress, its readers' rows, and one
-    warning per draft arm (by blinded code) with cases still without a draft."""
+    warning per draft arm (by blinded code) with cases still without a draft and per reader who
+    already worked on its cases outside it."""
 
     name: str
     summary: str
     sessions: int
     rows: tuple[ReaderRow, ...]
-    missing_drafts: tuple[str, ...]
+    warnings: tuple[str, ...]
 
 
 def _when(value: datetime | None) -> str:
@@ -89,7 +90,9 @@ def study_board(summary: StudySummary, status: StudyStatus) -> StudyBoard:
             f"{NBSP}signed")
     missing = tuple(f"arm {code}: {n} case{'s' * (n != 1)} without a draft (draft them "
                     "first; `study show --unblind` names the arm's model)"
-                    for code, n in status.missing_drafts.items())
+                    for code, n in status.missing_drafts.items()) + tuple(
+        f"{reader} already worked on {n} of these cases outside the study (review "
+        "worklist): not a first read" for reader, n in status.seen_outside.items())
     return StudyBoard(summary.name, line, summary.sessions,
                       tuple(reader_row(r) for r in status.readers), missing)
 
@@ -123,7 +126,7 @@ def _board_html(board: StudyBoard) -> str:
         + "".join(f"<td>{e(cell)}</td>" for cell in row.sessions) + "</tr>"
         f'<tr class="rrg-sa-state"><td colspan="{columns + 1}">{e(row.state)}'
         f"<br>last signed {e(row.last_signed)}</td></tr>" for row in board.rows)
-    warnings = "".join(f'<p class="rrg-sa-warn">⚠ {e(w)}</p>' for w in board.missing_drafts)
+    warnings = "".join(f'<p class="rrg-sa-warn">⚠ {e(w)}</p>' for w in board.warnings)
     return (f'<section class="rrg-sa-study" data-study="{e(board.name)}">'
             f"<h4>{e(board.name)}</h4><p>{e(board.summary)}</p>"
             f'<table><thead><tr><th>Reader</th>{header}</tr></thead>'
