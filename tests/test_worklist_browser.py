@@ -78,6 +78,10 @@ def test_search_paging_row_click_and_next_in_chromium(panel_app, page):
     assert "0 / 30 done" in page.locator("#progress").inner_text()
 
     search = page.locator("#worklist-search textarea, #worklist-search input").first
+    # named for a screen reader by what it does (it was "Textbox": a new-user trial), as is
+    # the page number box
+    assert page.get_by_role("textbox", name="Search the worklist").count() == 1
+    assert page.get_by_label("Worklist page", exact=True).count() == 1
     search.fill("CXR2")
     search.press("Enter")
     wait_for_label(page, r"1-10 of 11")

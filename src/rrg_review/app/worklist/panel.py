@@ -401,8 +401,9 @@ def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE,
         # true while the first load runs; "No studies" only once a count says so
         progress = gr.Markdown(LOADING, elem_id="progress")
         # (whole at 1366 px: "..., Enter to search" was cut off there, a new-user trial)
+        # (its label is not shown, but names the box for a screen reader: it was "Textbox")
         search = gr.Textbox(placeholder="Study or patient key, then Enter",
-                            show_label=False, elem_id="worklist-search", max_lines=1,
+                            label="Search the worklist", show_label=False, elem_id="worklist-search", max_lines=1,
                             max_length=128)
         with gr.Row():
             # the rows say "in review": so does the filter (its value stays the status)
@@ -423,7 +424,7 @@ def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE,
             first_page = gr.Button("«", size="sm", elem_id="worklist-first", min_width=32)
             previous_page = gr.Button("‹", size="sm", elem_id="worklist-prev-page",
                                       min_width=32)
-            page = gr.Number(value=1, precision=0, show_label=False,
+            page = gr.Number(value=1, precision=0, label="Worklist page", show_label=False,
                              elem_id="worklist-page", min_width=72)
             next_page = gr.Button("›", size="sm", elem_id="worklist-next-page", min_width=32)
             last_page = gr.Button("»", size="sm", elem_id="worklist-last", min_width=32)
