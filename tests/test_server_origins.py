@@ -294,9 +294,17 @@ def test_the_page_works_under_its_headers_and_signs_out_by_post(team, chromium):
     assert _count(team, "SELECT count(*) FROM audit_event WHERE action='save' AND "
                         "actor='bob'") >= 1
     _slow_down_is_shown(page)
+    # typed and not yet saved: kept in this browser until the server has it; Log out saves it
+    # and leaves no copy behind (a patient's words stayed in a shared browser's storage)
+    page.locator("#edit-findings textarea").fill("Bob's own words, and his last ones.")
+    page.wait_for_function("() => Object.keys(localStorage).some((k) => k.startsWith('rrg:'))")
     page.locator("#logout").click()
     page.wait_for_url(re.compile(r".*/login\?msg=out$"), timeout=60_000)
     assert status_of(page, "config") == 401
+    assert _count(team, "SELECT count(*) FROM revision WHERE text = "
+                        "'Bob''s own words, and his last ones.'") == 1
+    assert page.evaluate("() => Object.keys(localStorage).filter((k) => k.startsWith('rrg:'))"
+                         ) == []
     assert not [m for m in console if "Content Security Policy" in m], console
     context.close()
 

@@ -19,8 +19,14 @@ window.rrgWithPick = (args, i) => {
   v[i] = window.rrgPick ? window.rrgPick() : '';
   return v;
 };
-// a POST from this page (a GET of /logout signs nobody out, so no other page can)
+// a POST from this page (a GET of /logout signs nobody out, so no other page can). The Log
+// out event saved the open study's text first and its answer is drawn: the page reads it now
+// (not at its next tick, after the page is gone), so this browser's copy of text the server
+// took is removed and no patient's words stay in a shared reading-room browser's storage
+// after a sign-out (a new-user trial found them there); text the server did not take (another
+// tab's newer save, no connection) is kept for the reader's next sign-in.
 window.rrgLogout = () => {
+  if (window.rrgReadSync) window.rrgReadSync();
   const form = document.createElement('form');
   form.method = 'post';
   form.action = 'logout';
@@ -730,6 +736,7 @@ window.rrgLogout = () => {
     }
     settled();
   };
+  window.rrgReadSync = readSync;
   // readSync, and the page's upkeep (the 200 ms tick, an answer's arrival)
   const poll = () => {
     readSync();
