@@ -162,11 +162,16 @@ class Reader:
         return "\n".join([*self.bodies, *(p.content() for p in self.context.pages)])
 
 
-def _read(reader, reading_id, key, arm, words, score_first=False):
-    """Open a reading from the study worklist, check its draft is its arm's, type, sign
-    (`score_first`: pick a score first and never submit it)."""
+def _read(reader, reading_id, key, arm, words, score_first=False, by_key=False):
+    """Open a reading from the study worklist (`by_key`: with Alt+N from the reading signed
+    before it), check its draft is its arm's, type, sign (`score_first`: pick a score first
+    and never submit it)."""
     page = reader.page
-    page.locator("#study-worklist").get_by_text(key, exact=True).filter(visible=True).first.click()
+    if by_key:
+        page.keyboard.press("Alt+KeyN")
+    else:
+        page.locator("#study-worklist").get_by_text(key, exact=True).filter(visible=True
+                                                                           ).first.click()
     page.locator("#film-head").get_by_text(key).wait_for()
     findings = page.locator("#edit-findings textarea")
     expected = TEMPLATE if arm == "unassisted" else f"Model findings of {key}."
@@ -236,10 +241,15 @@ def _session(reader, session, keys):
     assert sorted(keys, key=shown.index) == [k for _, k, _ in readings]  # the allocated order
     for i, (reading_id, key, arm) in enumerate(readings):
         began = time.monotonic()
+        # (session 2: Alt+N from each signed reading opens the next, as a click on its row)
         _read(reader, reading_id, key, arm.split(":")[0], f"{reader.name.upper()}{session}{i}",
-              score_first=session == 1 and i == 0)
+              score_first=session == 1 and i == 0, by_key=session == 2 and i > 0)
         print(f"{reader.name} session {session} reading {i + 1}: "
               f"{time.monotonic() - began:.1f} s")
+    if session == 2:  # every reading signed: Alt+N says so and opens nothing
+        page.keyboard.press("Alt+KeyN")
+        wait_text(page, "save-status", "No other reading to read in this session")
+        page.locator("#film-head").get_by_text(readings[-1][1]).wait_for()
     return {key: arm for _, key, arm in readings}
 
 

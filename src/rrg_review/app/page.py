@@ -71,9 +71,13 @@ log = logging.getLogger(__name__)
 WRAPPED = {True: "↻ Past the end of the list: back to its first unfinished study.",
            False: "↻ Past the start of the list: on to its last unfinished study."}
 
+NO_OTHER_STUDY = ("No other unfinished study that way in the worklist as searched and "
+                  "filtered.")
+
 STATIC = Path(__file__).with_name("static")
 SHORTCUTS = [
-    ("Alt+N / Alt+P", "next / previous unfinished study (what you typed is saved first)"),
+    ("Alt+N / Alt+P", "next / previous unfinished study, or reading not signed yet (what you "
+                      "typed is saved first)"),
     ("Ctrl+S", "save both sections"),
     ("1 … 5", "overall score, when not typing in a box (Esc leaves the box)"),
     ("Alt+A", "accept the draft as is (asks first if you changed it)"),
@@ -368,8 +372,7 @@ class Navigation:
         study = target(r)
         if study is None and reading is None:
             return {**self.editor.after_save(r, saved, texts, client),
-                    p.save_status: "No other unfinished study that way in the worklist as "
-                                   "searched and filtered."}
+                    p.save_status: NO_OTHER_STUDY}
         if (study, reading) != left and (why := self.desk.unsent(
                 session, d.get(p.comment), d.get(p.likert), page_study=client.study)):
             log.info("a move of %s from study %s held: %s", r.name, session.study, why)
@@ -399,6 +402,8 @@ class Navigation:
 
         @self.guard
         def handler(r: Reader, d: Inputs) -> Outputs:
+            if r.session.reading is not None:
+                return self.reading_step(r, d, step)
             before = r.session.study
             out = self.navigate(r, d, lambda r: wl.logic.target(
                 r.id, r.session.study, step, *self.filters_of(d)))
@@ -414,6 +419,24 @@ class Navigation:
                     out.update({wl.table: v.rows, wl.page: v.page, wl.page_text: v.label})
             return out
         return handler
+
+    def reading_step(self, r: Reader, d: Inputs, step: int) -> Outputs:
+        """Next/previous (Alt+N / Alt+P) from a reader-study reading: the next reading of the
+        reader's study worklist not signed yet, that way round the list; the general worklist
+        is not stepped into from a reading (a new-user trial pressed Alt+N between readings
+        and stayed put)."""
+        rows = self.study_lists(r).rows
+        ids = [int(row[0]) for row in rows]
+        here = r.session.reading
+        start = ids.index(here) if here in ids else (-1 if step > 0 else 0)
+        unsigned = {int(row[0]) for row in rows if row[2] != "signed"}
+        target = next((ids[(start + step * k) % len(ids)] for k in range(1, len(ids) + 1)
+                       if ids[(start + step * k) % len(ids)] in unsigned - {here}), None)
+        out = self.navigate(r, d, lambda r: None, target)
+        if target is None and out.get(self.page.review.save_status) == NO_OTHER_STUDY:
+            out[self.page.review.save_status] = ("No other reading to read in this session: "
+                                                 "the others are signed.")
+        return out
 
     def on_select(self, d: Inputs, evt: gr.SelectData, request: gr.Request) -> Outputs:
         """A worklist row: its study (a row click carries the event, so the guard's

@@ -403,8 +403,8 @@ def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE,
         # (whole at 1366 px: "..., Enter to search" was cut off there, a new-user trial)
         # (its label is not shown, but names the box for a screen reader: it was "Textbox")
         search = gr.Textbox(placeholder="Study or patient key, then Enter",
-                            label="Search the worklist", show_label=False, elem_id="worklist-search", max_lines=1,
-                            max_length=128)
+                            label="Search the worklist", show_label=False,
+                            elem_id="worklist-search", max_lines=1, max_length=128)
         with gr.Row():
             # the rows say "in review": so does the filter (its value stays the status)
             status = gr.Dropdown([("all", "all"), *((s.replace("_", " "), s) for s in STATUSES)],
