@@ -173,6 +173,7 @@ def _read(reader, reading_id, key, arm, words, score_first=False, by_key=False):
         page.locator("#study-worklist").get_by_text(key, exact=True).filter(visible=True
                                                                            ).first.click()
     page.locator("#film-head").get_by_text(key).wait_for()
+    wait_text(page, "edit-findings", "Findings (editable)")
     findings = page.locator("#edit-findings textarea")
     expected = TEMPLATE if arm == "unassisted" else f"Model findings of {key}."
     try:
@@ -225,6 +226,8 @@ def _read(reader, reading_id, key, arm, words, score_first=False, by_key=False):
     page.locator("#sign-confirm").click()
     wait_text(page, "save-status", "Signed")
     assert findings.is_disabled()
+    # and says so (it read "Findings (editable)"), until the next reading opens
+    wait_text(page, "edit-findings", "Findings (signed: read-only)")
     assert rows_signed(reader, reading_id)[0][0] is not None
 
 

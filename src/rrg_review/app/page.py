@@ -244,8 +244,14 @@ class Navigation:
         editable = session.study is not None and not (session.reading is not None
                                                       and session.signed)
         can_sign = session.reading is not None and not session.signed
-        boxes = {box: gr.update(interactive=editable) if texts is None else
-                 gr.update(value=texts[section], interactive=editable)
+        # the labels say it too: a signed reading's boxes read "(editable)" and looked it (a
+        # new-user trial)
+        state = ("editable" if editable else "signed: read-only"
+                 if session.study is not None else "no study open")
+        boxes = {box: gr.update(interactive=editable, label=f"{section.title()} ({state})")
+                 if texts is None else
+                 gr.update(value=texts[section], interactive=editable,
+                           label=f"{section.title()} ({state})")
                  for section, box in (("findings", p.review.findings),
                                       ("impression", p.review.impression))}
         return {**p.studies.shown(self.study_lists(r)), **p.sign.state(can_sign=can_sign),
