@@ -236,13 +236,19 @@ def _cli(settings, *argv):
     return main(["study", *argv, "--db", settings.db_url, "--data-dir", str(settings.data_dir)])
 
 
-def test_cli_create_list_show_status(study_db, settings, tmp_path, capsys):
+def _cli_create(settings, tmp_path, capsys, design: str) -> str:
+    """`study create` of this design file's text; what it printed."""
     path = tmp_path / "study.yaml"
-    path.write_text("name: cli-study\ncases: {source: ds}\nreaders: [ann, bob, cy]\n"
-                    "arms: [unassisted, draft:retrieval, reference]\ndesign: parallel\n"
-                    "seed: 3\n")
+    path.write_text(design)
     assert _cli(settings, "create", str(path)) == 0
-    out = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_cli_create_list_show_status(study_db, settings, tmp_path, capsys):
+    out = _cli_create(settings, tmp_path, capsys,
+                      "name: cli-study\ncases: {source: ds}\nreaders: [ann, bob, cy]\n"
+                      "arms: [unassisted, draft:retrieval, reference]\ndesign: parallel\n"
+                      "seed: 3\n")
     assert "created: 3 readers, 7 cases, 21 readings" in out
     assert "cases have no draft yet" in out  # the retrieval arm is not drafted
     assert _cli(settings, "list") == 0
@@ -465,12 +471,10 @@ def test_create_and_status_name_readers_who_already_worked_on_its_cases(study_db
             Revision(reader_id=reader["cy"], study_id=ids[4], section="findings", number=1,
                      text="Clear."),
         ])
-    path = tmp_path / "study.yaml"
-    path.write_text("name: seen\ncases: {source: ds}\nreaders: [ann, bob]\n"
-                    "arms: [unassisted, reference]\ndesign: crossover\nsessions: 2\n"
-                    "washout_days: 14\nseed: 3\n")
-    assert _cli(settings, "create", str(path)) == 0
-    out = capsys.readouterr().out
+    out = _cli_create(settings, tmp_path, capsys,
+                      "name: seen\ncases: {source: ds}\nreaders: [ann, bob]\n"
+                      "arms: [unassisted, reference]\ndesign: crossover\nsessions: 2\n"
+                      "washout_days: 14\nseed: 3\n")
     assert "warning: ann already worked on 2 of the study's cases outside it" in out, out
     assert "warning: bob already worked on 1 of the study's cases outside it" in out, out
     assert "cy" not in out
