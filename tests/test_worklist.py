@@ -152,6 +152,13 @@ def test_progress_and_next_unfinished(db, service, image):
     assert service.positions(alice, (ids[0], ids[9])) == {ids[0]: 0, ids[9]: 9}
     assert service.next_unfinished(alice, 10_000) == ids[0]  # not on the list: first open
     assert service.next_unfinished(alice, ids[0], flt=WorklistFilter(search="CXR7")) == ids[6]
+    # under the status filter "done", Next and Previous go through the done studies (the
+    # list on screen), round its ends; they left it for an unfinished study before
+    done = WorklistFilter(status="done")
+    assert service.next_unfinished(alice, ids[1], 1, done, wrap=True) == ids[2]
+    assert service.next_unfinished(alice, ids[3], 1, done, wrap=True) == ids[1]
+    assert service.next_unfinished(alice, ids[1], -1, done, wrap=True) == ids[3]
+    assert service.next_unfinished(alice, ids[0], 1, done) == ids[1]  # from off the list
     # pre-drafting: studies not yet drafted (ids[5] is in review), round the end of the list
     assert service.undrafted(alice, ids[0], 3) == [ids[4], ids[6], ids[7]]
     assert service.undrafted(alice, ids[8], 3) == [ids[9], ids[0], ids[4]]

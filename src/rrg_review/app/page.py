@@ -68,11 +68,20 @@ log = logging.getLogger(__name__)
 
 # Next / Previous went round the end of the list without a word (a new-user trial took the
 # first study, met again, for a new one)
-WRAPPED = {True: "↻ Past the end of the list: back to its first unfinished study.",
-           False: "↻ Past the start of the list: on to its last unfinished study."}
+def wrapped_note(step: int, kind: str) -> str:
+    """What Next (step > 0) or Previous says when it went round the list's end to its first
+    (last) `kind` study ("unfinished"; "done" under the status filter "done")."""
+    if step > 0:
+        return f"↻ Past the end of the list: back to its first {kind} study."
+    return f"↻ Past the start of the list: on to its last {kind} study."
 
-NO_OTHER_STUDY = ("No other unfinished study that way in the worklist as searched and "
-                  "filtered.")
+
+def no_other_study(kind: str) -> str:
+    return f"No other {kind} study that way in the worklist as searched and filtered."
+
+
+NO_OTHER_STUDY = no_other_study("unfinished")
+NO_OTHER_READING = "No other reading to read in this session: the others are signed."
 
 STATIC = Path(__file__).with_name("static")
 SHORTCUTS = [
@@ -363,10 +372,10 @@ class Navigation:
         return {**out, **self.rows(r.id, d)}
 
     def navigate(self, r: Reader, d: Inputs, target: Callable[[Reader], int | None],
-                 reading: int | None = None) -> Outputs:
+                 reading: int | None = None, none_left: str = NO_OTHER_STUDY) -> Outputs:
         """Save what is typed (an autosave revision), then open the target study (or the
         reading). A refused save, or a refused reading, keeps the reader on the study with
-        their words on screen."""
+        their words on screen; `none_left`: what is said when there is no target."""
         p, session = self.page.review, r.session
         texts, client = p.texts_of(d), Client.parse(d[self.page.tab.client])
         left = (session.study, session.reading)
@@ -378,7 +387,7 @@ class Navigation:
         study = target(r)
         if study is None and reading is None:
             return {**self.editor.after_save(r, saved, texts, client),
-                    p.save_status: NO_OTHER_STUDY}
+                    p.save_status: none_left}
         if (study, reading) != left and (why := self.desk.unsent(
                 session, d.get(p.comment), d.get(p.likert), page_study=client.study)):
             log.info("a move of %s from study %s held: %s", r.name, session.study, why)
@@ -410,16 +419,16 @@ class Navigation:
         def handler(r: Reader, d: Inputs) -> Outputs:
             if r.session.reading is not None:
                 return self.reading_step(r, d, step)
-            before = r.session.study
+            before, kind = r.session.study, wl.logic.stepped_through(d.get(wl.status))
             out = self.navigate(r, d, lambda r: wl.logic.target(
-                r.id, r.session.study, step, *self.filters_of(d)))
+                r.id, r.session.study, step, *self.filters_of(d)), none_left=no_other_study(kind))
             session = r.session
             if self.page.film.film in out and session.study is not None \
                     and session.reader is not None:
                 if before is not None and before != session.study and wl.logic.wrapped(
                         session.reader, before, session.study, step):
                     status = self.page.review.save_status
-                    out[status] = f"{WRAPPED[step > 0]}<br>{out.get(status, '')}"
+                    out[status] = f"{wrapped_note(step, kind)}<br>{out.get(status, '')}"
                 v = wl.logic.page_showing(session.reader, session.study, *self.filters_of(d))
                 if v is not None and v.page != (d.get(wl.page) or 1):
                     out.update({wl.table: v.rows, wl.page: v.page, wl.page_text: v.label})
@@ -438,11 +447,7 @@ class Navigation:
         unsigned = {int(row[0]) for row in rows if row[2] != "signed"}
         target = next((ids[(start + step * k) % len(ids)] for k in range(1, len(ids) + 1)
                        if ids[(start + step * k) % len(ids)] in unsigned - {here}), None)
-        out = self.navigate(r, d, lambda r: None, target)
-        if target is None and out.get(self.page.review.save_status) == NO_OTHER_STUDY:
-            out[self.page.review.save_status] = ("No other reading to read in this session: "
-                                                 "the others are signed.")
-        return out
+        return self.navigate(r, d, lambda r: None, target, none_left=NO_OTHER_READING)
 
     def on_select(self, d: Inputs, evt: gr.SelectData, request: gr.Request) -> Outputs:
         """A worklist row: its study (a row click carries the event, so the guard's

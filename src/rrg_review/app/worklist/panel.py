@@ -146,10 +146,17 @@ class WorklistPanelLogic:
         return progress_line(counts, self.worklists.progress_of(reader, left_off)
                              if left_off else None)
 
+    @staticmethod
+    def stepped_through(status: str | None) -> str:
+        """Which studies Next and Previous go through under this status filter: the done
+        ones under "done", else the unfinished ones."""
+        return "done" if status == "done" else "unfinished"
+
     def target(self, reader: int, current: int | None, step: int, search: str | None = "",
                status: str | None = "all", source: str | None = "all",
                split: str | None = "all", images: str | None = "all") -> int | None:
-        """The next/previous unfinished study within the filters (None: none that way)."""
+        """The next/previous unfinished study within the filters, or the next/previous done
+        one under the status filter "done" (None: none that way)."""
         try:
             flt = self.filter_of(reader, search, status, source, split, images)
         except WorklistError:
@@ -374,14 +381,15 @@ class _Steps:
         panel, logic = self.panel, self.logic
         reader, current = self.reader_of(request), self.current_of(session)
         target = logic.target(reader, current, step, *filters)
+        kind = logic.stepped_through(filters[1])
         if target is None:
             where = "after" if step > 0 else "before"
-            return {panel.message: f"No unfinished study {where} this one"
+            return {panel.message: f"No {kind} study {where} this one"
                     + (" under these filters." if current is not None else ".")}
         out = self.opened(session, target, request)
         wrapped = current is not None and logic.wrapped(reader, current, target, step)
         out[panel.message] = ("Wrapped round to the " + ("first" if step > 0 else "last")
-                              + " unfinished study of the list." if wrapped else "")
+                              + f" {kind} study of the list." if wrapped else "")
         if target not in _shown_ids(table):  # follow the study to its page
             v = logic.page_showing(reader, target, *filters)
             if v is not None:

@@ -596,14 +596,17 @@ class WorklistService:
 
     def next_unfinished(self, reader_id: int, after: int | None = None, step: int = 1,
                         flt: WorklistFilter | None = None, *, wrap: bool = False) -> int | None:
-        """The next (step=1) or previous (step=-1) study not done after/before `after`, in
-        list order and within the filter. `after` not on the list: the first unfinished one.
+        """The next (step=1) or previous (step=-1) study not done (done, under the status
+        filter "done") after/before `after`, in list order and within the filter. `after`
+        not on the list: the first such study.
         None when there is none in that direction; with `wrap`, the search then goes round
         from the other end of the list (a reader at the last row still has the unfinished
         studies above it), never returning `after` itself.
 
-        A status filter of "done" is ignored here (only unfinished studies are looked for).
-        When `after` is None or not on the list, step=1 gives the first unfinished study and
+        Under the status filter "done" the done studies are stepped through instead: a reader
+        going over what they finished (Next had left the filtered list for an unfinished study
+        not on it: a new-user trial).
+        When `after` is None or not on the list, step=1 gives the first such study and
         step=-1 the last one.
 
         Args:
@@ -624,12 +627,11 @@ class WorklistService:
     def _next_unfinished(self, reader_id: int, after: int | None, step: int,
                          flt: WorklistFilter | None, exclude: int | None = None) -> int | None:
         flt = flt or WorklistFilter()
-        if flt.status == "done":
-            flt = replace(flt, status=None)
         with self.db.read() as s:
             here = self._position(s, reader_id, after)
-            stmt = self._filtered(select(WorklistItem.study_id), reader_id, flt).where(
-                WorklistItem.status != "done")
+            stmt = self._filtered(select(WorklistItem.study_id), reader_id, flt)
+            if flt.status != "done":
+                stmt = stmt.where(WorklistItem.status != "done")
             if exclude is not None:
                 stmt = stmt.where(WorklistItem.study_id != exclude)
             if here is None:
