@@ -184,6 +184,9 @@ def _read(reader, reading_id, key, arm, words, score_first=False, by_key=False):
                              f"{page.locator('#save-status').inner_text()!r}") from None
     impression = page.locator("#edit-impression textarea").input_value()
     assert impression == ("" if arm == "unassisted" else f"Model impression of {key}.")
+    # blinded to the reference, drafting nothing: no empty reference panel and no greyed
+    # Regenerate (a new-user trial)
+    assert page.locator("#reference").is_hidden() and page.locator("#draft-button").is_hidden()
     findings.click()
     page.keyboard.press("End")
     page.keyboard.type(f" {words}")

@@ -268,9 +268,9 @@ class Navigation:
 
     def _review_outs(self) -> list[Any]:
         r, tab = self.page.review, self.page.tab
-        return [r.findings, r.impression, r.new_findings, r.new_impression, r.ref_findings,
-                r.ref_impression, r.model_line, r.draft_error, r.draft_button, r.save_status,
-                r.diff, tab.sync, r.keep_mine, r.take_theirs, r.accept_confirm,
+        return [r.findings, r.impression, r.new_findings, r.new_impression, r.reference,
+                r.ref_findings, r.ref_impression, r.model_line, r.draft_error, r.draft_button,
+                r.save_status, r.diff, tab.sync, r.keep_mine, r.take_theirs, r.accept_confirm,
                 r.accept_cancel, r.revert_confirm, r.revert_cancel, r.restore_note,
                 *r.rating_fields, r.rate_status, *r.aid_fields]
 

@@ -38,7 +38,8 @@ from rrg_review.reader_study.sessions import describe_wait
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ["reading", "case", "status"]
+# the reading's number (its `?reading=N`): "#", as "reading" was cut to "r..." at 1366 px
+COLUMNS = ["#", "case", "status"]
 
 
 @dataclass(frozen=True)

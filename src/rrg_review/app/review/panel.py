@@ -87,6 +87,7 @@ class ReviewPanel:
     new_impression: gr.Textbox
     use_draft: gr.Button
     diff: gr.HighlightedText
+    reference: gr.Accordion
     ref_findings: gr.Textbox
     ref_impression: gr.Textbox
     # issue #22: the flags and the suggestions over the ReXVal rows, the tick
@@ -241,14 +242,15 @@ def _draft_diff_reference() -> dict[str, Any]:
     diff = gr.HighlightedText(label="Draft → current (word level)",
                               color_map={"+": "green", "-": "red"}, combine_adjacent=True,
                               elem_id="diff")
-    with gr.Accordion("Reference report (dataset)", open=True, elem_id="reference"):
+    with gr.Accordion("Reference report (dataset)", open=True, elem_id="reference") as reference:
         ref_findings = gr.Textbox(label="Reference findings", interactive=False, lines=3,
                                   elem_id="ref-findings")
         ref_impression = gr.Textbox(label="Reference impression", interactive=False, lines=2,
                                     elem_id="ref-impression")
     return {"model_draft": model, "new_findings": new_findings,
             "new_impression": new_impression, "use_draft": use_draft, "diff": diff,
-            "ref_findings": ref_findings, "ref_impression": ref_impression}
+            "reference": reference, "ref_findings": ref_findings,
+            "ref_impression": ref_impression}
 
 
 WITHDRAWN = "“Acceptable without changes” withdrawn: you edited the draft."
@@ -369,8 +371,13 @@ class Editor:
     def opened(self, r: Reader, opened: Opened, can_draft: bool) -> Outputs:
         p, session, ref = self.panel, r.session, opened.view.reference
         drafts = self.desk.draft_texts(session)
+        # a reader-study reading is blinded to the reference and drafts nothing: its panel
+        # and button are not shown (an empty panel and a greyed Regenerate were: a new-user
+        # trial)
+        plain = session.reading is None
         return {p.findings: opened.texts["findings"], p.impression: opened.texts["impression"],
                 p.new_findings: drafts["findings"], p.new_impression: drafts["impression"],
+                p.reference: gr.update(visible=plain),
                 p.ref_findings: (ref.findings or "") if ref else "",
                 p.ref_impression: (ref.impression or "") if ref else "",
                 p.model_line: opened.model_note,
@@ -378,7 +385,8 @@ class Editor:
                 # a report-only study has no image to draft from (trying said so in a Python
                 # error's words: found in a new-user trial on Open-i)
                 p.draft_button: gr.update(interactive=can_draft and bool(opened.view.images),
-                                          value="Regenerate" if session.drafts else "Draft"),
+                                          value="Regenerate" if session.drafts else "Draft",
+                                          visible=plain),
                 p.save_status: opened.status, p.diff: diff_of(drafts, opened.texts),
                 self.tab.sync: sync_json(r.name, session),
                 **self.rating_values(opened.rating, session.edited_since_rated),
