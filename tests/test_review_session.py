@@ -1863,8 +1863,32 @@ def test_the_worklist_follows_next_and_previous_to_the_study_s_page(browser, tmp
         page.keyboard.press("Alt+n")  # an ordinary step says nothing of the kind
         wait_until(lambda: key_on_screen(page) == "CXR2", "the second study")
         assert "Past the" not in page.locator("#save-status").inner_text()
+        # Next from the list's last row in view: the list scrolls to show the study opened
+        # (the mark went on down the page's 50 rows out of sight: a new-user trial)
+        last, after = page.evaluate(LAST_ROW_IN_VIEW)
+        assert after, "the whole page of the list is in view: nothing to scroll"
+        click_row(page, last)
+        page.locator("#film-head").click()
+        page.keyboard.press("Alt+n")
+        wait_until(lambda: key_on_screen(page) == after, after)
+        wait_until(lambda: page.evaluate(OPEN_ROW_IN_VIEW), f"{after}'s row in the list's view")
     finally:
         running.stop()
+
+
+# the study keys of the worklist's last row wholly in its view and of the row after it
+LAST_ROW_IN_VIEW = """() => {
+  const view = document.querySelector('#worklist .virtual-table-viewport').getBoundingClientRect();
+  const keys = [...document.querySelectorAll('#worklist .body-cell[data-row][data-col="1"]')]
+    .filter((c) => c.offsetParent).sort((a, b) => a.dataset.row - b.dataset.row);
+  const i = keys.findLastIndex((c) => c.getBoundingClientRect().bottom <= view.bottom + 1);
+  return [keys[i].innerText.trim(), keys[i + 1] ? keys[i + 1].innerText.trim() : null]; }"""
+OPEN_ROW_IN_VIEW = """() => {
+  const cell = document.querySelector('#worklist .body-cell.rrg-open[data-col="1"]');
+  const view = document.querySelector('#worklist .virtual-table-viewport');
+  if (!cell || !view) return false;
+  const row = cell.getBoundingClientRect(), box = view.getBoundingClientRect();
+  return row.top >= box.top - 1 && row.bottom <= box.bottom + 1; }"""
 
 
 def test_an_empty_worklist_says_report_only_studies_are_left_off(browser, tmp_path):

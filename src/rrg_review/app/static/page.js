@@ -907,10 +907,23 @@ window.rrgLogout = () => {
   const markOpenRow = () => {
     for (const first of document.querySelectorAll('#worklist .body-cell[data-row][data-col="0"]')) {
       const open = rrg.study !== null && cellText(first) === String(rrg.study);
+      if (open && !first.classList.contains('rrg-open')) showRow(first);
       for (const cell of first.parentElement.querySelectorAll('.body-cell[data-row]')) {
         if (cell.classList.contains('rrg-open') !== open) cell.classList.toggle('rrg-open', open);
       }
     }
+  };
+  // a row newly marked open is scrolled into the list's view, the list alone (not the page
+  // under the reader's typing): Next went on down the page's 50 rows while the list showed the
+  // first 15 (a new-user trial); a row the reader scrolled away from stays where they put it
+  const showRow = (first) => {
+    const view = first.closest('.virtual-table-viewport');
+    if (!view) return;
+    const row = first.getBoundingClientRect(), box = view.getBoundingClientRect();
+    const head = view.querySelector('thead');
+    const top = box.top + (head ? head.getBoundingClientRect().height : 0);
+    if (row.top < top) view.scrollTop -= top - row.top;
+    else if (row.bottom > box.bottom) view.scrollTop += row.bottom - box.bottom;
   };
   const titleKeys = () => {
     for (const cell of document.querySelectorAll('#worklist .body-cell[data-col="1"]')) {
