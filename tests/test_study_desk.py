@@ -354,3 +354,41 @@ def test_a_tab_open_on_a_case_when_its_blinded_study_is_created_stores_no_more(b
     other, ann = tab(d, "ann")
     d.open(other, ann, c[2], now=0.0)
     assert d.save(other, {"findings": "Ann's.", "impression": ""}, Client(c[2], seq=1)).wrote
+
+
+def test_a_held_case_is_never_the_prior_beside_a_study_in_plain_review(demo_db, settings,
+                                                                         tmp_path):
+    """A new-user trial opened, in plain review, the later study of a patient whose earlier
+    study was a case of the reader's unfinished blinded study: Show prior beside showed that
+    case's film and its reference report."""
+    from rrg_review.app.viewer.panel import film_html
+
+    db = demo_db
+    accounts = AccountService(db)
+    for name in ("dee", "eve"):
+        accounts.add(name, None)
+    viewer = StudyViewer(db, settings.blobs)
+    with db.read() as s:
+        imaged = list(s.scalars(select(Study.id).where(Study.image_count > 0)))
+    later = next(v for v in map(viewer.open, imaged) if v.prior_ids)
+    case = viewer.open(later.prior_ids[0])
+    studies = _service(db)
+    studies.create(_design(tmp_path, name="held", cases=[case.study_key], readers=["dee"],
+                           arms=[{"arm": "unassisted", "template": "Template."}],
+                           design="parallel", sessions=1, blinded=True))
+    desk = Desk(viewer, ReviewService(db, accounts.audit), accounts=accounts,
+                readings=ReadingDesk(studies, accounts.audit))
+    session = Session()
+    dee = desk.bind(session, "dee")
+    desk.prepare(dee)
+    held = studies.blinded_cases(dee).ids
+    assert held == {case.study_id}
+    opened = desk.open(session, dee, later.study_id, 0.0, hidden=held)
+    assert opened.view.prior_ids == () and session.priors == ()
+    page = film_html(viewer, opened.view)
+    assert case.study_key not in page and case.reference.findings not in page
+    # a reader not in the study is shown the prior as before
+    other = Session()
+    eve = desk.bind(other, "eve")
+    assert desk.open(other, eve, later.study_id, 0.0).view.prior_ids == (case.study_id,)
+    assert other.priors == (case.study_id,)

@@ -324,7 +324,8 @@ class Navigation:
             opened = self.desk.open_reading(session, r.id, reading, time.monotonic())
         elif study_id is not None:
             self.study_lists(r).refuse_plain(int(study_id))
-            opened = self.desk.open(session, r.id, int(study_id), time.monotonic())
+            opened = self.desk.open(session, r.id, int(study_id), time.monotonic(),
+                                    hidden=self.page.worklist.logic.left_off(r.id))
         session.offered = False
         out: Outputs = {p.tab.state: session, **p.top.reader(r), **p.enlarged.cleared(),
                         **p.metrics.computing(), **self.editor.reset()}

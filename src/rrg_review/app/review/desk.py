@@ -177,6 +177,10 @@ class Session:
     image: int | None = None
     images: tuple[int, ...] = ()  # the open study's images in film order
     prior: int | None = None  # the prior study shown beside the open one
+    # the open study's priors this reader may be shown (never a case of their unfinished
+    # blinded reader study: shown beside a later study of the patient, with its reference
+    # report, it broke the blinding: a new-user trial)
+    priors: tuple[int, ...] = ()
     # the reader asked for the prior beside (Alt+B): kept from study to study until they hide
     # it (it went off at every study change, so a comparison read needed Alt+B each time)
     prior_wanted: bool = False
@@ -612,11 +616,16 @@ class Desk:
         return self.worklists.next_unfinished(session.reader, session.study, step)
 
     # -- opening --------------------------------------------------------------------------
-    def open(self, session: Session, reader: int, study_id: int, now: float) -> Opened:
+    def open(self, session: Session, reader: int, study_id: int, now: float,
+             hidden: frozenset[int] = frozenset()) -> Opened:
         """Open a study for a reader: their own latest text, else the draft; pre-draft it
         (see `_predraft`) and the next undrafted studies. Opening changes nothing in the
-        database."""
+        database. `hidden`: studies not to be shown as its priors (the cases of the
+        reader's unfinished blinded reader studies)."""
         view = self.viewer.open(int(study_id))
+        if hidden:
+            view = dataclasses.replace(view, prior_ids=tuple(
+                i for i in view.prior_ids if i not in hidden))
         drafts = self.drafting.latest(view.study_id, self.preset) if self.drafting else {}
         good = {s: (d.id, d.text) for s, d in drafts.items() if d.error is None and d.text}
         current = self.review.current(reader, view.study_id)
@@ -630,7 +639,7 @@ class Desk:
         session.beat_at = session.draft_asked_at = now
         session.images = tuple(i.image_id for i in view.images)
         session.image = session.images[0] if session.images else None
-        session.prior = None
+        session.prior, session.priors = None, view.prior_ids
         session.conflicts = {}
         session.reading, session.signed, session.sign_token = None, False, None
         session.keys_sent = {}
@@ -785,6 +794,7 @@ class Desk:
         session.drafts = {s.section: (0, s.draft) for s in opened.sections if s.draft}
         session.shown = {s.section: s.text for s in opened.sections}
         session.reference, session.beat_at, session.prior = None, now, None
+        session.priors = view.prior_ids
         session.images = tuple(i.image_id for i in view.images)
         session.image = session.images[0] if session.images else None
         session.conflicts = {}

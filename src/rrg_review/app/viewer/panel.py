@@ -10,7 +10,7 @@ import html
 import io
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gradio as gr
 
@@ -171,7 +171,8 @@ def wire_film(panel: FilmPanel, viewer: StudyViewer, guard: Guard,
         session = r.session
         if session.study is None:
             return {panel.film: gr.update()}
-        view = viewer.open(session.study)
+        view = viewer.open(session.study)  # (only the priors the reader may be shown)
+        view = replace(view, prior_ids=tuple(i for i in view.prior_ids if i in session.priors))
         if session.prior is not None or not view.prior_ids:
             session.prior, session.prior_wanted = None, False
             return {panel.film: film_html(viewer, view),
