@@ -174,6 +174,10 @@ def _read(reader, reading_id, key, arm, words, score_first=False, by_key=False):
                                                                            ).first.click()
     page.locator("#film-head").get_by_text(key).wait_for()
     wait_text(page, "edit-findings", "Findings (editable)")
+    assert page.locator("#save").is_enabled() and page.locator("#rate").is_enabled()
+    if by_key:  # the reading left is signed: said so, not that edits were saved into it
+        wait_text(page, "save-status", "is signed.")  # ("your edits ... are saved": a trial)
+        assert "Your edits" not in page.locator("#save-status").inner_text()
     findings = page.locator("#edit-findings textarea")
     expected = TEMPLATE if arm == "unassisted" else f"Model findings of {key}."
     try:
@@ -228,9 +232,13 @@ def _read(reader, reading_id, key, arm, words, score_first=False, by_key=False):
     assert top_in_column(page, "#sign-confirm") == confirm_at
     page.locator("#sign-confirm").click()
     wait_text(page, "save-status", "Signed")
+    wait_text(page, "save-status", "read-only now.")
     assert findings.is_disabled()
     # and says so (it read "Findings (editable)"), until the next reading opens
     wait_text(page, "edit-findings", "Findings (signed: read-only)")
+    # and what writes to it is greyed (Save and Submit rating looked clickable: a trial)
+    for button in ("#save", "#revert", "#accept", "#rate"):
+        assert page.locator(button).is_disabled(), button
     assert rows_signed(reader, reading_id)[0][0] is not None
 
 
@@ -252,6 +260,8 @@ def _session(reader, session, keys):
               score_first=session == 1 and i == 0, by_key=session == 2 and i > 0)
         print(f"{reader.name} session {session} reading {i + 1}: "
               f"{time.monotonic() - began:.1f} s")
+    # the last one's Signed line sends the reader to no empty list (it did: a new-user trial)
+    wait_text(page, "save-status", "No other reading of yours is open now")
     if session == 2:  # every reading signed: Alt+N says so and opens nothing
         page.keyboard.press("Alt+KeyN")
         wait_text(page, "save-status", "No other reading to read in this session")

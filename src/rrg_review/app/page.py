@@ -238,7 +238,15 @@ class Navigation:
     def reading_outs(self) -> list[Any]:
         s, g = self.page.studies, self.page.sign
         return [s.head, s.table, g.sign, g.confirm, g.cancel, g.preview,
-                self.page.review.findings, self.page.review.impression]
+                self.page.review.findings, self.page.review.impression, *self._writes]
+
+    @property
+    def _writes(self) -> list[Any]:
+        """The buttons that write to the open study: greyed where the boxes take no text (a
+        signed reading's Save and Submit rating looked as clickable as ever: a new-user
+        trial)."""
+        r = self.page.review
+        return [r.save_button, r.revert_button, r.accept_button, r.rate_button]
 
     def study_lists(self, r: Reader) -> StudyListView:
         return self.lists.view(r.name, r.id) if self.lists else StudyListView("", [], None)
@@ -264,7 +272,7 @@ class Navigation:
                  for section, box in (("findings", p.review.findings),
                                       ("impression", p.review.impression))}
         return {**p.studies.shown(self.study_lists(r)), **p.sign.state(can_sign=can_sign),
-                **boxes}
+                **boxes, **{b: gr.update(interactive=editable) for b in self._writes}}
 
     def _review_outs(self) -> list[Any]:
         r, tab = self.page.review, self.page.tab
@@ -395,7 +403,11 @@ class Navigation:
             return {**self.editor.after_save(r, saved, texts, client),
                     p.save_status: f"⚠ **Still on this study: {why}**"}
         mine = {s: n for s, n in session.base.items() if n is not None}
-        notes = [left_saved(session.label, mine) if session.stored_here and mine else "",
+        # a signed reading's words are its signed report: "your edits are saved (revision
+        # 1)" after Sign read as if more had been stored into it (a new-user trial)
+        signed = session.reading is not None and session.signed
+        notes = [(f"✓ {html.escape(session.label)} is signed." if signed
+                  else left_saved(session.label, mine)) if session.stored_here and mine else "",
                  self.desk.discarded(session, d.get(p.comment), d.get(p.likert),
                                      page_study=client.study) or ""]
         note = "<br>".join(n for n in notes if n)

@@ -250,9 +250,16 @@ def _on_confirm(sign: SignPanel, desk: Desk, editor: Editor, tab: Tab,
             session.question = f"⚠ Not signed: {html.escape(str(exc))}"
             return {**reading_outputs(r), sign.preview: "", tab.state: session,
                     p.save_status: session.question}
+        # "open the next one in your study worklist" after the session's last reading, with
+        # that list empty through the washout, misled a new-user trial
+        more = desk.readings is not None and StudyLists(desk.readings.studies).view(
+            r.name, r.id).first_open is not None
+        then = ("Open the next one in your study worklist (Alt+N)." if more else
+                "No other reading of yours is open now (the study worklist says when a next "
+                "session opens).")
         return {**reading_outputs(r), tab.state: session, tab.sync: sync_json(r.name, session),
                 p.save_status: f"Signed ({signed.signed_at:%Y-%m-%d %H:%M} UTC): this reading "
-                               "is read-only now. Open the next one in your study worklist."}
+                               f"is read-only now. {then}"}
     return on_confirm
 
 
