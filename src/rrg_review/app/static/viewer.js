@@ -277,9 +277,13 @@
     const bottom = el('wl-caption').offsetHeight;
     return {w: r.width, h: Math.max(r.height - top - bottom, 1), top};
   };
+  const fitScale = () => {
+    const b = viewBox();
+    return Math.min(b.w / canvas.width, b.h / (canvas.height * V.a));
+  };
   const fit = () => {
     const b = viewBox();
-    V.s = Math.min(b.w / canvas.width, b.h / (canvas.height * V.a));
+    V.s = fitScale();
     V.tx = (b.w - canvas.width * V.s) / 2;
     V.ty = b.top + (b.h - canvas.height * sy()) / 2;
     V.fitted = true; view = b;
@@ -293,7 +297,7 @@
   let carry = null;  // the view the image being opened takes at its first fit (P)
   const viewNow = () => {
     if (V.fitted || !canvas.width || !view) return null;
-    const b = viewBox(), s = Math.min(b.w / canvas.width, b.h / (canvas.height * V.a));
+    const b = viewBox(), s = fitScale();
     return {z: V.s / s, fx: (b.w / 2 - V.tx) / (canvas.width * V.s),
             fy: (b.top + b.h / 2 - V.ty) / (canvas.height * sy())};
   };
@@ -313,11 +317,13 @@
   // a strip of the film always on screen. Window/level, invert and a measurement (in image
   // pixels) are untouched. Resize events come in bursts: one refit per animation frame.
   const keep = (t, size, lo, hi) => {
-    const m = Math.min(64, size, hi - lo);
+    const m = Math.min(Math.max(64, (hi - lo) / 3), size, hi - lo);
     return Math.min(Math.max(t, lo + m - size), hi - m);
   };
-  // a pan (or a zoom) keeps at least 64 px of the film in the view: a film dragged wholly
-  // out of it was lost (the resize refit's rule)
+  // a pan (or a zoom) keeps a third of the view's width and height on the film (or the whole
+  // film, when smaller): a film dragged wholly out of it was lost (the resize refit's rule),
+  // and a strip of 64 px, kept before, was the film's black border (a new-user trial took
+  // the screen for empty)
   const keepInView = () => {
     const b = viewBox();
     V.tx = keep(V.tx, canvas.width * V.s, 0, b.w);
@@ -520,7 +526,8 @@
     stage.addEventListener('wheel', (e) => {
       e.preventDefault();
       const r = stage.getBoundingClientRect(), mx = e.clientX - r.left, my = e.clientY - r.top;
-      const s = Math.min(Math.max(V.s * (e.deltaY < 0 ? 1.2 : 1 / 1.2), 0.02), 64);
+      // out to a quarter of the fitted size at most (a trial wheeled the film down to 38 px)
+      const s = Math.min(Math.max(V.s * (e.deltaY < 0 ? 1.2 : 1 / 1.2), fitScale() / 4), 64);
       const f = s / V.s;  // about the cursor: the point under it stays under it
       V.tx = mx - (mx - V.tx) * f; V.ty = my - (my - V.ty) * f; V.s = s;
       V.fitted = false; keepInView(); place(); typedNoteDone();
