@@ -50,7 +50,9 @@ COLUMN_WIDTHS: list[str | int] = ["18%", "47%", "21%", "14%"]
 LAST_PAGE = 1 << 30  # clamped to the last page by the service
 LOADING = "*Loading worklist…*"
 # after a search: the ids of the rows found (the table's first column) to the page script
-SEARCHED_JS = ("(table) => { if (!window.rrgSearched) return;"
+# (an empty search box is no search: Enter in it opened a worklist's only study: a trial)
+SEARCHED_JS = ("(search, table) => { if (!window.rrgSearched || !String(search || '').trim())"
+               " return;"
                " const rows = Array.isArray(table) ? table : ((table && table.data) || []);"
                " window.rrgSearched(rows.map((r) => Number(r[0])).filter(Number.isInteger)); }")
 
@@ -258,7 +260,7 @@ class WorklistPanel:
         # the workstation's page script opens a study found alone (`rrgSearched`, page.js;
         # a browser-only step, no request); the panel's own page has no such script. Only
         # after a search that answered: a failed one leaves the rows it did not replace
-        searched.success(None, [self.table], None, js=SEARCHED_JS, queue=False,
+        searched.success(None, [self.search, self.table], None, js=SEARCHED_JS, queue=False,
                          show_progress="hidden", api_visibility="private")
         for dropdown in (self.status, self.source, self.split, self.images):
             dropdown.input(views.first, filters, view_outputs, **light)
