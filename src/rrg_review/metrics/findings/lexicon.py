@@ -33,7 +33,11 @@ OBSERVATIONS: dict[str, tuple[str, ...]] = {
                 "ground glass", "ground glass opacity"),
     "nodule": ("nodule", "mass", "nodular opacity", "nodular density", "lesion", "nodular",
                "pulmonary nodule", "lung nodule", "masslike", "mass like", "tumor", "neoplasm",
-               "metastasis", "metastatic disease"),
+               "metastasis", "metastatic disease",
+               # a nodule is a rounded opacity (the Fleischner glossary's own words): "rounded
+               # opacities" against "nodular opacities" were flagged as two findings, each
+               # missing from the other report (a new-user trial, on every demo study)
+               "rounded opacity", "round opacity", "rounded density", "round density"),
     "granuloma": ("granuloma", "granulomatous disease", "granulomatous", "calcified granuloma",
                   "granulomata", "calcified nodule", "calcified lymph node"),
     "calcification": ("calcification", "calcified", "calcified density", "calcific density",
