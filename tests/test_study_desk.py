@@ -293,7 +293,7 @@ def test_plain_review_refuses_only_the_cases_of_an_unfinished_blinded_study(besi
 
 
 def test_the_plain_worklist_leaves_them_off_and_next_previous_pass_over_them(beside):
-    d, studies, ids, c, _ = beside
+    d, studies, ids, c, keys = beside
     ann, bob = ids["ann"], ids["bob"]
     with d.review.db.write() as s:  # ann worked on c0 in plain review before the study
         s.execute(update(WorklistItem).where(WorklistItem.reader_id == ann,
@@ -313,6 +313,12 @@ def test_the_plain_worklist_leaves_them_off_and_next_previous_pass_over_them(bes
                              "reader study (its study worklist)"), view.progress
     in_review = logic.view(ann, status="in_review")  # c0 is in review, but held
     assert (in_review.rows, in_review.label) == ([], "No study matches.")
+    # a search for a held case says why it finds nothing (a trial took it for a wrong key)
+    held_key = logic.view(ann, search=keys[0])
+    assert held_key.rows == [] and held_key.label == (
+        "No study on this list matches: 1 matching study is a case of your blinded reader "
+        "study (read in its study worklist above)."), held_key.label
+    assert logic.view(ann, search="no-such-key").label == "No study matches."
     assert logic.target(ann, c[2], 1) is None and logic.target(ann, c[2], -1) is None
     assert logic.target(ann, None, 1) == logic.target(ann, c[0], -1) == c[2]
     assert logic.page_showing(ann, c[0]) is None

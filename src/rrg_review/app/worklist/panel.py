@@ -134,9 +134,23 @@ class WorklistPanelLogic:
         counts = (self.worklists.progress(reader)
                   if with_progress and not flt.needs_study else None)
         result = self.worklists.page(reader, flt, number, self.page_size, counts)
-        return PanelView(table_rows(result), result.page, page_label(result),
+        return PanelView(table_rows(result), result.page,
+                         self.held_matches(reader, flt, result.total) or page_label(result),
                          self.progress_text(reader, counts, flt.left_off)
                          if counts is not None else None, "")
+
+    def held_matches(self, reader: int, flt: WorklistFilter, found: int) -> str:
+        """Why a search found nothing when what it names is held off the list (cases of the
+        reader's blinded reader study; "No study matches." alone read as a wrong key to a
+        new-user trial); '' otherwise. `found`: what the search found on the list."""
+        if found or not (flt.search and flt.left_off):
+            return ""
+        held = self.worklists.page(reader, replace(flt, left_off=frozenset()), 1, 1).total
+        if not held:
+            return ""
+        return (f"No study on this list matches: {held:,} matching "
+                f"{'study is a case' if held == 1 else 'studies are cases'} of your blinded "
+                "reader study (read in its study worklist above).")
 
     def progress_text(self, reader: int, counts: Progress | None = None,
                       left_off: frozenset[int] | None = None) -> str:
