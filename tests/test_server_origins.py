@@ -297,7 +297,10 @@ def test_the_page_works_under_its_headers_and_signs_out_by_post(team, chromium):
     # typed and not yet saved: kept in this browser until the server has it; Log out saves it
     # and leaves no copy behind (a patient's words stayed in a shared browser's storage)
     page.locator("#edit-findings textarea").fill("Bob's own words, and his last ones.")
-    page.wait_for_function("() => Object.keys(localStorage).some((k) => k.startsWith('rrg:'))")
+    # (the page copies typed text on its own tick, which a loaded machine still busy with the
+    # flood's answers can hold past Playwright's 30 s default)
+    page.wait_for_function("() => Object.keys(localStorage).some((k) => k.startsWith('rrg:'))",
+                           timeout=90_000)
     page.locator("#logout").click()
     page.wait_for_url(re.compile(r".*/login\?msg=out$"), timeout=60_000)
     assert status_of(page, "config") == 401

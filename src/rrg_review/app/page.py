@@ -251,10 +251,12 @@ class Navigation:
     def study_lists(self, r: Reader) -> StudyListView:
         return self.lists.view(r.name, r.id) if self.lists else StudyListView("", [], None)
 
-    def reading_outputs(self, r: Reader, texts: dict[str, str] | None = None) -> Outputs:
+    def reading_outputs(self, r: Reader, texts: dict[str, str] | None = None,
+                        lists: StudyListView | None = None) -> Outputs:
         """The study worklists, Sign and whether the boxes take text (a signed reading's do
         not, nor do they with no study open), after anything that opens, saves or signs a study
-        or a reading; `texts`: the boxes' new values (one update carries both)."""
+        or a reading; `texts`: the boxes' new values (one update carries both); `lists`: the
+        study worklists when the caller has them already (one query fewer)."""
         session, p = r.session, self.page
         # no study open (every study done, an empty list): the boxes take no typing, which
         # belonged to no study and was dropped without a word (a new-user trial)
@@ -271,7 +273,8 @@ class Navigation:
                            label=f"{section.title()} ({state})")
                  for section, box in (("findings", p.review.findings),
                                       ("impression", p.review.impression))}
-        return {**p.studies.shown(self.study_lists(r)), **p.sign.state(can_sign=can_sign),
+        lists = lists if lists is not None else self.study_lists(r)
+        return {**p.studies.shown(lists), **p.sign.state(can_sign=can_sign),
                 **boxes, **{b: gr.update(interactive=editable) for b in self._writes}}
 
     def _review_outs(self) -> list[Any]:
@@ -328,12 +331,16 @@ class Navigation:
                 (nothing on screen has changed then).
         """
         p, session, viewer = self.page, r.session, self.services.viewer
+        # (a plain study's opening changes no reading: its study worklists are read once, for
+        # the refusal, the priors it may show and the list on screen)
+        lists: StudyListView | None = None
         if reading is not None:
             opened = self.desk.open_reading(session, r.id, reading, time.monotonic())
         elif study_id is not None:
-            self.study_lists(r).refuse_plain(int(study_id))
+            lists = self.study_lists(r)
+            lists.refuse_plain(int(study_id))
             opened = self.desk.open(session, r.id, int(study_id), time.monotonic(),
-                                    hidden=self.page.worklist.logic.left_off(r.id))
+                                    hidden=lists.blinded.ids)
         session.offered = False
         out: Outputs = {p.tab.state: session, **p.top.reader(r), **p.enlarged.cleared(),
                         **p.metrics.computing(), **self.editor.reset()}
@@ -350,7 +357,7 @@ class Navigation:
             out[p.tab.wanted] = wait_for_draft(session.study)
         return {**out, **p.film.opened(viewer, opened.view, session, self.desk.prior_report),
                 **self.editor.opened(r, opened, can_draft),
-                **self.reading_outputs(r, opened.texts)}
+                **self.reading_outputs(r, opened.texts, lists)}
 
     # -- handlers ----------------------------------------------------------------------------
     def on_load(self, r: Reader, d: Inputs) -> Outputs:

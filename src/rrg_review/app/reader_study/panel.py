@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import gradio as gr
 
@@ -37,6 +37,14 @@ from rrg_review.app.review.panel import Editor
 from rrg_review.reader_study.sessions import describe_wait
 
 log = logging.getLogger(__name__)
+
+
+class ReadingOutputs(Protocol):
+    """The page's `reading_outputs`: the study worklists, Sign and the boxes' state after a
+    sign; `lists`: the study worklists when the caller read them already."""
+
+    def __call__(self, r: Reader, texts: dict[str, str] | None = None,
+                 lists: StudyListView | None = None) -> Outputs: ...
 
 # the reading's number (its `?reading=N`): "#", as "reading" was cut to "r..." at 1366 px
 COLUMNS = ["#", "case", "status"]
@@ -178,7 +186,7 @@ def preview_markdown(report: dict[str, str]) -> str:
 
 
 def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
-              reading_outputs: Callable[[Reader], Outputs], reading_outs: list[Any],
+              reading_outputs: ReadingOutputs, reading_outs: list[Any],
               edit_in: set[Any], with_client: dict[str, Any]) -> None:
     """Sign reading (what is typed is saved first, then the report to sign is shown), Confirm
     (signs exactly that; refused if the boxes changed since) and Cancel."""
@@ -225,7 +233,7 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
 
 
 def _on_confirm(sign: SignPanel, desk: Desk, editor: Editor, tab: Tab,
-                reading_outputs: Callable[[Reader], Outputs]
+                reading_outputs: ReadingOutputs
                 ) -> Callable[[Reader, Inputs], Outputs]:
     """Confirm: signs exactly the report shown at Sign reading; refused, and said until Sign
     reading is pressed again, if the boxes changed since."""
@@ -252,12 +260,14 @@ def _on_confirm(sign: SignPanel, desk: Desk, editor: Editor, tab: Tab,
                     p.save_status: session.question}
         # "open the next one in your study worklist" after the session's last reading, with
         # that list empty through the washout, misled a new-user trial
-        more = desk.readings is not None and StudyLists(desk.readings.studies).view(
-            r.name, r.id).first_open is not None
-        then = ("Open the next one in your study worklist (Alt+N)." if more else
+        lists = (StudyLists(desk.readings.studies).view(r.name, r.id)
+                 if desk.readings is not None else None)
+        then = ("Open the next one in your study worklist (Alt+N)."
+                if lists is not None and lists.first_open is not None else
                 "No other reading of yours is open now (the study worklist says when a next "
                 "session opens).")
-        return {**reading_outputs(r), tab.state: session, tab.sync: sync_json(r.name, session),
+        return {**reading_outputs(r, lists=lists), tab.state: session,
+                tab.sync: sync_json(r.name, session),
                 p.save_status: f"Signed ({signed.signed_at:%Y-%m-%d %H:%M} UTC): this reading "
                                f"is read-only now. {then}"}
     return on_confirm

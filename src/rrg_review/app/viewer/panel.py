@@ -171,8 +171,9 @@ def wire_film(panel: FilmPanel, viewer: StudyViewer, guard: Guard,
         session = r.session
         if session.study is None:
             return {panel.film: gr.update()}
-        view = viewer.open(session.study)  # (only the priors the reader may be shown)
-        view = replace(view, prior_ids=tuple(i for i in view.prior_ids if i in session.priors))
+        # the priors the reader may be shown, as the study's opening chose them (never a case
+        # of their unfinished blinded reader study: review/desk.py `open`)
+        view = replace(viewer.open(session.study), prior_ids=session.priors)
         if session.prior is not None or not view.prior_ids:
             session.prior, session.prior_wanted = None, False
             return {panel.film: film_html(viewer, view),
