@@ -411,6 +411,13 @@ def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     first.locator("#edit-impression textarea").fill("Tab one again.")
     first.locator("#save").click()
     wait_text(first, "save-status", "not saved")
+    # the quote of the saved text underlines, as the page draws it, its words that are not in
+    # the box (a new-user trial compared the two by eye); the legend's own word last
+    marks = first.evaluate("""() => [...document.querySelectorAll('#save-status ins')].map(
+        (m) => [m.innerText, getComputedStyle(m).textDecorationLine])""")
+    assert marks == [["two impression.", "underline"], ["underlined", "underline"]], marks
+    assert "The saved impression reads: “Tab two impression.”" in first.locator(
+        "#save-status").inner_text()
     first.locator("#take-theirs").click()
     first.wait_for_function("el => el.value === 'Tab two impression.'",
                             arg=first.locator("#edit-impression textarea").element_handle())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -146,7 +147,8 @@ def test_other_readers_second_tabs_signing_twice_and_saving_after_signing(desk):
     case = one.study
     assert d.save(one, {"findings": "Tab one.", "impression": ""}, keys(case, findings=1)).wrote
     clash = d.save(two, {"findings": "Tab two.", "impression": ""}, keys(case, findings=1))
-    assert "findings" in clash.conflicts and "Tab one." in clash.message
+    # (the quote of the saved text marks its words unlike the tab's: "Tab <ins>one.</ins>")
+    assert "findings" in clash.conflicts and "Tab one." in re.sub("<[^>]+>", "", clash.message)
     kept = d.keep_mine(two, {"findings": "Tab two.", "impression": ""},
                        keys(case, seq=2, findings=1))
     assert kept.wrote, kept.message
@@ -166,6 +168,9 @@ def test_other_readers_second_tabs_signing_twice_and_saving_after_signing(desk):
     assert audited == [f"reading {item.reading_id} findings revision {rows[-1][0]} "
                        f"(yours kept as {rows[-2][0]})"]
     assert d.review.current(reader, case) == {}
+    # a third tab, open before the reading is signed, that never saves after it
+    early, _ = tab(d, "ann")
+    d.open_reading(early, reader, item.reading_id, now=0.0)
     with pytest.raises(ReaderStudyError, match="findings: revision 99 does not exist"):
         d.readings.set_aside(item.reading_id, "ann", {"findings": ("x", 99)})
     with pytest.raises(ReaderStudyError, match="press Sign reading first"):
@@ -179,19 +184,33 @@ def test_other_readers_second_tabs_signing_twice_and_saving_after_signing(desk):
     assert preview.report["findings"] == "Tab two again."
     signed = d.sign(one)
     assert signed.signed_at == T0 and one.signed
-    # signing twice, from either tab; saving and rating after signing: refused, one sentence
-    for session in (one, two):
-        with pytest.raises(ReaderStudyError, match="is signed"):
-            d.sign_preview(session)
+    # tab two, still editable, saves after the signing: refused, and read-only from now on,
+    # which its sync tells its page (drawn again as signed, static/page.js): it stayed
+    # editable, every save refused (a new-user trial)
+    assert not two.signed and not json.loads(sync_json("ann", two))["signed"]
     later = d.save(two, {"findings": "After signing.", "impression": ""},
                    keys(case, seq=4, findings=1))
-    assert later.message.startswith("⚠ Not saved") and "is signed" in later.message
+    assert later.closed and later.ok and not later.wrote and not later.conflicts
+    assert later.message == (f"⚠ Not saved: {two.label} was signed in another tab or window; "
+                             "it is read-only now.")
+    assert two.signed and two.sign_token is None and json.loads(sync_json("ann", two))["signed"]
+    again = d.save(two, {"findings": "After signing, again.", "impression": ""},
+                   keys(case, seq=5, findings=1))
+    assert again.closed and again.message == f"⚠ Not saved: {two.label} is signed; it is " \
+                                             "read-only now."
+    # the third tab learns it at Sign reading; signing twice, from any tab, and rating after
+    # signing: refused, one sentence
+    assert not early.signed
+    for session in (one, two, early):
+        with pytest.raises(ReaderStudyError, match="is signed"):
+            d.sign_preview(session)
+        assert session.signed and session.sign_token is None
     ok, message = d.rate(two, 3, False, {}, None, None)
     assert not ok and "is signed" in message
     with d.review.db.read() as s:
         texts = list(s.scalars(select(Revision.text).where(
             Revision.reading_id == item.reading_id).order_by(Revision.number)))
-    assert texts[-1] == "Tab two again." and "After signing." not in texts
+    assert texts[-1] == "Tab two again." and not [t for t in texts if "After" in t]
     # a signed reading opens read-only
     three, _ = tab(d, "ann")
     opened = d.open_reading(three, reader, item.reading_id, now=0.0)

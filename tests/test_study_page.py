@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from tests.browser import App, close_pages, top_in_column, wait_text
+from tests.browser import App, close_pages, top_in_column, wait_text, wait_value
 
 pytest_plugins = ["tests.browser"]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -270,18 +270,36 @@ def _session(reader, session, keys):
 
 
 def _second_tab_after_signing(reader, page, reading):
-    """The other tab saves and signs after the reading was signed: refused, nothing stored."""
+    """The other tab types and signs after the reading was signed in the first: refused,
+    nothing stored, and the tab is drawn again as signed, read-only, with the words it typed
+    quoted (it stayed editable, every save refused: a new-user trial)."""
     page.bring_to_front()
     page.locator("#edit-findings textarea").click()
     page.keyboard.type(" late")
-    page.locator("#sign-reading").click()
-    page.wait_for_function("() => /is signed|elsewhere/.test("
+    typed = page.locator("#edit-findings textarea").input_value()
+    # (force: its autosave, refused, may have had the tab drawn again, Sign greyed, already)
+    page.locator("#sign-reading").click(force=True)
+    page.wait_for_function("() => /elsewhere|is signed|read-only/.test("
                            "document.getElementById('save-status').innerText)")
-    if "elsewhere" in page.locator("#save-status").inner_text():  # told of tab one's save
-        page.locator("#keep-mine").click()
-    wait_text(page, "save-status", "is signed")
+    if "elsewhere" in page.locator("#save-status").inner_text():  # told of tab one's save,
+        page.locator("#keep-mine").click()  # the typing is held: Keep mine stores it, refused
+    page.wait_for_function("() => document.querySelector('#edit-findings textarea')?.disabled"
+                           " && document.querySelector('#edit-impression textarea')?.disabled")
+    wait_text(page, "save-status", "Reading signed (")
+    signed = reader.app.query("SELECT text FROM revision WHERE reading_id = ? AND section = "
+                              "'findings' ORDER BY number DESC LIMIT 1", reading)[0][0]
+    wait_value(page, "findings", "v === " + json.dumps(signed))
+    assert "(signed: read-only)" in page.locator("#edit-findings").inner_text()
+    for button in ("#sign-reading", "#save"):
+        assert page.locator(button).is_disabled(), button
+    note = page.locator("#restore-note").inner_text()
+    assert "signed in another tab or window; it is read-only now" in note, note
+    assert typed.endswith(" late") and f"findings: “{typed.strip()}”" in note, note
     assert not reader.app.query("SELECT id FROM revision WHERE reading_id = ? AND text LIKE ?",
                                 reading, "% late")
+    # nothing of them is kept in this browser to be offered back later
+    assert not page.evaluate("() => Object.keys(localStorage).some((k) => k.startsWith('rrg:')"
+                             " && localStorage.getItem(k).includes(' late'))")
     page.close()
 
 

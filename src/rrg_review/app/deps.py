@@ -156,7 +156,8 @@ def sync_json(reader: str, session: Session) -> str:
     session.answers += 1
     return json.dumps({"reader": reader, "study": session.study, "base": session.base,
                        "shown": session.shown, "n": session.answers,
-                       "drafts": {s: d[0] for s, d in session.drafts.items()}})
+                       "drafts": {s: d[0] for s, d in session.drafts.items()},
+                       "signed": session.reading is not None and session.signed})
 
 
 @dataclass(frozen=True)

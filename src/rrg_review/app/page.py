@@ -396,6 +396,8 @@ class Navigation:
         texts, client = p.texts_of(d), Client.parse(d[self.page.tab.client])
         left = (session.study, session.reading)
         saved = self.desk.leave(session, texts, client, time.monotonic())
+        if saved.closed:  # signed in another tab: stays, drawn again read-only, the words quoted
+            return self.editor.after_save(r, saved, texts, client)
         if not saved.ok:
             held = Saved("⚠ **Still on this study: choose Keep mine or Take theirs first.** "
                          + saved.message, saved.conflicts, saved.wrote)

@@ -20,10 +20,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from rrg_review.app.reader_study.reading import ReadingDesk, ReadingEdit, ReadingKeys
-from rrg_review.app.reader_study.service import ReaderStudyError
+from rrg_review.app.reader_study.service import ReaderStudyError, ReadingSigned
 from rrg_review.app.review.service import (
     EditConflict,
     RatingView,
+    ReadOnlyNow,
     ReviewError,
     RevisionView,
     SectionEdit,
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 def _refusal() -> Iterator[None]:
     try:
         yield
+    except ReadingSigned as exc:
+        raise ReadOnlyNow(str(exc)) from None
     except ReaderStudyError as exc:
         raise ReviewError(str(exc)) from None
 

@@ -32,7 +32,7 @@ from rrg_review.app.reader_study.service import (
     StudyWorklist,
     WorklistReading,
 )
-from rrg_review.app.review.desk import Client, Desk
+from rrg_review.app.review.desk import Client, Desk, Saved
 from rrg_review.app.review.panel import Editor
 from rrg_review.reader_study.sessions import describe_wait
 
@@ -202,7 +202,7 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
         session.question = ""  # (a refusal kept on the status line is answered by this press)
         saved = desk.save(session, texts, client)
         out = editor.after_save(r, saved, texts, client)
-        if not saved.ok:
+        if not saved.ok or saved.closed:  # (closed: signed elsewhere; the page draws it again)
             return out
         # a score picked (or a comment, counts) and never sent with Submit rating: signing
         # made the reading read-only and the rating could never be given (a new-user trial
@@ -215,8 +215,10 @@ def wire_sign(sign: SignPanel, desk: Desk, guard: Guard, editor: Editor,
         try:
             preview = desk.sign_preview(session)
         except ReaderStudyError as exc:
-            return {**out, **reading_outputs(r), p.save_status: f"⚠ Not signed: "
-                                                              f"{html.escape(str(exc))}"}
+            note = f"⚠ Not signed: {html.escape(str(exc))}"
+            if session.signed:  # signed meanwhile in another tab or window
+                return _signed_elsewhere(editor, r, texts, client, note)
+            return {**out, **reading_outputs(r), p.save_status: note}
         return {**out, **sign.state(can_sign=True, confirming=True,
                                     preview=preview_markdown(preview.report))}
 
@@ -255,7 +257,10 @@ def _on_confirm(sign: SignPanel, desk: Desk, editor: Editor, tab: Tab,
         try:
             signed = desk.sign(session)
         except ReaderStudyError as exc:
-            session.question = f"⚠ Not signed: {html.escape(str(exc))}"
+            note = f"⚠ Not signed: {html.escape(str(exc))}"
+            if session.signed:  # signed meanwhile in another tab or window
+                return {**_signed_elsewhere(editor, r, texts, client, note), sign.preview: ""}
+            session.question = note
             return {**reading_outputs(r), sign.preview: "", tab.state: session,
                     p.save_status: session.question}
         # "open the next one in your study worklist" after the session's last reading, with
@@ -271,6 +276,14 @@ def _on_confirm(sign: SignPanel, desk: Desk, editor: Editor, tab: Tab,
                 p.save_status: f"Signed ({signed.signed_at:%Y-%m-%d %H:%M} UTC): this reading "
                                f"is read-only now. {then}"}
     return on_confirm
+
+
+def _signed_elsewhere(editor: Editor, r: Reader, texts: dict[str, str], client: Client,
+                      note: str) -> Outputs:
+    """Sign or Confirm refused as the reading was signed meanwhile in another tab or window: it
+    is read-only here from now on, and the page draws it again as signed (its sync says so:
+    static/page.js `signedElsewhere`); the boxes stay as they are until then."""
+    return editor.after_save(r, Saved(note, {}, False, closed=True), texts, client)
 
 
 def _on_cancel(sign: SignPanel, status: gr.Markdown) -> Callable[[Reader, Inputs], Outputs]:

@@ -30,6 +30,7 @@ from rrg_review.app.accounts.audit import AuditLog
 from rrg_review.app.reader_study.service import (
     ReaderStudyError,
     ReaderStudyService,
+    ReadingSigned,
     WorklistReading,
     reading_for,
     worklist_reading,
@@ -245,8 +246,8 @@ class ReadingDesk:
         if reading.opened_at is None:
             raise ReaderStudyError([f"reading {reading_id} has not been opened"])
         if reading.signed_at is not None:
-            raise ReaderStudyError([f"reading {reading_id} is signed; a signed reading is "
-                                    "not changed"])
+            raise ReadingSigned([f"reading {reading_id} is signed; a signed reading is "
+                                 "not changed"])
         return reading
 
     def history(self, reading_id: int, reader: str, section: str) -> list[RevisionView]:

@@ -62,6 +62,11 @@ class ReaderStudyError(ValueError):
         self.problems = tuple(problems)
 
 
+class ReadingSigned(ReaderStudyError):
+    """The reading is signed: read-only. A tab that had it open and editable (a second tab of
+    the reader, the reading signed in the first) is drawn again read-only."""
+
+
 @dataclass(frozen=True)
 class Created:
     name: str

@@ -21,6 +21,8 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -30,13 +32,15 @@ from rrg_review.app.drafting.service import DraftingService, PreDrafter, StoredD
 from rrg_review.app.evaluation.study_metrics import StudyMetrics
 from rrg_review.app.reader_study.on_page import ReadingReview
 from rrg_review.app.reader_study.reading import OpenedReading, ReadingDesk, SignPreview
-from rrg_review.app.reader_study.service import ReaderStudyError, WorklistReading
+from rrg_review.app.reader_study.service import ReaderStudyError, ReadingSigned, WorklistReading
 from rrg_review.app.review.aids import ReviewAids
+from rrg_review.app.review.conflicts import conflict_message
 from rrg_review.app.review.service import (
     DatabaseBusy,
     EditConflict,
     Keystrokes,
     RatingView,
+    ReadOnlyNow,
     ReviewError,
     ReviewService,
     RevisionView,
@@ -236,6 +240,17 @@ class Opened:
     rating: RatingView | None
 
 
+@contextmanager
+def _read_only_when_signed(session: Session) -> Iterator[None]:
+    """A reading found signed (in another tab or window) is read-only in this tab from now on:
+    its page is drawn again (static/page.js `signedElsewhere`); the refusal goes on up."""
+    try:
+        yield
+    except ReadingSigned:
+        session.signed, session.sign_token = True, None
+        raise
+
+
 @dataclass(frozen=True)
 class Saved:
     """The outcome of a save: what to tell the reader, and what was refused.
@@ -255,6 +270,7 @@ class Saved:
     held: frozenset[str] | None = None
     texts: dict[str, str] | None = None
     withdrawn: bool = False  # this save withdrew "acceptable without changes" (the box unticks)
+    closed: bool = False  # refused: the reading was signed elsewhere (the tab turns read-only)
 
     @property
     def ok(self) -> bool:
@@ -820,7 +836,8 @@ class Desk:
         (what the reader confirms is what is signed)."""
         if self.readings is None or session.reading is None or session.owner is None:
             raise ReaderStudyError(["no reader-study reading is open"])
-        preview = self.readings.sign_preview(session.reading, session.owner)
+        with _read_only_when_signed(session):
+            preview = self.readings.sign_preview(session.reading, session.owner)
         session.sign_token = preview.token
         return preview
 
@@ -832,8 +849,9 @@ class Desk:
             raise ReaderStudyError(["press Sign reading first: the report to sign is shown "
                                     "for confirmation"])
         token, session.sign_token = session.sign_token, None
-        signed = self.readings.sign(session.reading, session.owner, token,
-                                    address=session.address)
+        with _read_only_when_signed(session):
+            signed = self.readings.sign(session.reading, session.owner, token,
+                                        address=session.address)
         session.signed = True
         current = self.readings.current(session.reading, session.owner)
         session.base = {s: current[s].number if s in current else None for s in SECTIONS}
@@ -946,6 +964,11 @@ class Desk:
         try:
             results = (self._store(session, session.reader, session.study, client, edits,
                                    autosave) if edits else {})
+        except ReadOnlyNow:  # signed in another tab: this one is drawn again, read-only
+            where = "is signed" if session.signed else "was signed in another tab or window"
+            session.signed, session.sign_token = True, None
+            return Saved(f"⚠ Not saved: {html.escape(session.label)} {where}; it is read-only "
+                         "now.", {}, False, closed=True)
         except (DatabaseBusy, ReviewError) as exc:  # the text stays in the box
             return Saved(f"⚠ Not saved: {html.escape(str(exc))}", {}, False)
         _counted(session, client, results)
@@ -972,7 +995,7 @@ class Desk:
             messages += [again.message] if again.wrote or again.conflicts else []
             wrote = wrote or again.wrote
         session.seq = max(session.seq, client.seq)
-        saved = self._saved(session, messages, set(results), wrote, autosave, set(changed))
+        saved = self._saved(session, messages, set(results), wrote, autosave, texts, set(changed))
         if getattr(results, "withdrawn", False):  # see ReviewService.save_sections
             saved = dataclasses.replace(saved, withdrawn=True, message=(
                 f"{saved.message}<br>“Acceptable without changes” is withdrawn: your text now "
@@ -992,14 +1015,14 @@ class Desk:
                                          drafts=self.draft_texts(session))
 
     def _saved(self, session: Session, messages: list[str], written: set[str], wrote: bool,
-               autosave: bool, changed: set[str]) -> Saved:
+               autosave: bool, texts: dict[str, str], changed: set[str]) -> Saved:
         """What a save tells the reader: the conflicts, else what it stored, else that all
         is saved (a Save then also marks the sections submitted). A conflict holds only a
         section the reader `changed`; a newer save of another is told after what was saved."""
         if session.conflicts:
             held = frozenset(s for s in session.conflicts if s in changed)
             told = session.told = frozenset(session.conflicts) - held
-            message = self.conflict_message(session, told)
+            message = conflict_message(session.conflicts, texts, told)
             if messages and not held:
                 message = "; ".join(messages) + "<br>" + message
             return Saved(message, dict(session.conflicts), wrote, held)
@@ -1047,32 +1070,8 @@ class Desk:
         # (nothing is pending when the heartbeat asks: every section told is one the reader
         # has not changed; typing in it later makes it theirs, and a conflict: see `tick`)
         session.told = frozenset(newer)
-        return Saved(self.conflict_message(session, session.told), dict(newer), False)
-
-    @staticmethod
-    def conflict_message(session: Session, told: frozenset[str] = frozenset()) -> str:
-        """The conflicts in words: a refused section of the reader's own text, or (`told`) a
-        newer save of a section the reader has not changed in this tab, which nothing of the
-        tab's is saved over (Keep mine keeps only what the reader changed)."""
-        # The choice comes first and each saved text last: the status box scrolls past about
-        # six lines, and a new-user trial at 1366 px saw the quote cut off with the choice
-        # below it, out of sight.
-        quotes = []
-        for section, rev in session.conflicts.items():
-            when = f"revision {rev.number} at {rev.created_at:%H:%M:%S}"
-            if section in told:
-                head = f"⚠ **A newer version of the {section} was saved elsewhere ({when}).**"
-            else:
-                head = (f"⚠ **{section} not saved — it was saved elsewhere ({when}).** Your text "
-                        "stays on screen.")
-            quotes.append((head, f"The saved {section} reads: “{html.escape(rev.text)}”"))
-        if told >= session.conflicts.keys():
-            it = "it" if len(told) == 1 else "them"
-            choice = f"You have not changed {it} in this tab: **Take theirs** shows the newer text."
-        else:
-            choice = ("Choose **Keep mine** (saved on top, both kept in history) or "
-                      "**Take theirs**.")
-        return "<br>".join([*(h for h, _ in quotes), choice, *(q for _, q in quotes)])
+        return Saved(conflict_message(session.conflicts, session.shown, session.told),
+                     dict(newer), False)
 
     def keep_mine(self, session: Session, texts: dict[str, str], client: Client) -> Saved:
         """Save the reader's text on top of the newest revision; all stay in the history.
@@ -1157,7 +1156,8 @@ class Desk:
             if result is not None:
                 kept.append(f"{section} revision {current.number - 1}")
         if session.conflicts:
-            return out, Saved(self.conflict_message(session), dict(session.conflicts), bool(kept))
+            return out, Saved(conflict_message(session.conflicts, out), dict(session.conflicts),
+                              bool(kept))
         note = f" Your text is kept in the history ({', '.join(kept)})." if kept else ""
         return out, Saved("Showing the newer saved text." + note, {}, bool(kept))
 
@@ -1180,7 +1180,7 @@ class Desk:
             # theirs now (it kept saying untouched, and Take theirs then took the typed words
             # off the screen: new-user trial 19)
             session.told -= held
-            return Saved(self.conflict_message(session, session.told),
+            return Saved(conflict_message(session.conflicts, texts, session.told),
                          dict(session.conflicts), False, held)
         if not pending or held:
             return None
@@ -1278,7 +1278,7 @@ class Desk:
                                      address=address or session.address)
         except EditConflict as exc:
             session.conflicts[exc.section] = exc.current
-            return Accepted(self.conflict_message(session))
+            return Accepted(conflict_message(session.conflicts, texts))
         current = self.review.current(session.reader, session.study)
         session.base = {s: current[s].number if s in current else None for s in SECTIONS}
         session.shown = {s: current[s].text if s in current else drafts[s] for s in SECTIONS}

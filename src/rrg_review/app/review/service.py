@@ -46,6 +46,11 @@ class ReviewError(ValueError):
     pass
 
 
+class ReadOnlyNow(ReviewError):
+    """What the tab edits became read-only since it was opened (a reader-study reading signed
+    in another tab or window): nothing more is saved to it."""
+
+
 class EditConflict(ReviewError):
     """The section was saved elsewhere since this edit began; nothing was written."""
 

@@ -238,6 +238,29 @@ window.rrgLogout = () => {
   // the note quotes what went nowhere, so the reader can type it again where it belongs (it
   // only said that keys were dropped, not which: a new-user trial)
   const STRAY_HEAD = 'Keys typed after leaving the last study were not typed into this one';
+  // a reading signed in another tab or window while this one had it open and editable (its
+  // saves are refused): the words this tab typed into it can be stored nowhere now, so they
+  // are quoted in the note (selectable, with its ×), and the reading is drawn again as it was
+  // signed, read-only. A new-user trial typed on in such a tab, every save refused and the
+  // boxes, Save and Sign as live as before.
+  const SIGNED_HEAD = 'This reading was signed in another tab or window; it is read-only now';
+  const SIGNED_AGAIN_MS = 3000;
+  const signedElsewhere = (sync) => {
+    const f = box('findings'), i = box('impression');
+    if (!sync.signed || !f || !i) return;
+    if (f.disabled && i.disabled) {  // drawn again: the note, once (the answer redrew it)
+      if (rrg.signedNote) { setNote(rrg.signedNote); rrg.signedNote = null; }
+      return;
+    }
+    if (Date.now() - (rrg.signedAsked || 0) < SIGNED_AGAIN_MS) return;
+    rrg.signedAsked = Date.now();
+    if (!rrg.signedNote) {
+      const lost = NAMES.filter((s) => !same(box(s).value, rrg.shown[s]) && box(s).value.trim());
+      const quoted = lost.map((s) => `${s}: “${box(s).value.trim()}”`).join('; ');
+      rrg.signedNote = `${SIGNED_HEAD}.${quoted ? ` Not stored, typed here: ${quoted}` : ''}`;
+    }
+    click('redraw');
+  };
   const strayNote = () => {
     const typed = rrg.strayText.trim();
     const shown = typed.length > 200 ? `${typed.slice(0, 199)}…` : typed;
@@ -594,7 +617,7 @@ window.rrgLogout = () => {
     // the stray-keys note lies over the draft's buttons and provenance instead of pushing the
     // editor down (at 1366x768 it put Submit rating below the fold: a new-user trial); its ×
     // puts it away, and its quote can be selected and copied (page.css)
-    const stray = text.startsWith(STRAY_HEAD);
+    const stray = text.startsWith(STRAY_HEAD) || text.startsWith(SIGNED_HEAD);
     own.classList.toggle('rrg-stray', stray);
     if (stray) {
       const close = document.createElement('button');
@@ -719,6 +742,7 @@ window.rrgLogout = () => {
           rrg.pending = sync.study === null ? null : {study: sync.study,
                                                      entry: claimEntry(sync.study)};
         }
+        if (!changed && !rrg.pending) signedElsewhere(sync);
         if (rrg.pending && rrg.pending.study === sync.study && boxesShow(rrg.shown)) {
           const {entry, redrawn} = rrg.pending;
           rrg.pending = null;
