@@ -171,6 +171,11 @@ def test_other_readers_second_tabs_signing_twice_and_saving_after_signing(desk):
     # a third tab, open before the reading is signed, that never saves after it
     early, _ = tab(d, "ann")
     d.open_reading(early, reader, item.reading_id, now=0.0)
+    # and a fourth that only looks: its heartbeat finds the signing by itself (it looked
+    # editable until the reader's next save was refused)
+    looking, _ = tab(d, "ann")
+    d.open_reading(looking, reader, item.reading_id, now=0.0)
+    assert d.check_signed(looking, Client(case)) is None
     with pytest.raises(ReaderStudyError, match="findings: revision 99 does not exist"):
         d.readings.set_aside(item.reading_id, "ann", {"findings": ("x", 99)})
     with pytest.raises(ReaderStudyError, match="press Sign reading first"):
@@ -184,6 +189,14 @@ def test_other_readers_second_tabs_signing_twice_and_saving_after_signing(desk):
     assert preview.report["findings"] == "Tab two again."
     signed = d.sign(one)
     assert signed.signed_at == T0 and one.signed
+    assert d.check_signed(one, Client(case)) is None  # its own signing: nothing to tell
+    assert d.check_signed(looking, Client(case + 1)) is None  # (the tab is on its way away)
+    seen = d.check_signed(looking, Client(case))
+    assert seen is not None and seen.closed and seen.ok and not seen.wrote
+    assert seen.message == (f"Reading {item.position} was signed in another tab or window; "
+                            "it is read-only now.")
+    assert looking.signed and json.loads(sync_json("ann", looking))["signed"]
+    assert d.check_signed(looking, Client(case)) is None  # told once
     # tab two, still editable, saves after the signing: refused, and read-only from now on,
     # which its sync tells its page (drawn again as signed, static/page.js): it stayed
     # editable, every save refused (a new-user trial)

@@ -269,10 +269,33 @@ def _session(reader, session, keys):
     return {key: arm for _, key, arm in readings}
 
 
+def _hidden(page):
+    """The tab as one behind the reader's other windows (`document.hidden`): its heartbeat
+    asks nothing of the server (another tab's saves, a signing), only its typing is saved."""
+    page.evaluate("() => Object.defineProperty(document, 'hidden', {get: () => true})")
+    return page
+
+
+def _looking_tab_after_signing(page):
+    """A tab of the reading, left open and never touched while the reading was signed in
+    another: it turns read-only by itself, from its heartbeat (it looked editable until the
+    reader's next save was refused: a new-user trial), with nothing to quote."""
+    page.bring_to_front()
+    page.wait_for_function("() => document.querySelector('#edit-findings textarea')?.disabled"
+                           " && document.querySelector('#edit-impression textarea')?.disabled")
+    wait_text(page, "save-status", "Reading signed (")
+    note = page.locator("#restore-note").inner_text()
+    assert "signed in another tab or window; it is read-only now" in note, note
+    assert "typed here" not in note, note
+    for button in ("#sign-reading", "#save"):
+        assert page.locator(button).is_disabled(), button
+    page.close()
+
+
 def _second_tab_after_signing(reader, page, reading):
-    """The other tab types and signs after the reading was signed in the first: refused,
-    nothing stored, and the tab is drawn again as signed, read-only, with the words it typed
-    quoted (it stayed editable, every save refused: a new-user trial)."""
+    """The other tab (hidden, `_hidden`) types and signs after the reading was signed in the
+    first: refused, nothing stored, and the tab is drawn again as signed, read-only, with the
+    words it typed quoted (it stayed editable, every save refused: a new-user trial)."""
     page.bring_to_front()
     page.locator("#edit-findings textarea").click()
     page.keyboard.type(" late")
@@ -339,12 +362,16 @@ def test_blinded_crossover_read_and_signed_in_the_browser(study_app, browser, tm
         for reader in (ann, bob):
             reader.page.reload()
             reader.page.locator("#reader").get_by_text(reader.name).wait_for()
-        # a second tab of ann on the reading she is about to sign in her first tab
+        # two more tabs of ann on the reading she is about to sign in her first tab: one
+        # hidden, where she types after the signing, one she only looks at
         reading, key, _ = ann.readings(2)[0]
-        second = ann.tab(f"?reading={reading}")
-        second.locator("#film-head").get_by_text(key).wait_for()
+        second, looking = ann.tab(f"?reading={reading}"), ann.tab(f"?reading={reading}")
+        for tab in (second, looking):
+            tab.locator("#film-head").get_by_text(key).wait_for()
+        _hidden(second)
         ann.page.bring_to_front()  # (a page in the background gets no animation frames)
         arms2 = {r.name: _session(r, 2, keys) for r in (ann, bob)}
+        _looking_tab_after_signing(looking)
         _second_tab_after_signing(ann, second, reading)
         for name in ("ann", "bob"):
             assert all(arms2[name][k] != arms1[name][k] for k in keys)  # the other arm

@@ -274,6 +274,14 @@ class ReadingDesk:
                                             r.draft_id, r.created_at)
             return out
 
+    def signed_at(self, reading_id: int, reader: str) -> datetime | None:
+        """When this reading was signed (None: not yet). A tab asks on its heartbeat, so a
+        reading signed in another tab or window turns read-only there by itself: it looked
+        editable until the reader's next save was refused (a new-user trial)."""
+        with self.db.read() as s:
+            reading, _, _ = reading_for(s, reading_id, reader, self._now(None))
+            return reading.signed_at
+
     def latest_rating(self, reading_id: int, reader: str) -> RatingView | None:
         """The reader's newest rating of this reading (not of the case's other readings)."""
         with self.db.read() as s:

@@ -251,6 +251,16 @@ def _read_only_when_signed(session: Session) -> Iterator[None]:
         raise
 
 
+def _now_read_only(session: Session, lead: str = "") -> Saved:
+    """The reading on screen was found signed: read-only in this tab from now on, and the page
+    draws it again as signed (its sync says so: static/page.js `signedElsewhere`)."""
+    where = "is signed" if session.signed else "was signed in another tab or window"
+    session.signed, session.sign_token = True, None
+    said = f"{session.label} {where}; it is read-only now."
+    return Saved(lead + html.escape(said if lead else said[:1].upper() + said[1:]), {}, False,
+                 closed=True)
+
+
 @dataclass(frozen=True)
 class Saved:
     """The outcome of a save: what to tell the reader, and what was refused.
@@ -965,10 +975,7 @@ class Desk:
             results = (self._store(session, session.reader, session.study, client, edits,
                                    autosave) if edits else {})
         except ReadOnlyNow:  # signed in another tab: this one is drawn again, read-only
-            where = "is signed" if session.signed else "was signed in another tab or window"
-            session.signed, session.sign_token = True, None
-            return Saved(f"⚠ Not saved: {html.escape(session.label)} {where}; it is read-only "
-                         "now.", {}, False, closed=True)
+            return _now_read_only(session, "⚠ Not saved: ")
         except (DatabaseBusy, ReviewError) as exc:  # the text stays in the box
             return Saved(f"⚠ Not saved: {html.escape(str(exc))}", {}, False)
         _counted(session, client, results)
@@ -1042,6 +1049,25 @@ class Desk:
             self._rv(session).submitted(session.reader, session.study, list(mine))
         return Saved("Everything is saved (" + ", ".join(
             f"{s} revision {n}" for s, n in mine.items()) + ").", {}, wrote)
+
+    def check_signed(self, session: Session, client: Client) -> Saved | None:
+        """Whether the reading on screen was signed meanwhile in another tab or window (its
+        boxes, Save and Sign looked live until the reader's next save was refused: a new-user
+        trial). Called by the heartbeat of a visible tab when nothing was saved, also while
+        a conflict is up.
+
+        Returns:
+            The notice that turns the tab read-only, or None.
+        """
+        if self.readings is None or session.reading is None or session.owner is None \
+                or session.signed or client.study != session.study:
+            return None
+        try:
+            signed = self.readings.signed_at(session.reading, session.owner)
+        except ReaderStudyError as exc:  # (its session closed, say: a save tells the reader)
+            log.info("reading %s: %s", session.reading, exc)
+            return None
+        return None if signed is None else _now_read_only(session)
 
     def check_newer(self, session: Session, client: Client) -> Saved | None:
         """Whether another tab or session saved a newer revision of a section while this tab
