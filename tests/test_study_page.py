@@ -318,6 +318,20 @@ def _second_tab_after_signing(reader, page, reading):
     note = page.locator("#restore-note").inner_text()
     assert "signed in another tab or window; it is read-only now" in note, note
     assert typed.endswith(" late") and f"findings: “{typed.strip()}”" in note, note
+    # the note lies over the boxes' labels, none of them drawn through its words ("Findings
+    # (signed: read-only)" was, Gradio's labels sitting higher: a screenshot at 1366 px)
+    covered = page.evaluate("""() => {
+      const r = document.querySelector('#restore-note .rrg-restore').getBoundingClientRect();
+      const out = [];
+      for (let y = r.top + 2; y < r.bottom - 1; y += 4) {
+        for (let x = r.left + 2; x < r.right - 1; x += 12) {
+          const top = document.elementFromPoint(x, y);
+          if (!top.closest('#restore-note')) out.push([x, y, top.outerHTML.slice(0, 80)]);
+        }
+      }
+      return out;
+    }""")
+    assert not covered, covered[:3]
     assert not reader.app.query("SELECT id FROM revision WHERE reading_id = ? AND text LIKE ?",
                                 reading, "% late")
     # nothing of them is kept in this browser to be offered back later
