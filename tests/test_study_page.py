@@ -289,6 +289,10 @@ def _looking_tab_after_signing(page):
     assert "typed here" not in note, note
     for button in ("#sign-reading", "#save"):
         assert page.locator(button).is_disabled(), button
+    # its study worklist follows the other tab's signings once the reader is back at it (the
+    # heartbeat's refresh; it said "opened" and "to read" of readings signed meanwhile)
+    page.mouse.move(700, 400)
+    wait_text(page, "study-head", "every session is signed")
     page.close()
 
 

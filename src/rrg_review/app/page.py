@@ -182,7 +182,9 @@ def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
     nav = Navigation(page, desk, services, guard, metrics_step)
     wiring = Wiring(services, desk, guard, nav.editor, nav.rows, page.worklist.follow,
                     metrics_step, page.edit_in, nav.with_client,
-                    [page.worklist.table, page.worklist.progress])
+                    [page.worklist.table, page.worklist.progress],
+                    lambda r: page.studies.shown(nav.study_lists(r)),
+                    [page.studies.head, page.studies.table])
     loaded = nav.wire_load(ui)
     nav.wire_steps()
     nav.wire_redraw()

@@ -401,7 +401,9 @@ class Wiring:
     save, rate and accept); follow(event): the worklist's refresh chained to a save, in its own
     request; metrics_step: the metrics panel's follow-up (`event.then(**metrics_step)`);
     edit_in: the inputs of every text-carrying event; with_client: its page-script
-    preprocessor; rows_out: the worklist's table and progress line."""
+    preprocessor; rows_out: the worklist's table and progress line; lists(reader), lists_out:
+    the reader's study worklists and their outputs, refreshed with the rows by the heartbeat
+    (a second tab went on saying "opened" and "to read" of readings signed in the first)."""
 
     services: Services
     desk: Desk
@@ -413,6 +415,8 @@ class Wiring:
     edit_in: set[Any]
     with_client: dict[str, Any]
     rows_out: list[Any]
+    lists: Callable[[Reader], Outputs]
+    lists_out: list[Any]
 
     @property
     def edit_outs(self) -> list[Any]:
@@ -484,7 +488,9 @@ def _wire_saving(w: Wiring) -> None:
             out: Outputs = {p.save_status: gr.update()}
             if desk.draft_missed(session, now):  # (its change starts the wait again)
                 out[tab.wanted] = wait_for_draft(session.study)
-            return {**out, **w.rows(r.id, d)} if desk.rows_due(session, now) else out
+            if desk.rows_due(session, now):
+                return {**out, **w.rows(r.id, d), **w.lists(r)}
+            return out
         if not saved.wrote:
             return editor.after_save(r, saved, texts, client)
         # an autosave changes the study's status, minutes and scores like Save does: the
@@ -503,7 +509,8 @@ def _wire_saving(w: Wiring) -> None:
     saved_by_button.then(**w.metrics_step)
     w.follow(saved_by_button)
     tab.timer.tick(_idle_tick(tab, p, on_tick), w.edit_in,
-                   [*w.edit_outs, *w.rows_out, tab.rescore, tab.wanted], **LIGHT, **QUIET,
+                   [*w.edit_outs, *w.rows_out, *w.lists_out, tab.rescore, tab.wanted],
+                   **LIGHT, **QUIET,
                    **w.with_client)
     for box in (p.findings, p.impression):
         box.input(on_input, {tab.state, p.findings, p.impression}, [p.diff], **LIGHT, **QUIET,
