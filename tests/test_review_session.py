@@ -1949,6 +1949,10 @@ def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path,
         type_into(second, "findings", "Typed after the other tab logged out.")
         second.keyboard.press("Control+s")
         wait_text(second, "restore-note", "You are signed out")
+        # and no red "Error" of Gradio's covers the status line (it did, saying nothing more,
+        # once Gradio had handled the refusal: a new-user trial)
+        second.locator("#save-status .wrap .error").wait_for(state="attached")
+        assert not second.locator(".wrap .error").filter(visible=True).count()
         assert running.query("SELECT COUNT(*) FROM revision") == [(0,)]
         # the words wait in this browser: signing in again offers them back
         second.reload()

@@ -582,6 +582,7 @@ window.rrgLogout = () => {
         remember();
         rrg.offline = true;
         setNote(OFFLINE);
+        document.body.classList.add('rrg-cut-off');
       }
       throw e;
     }
@@ -590,6 +591,10 @@ window.rrgLogout = () => {
       rrg.onlineAt = Date.now();
       if (noteIs(OFFLINE)) setNote('');
     }
+    // signed out or offline, the note says why nothing is saved; Gradio's own red "Error"
+    // over the status line (the refused request's) said nothing more, and covered the line
+    // (a new-user trial saw it flash after Log out in another tab): page.css hides it meanwhile
+    if (ours) document.body.classList.toggle('rrg-cut-off', response.status === 401);
     if (response.status === 401 && ours) {
       remember();
       setNote(SIGNED_OUT);
