@@ -90,9 +90,11 @@ def test_a_reading_is_blinded_and_its_work_goes_to_the_reading(desk):
         session, reader = tab(d, "ann")
         opened = d.open_reading(session, reader, item.reading_id, now=0.0)
         assert opened.view.reference is None and opened.drafts == {}
-        # its place in the session, counted from 1 as allocated (the first said "reading 2")
-        assert item.position >= 1 and \
-            f": reading {item.position} of session {item.session}. " in opened.status
+        # named by the number of the study worklist's "#" (and of ?reading=N), with its place
+        # in the session, counted from 1 as allocated (the first said "reading 2")
+        assert item.position >= 1 and (f": reading {item.reading_id} ({item.position} of "
+                                       f"your session {item.session}). ") in opened.status
+        assert session.label == f"reading {item.reading_id}"
         shown = repr(opened) + opened.model_note + sync_json("ann", session)
         for secret in ("rrg24", MODEL_ID, "neighbour", "unassisted", "draft:", "retrieval"):
             assert secret not in shown
@@ -193,7 +195,7 @@ def test_other_readers_second_tabs_signing_twice_and_saving_after_signing(desk):
     assert d.check_signed(looking, Client(case + 1)) is None  # (the tab is on its way away)
     seen = d.check_signed(looking, Client(case))
     assert seen is not None and seen.closed and seen.ok and not seen.wrote
-    assert seen.message == (f"Reading {item.position} was signed in another tab or window; "
+    assert seen.message == (f"Reading {item.reading_id} was signed in another tab or window; "
                             "it is read-only now.")
     assert looking.signed and json.loads(sync_json("ann", looking))["signed"]
     assert d.check_signed(looking, Client(case)) is None  # told once

@@ -154,7 +154,7 @@ class Session:
     owner: str | None = None  # the login (or the local reader) that created this state
     reader: int | None = None
     study: int | None = None
-    label: str = ""  # what the screen calls the open study: its key (a reading: "reading 3")
+    label: str = ""  # what the screen calls the open study: its key (a reading: "reading 8")
     stored_here: bool = False  # a save stored the reader's text since the study was opened
     # the rating's comment as stored (what the box showed when the study was opened), and the
     # unsent comment a move away was last held for (a second move leaves it: see `unsent`)
@@ -813,7 +813,10 @@ class Desk:
         opened = self.readings.open(int(reading_id), session.owner, address=session.address)
         view = dataclasses.replace(self.viewer.open(opened.reading.study_id), reference=None)
         session.reader, session.study, session.reading = reader, view.study_id, int(reading_id)
-        session.label = f"reading {opened.reading.position}"
+        # the number the study worklist's "#", the address (?reading=N) and the server's
+        # refusals ("reading 8 is signed") give it: the label said its place in the session
+        # ("reading 2") beside "#8" in the list (a new-user trial)
+        session.label = f"reading {opened.reading.reading_id}"
         session.signed = opened.reading.signed_at is not None
         session.sign_token, session.keys_sent = None, {}
         session.base = {s.section: s.revision for s in opened.sections}
@@ -837,8 +840,8 @@ class Desk:
         r = opened.reading
         if session.signed:
             return f"Reading signed ({r.signed_at:%Y-%m-%d %H:%M} UTC): it is read-only."
-        return (f"{opened.study}: reading {r.position} of session {r.session}. "
-                + self.status_line(session))
+        return (f"{opened.study}: reading {r.reading_id} ({r.position} of your session "
+                f"{r.session}). " + self.status_line(session))
 
     # -- signing a reading ------------------------------------------------------------------
     def sign_preview(self, session: Session) -> SignPreview:
