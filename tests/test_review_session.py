@@ -597,6 +597,22 @@ def test_a_late_answer_never_leaves_one_patients_text_beside_anothers_film(brows
     # (and still so once the late answer has surely landed)
     assert key_on_screen(page) == other and sync()["study"] == other_id
     assert "Typed for the first patient." not in box(page, "findings").input_value()
+    # An answer about another study whose sync was overwritten by an older one's before the
+    # page read it (a loaded run: the page took the older study for the open one, beside the
+    # newer one's film). The page sees every value set (#sync's change event) ...
+    wait_until(lambda: page.evaluate("window.rrg.newest && window.rrg.newest.n") == sync()["n"],
+               "the page to have seen the last answer's sync as it was set")
+    # ... and, an answer about another study newer than the one it read still unread a second
+    # later, draws the open study again
+    (start_id,) = app.query("SELECT id FROM study WHERE study_key = ?", start)[0]
+    lost = {**sync(), "study": start_id, "n": sync()["n"] + 1}
+    page.evaluate("(v) => window.rrgSyncSet(v)", json.dumps(lost))
+    pump_until(page, lambda: sync()["n"] >= lost["n"] and page.evaluate(
+        "(n) => window.rrg.answered >= n && !document.body.classList.contains('rrg-stale')",
+        lost["n"]), "the open study drawn again after an answer never read",
+        detail=lambda: (sync(), page.evaluate("window.rrg.newest")))
+    assert key_on_screen(page) == other and page.evaluate("window.rrg.study") == other_id
+    assert box(page, "impression").input_value() == "Typed for the second patient."
 
 
 def test_a_refused_step_or_row_holds_nothing_after_its_notice(browser, app):

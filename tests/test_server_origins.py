@@ -296,9 +296,12 @@ def test_the_page_works_under_its_headers_and_signs_out_by_post(team, chromium):
     _slow_down_is_shown(page)
     # typed and not yet saved: kept in this browser until the server has it; Log out saves it
     # and leaves no copy behind (a patient's words stayed in a shared browser's storage)
+    # (once the flood's last step is on screen: the page holds a reader's keys while a study is
+    # on its way, and Playwright's fill() goes around that hold; the page copies text as it is
+    # typed, and what came while a study was being drawn was never copied: two loaded runs)
+    page.wait_for_function("() => !window.rrg.pending && !window.rrg.stale && !document.body"
+                           ".classList.contains('rrg-leaving')", timeout=90_000)
     page.locator("#edit-findings textarea").fill("Bob's own words, and his last ones.")
-    # (the page copies typed text on its own tick, which a loaded machine still busy with the
-    # flood's answers can hold past Playwright's 30 s default)
     page.wait_for_function("() => Object.keys(localStorage).some((k) => k.startsWith('rrg:'))",
                            timeout=90_000)
     page.locator("#logout").click()

@@ -559,6 +559,11 @@ class Navigation:
                                              self.study_outs, **PRIVATE,
                                              show_progress_on=self.progress_on)
         redrawn.then(**self.metrics_step)
+        # every value an answer gives #sync, seen by the page script as it is set (page.js
+        # `rrgSyncSet`: an answer overwritten before the page read it is found so)
+        tab = self.page.tab
+        tab.sync.change(None, [tab.sync], None,
+                        js="(v) => { if (window.rrgSyncSet) window.rrgSyncSet(v); return []; }")
 
     def wire_steps(self) -> None:
         """The row click and Previous/Next. The page script holds keystrokes back from a

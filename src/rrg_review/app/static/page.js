@@ -691,9 +691,26 @@ window.rrgLogout = () => {
   // came in between (the reader then chooses, as after a reload). Asked again every
   // REDRAW_AGAIN_MS while no newer answer comes (a refused request gets none).
   const REDRAW_AGAIN_MS = 3000;
+  // Every answer's sync as Gradio sets it (the #sync box's change event, app/page.py): two
+  // answers can set it between two reads, the older last (an autosave tick's answer after a
+  // step's), and the newer was never read: the page took the older one's study for the open
+  // one, beside the newer one's film, and a click on that study's row then did nothing for
+  // 90 s (a loaded run). An answer about another study, newer than the one read and still
+  // not read MISSED_MS later, is taken as lost: the open study is drawn again.
+  const MISSED_MS = 1000;
+  window.rrgSyncSet = (value) => {
+    let sync = null;
+    try { sync = JSON.parse(value); } catch (e) { return; }
+    if (sync && typeof sync.n === 'number' && (!rrg.newest || sync.n > rrg.newest.n)) {
+      rrg.newest = {n: sync.n, study: sync.study, at: Date.now()};
+    }
+  };
+  const missedAnswer = (sync) => !!rrg.newest && rrg.newest.n > sync.n &&
+    rrg.newest.study !== sync.study && Date.now() - rrg.newest.at > MISSED_MS;
   const lateAnswer = (sync) => {
     if (typeof sync.n !== 'number') return false;
-    if (sync.n >= rrg.answered) {
+    const missed = missedAnswer(sync);
+    if (sync.n >= rrg.answered && !missed) {
       rrg.answered = sync.n;
       if (rrg.stale) { rrg.stale = null; document.body.classList.remove('rrg-stale'); }
       return false;
@@ -701,7 +718,7 @@ window.rrgLogout = () => {
     // one about the open study is not taken either, and asks for nothing: an autosave tick's
     // answer and a Save's cross often (two requests of their own), and drawing the study
     // again would put away what the reader is doing (a question asked, a held move)
-    if (sync.study === rrg.study && sync.reader === rrg.reader) return true;
+    if (!missed && sync.study === rrg.study && sync.reader === rrg.reader) return true;
     if (!rrg.stale) {
       rrg.stale = {at: 0};
       document.body.classList.add('rrg-stale');
