@@ -107,6 +107,9 @@ class Tab:
     # the page clicks it when an answer older than one it has drawn lands (see `sync_json`):
     # the open study, drawn again as the server has it
     redraw: gr.Button
+    # the page clicks it when a status line older than one it has shown lands (see
+    # `numbered`): the newest one is put back, in the browser (no request)
+    status_again: gr.Button
 
     @classmethod
     def build(cls) -> Tab:
@@ -115,7 +118,8 @@ class Tab:
 
         return cls(gr.State(Session()), hidden("wanted"), gr.State(None), hidden("sync"),
                    hidden("client"), hidden("rescore"), gr.Timer(AUTOSAVE_S),
-                   gr.Button(elem_id="redraw", elem_classes="rrg-hidden"))
+                   gr.Button(elem_id="redraw", elem_classes="rrg-hidden"),
+                   gr.Button(elem_id="status-again", elem_classes="rrg-hidden"))
 
     def client_js(self, inputs: Iterable[Any], texts: Iterable[gr.Textbox] = (),
                   draft: bool = False) -> str:
@@ -141,6 +145,22 @@ class Tab:
 def wait_for_draft(study: int | None) -> str:
     """A new value of `Tab.wanted`: the page waits for this study's draft (again)."""
     return f"{study} {time.monotonic_ns()}"
+
+
+def numbered(session: Session, value: Any) -> Any:
+    """A status line's text with its answer's number, as an empty element the page does not
+    show (`<span data-n="N"></span>`), counted with `sync_json`'s under the tab's lock. Two
+    answers can land in the other order than they were handled: an autosave tick handled
+    before Alt+A, its answer heavier with the worklist's rows, put "saved as revision 1
+    (autosave)" over Accept's question; a tick's note replaced Sign's refusal (loaded runs).
+    The page puts back the newest line it was given (static/page.js `rrgStatusSet`). An
+    update with no new text (`gr.update()`) is left as it is."""
+    text = value.get("value") if isinstance(value, dict) else value
+    if not isinstance(text, str):
+        return value
+    session.answers += 1
+    text = f'{text}<span data-n="{session.answers}"></span>'
+    return {**value, "value": text} if isinstance(value, dict) else text
 
 
 def sync_json(reader: str, session: Session) -> str:
@@ -179,8 +199,9 @@ class Guard:
     (or the one local reader without logins) must be a reader in the database and the one the
     tab's state was created for; anything else is refused with a sentence (`gr.Error`)."""
 
-    def __init__(self, desk: Desk, tab: Tab, login: bool) -> None:
+    def __init__(self, desk: Desk, tab: Tab, login: bool, status: Any = None) -> None:
         self.desk, self.tab, self.login = desk, tab, login
+        self.status = status  # the status line, whose every new text is `numbered`
 
     def reader(self, session: Session, request: gr.Request | None) -> Reader:
         """The dependency itself, for the few handlers a decorator cannot wrap (a stream, a
@@ -222,7 +243,10 @@ class Guard:
             if not lock:
                 return fn(self.reader(session, request), d)
             with session.lock:
-                return fn(self.reader(session, request), d)
+                out = fn(self.reader(session, request), d)
+                if isinstance(out, dict) and self.status in out:
+                    out[self.status] = numbered(session, out[self.status])
+                return out
 
         # Gradio passes the request by the annotation (resolved in this module) and logs the
         # handler by its name

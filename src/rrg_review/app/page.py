@@ -177,7 +177,7 @@ def build(services: Services) -> gr.Blocks:
 
 
 def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
-    guard = Guard(desk, page.tab, services.login)
+    guard = Guard(desk, page.tab, services.login, status=page.review.save_status)
     metrics_step = wire_metrics(page.metrics, desk, guard)
     nav = Navigation(page, desk, services, guard, metrics_step)
     wiring = Wiring(services, desk, guard, nav.editor, nav.rows, page.worklist.follow,
@@ -564,6 +564,15 @@ class Navigation:
         tab = self.page.tab
         tab.sync.change(None, [tab.sync], None,
                         js="(v) => { if (window.rrgSyncSet) window.rrgSyncSet(v); return []; }")
+        # so is every status line (`deps.numbered`): one older than the newest it was given
+        # is replaced by the newest, in the browser
+        status = self.page.review.save_status
+        status.change(None, [status], None,
+                      js="(v) => { if (window.rrgStatusSet) window.rrgStatusSet(v); "
+                         "return []; }")
+        tab.status_again.click(None, None, [status],
+                               js="() => window.rrgNewestStatus ? window.rrgNewestStatus() "
+                                  ": []")
 
     def wire_steps(self) -> None:
         """The row click and Previous/Next. The page script holds keystrokes back from a

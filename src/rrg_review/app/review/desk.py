@@ -1068,7 +1068,8 @@ class Desk:
         try:
             signed = self.readings.signed_at(session.reading, session.owner)
         except ReaderStudyError as exc:  # (its session closed, say: a save tells the reader)
-            log.info("reading %s: %s", session.reading, exc)
+            # (DEBUG: asked at every heartbeat of the tab, the same line every 4 s)
+            log.debug("reading %s: %s", session.reading, exc)
             return None
         return None if signed is None else _now_read_only(session)
 

@@ -705,6 +705,23 @@ window.rrgLogout = () => {
       rrg.newest = {n: sync.n, study: sync.study, at: Date.now()};
     }
   };
+  // Every status line as Gradio sets it (the status line's change event, app/page.py), with
+  // its answer's number (`deps.numbered`): a line older than the newest one given lands after
+  // it (an autosave tick handled before Alt+A put "saved as revision 1 (autosave)" over
+  // Accept's question; a tick's note replaced Sign's refusal: loaded runs), and the newest is
+  // put back at once (#status-again, in the browser). A line with no number (a draft's
+  // stream) is taken as it comes.
+  const statusNumber = (value) => {
+    const m = /<span data-n="(\d+)"><\/span>$/.exec(typeof value === 'string' ? value : '');
+    return m ? Number(m[1]) : null;
+  };
+  window.rrgStatusSet = (value) => {
+    const n = statusNumber(value);
+    if (n === null) return;
+    if (!rrg.status || n >= rrg.status.n) rrg.status = {n, value};
+    else setTimeout(() => click('status-again'), 0);
+  };
+  window.rrgNewestStatus = () => [rrg.status ? rrg.status.value : ''];
   const missedAnswer = (sync) => !!rrg.newest && rrg.newest.n > sync.n &&
     rrg.newest.study !== sync.study && Date.now() - rrg.newest.at > MISSED_MS;
   const lateAnswer = (sync) => {
