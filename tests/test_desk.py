@@ -1187,3 +1187,23 @@ def test_an_answer_that_leaves_the_boxes_alone_never_moves_the_pages_study(desk)
     assert tab.sync not in elsewhere and panel.diff not in elsewhere
     here = editor.after_save(r, told, d.draft_texts(session), Client(ids[1]))
     assert json.loads(here[tab.sync])["study"] == ids[1]
+
+
+def test_status_lines_are_numbered_in_the_order_their_handlers_ran():
+    """Each new status text carries its answer's number after the text (the page puts back
+    the newest when an older one lands after it: static/page.js `rrgStatusSet`), counted with
+    the sync's; an update with no new text is left as it is."""
+    import gradio as gr
+
+    from rrg_review.app.deps import numbered, sync_json, with_number
+    from rrg_review.app.review.desk import Session
+
+    session, status = Session(), object()
+    first = with_number(session, {status: "Saved.", "other": 1}, status)
+    assert first == {status: 'Saved.<span data-n="1"></span>', "other": 1}
+    assert '"n": 2' in sync_json("ann", session)
+    update = numbered(session, gr.update(value="Not accepted."))
+    assert update["value"] == 'Not accepted.<span data-n="3"></span>'
+    unchanged = gr.update()
+    assert numbered(session, unchanged) is unchanged and session.answers == 3
+    assert with_number(session, {"other": 1}, status) == {"other": 1}

@@ -163,6 +163,15 @@ def numbered(session: Session, value: Any) -> Any:
     return {**value, "value": text} if isinstance(value, dict) else text
 
 
+def with_number(session: Session, out: Any, status: Any) -> Any:
+    """An answer's outputs with the status line's new text `numbered`, under the tab's lock
+    (held already by a guarded handler; taken here by a stream's later steps)."""
+    if status is None or not isinstance(out, dict) or status not in out:
+        return out
+    with session.lock:
+        return {**out, status: numbered(session, out[status])}
+
+
 def sync_json(reader: str, session: Session) -> str:
     """What the page script needs to know to guard unsaved text (see static/page.js), and
     which drafts are on screen (a new draft id tells the page a Draft click has landed).
@@ -243,10 +252,7 @@ class Guard:
             if not lock:
                 return fn(self.reader(session, request), d)
             with session.lock:
-                out = fn(self.reader(session, request), d)
-                if isinstance(out, dict) and self.status in out:
-                    out[self.status] = numbered(session, out[self.status])
-                return out
+                return with_number(session, fn(self.reader(session, request), d), self.status)
 
         # Gradio passes the request by the annotation (resolved in this module) and logs the
         # handler by its name

@@ -31,6 +31,7 @@ from rrg_review.app.deps import (
     Tab,
     sync_json,
     wait_for_draft,
+    with_number,
 )
 from rrg_review.app.review.desk import Client, Desk, Opened, Saved, Session, asking
 from rrg_review.app.review.service import RatingView
@@ -845,26 +846,35 @@ def _on_draft(w: Wiring) -> Callable[..., Any]:
         (A stream: the reader is checked by the guard's dependency, under the tab's lock
         only while the text is saved.)"""
         session = d[tab.state]
-        with session.lock:
+        with session.lock:  # (left before anything is yielded: Gradio may run the stream's
+            # next step in another thread, which could not release it)
             r = w.guard.reader(session, request)
             texts, study = p.texts_of(d), session.study
+            stop: Outputs | None = None
             if session.reading is not None:  # a reading's draft is its arm's
-                yield {p.save_status: "A reader-study reading shows its own draft; there is "
-                                      "nothing to draft."}
-                return
-            if study is None or drafting is None:
-                yield {p.save_status: gr.update()}
-                return
-            client = Client.parse(d[tab.client])
-            saved = desk.leave(session, texts, client, time.monotonic())
-            if not saved.ok:
-                yield editor.after_save(r, saved, texts, client)
-                return
+                stop = {p.save_status: "A reader-study reading shows its own draft; there is "
+                                       "nothing to draft."}
+            elif study is None or drafting is None:
+                stop = {p.save_status: gr.update()}
+            else:
+                client = Client.parse(d[tab.client])
+                saved = desk.leave(session, texts, client, time.monotonic())
+                if not saved.ok:
+                    stop = editor.after_save(r, saved, texts, client)
+        if stop is not None or study is None or drafting is None:
+            yield stop or {p.save_status: gr.update()}
+            return
         yield {p.model_draft: gr.update(open=True), p.draft_error: "",
                p.save_status: f"Drafting with `{html.escape(preset)}` …"}
         yield from _stream(p, drafting, study, preset)
 
-    return on_draft
+    def on_draft_numbered(d: Inputs, request: gr.Request) -> Iterator[Outputs]:
+        # (its status lines numbered as a guarded handler's are: `deps.numbered`)
+        for out in on_draft(d, request):
+            yield with_number(d[tab.state], out, p.save_status)
+    on_draft_numbered.__name__ = on_draft_numbered.__qualname__ = "on_draft"
+    on_draft_numbered.__doc__ = on_draft.__doc__
+    return on_draft_numbered
 
 
 def _stream(p: ReviewPanel, drafting: DraftingService, study: int,
