@@ -73,6 +73,7 @@ def main() -> int:
     parser.add_argument("--saves", type=int, default=400)
     parser.add_argument("--dir", default=".", help="folder for the scratch database")
     args = parser.parse_args()
+    Path(args.dir).mkdir(parents=True, exist_ok=True)  # (a new folder: made, not a traceback)
     results = measure(args.saves, Path(args.dir))
 
     def pct(values: list[float], q: float) -> float:

@@ -11,7 +11,8 @@ and those are what the HTTP half measures:
 - save: the Save button's event (`save`: one revision in its own transaction, the page row
   and the progress line refreshed); rate: `rate` (a rating, the study done);
 - worklist page: the panel's "next page" event from a random page (with the progress line);
-  search: the panel's search event (a study-key prefix);
+  search: the panel's search event (a study-key prefix); search within keys: the same event
+  with digits no key starts with (`WorklistService.searched`: the keys that contain them);
 - next unfinished: `WorklistPanelLogic.target`, the query behind Next/Previous.
 The metrics panel is a follow-up event: the benchmark counts its computations during the timed
 events (it must stay 0).
@@ -198,7 +199,8 @@ class SizeBench:
         self.logic = WorklistPanelLogic(services.worklists)
         self.rng = random.Random(seed)
         self.times: dict[str, list[float]] = {k: [] for k in (
-            "open next study", "save", "rate", "worklist page", "search", "next unfinished")}
+            "open next study", "save", "rate", "worklist page", "search",
+            "search within keys", "next unfinished")}
         self._step(None)  # warm-up: the first open writes the shared preview file
 
     def _step(self, times: list[float] | None) -> None:
@@ -237,6 +239,9 @@ class SizeBench:
         t = time.perf_counter()
         page.call("worklist_search", {"worklist-search": f"CXR{self.rng.randint(1, self.n)}"})
         times["search"].append(time.perf_counter() - t)
+        t = time.perf_counter()  # digits no key starts with: the keys that contain them
+        page.call("worklist_search", {"worklist-search": f"{self.rng.randint(1, self.n)}"})
+        times["search within keys"].append(time.perf_counter() - t)
         t = time.perf_counter()
         self.logic.target(self.reader, page.study, 1)
         times["next unfinished"].append(time.perf_counter() - t)
@@ -571,6 +576,8 @@ def main() -> int:
     results: dict[int, dict[str, list[float]]] = {}
     metrics_calls: dict[int, int] = {}
     http: dict[int, dict[str, list[float]]] = {}
+    if args.dir:  # (a folder not there yet is made: it was a FileNotFoundError traceback)
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         folder = Path(tmp)
         benches = [SizeBench(folder, n, loop) for n in sizes]

@@ -566,3 +566,30 @@ def test_studies_left_off_are_on_no_page_count_or_step(db, service, image):
     ReviewService(db).save(alice, ids[5], "findings", "Mine.", None)
     assert service.page(alice, in_review, 1, 5, service.progress(alice)).total == 0
     assert service.resume(alice, held) == ids[1] and service.resume(alice) == ids[5]
+
+
+@pytest.mark.both_databases
+def test_a_search_no_key_starts_with_finds_the_keys_that_contain_it(db, service, image):
+    """The end or middle of a key ("0414267" of "s50414267") found nothing (a new-user
+    trial): where no study or patient key starts with the text, the keys containing it are
+    the matches, literally and in any case; where one starts with it, only the prefix
+    matches count (a short search stays the index's range scan)."""
+    add_studies(db, 30, image=image)
+    add_studies(db, 1, image=image, prefix="odd%_'\\", start=31)
+    alice = reader(db)
+    service.assign(alice)
+    from rrg_review.app.worklist.panel import WorklistPanelLogic
+
+    logic = WorklistPanelLogic(service)
+    found = logic.view(alice, search="xr2")
+    assert [r[1] for r in found.rows] == ["CXR2", *[f"CXR{i}" for i in range(20, 30)]]
+    assert "No key starts with “xr2”" in found.message
+    assert [r[1] for r in logic.view(alice, search="CXR2").rows][:2] == ["CXR2", "CXR20"]
+    assert logic.view(alice, search="CXR2").message == ""
+    assert [r[1] for r in logic.view(alice, search="%_'\\").rows] == ["odd%_'\\31"]
+    assert [r[1] for r in logic.view(alice, search="_").rows] == ["odd%_'\\31"]  # escaped
+    nothing = logic.view(alice, search="zzz")
+    assert nothing.rows == [] and nothing.message == "" and nothing.label == "No study matches."
+    # Next under the search steps through what the list shows
+    first = found.rows[0][0]
+    assert logic.target(alice, first, 1, search="xr2") == found.rows[1][0]

@@ -79,6 +79,9 @@ class WorklistFilter:
     has_images: bool | None = None
     search: str = ""
     left_off: frozenset[int] = field(default=frozenset())
+    # the search matches anywhere in a key, not only at its start (`WorklistService.searched`:
+    # where no key starts with what was typed)
+    within: bool = False
 
     def __post_init__(self) -> None:
         if self.status is not None and self.status not in STATUSES:
@@ -206,11 +209,21 @@ def _prefix_ranges(column: InstrumentedAttribute[str], text: str) -> ColumnEleme
     return or_(*[and_(column >= v, column < v + _AFTER) for v in variants])
 
 
-def _search_ids(text: str) -> CompoundSelect[int]:
-    """Ids of studies whose study key, or whose patient's key, starts with `text`."""
-    by_study = select(Study.id).where(_prefix_ranges(Study.study_key, text))
+def _key_matches(column: InstrumentedAttribute[str], text: str,
+                 within: bool) -> ColumnElement[bool]:
+    """`column` starts with `text` (index range scans), or with `within` contains it, in
+    any case (a scan of the keys: asked only where no key starts with it)."""
+    if not within:
+        return _prefix_ranges(column, text)
+    return column.ilike(f"%{escape_like(text)}%", escape="\\")
+
+
+def _search_ids(text: str, within: bool = False) -> CompoundSelect[int]:
+    """Ids of studies whose study key, or whose patient's key, starts with `text` (with
+    `within`: contains it)."""
+    by_study = select(Study.id).where(_key_matches(Study.study_key, text, within))
     by_patient = (select(Study.id).join(Patient, Patient.id == Study.patient_id)
-                  .where(_prefix_ranges(Patient.key, text)))
+                  .where(_key_matches(Patient.key, text, within)))
     return union(by_study, by_patient)
 
 
@@ -366,8 +379,19 @@ class WorklistService:
         if flt.has_images is not None:
             stmt = stmt.where(Study.image_count > 0 if flt.has_images else Study.image_count == 0)
         if flt.search:
-            stmt = stmt.where(WorklistItem.study_id.in_(_search_ids(flt.search)))
+            stmt = stmt.where(WorklistItem.study_id.in_(_search_ids(flt.search, flt.within)))
         return stmt
+
+    def searched(self, flt: WorklistFilter) -> WorklistFilter:
+        """The filter a reader's search means: the keys that start with what was typed,
+        else, where no study or patient key starts with it, those that contain it (a reader
+        who typed the end of a key, "0414267" of "s50414267", found nothing: a new-user
+        trial). One index probe; the scan of keys only when it finds nothing."""
+        if not flt.search or flt.within:
+            return flt
+        with self.db.read() as s:
+            starts = s.scalar(select(_search_ids(flt.search).subquery().c.id).limit(1))
+        return flt if starts is not None else replace(flt, within=True)
 
     def page(self, reader_id: int, flt: WorklistFilter | None = None, page: int = 1,
              page_size: int = 50, progress: Progress | None = None) -> WorklistPage:
