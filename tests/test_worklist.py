@@ -583,7 +583,7 @@ def test_a_search_no_key_starts_with_finds_the_keys_that_contain_it(db, service,
     logic = WorklistPanelLogic(service)
     found = logic.view(alice, search="xr2")
     assert [r[1] for r in found.rows] == ["CXR2", *[f"CXR{i}" for i in range(20, 30)]]
-    assert "No key starts with “xr2”" in found.message
+    assert "No key on your list starts with `xr2`" in found.message
     assert [r[1] for r in logic.view(alice, search="CXR2").rows][:2] == ["CXR2", "CXR20"]
     assert logic.view(alice, search="CXR2").message == ""
     assert [r[1] for r in logic.view(alice, search="%_'\\").rows] == ["odd%_'\\31"]
@@ -593,3 +593,11 @@ def test_a_search_no_key_starts_with_finds_the_keys_that_contain_it(db, service,
     # Next under the search steps through what the list shows
     first = found.rows[0][0]
     assert logic.target(alice, first, 1, search="xr2") == found.rows[1][0]
+    # patient keys are not searched within (stored pseudonymised, any few characters are in
+    # thousands of them): "ench" is in every "bench-P…", on no study key
+    assert logic.view(alice, search="ench").rows == []
+    # a key off the reader's list that starts with the text does not stop the search within
+    # the keys on it
+    add_studies(db, 1, image=image, prefix="XR", start=99)
+    assert "XR99" not in [r[1] for r in logic.view(alice).rows]
+    assert [r[1] for r in logic.view(alice, search="XR9").rows] == ["CXR9"]

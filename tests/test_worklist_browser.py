@@ -95,12 +95,12 @@ def test_search_paging_row_click_and_next_in_chromium(panel_app, page):
     search.press("Enter")
     wait_for_label(page, r"1-10 of 11")
     assert study_column(page) == ["CXR2", *[f"CXR{i}" for i in range(20, 29)]]
-    assert "No key starts with “r2”" in page.locator("#worklist-message").inner_text()
+    assert "No key on your list starts with r2:" in page.locator("#worklist-message").inner_text()
 
     search.fill("%'_")
     search.press("Enter")
     wait_for_label(page, r"No study matches")
-    assert "No key starts" not in page.locator("#worklist-message").inner_text()
+    assert "No key on your list" not in page.locator("#worklist-message").inner_text()
 
     search.fill("")
     search.press("Enter")

@@ -10,7 +10,7 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 import gradio as gr
 
@@ -147,6 +147,9 @@ def wait_for_draft(study: int | None) -> str:
     return f"{study} {time.monotonic_ns()}"
 
 
+_Out = TypeVar("_Out")
+
+
 def numbered(session: Session, value: Any) -> Any:
     """A status line's text with its answer's number, as an empty element the page does not
     show (`<span data-n="N"></span>`), counted with `sync_json`'s under the tab's lock. Two
@@ -163,13 +166,13 @@ def numbered(session: Session, value: Any) -> Any:
     return {**value, "value": text} if isinstance(value, dict) else text
 
 
-def with_number(session: Session, out: Any, status: Any) -> Any:
+def with_number(session: Session, out: _Out, status: Any) -> _Out:
     """An answer's outputs with the status line's new text `numbered`, under the tab's lock
     (held already by a guarded handler; taken here by a stream's later steps)."""
     if status is None or not isinstance(out, dict) or status not in out:
         return out
     with session.lock:
-        return {**out, status: numbered(session, out[status])}
+        return cast(_Out, {**out, status: numbered(session, out[status])})
 
 
 def sync_json(reader: str, session: Session) -> str:

@@ -32,6 +32,7 @@ from rrg_review.app.deps import (
     Tab,
     arrived,
     wait_for_draft,
+    with_number,
 )
 from rrg_review.app.evaluation.panel import ExportPanel, MetricsPanel, wire_export, wire_metrics
 from rrg_review.app.reader_study.panel import (
@@ -487,41 +488,54 @@ class Navigation:
             study = session.study or study   # this late select stays where the step went
         elif clicked is not None and clicked in set(d[wl.table].iloc[:, 0].astype(int)):
             study = clicked
-        with session.lock:
-            r = self.guard.reader(session, request)
-            if study == client.study and study != session.study:
-                # a click on the row of the study open when it was made (it only saves),
-                # handled after a step had opened another: the two handlers run on threads
-                # of their own, and under load the step took the tab's lock first; this
-                # select then took the reader back (a browser run beside two busy
-                # processes). The step saved what was typed; nothing changes on screen
-                # (the tab's state alone: Gradio takes an empty dict for one output value)
-                return {self.page.tab.state: session}
-            if study != session.study:
-                return self.navigate(r, d, lambda r: study)
-            # the open study's own row: saving is all there is to do; reopening it would put
-            # the stored text back over whatever the reader typed while the click travelled
-            texts = self.page.review.texts_of(d)
-            saved = self.desk.leave(session, texts, client, time.monotonic())
-            return self.editor.after_save(r, saved, texts, client)
+        with session.lock:  # (its status line numbered as a guarded handler's: `numbered`)
+            return with_number(session, self._row_opened(session, study, client, d, request),
+                               self.page.review.save_status)
+
+    def _row_opened(self, session: Session, study: int, client: Client, d: Inputs,
+                    request: gr.Request) -> Outputs:
+        """`on_select`'s work, under the tab's lock."""
+        r = self.guard.reader(session, request)
+        if study == client.study and study != session.study:
+            # a click on the row of the study open when it was made (it only saves),
+            # handled after a step had opened another: the two handlers run on threads
+            # of their own, and under load the step took the tab's lock first; this
+            # select then took the reader back (a browser run beside two busy
+            # processes). The step saved what was typed; nothing changes on screen
+            # (the tab's state alone: Gradio takes an empty dict for one output value)
+            return {self.page.tab.state: session}
+        if study != session.study:
+            return self.navigate(r, d, lambda r: study)
+        # the open study's own row: saving is all there is to do; reopening it would put
+        # the stored text back over whatever the reader typed while the click travelled
+        texts = self.page.review.texts_of(d)
+        saved = self.desk.leave(session, texts, client, time.monotonic())
+        return self.editor.after_save(r, saved, texts, client)
 
     def on_select_reading(self, d: Inputs, evt: gr.SelectData, request: gr.Request) -> Outputs:
         """A row of the study worklists: its reading (the server decides whether the reader
         may open it; a row's value comes from the page, so it is never trusted)."""
-        table, session = self.page.studies.table, d[self.page.tab.state]
+        session = d[self.page.tab.state]
         row = evt.index[0] if isinstance(evt.index, list | tuple) else evt.index
-        with session.lock:
-            r = self.guard.reader(session, request)
-            try:
-                reading = int(d[table].iloc[row, 0])
-            except (TypeError, ValueError, IndexError, AttributeError):
-                return {self.page.review.save_status: "⚠ No such reading on your list."}
-            if reading == session.reading:
-                texts = self.page.review.texts_of(d)
-                client = Client.parse(d[self.page.tab.client])
-                saved = self.desk.leave(session, texts, client, time.monotonic())
-                return self.editor.after_save(r, saved, texts, client)
-            return self.navigate(r, d, lambda r: None, reading)
+        with session.lock:  # (its status line numbered as a guarded handler's: `numbered`)
+            return with_number(session, self._reading_row_opened(session, d, row, request),
+                               self.page.review.save_status)
+
+    def _reading_row_opened(self, session: Session, d: Inputs, row: int,
+                            request: gr.Request) -> Outputs:
+        """`on_select_reading`'s work, under the tab's lock."""
+        table = self.page.studies.table
+        r = self.guard.reader(session, request)
+        try:
+            reading = int(d[table].iloc[row, 0])
+        except (TypeError, ValueError, IndexError, AttributeError):
+            return {self.page.review.save_status: "⚠ No such reading on your list."}
+        if reading == session.reading:
+            texts = self.page.review.texts_of(d)
+            client = Client.parse(d[self.page.tab.client])
+            saved = self.desk.leave(session, texts, client, time.monotonic())
+            return self.editor.after_save(r, saved, texts, client)
+        return self.navigate(r, d, lambda r: None, reading)
 
     def on_redraw(self, r: Reader, d: Inputs) -> Outputs:
         """The open study (or reading) drawn again as the server has it, nothing saved: the

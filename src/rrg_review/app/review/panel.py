@@ -861,20 +861,18 @@ def _on_draft(w: Wiring) -> Callable[..., Any]:
                 saved = desk.leave(session, texts, client, time.monotonic())
                 if not saved.ok:
                     stop = editor.after_save(r, saved, texts, client)
+            # (its status lines numbered as a guarded handler's are: `deps.numbered`)
+            stop = with_number(session, stop, p.save_status)
         if stop is not None or study is None or drafting is None:
             yield stop or {p.save_status: gr.update()}
             return
-        yield {p.model_draft: gr.update(open=True), p.draft_error: "",
-               p.save_status: f"Drafting with `{html.escape(preset)}` …"}
-        yield from _stream(p, drafting, study, preset)
+        yield with_number(session, {p.model_draft: gr.update(open=True), p.draft_error: "",
+                                    p.save_status: f"Drafting with `{html.escape(preset)}` …"},
+                          p.save_status)
+        for out in _stream(p, drafting, study, preset):
+            yield with_number(session, out, p.save_status)
 
-    def on_draft_numbered(d: Inputs, request: gr.Request) -> Iterator[Outputs]:
-        # (its status lines numbered as a guarded handler's are: `deps.numbered`)
-        for out in on_draft(d, request):
-            yield with_number(d[tab.state], out, p.save_status)
-    on_draft_numbered.__name__ = on_draft_numbered.__qualname__ = "on_draft"
-    on_draft_numbered.__doc__ = on_draft.__doc__
-    return on_draft_numbered
+    return on_draft
 
 
 def _stream(p: ReviewPanel, drafting: DraftingService, study: int,

@@ -709,8 +709,8 @@ window.rrgLogout = () => {
   // its answer's number (`deps.numbered`): a line older than the newest one given lands after
   // it (an autosave tick handled before Alt+A put "saved as revision 1 (autosave)" over
   // Accept's question; a tick's note replaced Sign's refusal: loaded runs), and the newest is
-  // put back at once (#status-again, in the browser). A line with no number (a draft's
-  // stream) is taken as it comes.
+  // put back at once (#status-again, in the browser). A line with no number (none is sent
+  // today) is taken as it comes.
   const statusNumber = (value) => {
     const m = /<span data-n="(\d+)"><\/span>$/.exec(typeof value === 'string' ? value : '');
     return m ? Number(m[1]) : null;

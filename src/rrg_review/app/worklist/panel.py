@@ -116,7 +116,7 @@ class WorklistPanelLogic:
     def filter_of(self, reader: int, search: str | None, status: str | None,
                   source: str | None, split: str | None, images: str | None) -> WorklistFilter:
         flt = WorklistFilter.from_ui(status, source, split, images, search)
-        return self.worklists.searched(replace(flt, left_off=self.left_off(reader)))
+        return self.worklists.searched(reader, replace(flt, left_off=self.left_off(reader)))
 
     def view(self, reader: int, search: str | None = "", status: str | None = "all",
              source: str | None = "all", split: str | None = "all", images: str | None = "all",
@@ -134,8 +134,9 @@ class WorklistPanelLogic:
         counts = (self.worklists.progress(reader)
                   if with_progress and not flt.needs_study else None)
         result = self.worklists.page(reader, flt, number, self.page_size, counts)
-        within = (f"No key starts with “{html.escape(flt.search)}”: the studies whose key "
-                  "contains it." if flt.within and result.total else "")
+        # (the text as typed, in a code span: nothing in it is taken as Markdown or HTML)
+        within = (f"No key on your list starts with `{flt.search.replace('`', chr(39))}`: "
+                  "the studies whose key contains it." if flt.within and result.total else "")
         return PanelView(table_rows(result), result.page,
                          self.held_matches(reader, flt, result.total) or page_label(result),
                          self.progress_text(reader, counts, flt.left_off)

@@ -209,21 +209,16 @@ def _prefix_ranges(column: InstrumentedAttribute[str], text: str) -> ColumnEleme
     return or_(*[and_(column >= v, column < v + _AFTER) for v in variants])
 
 
-def _key_matches(column: InstrumentedAttribute[str], text: str,
-                 within: bool) -> ColumnElement[bool]:
-    """`column` starts with `text` (index range scans), or with `within` contains it, in
-    any case (a scan of the keys: asked only where no key starts with it)."""
-    if not within:
-        return _prefix_ranges(column, text)
-    return column.ilike(f"%{escape_like(text)}%", escape="\\")
-
-
-def _search_ids(text: str, within: bool = False) -> CompoundSelect[int]:
-    """Ids of studies whose study key, or whose patient's key, starts with `text` (with
-    `within`: contains it)."""
-    by_study = select(Study.id).where(_key_matches(Study.study_key, text, within))
+def _search_ids(text: str, within: bool = False) -> CompoundSelect[int] | Select[int]:
+    """Ids of studies whose study key, or whose patient's key, starts with `text` (index
+    range scans); with `within`, whose study key contains it, in any case (a scan of the
+    study keys: see `WorklistService.searched`)."""
+    if within:
+        return select(Study.id).where(
+            Study.study_key.ilike(f"%{escape_like(text)}%", escape="\\"))
+    by_study = select(Study.id).where(_prefix_ranges(Study.study_key, text))
     by_patient = (select(Study.id).join(Patient, Patient.id == Study.patient_id)
-                  .where(_key_matches(Patient.key, text, within)))
+                  .where(_prefix_ranges(Patient.key, text)))
     return union(by_study, by_patient)
 
 
@@ -382,15 +377,21 @@ class WorklistService:
             stmt = stmt.where(WorklistItem.study_id.in_(_search_ids(flt.search, flt.within)))
         return stmt
 
-    def searched(self, flt: WorklistFilter) -> WorklistFilter:
-        """The filter a reader's search means: the keys that start with what was typed,
-        else, where no study or patient key starts with it, those that contain it (a reader
-        who typed the end of a key, "0414267" of "s50414267", found nothing: a new-user
-        trial). One index probe; the scan of keys only when it finds nothing."""
+    def searched(self, reader_id: int, flt: WorklistFilter) -> WorklistFilter:
+        """The filter a reader's search means: the study or patient keys on their list (under
+        their other filters) that start with what was typed, else, where none does, the study
+        keys that contain it (a reader who typed the end of a key, "0414267" of "s50414267",
+        found nothing: a new-user trial). Patient keys are not searched within: stored
+        pseudonymised (`anon-` and hex digits), any few digits or letters are in thousands of
+        them. One probe of the list; the scan of study keys only when it finds nothing.
+        (Cases held off the list count as found: the list then says why they are not shown,
+        `WorklistPanelLogic.held_matches`.)"""
         if not flt.search or flt.within:
             return flt
+        probe = self._filtered(select(WorklistItem.study_id), reader_id,
+                               replace(flt, left_off=frozenset())).limit(1)
         with self.db.read() as s:
-            starts = s.scalar(select(_search_ids(flt.search).subquery().c.id).limit(1))
+            starts = s.scalar(probe)
         return flt if starts is not None else replace(flt, within=True)
 
     def page(self, reader_id: int, flt: WorklistFilter | None = None, page: int = 1,
