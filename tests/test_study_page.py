@@ -284,6 +284,9 @@ def _looking_tab_after_signing(page):
     page.wait_for_function("() => document.querySelector('#edit-findings textarea')?.disabled"
                            " && document.querySelector('#edit-impression textarea')?.disabled")
     wait_text(page, "save-status", "Reading signed (")
+    # (the note is drawn by the page's poll after the answer that drew the tab again: read
+    # at once, beside two busy processes it was not there yet)
+    wait_text(page, "restore-note", "signed in another tab or window")
     note = page.locator("#restore-note").inner_text()
     assert "signed in another tab or window; it is read-only now" in note, note
     assert "typed here" not in note, note
@@ -325,6 +328,9 @@ def _second_tab_after_signing(reader, page, reading):
     assert "(signed: read-only)" in page.locator("#edit-findings").inner_text()
     for button in ("#sign-reading", "#save"):
         assert page.locator(button).is_disabled(), button
+    # (the note is drawn by the page's poll after the answer that drew the tab again: read
+    # at once, beside two busy processes it was not there yet)
+    wait_text(page, "restore-note", "signed in another tab or window")
     note = page.locator("#restore-note").inner_text()
     assert "signed in another tab or window; it is read-only now" in note, note
     assert typed.endswith(" late") and f"findings: “{typed.strip()}”" in note, note
