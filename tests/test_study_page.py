@@ -321,7 +321,11 @@ def _second_tab_after_signing(reader, page, reading):
         page.locator("#keep-mine").click()  # the typing is held: Keep mine stores it, refused
     page.wait_for_function("() => document.querySelector('#edit-findings textarea')?.disabled"
                            " && document.querySelector('#edit-impression textarea')?.disabled")
-    wait_text(page, "save-status", "Reading signed (")
+    # the line of whichever was handled last: the drawing again as signed, or Sign's refusal
+    # (the page keeps the newest line: a loaded run handled the forced Sign click after the
+    # drawing again)
+    page.wait_for_function("() => /Reading signed \\(|is signed; it is read-only now/.test("
+                           "document.getElementById('save-status').innerText)")
     signed = reader.app.query("SELECT text FROM revision WHERE reading_id = ? AND section = "
                               "'findings' ORDER BY number DESC LIMIT 1", reading)[0][0]
     wait_value(page, "findings", "v === " + json.dumps(signed))
