@@ -18,6 +18,11 @@ from tests.db_templates import POSTGRES_KEY, Templates, copy_tree
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 IU_ARCHIVE = SHARED_DATA / "NLMCXR_reports.tgz"
+# scrypt's N for the tests' passwords (RRG_REVIEW_PASSWORD_COST, and `password_cost=` where a
+# test makes an AccountService itself): 2^14, 16 ms a hash where the default 2^17 takes 0.5 s
+# of a core and 128 MiB; the suite hashed about 210 passwords. The tests of the hashing itself
+# (test_accounts, test_review) and the login flood (test_server_origins) keep the default.
+TEST_PASSWORD_COST = 2**14
 
 
 def rg1(name: str = "RG1_UNCI.dcm") -> str:
@@ -28,8 +33,10 @@ def rg1(name: str = "RG1_UNCI.dcm") -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Imports check their images in-process (no process pool per import, also in the CLI
-    subprocesses the tests start); the tests of the pool itself pass `workers=2`."""
+    subprocesses the tests start); the tests of the pool itself pass `workers=2`. Passwords are
+    hashed at TEST_PASSWORD_COST by the apps and commands the tests start."""
     os.environ.setdefault("RRG_REVIEW_IMPORT_WORKERS", "1")
+    os.environ.setdefault("RRG_REVIEW_PASSWORD_COST", str(TEST_PASSWORD_COST))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -14,6 +14,7 @@ from rrg_review.app.settings import Settings
 from rrg_review.app.setup import seed_demo
 from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.engine import Database
+from tests.conftest import TEST_PASSWORD_COST
 from tests.tiny_models import tiny_encoder_decoder
 
 
@@ -32,7 +33,7 @@ def build_review_session(db: Database, settings: Settings, tmp_path: Path, *,
     drafting = DraftingService(db, settings, RuntimeConfig(device="cpu",
                                                            presets_file=str(presets)))
     review = ReviewService(db)
-    accounts = AccountService(review.db)
+    accounts = AccountService(review.db, password_cost=TEST_PASSWORD_COST)
     a, b = accounts.add("a", "pw-a-123456"), accounts.add("b", "pw-b-123456")
     WorklistService(review.db).assign(a)
     WorklistService(review.db).assign(b)

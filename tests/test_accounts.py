@@ -18,6 +18,7 @@ from rrg_review.app.accounts.service import (
 from rrg_review.app.review.service import ReviewError, ReviewService
 from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.models import AuditEvent, Reader
+from tests.conftest import TEST_PASSWORD_COST
 
 
 class Clock:
@@ -30,7 +31,8 @@ class Clock:
 
 @pytest.fixture
 def accounts(db):
-    return AccountService(db, throttle=LoginThrottle(clock=Clock()))
+    return AccountService(db, throttle=LoginThrottle(clock=Clock()),
+                          password_cost=TEST_PASSWORD_COST)
 
 
 def test_password_policy_is_enforced_by_the_service(accounts):
@@ -49,7 +51,8 @@ def test_password_policy_is_enforced_by_the_service(accounts):
         accounts.set_password("dr.wu", "tiny")
 
 
-def test_scrypt_cost_is_owasp_and_old_hashes_are_upgraded_on_login(db, accounts):
+def test_scrypt_cost_is_owasp_and_old_hashes_are_upgraded_on_login(db):
+    accounts = AccountService(db, throttle=LoginThrottle(clock=Clock()))  # the default cost
     current = hash_password("a-fine-password")
     assert current.split("$")[1] == str(2**17) and not needs_rehash(current)
     old = hash_password("a-fine-password", n=2**14)
@@ -64,6 +67,32 @@ def test_scrypt_cost_is_owasp_and_old_hashes_are_upgraded_on_login(db, accounts)
         upgraded = s.scalar(select(Reader.password_hash).where(Reader.name == "dr.old"))
     assert upgraded != old and upgraded.split("$")[1] == str(2**17)
     assert verify_password("a-fine-password", upgraded)
+
+
+def test_the_settings_cost_makes_new_hashes_and_upgrades_weaker_ones_only(db):
+    """A service at another cost (the settings' RRG_REVIEW_PASSWORD_COST) hashes new passwords
+    at it, upgrades a weaker hash on login and never downgrades a stronger one; a stored hash
+    asking for more than the highest cost (a gigabyte-scale N) or an N that is not a power of
+    two is no match, not an error."""
+    low = AccountService(db, throttle=LoginThrottle(clock=Clock()), password_cost=2**14)
+    low.add("dr.low", "a-fine-password")
+    with db.write() as s:
+        s.add(Reader(name="dr.high", password_hash=hash_password("b-fine-password", n=2**15)))
+
+    def stored(name: str) -> str:
+        with db.read() as s:
+            return s.scalar(select(Reader.password_hash).where(Reader.name == name))
+
+    assert stored("dr.low").split("$")[1] == str(2**14)
+    assert low.authenticate("dr.high", "b-fine-password").account is not None
+    assert stored("dr.high").split("$")[1] == str(2**15)  # kept, not made weaker
+    high = AccountService(db, throttle=LoginThrottle(clock=Clock()), password_cost=2**15)
+    before = stored("dr.low")
+    assert high.authenticate("dr.low", "a-fine-password").account is not None
+    assert stored("dr.low") != before and stored("dr.low").split("$")[1] == str(2**15)
+    salt_key = before.split("$", 4)[4]
+    for n in (2**30, 3 * 2**14):
+        assert not verify_password("a-fine-password", f"scrypt${n}$8$1${salt_key}")
 
 
 def test_throttle_backs_off_exponentially_and_a_success_clears_it():
@@ -149,7 +178,8 @@ def test_sessions_expire_when_idle_and_absolutely_and_on_logout():
 def test_saves_and_ratings_are_audited_in_the_same_transaction(demo_db):
     db = demo_db
     review = ReviewService(db)
-    reader = AccountService(review.db).add("dr.c", "c-fine-password")
+    accounts = AccountService(review.db, password_cost=TEST_PASSWORD_COST)
+    reader = accounts.add("dr.c", "c-fine-password")
     WorklistService(review.db).assign(reader)
     study = WorklistService(review.db).items(reader)[0].study_id
     review.save(reader, study, "findings", "first words", None, address="10.1.1.1")
@@ -168,7 +198,8 @@ def test_accepting_a_draft_is_audited_with_the_client_address(demo_db, settings)
 
     db = demo_db
     review = ReviewService(db)
-    reader = AccountService(review.db).add("dr.d", "d-fine-password")
+    accounts = AccountService(review.db, password_cost=TEST_PASSWORD_COST)
+    reader = accounts.add("dr.d", "d-fine-password")
     WorklistService(review.db).assign(reader)
     study = WorklistService(review.db).items(reader)[0].study_id
     drafting = DraftingService(db, settings)
@@ -183,7 +214,7 @@ def test_accepting_a_draft_is_audited_with_the_client_address(demo_db, settings)
 
 
 def test_roles_and_the_local_reader(db):
-    accounts = AccountService(db)
+    accounts = AccountService(db, password_cost=TEST_PASSWORD_COST)
     reader = accounts.add("dr.r", "r-fine-password")
     admin = accounts.add("dr.boss", "boss-fine-password", role="admin")
 
@@ -247,7 +278,7 @@ def test_the_throttle_kept_in_the_database_survives_a_new_process(db):
 def test_sessions_kept_in_the_database_store_only_a_hash_and_survive_a_new_process(db):
     from rrg_review.db.models import WebSession
 
-    accounts = AccountService(db)
+    accounts = AccountService(db, password_cost=TEST_PASSWORD_COST)
     accounts.add("dr.a", "a-fine-password")
     accounts.add("dr.b", "b-fine-password")
     clock = Clock()
@@ -285,11 +316,11 @@ def test_a_read_only_database_keeps_sessions_and_throttling_in_memory(tmp_path):
 
     path = tmp_path / "ro.sqlite"
     writable = open_database(path)
-    AccountService(writable).add("dr.ro", "a-fine-password")
+    AccountService(writable, password_cost=TEST_PASSWORD_COST).add("dr.ro", "a-fine-password")
     writable.dispose()
     ro = open_database(path, read_only=True)
     try:
-        accounts = AccountService(ro)
+        accounts = AccountService(ro, password_cost=TEST_PASSWORD_COST)
         assert accounts.throttle.db is None
         assert [accounts.authenticate("dr.ro", "guess", "10.9.9.9").outcome
                 for _ in range(4)] == ["bad_credentials"] * 4

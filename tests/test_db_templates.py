@@ -11,6 +11,7 @@ from rrg_review.app.accounts.service import AccountService
 from rrg_review.app.settings import Settings
 from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.models import Draft, Study, WorklistItem
+from tests.conftest import TEST_PASSWORD_COST
 
 pytestmark = pytest.mark.both_databases
 
@@ -29,7 +30,7 @@ def test_db_is_a_new_database_at_the_latest_schema(db, settings):
 def test_a_write_to_a_copy_reaches_neither_the_template_nor_the_next_copy(
         demo_db, settings, database_templates, db_backend, tmp_path):
     assert _count(demo_db, Study) == 4 and _count(demo_db, Draft) == 0
-    AccountService(demo_db).add("dr.copy", "a-fine-password")
+    AccountService(demo_db, password_cost=TEST_PASSWORD_COST).add("dr.copy", "a-fine-password")
     with demo_db.write() as session:
         session.execute(Study.__table__.update().values(indication="changed by a test"))
     # the next test's copy of the same template

@@ -40,6 +40,7 @@ from rrg_review.db.models import AuditEvent, Image, Study
 from rrg_review.db.store import pseudonym
 from rrg_review.metrics.bleu import Bleu4
 from rrg_review.metrics.rouge import RougeL
+from tests.conftest import TEST_PASSWORD_COST
 
 pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
 
@@ -105,7 +106,8 @@ def test_open_shows_the_draft_then_the_readers_own_text(desk):
 
 def test_a_tab_belongs_to_the_reader_who_created_it(desk):
     d, reader, _ids = desk
-    other = AccountService(d.review.db).add("dr.b", "a long password")
+    accounts = AccountService(d.review.db, password_cost=TEST_PASSWORD_COST)
+    other = accounts.add("dr.b", "a long password")
     session = Session()
     assert d.bind(session, LOCAL_READER) == reader
     with pytest.raises(TabRefused, match="another reader"):
@@ -1079,7 +1081,8 @@ def test_the_prior_beside_shows_the_readers_own_report_of_it_above_the_reference
     assert "FINDINGS: My signed prior findings.\nIMPRESSION: My impression." in shown
     below = "prior (as imported)" if "as imported" in shown else "No reference report stored"
     assert shown.index("Your report of the prior") < shown.index(below)
-    session.reader = AccountService(d.review.db).add("someone", "a long enough pw")
+    accounts = AccountService(d.review.db, password_cost=TEST_PASSWORD_COST)
+    session.reader = accounts.add("someone", "a long enough pw")
     # another reader's tab: their own report only (none)
     assert "My signed prior" not in prior_film(d.viewer, view, session, d.prior_report)
     session.reader, session.reading = reader, object()  # type: ignore[assignment]

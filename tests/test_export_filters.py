@@ -18,6 +18,7 @@ from rrg_review.app.review.service import ReviewService
 from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.models import Draft, Rating, WorklistItem
 from rrg_review.metrics.bleu import Bleu4
+from tests.conftest import TEST_PASSWORD_COST
 
 LONG_AGO = datetime(2020, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -36,7 +37,7 @@ def reviewed(db, monkeypatch) -> dict[str, list[int]]:
                 s.add(Draft(study_id=sid, section=section, preset="m", model_id="m",
                             text=f"{section} draft of {sid}."))
     review = ReviewService(db)
-    accounts = AccountService(review.db)
+    accounts = AccountService(review.db, password_cost=TEST_PASSWORD_COST)
     a, b = accounts.add("a", "pw-a-123456"), accounts.add("b", "pw-b-123456")
     for reader in (a, b):
         WorklistService(review.db).assign(reader, ids["new"] + ids["old"], include_report_only=True)
@@ -108,7 +109,7 @@ def test_a_section_left_as_drafted_is_final_as_drafted_before_the_rating(db, rev
     """Found in a third new-user trial: a reader who saved the findings and had not rated
     yet exported an empty final impression, though the draft's impression was in the box."""
     review = ReviewService(db)
-    c = AccountService(review.db).add("c", "pw-c-123456")
+    c = AccountService(review.db, password_cost=TEST_PASSWORD_COST).add("c", "pw-c-123456")
     study = reviewed["new"][1]
     WorklistService(review.db).assign(c, [study], include_report_only=True)
     with db.read() as s:
@@ -126,7 +127,7 @@ def test_a_report_written_before_any_draft_is_the_readers_final(db):
     empty until the reader's next save: a new-user trial)."""
     (sid,) = add_studies(db, 1, prefix="B")
     review = ReviewService(db)
-    reader = AccountService(review.db).add("r", "pw-r-123456")
+    reader = AccountService(review.db, password_cost=TEST_PASSWORD_COST).add("r", "pw-r-123456")
     WorklistService(review.db).assign(reader, [sid], include_report_only=True)
     review.save(reader, sid, "findings", "MARK findings by hand", None)
     review.save(reader, sid, "impression", "MARK impression by hand", None)

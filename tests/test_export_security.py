@@ -17,6 +17,7 @@ from rrg_review.app.evaluation.export import (
 )
 from rrg_review.app.review.service import ReviewService
 from rrg_review.app.worklist.service import WorklistService
+from tests.conftest import TEST_PASSWORD_COST
 
 
 def test_cells_that_a_spreadsheet_would_run_are_neutralised():
@@ -73,7 +74,8 @@ def test_purge_skips_a_folder_removed_between_listing_and_stat(tmp_path):
 @pytest.fixture
 def two_readers(demo_db, settings, tmp_path):
     db = demo_db
-    review, accounts, worklists = ReviewService(db), AccountService(db), WorklistService(db)
+    review, worklists = ReviewService(db), WorklistService(db)
+    accounts = AccountService(db, password_cost=TEST_PASSWORD_COST)
     ids = {}
     for name, role in (("dr.one", "reader"), ("dr.two", "reader"), ("dr.lead", "admin")):
         ids[name] = accounts.add(name, f"passphrase-{len(name)}-xyz", role=role)

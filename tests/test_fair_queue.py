@@ -20,6 +20,7 @@ import pytest
 from bench.processes import stop_process
 from rrg_review.app.fair import FairLimits
 from tests.browser import free_port, sign_in, wait_for_port
+from tests.conftest import TEST_PASSWORD_COST
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # a server subprocess (~6 s)
@@ -45,7 +46,8 @@ with gr.Blocks() as ui:
     gr.Button("order").click(lambda: ",".join(ran), None, [out], api_name="order",
                              queue=False)
 options = ServerOptions(port=int(sys.argv[1]), login=True)
-serve(build_app(ui, AccountService(db), SessionStore(), options), options)
+serve(build_app(ui, AccountService(db, password_cost=int(sys.argv[3])), SessionStore(), options),
+      options)
 """
 
 
@@ -57,14 +59,15 @@ def slow_app(tmp_path):
     path = tmp_path / "accounts.sqlite"
     db = open_database(path)
     for name, password in PASSWORDS.items():
-        AccountService(db).add(name, password)
+        AccountService(db, password_cost=TEST_PASSWORD_COST).add(name, password)
     db.dispose()
     port = free_port()
     log = tmp_path / "app.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)}
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-c", SLOW_APP, str(port), str(path)],
+        proc = subprocess.Popen([sys.executable, "-c", SLOW_APP, str(port), str(path),
+                                 str(TEST_PASSWORD_COST)],
                                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, proc, time.monotonic() + 120, log.read_text)

@@ -24,6 +24,7 @@ from rrg_review.app.drafting.service import DraftingService, RuntimeConfig
 from rrg_review.app.review.service import ReviewService
 from rrg_review.app.setup import seed_demo
 from rrg_review.app.worklist.service import WorklistService
+from tests.conftest import TEST_PASSWORD_COST
 
 ROOT = Path(__file__).resolve().parents[1]
 # the bound is 30 s on a quiet machine; before the fix this export ran for minutes
@@ -74,7 +75,7 @@ def three_studies(db, settings, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # building it must not probe anything
     seed_demo(db, settings)
     review, worklists = ReviewService(db), WorklistService(db)
-    reader = AccountService(db).add("a", "pw-a-123456")
+    reader = AccountService(db, password_cost=TEST_PASSWORD_COST).add("a", "pw-a-123456")
     worklists.assign(reader)
     ids = [w.study_id for w in worklists.items(reader)][:3]
     DraftingService(db, settings, RuntimeConfig(device="cpu")).draft(ids, "retrieval")

@@ -23,6 +23,7 @@ from rrg_review.app.worklist.service import WorklistService
 from rrg_review.db.models import Draft
 from rrg_review.db.store import priors
 from rrg_review.model.presets import Preset
+from tests.conftest import TEST_PASSWORD_COST
 
 
 @contextmanager
@@ -66,7 +67,7 @@ def _reviewed(db, ids: list[int]) -> None:
                                 text=f"{preset} {section} of {sid}.", model_id=preset,
                                 created_at=datetime.now(UTC)))
     review = ReviewService(db)
-    accounts = AccountService(db)
+    accounts = AccountService(db, password_cost=TEST_PASSWORD_COST)
     found = accounts.account("a")
     reader = found.id if found else accounts.add("a", "pw-a-123456")
     WorklistService(review.db).assign(reader)

@@ -25,6 +25,7 @@ from rrg_review.app.worklist.service import WorklistService
 from rrg_review.core.vocabulary import REXVAL_CATEGORIES
 from rrg_review.db.models import Rating, Revision
 from rrg_review.metrics.edits import word_diff, word_error_rate
+from tests.conftest import TEST_PASSWORD_COST
 
 pytestmark = pytest.mark.both_databases  # SQLite and a real PostgreSQL server
 
@@ -40,7 +41,7 @@ def test_passwords_are_scrypt_hashed_and_verified(review):
     assert stored.startswith("scrypt$") and "s3cret-pass" not in stored
     assert verify_password("s3cret-pass", stored) and not verify_password("nope", stored)
     assert hash_password("s3cret-pass") != stored  # salted
-    accounts = AccountService(review.db)
+    accounts = AccountService(review.db, password_cost=TEST_PASSWORD_COST)
     rid = accounts.add("dr.lee", "s3cret-pass")
     assert accounts.authenticate("dr.lee", "s3cret-pass").account.id == rid
     assert accounts.authenticate("dr.lee", "wrong").account is None
@@ -53,7 +54,7 @@ def test_passwords_are_scrypt_hashed_and_verified(review):
 
 
 def test_each_reader_has_an_own_worklist_and_never_sees_others_edits(review):
-    accounts = AccountService(review.db)
+    accounts = AccountService(review.db, password_cost=TEST_PASSWORD_COST)
     a, b = accounts.add("a", "pw-a-123456"), accounts.add("b", "pw-b-123456")
     assert WorklistService(review.db).assign(a) == 4 and WorklistService(review.db).assign(a) == 0
     study = WorklistService(review.db).items(a)[0].study_id
@@ -186,7 +187,8 @@ def test_active_time_is_per_reader_and_study(review):
     """The dedupe is per (reader, study): another study, or another reader on the same
     study, counts its own time over the same minutes."""
     r = AccountService(review.db).local_reader()
-    bob = AccountService(review.db).add("bob", "a long enough password")
+    bob = AccountService(review.db, password_cost=TEST_PASSWORD_COST).add(
+        "bob", "a long enough password")
     WorklistService(review.db).assign(r)
     WorklistService(review.db).assign(bob)
     first, second = (w.study_id for w in WorklistService(review.db).items(r)[:2])

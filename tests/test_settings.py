@@ -96,3 +96,26 @@ def test_import_workers_from_the_environment_and_a_bad_value_is_one_sentence(tmp
         assert cli(["import", str(tmp_path / "ds"), "--db", str(tmp_path / "x.sqlite")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: RRG_REVIEW_IMPORT_WORKERS must be") and "Traceback" not in err
+
+
+def test_password_cost_from_the_environment_and_a_bad_value_is_one_sentence(tmp_path, capsys):
+    """RRG_REVIEW_PASSWORD_COST: scrypt's N for new hashes (default 2^17, OWASP's minimum), a
+    power of two from 2^14 to 2^20; anything else stops a command with one sentence naming
+    the variable, and the workstation refuses to start, before anything is opened."""
+    from rrg_review.app.serve import main as serve
+
+    assert Settings.from_args(environ={}).password_cost == 2**17
+    assert Settings.from_args(environ={"RRG_REVIEW_PASSWORD_COST": "16384"}).password_cost == 2**14
+    for bad in ("1024", "100000", "2097152", "0", "-16384", "fast"):
+        with pytest.raises(ValueError, match="RRG_REVIEW_PASSWORD_COST: the password cost must "
+                                             r"be a power of two from 2\^14 \(16384\) to 2\^20"):
+            Settings.from_args(environ={"RRG_REVIEW_PASSWORD_COST": bad})
+    db = tmp_path / "x.sqlite"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RRG_REVIEW_PASSWORD_COST", "1000")
+        assert cli(["readers", "list", "--db", str(db)]) == 2
+        assert serve(["--db", str(db), "--port", "1", "--no-demo"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["error: RRG_REVIEW_PASSWORD_COST: the password cost must be a power of two "
+                   "from 2^14 (16384) to 2^20, not '1000'"] * 2
+    assert not db.exists()  # refused before the database was opened

@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import select
 
 from tests.browser import App, close_pages, top_in_column, wait_text, wait_value
+from tests.conftest import TEST_PASSWORD_COST
 
 pytest_plugins = ["tests.browser"]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -50,7 +51,7 @@ def _build(path, tmp_path, templates):
     templates.copy_sqlite("demo", settings)
     db = settings.open_database()
     try:
-        accounts = AccountService(db)
+        accounts = AccountService(db, password_cost=TEST_PASSWORD_COST)
         for name in ("ann", "bob"):
             accounts.add(name, PASSWORD)
         with db.write() as s:

@@ -126,15 +126,18 @@ def main(argv: list[str] | None = None) -> int:
         except TLSFilesError as exc:
             return _refuse(str(exc))
 
-    from rrg_review.app.accounts.service import LOCAL_READER, AccountService, LoginThrottle
+    from rrg_review.app.accounts.service import LOCAL_READER
     from rrg_review.app.logs import configure_logging
-    from rrg_review.app.settings import Settings
+    from rrg_review.app.settings import Settings, SettingsError
     from rrg_review.app.setup import prepare
     from rrg_review.db.engine import DatabaseProblem
     from rrg_review.studies.pixels import decode_jpeg2000_on_all_cores
 
-    settings = Settings.from_args(args.db, args.data_dir, log_level=args.log_level,
-                                  default_log_level="INFO", presets=args.presets)
+    try:
+        settings = Settings.from_args(args.db, args.data_dir, log_level=args.log_level,
+                                      default_log_level="INFO", presets=args.presets)
+    except SettingsError as exc:
+        return _refuse(str(exc))
     # logins, throttling, audit, drafting and metric failures: on stderr and in the log file
     log_file = configure_logging(settings.log_level, settings.log_file())
     logging.getLogger(__name__).info("rrg-review starting on %s (log: %s)", args.host, log_file)
@@ -142,9 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         db = prepare(settings, demo=not args.no_demo, read_only=args.read_only)
     except DatabaseProblem as exc:
         return _refuse(str(exc))
-    # counters in the database (in memory when it is open read-only)
-    accounts = AccountService(db, throttle=LoginThrottle(
-        db, base_delay_s=max(0.1, args.login_backoff_seconds)))
+    accounts = _accounts(db, settings, args.login_backoff_seconds)
     if login and not accounts.has_logins():
         where = "beyond this machine" if not is_loopback(args.host) else "with --login"
         return _refuse(f"refusing to serve {where} ({args.host}) without reader accounts: add "
@@ -161,6 +162,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _accounts(db: Database, settings: Settings, backoff_s: float) -> AccountService:
+    """The server's accounts: throttle counters in the database (in memory when it is open
+    read-only), new passwords hashed at the settings' cost (a warning when below OWASP's)."""
+    from rrg_review.app.accounts.service import SCRYPT, AccountService, LoginThrottle
+    from rrg_review.app.settings import ENV_PASSWORD_COST
+
+    if settings.password_cost < SCRYPT["n"]:
+        logging.getLogger(__name__).warning(
+            "new passwords are hashed at scrypt N=2^%d (%s), below OWASP's minimum 2^17: "
+            "for test set-ups, not a team's server", settings.password_cost.bit_length() - 1,
+            ENV_PASSWORD_COST)
+    return AccountService(db, throttle=LoginThrottle(db, base_delay_s=max(0.1, backoff_s)),
+                          password_cost=settings.password_cost)
 
 
 def _readings(db: Database, settings: Settings, presets: Collection[str],

@@ -24,6 +24,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rrg_review.app.accounts.service import SCRYPT, password_cost
 from rrg_review.db.blobs import BlobStore
 from rrg_review.db.engine import (
     DEFAULT_BUSY_TIMEOUT_S,
@@ -47,6 +48,9 @@ ENV_CHEXBERT = "RRG_REVIEW_CHEXBERT"  # a chexbert.pth instead of the hub's copy
 ENV_METRIC_WORKERS = "RRG_REVIEW_METRIC_WORKERS"  # where metric workers' virtualenvs live
 ENV_KEY = "RRG_REVIEW_KEY"  # the pseudonym key, 64 hex digits (a team's server: no key file)
 ENV_BUSY_TIMEOUT = "RRG_REVIEW_BUSY_TIMEOUT"  # seconds a writer waits for another (default 10)
+# scrypt's N for new password hashes (default 2^17, OWASP's minimum; 2^14..2^20): a test
+# set-up lowers it, a fast server may raise it (app/accounts/service.py)
+ENV_PASSWORD_COST = "RRG_REVIEW_PASSWORD_COST"  # noqa: S105 (a variable's name)
 # processes an import checks images in when --workers is not given (default: one per core;
 # 1: in this process, as the test suite runs imports)
 ENV_IMPORT_WORKERS = "RRG_REVIEW_IMPORT_WORKERS"
@@ -91,6 +95,11 @@ def resolve_log_level(flag: str | None, default: str = "WARNING") -> str:
     return (choose(flag, ENV_LOG_LEVEL) or default).upper()
 
 
+class SettingsError(ValueError):
+    """A setting's value that cannot be used, in one sentence naming the variable (the commands
+    print it as their error, never a traceback)."""
+
+
 def _positive_int(value: str | None, name: str) -> int | None:
     """An environment variable's whole number >= 1, None when unset; a bad one is one sentence."""
     if value is None or not value.strip():
@@ -100,8 +109,16 @@ def _positive_int(value: str | None, name: str) -> int | None:
     except ValueError:
         number = 0
     if number < 1:
-        raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+        raise SettingsError(f"{name} must be a whole number of at least 1, not {value!r}")
     return number
+
+
+def _password_cost(value: str | None) -> int:
+    """$RRG_REVIEW_PASSWORD_COST as scrypt's N; one sentence naming the variable when bad."""
+    try:
+        return password_cost(value)
+    except ValueError as exc:
+        raise SettingsError(f"{ENV_PASSWORD_COST}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -117,6 +134,7 @@ class Settings:
     busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
     import_workers: int | None = None  # None: one per CPU core
     study_clock_file: Path | None = None  # see ENV_STUDY_CLOCK
+    password_cost: int = SCRYPT["n"]  # see ENV_PASSWORD_COST
     # the environment as it was when the settings were built: a worker preset names the
     # variable that holds its interpreter (`python_env`), known only once a preset is chosen
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -168,6 +186,7 @@ class Settings:
             import_workers=_positive_int(env.get(ENV_IMPORT_WORKERS), ENV_IMPORT_WORKERS),
             study_clock_file=Path(clock) if (clock := env.get(ENV_STUDY_CLOCK, "").strip())
             else None,
+            password_cost=_password_cost(env.get(ENV_PASSWORD_COST)),
             environ=env,
         )
 

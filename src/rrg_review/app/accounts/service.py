@@ -1,7 +1,10 @@
 """Reader accounts: roles, password hashing and policy, login throttling and web sessions.
 
 - Passwords: scrypt (hashlib, memory-hard) at N=2^17, r=8, p=1 (OWASP's minimum); a hash made
-  with weaker parameters is replaced on the next successful login.
+  with weaker parameters is replaced on the next successful login. N is the settings'
+  `password_cost` (RRG_REVIEW_PASSWORD_COST, 2^14..2^20): a faster machine may raise it, and
+  a test set-up lowers it, as Django's documentation has test settings use a fast hasher (the
+  suite hashed about 210 passwords at 0.5 CPU-s each).
 - Policy (enforced here, not only by the CLI): at least 10 characters, not the account name,
   not one repeated character, not a well-known password.
 - Throttling: after a few failures an account, and separately a client address, must wait
@@ -42,7 +45,9 @@ log = logging.getLogger(__name__)
 
 LOCAL_READER = "local"
 SCRYPT = {"n": 2**17, "r": 8, "p": 1, "dklen": 32}
-_MAXMEM = 256 * 1024 * 1024  # scrypt needs 128 * r * N bytes = 128 MiB at these parameters
+# the N a setting may choose: 2^14 (16 MiB, the scrypt paper's interactive logins) for test
+# set-ups, up to 2^20 (1 GiB a check)
+PASSWORD_COSTS = range(14, 21)
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 MIN_PASSWORD = 10
 MAX_PASSWORD = 1024
@@ -87,9 +92,32 @@ def hash_password(password: str, *, n: int = SCRYPT["n"]) -> str:
     """
     salt = os.urandom(16)
     key = hashlib.scrypt(password.encode(), salt=salt, n=n, r=SCRYPT["r"], p=SCRYPT["p"],
-                         dklen=SCRYPT["dklen"], maxmem=_MAXMEM)
+                         dklen=SCRYPT["dklen"], maxmem=_maxmem(n, SCRYPT["r"]))
     return (f"scrypt${n}${SCRYPT['r']}${SCRYPT['p']}${base64.b64encode(salt).decode()}$"
             f"{base64.b64encode(key).decode()}")
+
+
+def _maxmem(n: int, r: int) -> int:
+    """The memory hashlib may use: scrypt needs 128 * r * N bytes (128 MiB at 2^17, r=8)."""
+    return 2 * 128 * r * n
+
+
+def password_cost(value: str | None) -> int:
+    """The scrypt N a setting names (a power of two, 2^14..2^20), SCRYPT's when None.
+
+    Raises:
+        ValueError: one sentence naming the value and what is allowed.
+    """
+    if value is None or not value.strip():
+        return SCRYPT["n"]
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1 or n & (n - 1) or n.bit_length() - 1 not in PASSWORD_COSTS:
+        raise ValueError(f"the password cost must be a power of two from 2^{PASSWORD_COSTS[0]}"
+                         f" ({2**PASSWORD_COSTS[0]}) to 2^{PASSWORD_COSTS[-1]}, not {value!r}")
+    return n
 
 
 def _params(stored: str | None) -> tuple[int, int, int, bytes, bytes] | None:
@@ -117,22 +145,28 @@ def verify_password(password: str, stored: str | None) -> bool:
     if parsed is None:
         return False
     n, r, p, salt, expected = parsed
-    got = hashlib.scrypt(password.encode(), salt=salt, n=n, r=r, p=p, dklen=len(expected),
-                         maxmem=_MAXMEM)
+    if _maxmem(n, r) > _maxmem(2**PASSWORD_COSTS[-1], SCRYPT["r"]):
+        return False  # (no stored hash asks for more memory than the highest cost)
+    try:
+        got = hashlib.scrypt(password.encode(), salt=salt, n=n, r=r, p=p, dklen=len(expected),
+                             maxmem=_maxmem(n, r))
+    except ValueError:  # an N that is not a power of two, a bad salt: no match
+        return False
     return hmac.compare_digest(got, expected)
 
 
-def needs_rehash(stored: str | None) -> bool:
+def needs_rehash(stored: str | None, n: int = SCRYPT["n"]) -> bool:
     """Whether a stored hash is weaker than today's cost, so a correct login upgrades it.
 
     Args:
         stored: the stored hash, or None.
+        n: today's scrypt N (the settings' password cost).
 
     Returns:
-        True for None, an unreadable value, or an N or r below the current SCRYPT settings.
+        True for None, an unreadable value, or an N below `n` or an r below SCRYPT's.
     """
     parsed = _params(stored)
-    return parsed is None or parsed[0] < SCRYPT["n"] or parsed[1] < SCRYPT["r"]
+    return parsed is None or parsed[0] < n or parsed[1] < SCRYPT["r"]
 
 
 def check_password(name: str, password: str) -> None:
@@ -473,8 +507,11 @@ class AccountService:
     ADDRESS_FREE_FAILURES = 10  # several readers may share one address (NAT, a reading room)
 
     def __init__(self, db: Database, audit: AuditLog | None = None,
-                 throttle: LoginThrottle | None = None) -> None:
+                 throttle: LoginThrottle | None = None, *,
+                 password_cost: int = SCRYPT["n"]) -> None:
+        """`password_cost`: the scrypt N new hashes are made with (the settings' choice)."""
         self.db = db
+        self.password_cost = password_cost
         self.audit = audit or AuditLog(db)
         self.throttle = throttle or LoginThrottle(db)
         # password checks while an address is throttled: one at a time (scrypt costs ~0.1 s
@@ -503,7 +540,8 @@ class AccountService:
             raise AccountError(f"role {role!r}: one of {', '.join(ROLES)}")
         if password is not None:
             check_password(name, password)
-        hashed = hash_password(password) if password is not None else None
+        hashed = (hash_password(password, n=self.password_cost) if password is not None
+                  else None)
         with self.db.write() as s:
             if s.scalar(select(Reader.id).where(Reader.name == name)) is not None:
                 raise AccountError(f"reader {name!r} already exists")
@@ -523,7 +561,7 @@ class AccountService:
             AccountError: the password is refused, or no account has this name.
         """
         check_password(name, password)
-        hashed = hash_password(password)
+        hashed = hash_password(password, n=self.password_cost)
         with self.db.write() as s:
             reader = s.scalar(select(Reader).where(Reader.name == name))
             if reader is None:
@@ -603,10 +641,12 @@ class AccountService:
         self.throttle.success(account_key)
         if address_key and not under_throttle:
             self.throttle.success(address_key)  # (a flooding address stays throttled)
-        if needs_rehash(reader.password_hash) and not self.db.read_only:
+        if needs_rehash(reader.password_hash, self.password_cost) and not self.db.read_only:
             with self.db.write() as s:
-                s.get_one(Reader, reader.id).password_hash = hash_password(password)
-            log.info("password hash of %s upgraded to scrypt N=2^17", name)
+                s.get_one(Reader, reader.id).password_hash = hash_password(
+                    password, n=self.password_cost)
+            log.info("password hash of %s upgraded to scrypt N=2^%d", name,
+                     self.password_cost.bit_length() - 1)
         self.audit.record("login", actor=name, address=address, detail=note)
         return LoginResult(Account(reader.id, reader.name, reader.role), "ok")
 
@@ -633,7 +673,8 @@ class AccountService:
         with self.db.read() as s:
             reader = s.scalar(select(Reader).where(Reader.name == name))
         if reader is None or reader.password_hash is None:
-            hash_password(password)  # same cost either way: no account enumeration by timing
+            # same cost either way: no account enumeration by timing
+            hash_password(password, n=self.password_cost)
             return reader, False
         return reader, verify_password(password, reader.password_hash)
 

@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.func
     os.umask(0o077)  # databases, keys, backups and exports are private to this user
-    from rrg_review.app.settings import resolve_log_level
+    from rrg_review.app.settings import SettingsError, resolve_log_level
 
     configure_logging(resolve_log_level(args.log_level))
     from sqlalchemy.exc import DBAPIError
@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return handler(args)
-    except DatabaseProblem as exc:
+    except (DatabaseProblem, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except DBAPIError as exc:

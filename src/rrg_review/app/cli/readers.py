@@ -31,8 +31,9 @@ def run(args: argparse.Namespace) -> int:
     from rrg_review.app.accounts.service import AccountError, AccountService
     from rrg_review.app.settings import Settings
 
-    db = Settings.from_args(args.db).open_database()
-    accounts = AccountService(db)
+    settings = Settings.from_args(args.db)
+    db = settings.open_database()
+    accounts = AccountService(db, password_cost=settings.password_cost)
     if args.action == "list":
         for account, can_login in accounts.accounts():
             print(f"{account.name}\t{account.role}\t"
