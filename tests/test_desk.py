@@ -1210,3 +1210,29 @@ def test_status_lines_are_numbered_in_the_order_their_handlers_ran():
     unchanged = gr.update()
     assert numbered(session, unchanged) is unchanged and session.answers == 3
     assert with_number(session, {"other": 1}, status) == {"other": 1}
+
+
+def test_a_conflict_on_screen_follows_a_yet_newer_save_before_keep_mine(desk):
+    """Found in a new-user trial: tab B's notice quoted revision 1 after tab A had saved
+    revision 2, and Keep mine then saved over words the reader had never been shown. The
+    heartbeat now replaces the quote with the newest revision (once per revision), and Keep
+    mine saves on top of what the notice shows."""
+    d, reader, ids = desk
+    a, texts = opened(d, reader, ids[2])
+    b, _ = opened(d, reader, ids[2])
+    assert d.save(a, {**texts, "findings": "A1"}, typed(ids[2], "findings")).ok
+    mine = {**texts, "findings": "B1"}
+    refused = d.save(b, mine, typed(ids[2], "findings"))
+    assert not refused.ok and "“A1”" in _words(refused.message)
+    assert d.check_newer(b, typed(ids[2], "findings"), mine) is None  # nothing newer yet
+    assert d.save(a, {**texts, "findings": "A1 A2"}, typed(ids[2], "findings", seq=2)).ok
+    assert d.tick(b, mine, typed(ids[2], "findings", seq=2), now=1.0) is None  # held
+    again = d.check_newer(b, typed(ids[2], "findings", seq=2), mine)
+    assert again is not None and not again.ok and "revision 2" in again.message
+    assert "A2" in _words(again.message) and "Keep mine" in again.message
+    assert "You have not changed" not in again.message  # still the reader's own words
+    assert d.check_newer(b, typed(ids[2], "findings", seq=2), mine) is None  # told once
+    kept = d.keep_mine(b, mine, typed(ids[2], "findings", seq=3))
+    assert kept.ok and kept.message == "findings saved as revision 3"
+    assert [r.text for r in d.review.history(reader, ids[2], "findings")] == [
+        "A1", "A1 A2", "B1"]

@@ -21,7 +21,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -1073,21 +1073,29 @@ class Desk:
             return None
         return None if signed is None else _now_read_only(session)
 
-    def check_newer(self, session: Session, client: Client) -> Saved | None:
+    def check_newer(self, session: Session, client: Client,
+                    texts: Mapping[str, str] | None = None) -> Saved | None:
         """Whether another tab or session saved a newer revision of a section while this tab
         shows an older one (found in a new-user trial: the tab saved over kept saying "saved
-        as revision 14" until its own next save was refused). Called by the heartbeat when
-        nothing is pending: the reader is told and chooses, exactly as after a refused save;
-        the boxes are never replaced under a reader who may be about to type.
+        as revision 14" until its own next save was refused), or a revision newer than the one
+        a conflict on screen quotes (a new-user trial: the notice kept quoting revision 1
+        after revision 2 came in, and Keep mine saved over words the reader never saw). Called
+        by the heartbeat when nothing but held sections is pending: the reader is told and
+        chooses, exactly as after a refused save; the boxes are never replaced under a reader
+        who may be about to type. `texts`: the boxes, which the quotes are marked against.
 
         Returns:
             The notice to show, or None when this tab is up to date.
         """
-        if session.study is None or session.reader is None or session.conflicts \
-                or client.study != session.study:
+        if session.study is None or session.reader is None or client.study != session.study:
             return None
         newer = {}
         for section, rev in self._rv(session).current(session.reader, session.study).items():
+            quoted = session.conflicts.get(section)
+            if quoted is not None:
+                if rev.number != quoted.number:  # the notice quotes an older one
+                    newer[section] = rev
+                continue
             if rev.number == session.base.get(section) or rev.text == session.shown.get(section):
                 continue
             if rev.text in client.own.get(section, ()):  # this tab's own save, after a reload
@@ -1096,12 +1104,15 @@ class Desk:
             newer[section] = rev
         if not newer:
             return None
+        # (nothing is pending when the heartbeat asks but sections already in conflict: every
+        # section newly told is one the reader has not changed; typing in it later makes it
+        # theirs, and a conflict: see `tick`)
+        fresh = frozenset(s for s in newer if s not in session.conflicts)
+        session.told = (session.told if session.conflicts else frozenset()) | fresh
         session.conflicts.update(newer)
-        # (nothing is pending when the heartbeat asks: every section told is one the reader
-        # has not changed; typing in it later makes it theirs, and a conflict: see `tick`)
-        session.told = frozenset(newer)
-        return Saved(conflict_message(session.conflicts, session.shown, session.told),
-                     dict(newer), False)
+        boxes = session.shown if texts is None else {**session.shown, **texts}
+        return Saved(conflict_message(session.conflicts, boxes, session.told),
+                     dict(session.conflicts), False)
 
     def keep_mine(self, session: Session, texts: dict[str, str], client: Client) -> Saved:
         """Save the reader's text on top of the newest revision; all stay in the history.

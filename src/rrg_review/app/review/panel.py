@@ -482,8 +482,8 @@ def _wire_saving(w: Wiring) -> None:
         texts, now, client = p.texts_of(d), time.monotonic(), Client.parse(d[tab.client])
         saved = desk.tick(session, texts, client, now)
         if saved is None:
-            newer = (desk.check_signed(session, client) or desk.check_newer(session, client)
-                     if client.visible else None)
+            newer = (desk.check_signed(session, client)
+                     or desk.check_newer(session, client, texts) if client.visible else None)
             if newer is not None:
                 return editor.after_save(r, newer, texts, client)
             out: Outputs = {p.save_status: gr.update()}
