@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import sqlite3
 import time
 from typing import Any, NamedTuple
 
@@ -1816,6 +1817,35 @@ def test_a_draft_whose_wait_was_refused_still_reaches_the_page(browser, tmp_path
         context.close()
     finally:
         running.stop()
+
+
+def test_a_search_naming_a_whole_key_opens_that_study_among_longer_ones(browser, app):
+    """Found in a new-user trial: "CXR1" found CXR1, CXR10 ... CXR199 and opened nothing (only
+    a search finding one study opened it). The study whose whole key is the text (in any
+    case) opens; a text that is only the start of several keys still opens none."""
+    from rrg_review.db.sorting import natural_key
+
+    with sqlite3.connect(app.db) as con:  # a key that starts with another study's key
+        con.execute("UPDATE study SET study_key = 'DEMO-00021', sort_key = ? WHERE study_key"
+                    " = 'DEMO-0003'", (natural_key("DEMO-00021"),))
+    page = new_page(browser, app.url)
+    search = page.locator("#worklist-search textarea, #worklist-search input").first
+    assert key_on_screen(page) == "DEMO-0001"
+
+    def keys() -> list[str]:
+        return [r[1] for r in table_rows(page, "worklist")]
+
+    search.fill(" demo-0002 ")
+    search.press("Enter")
+    wait_until(lambda: keys() == ["DEMO-0002", "DEMO-00021"], "the two keys found")
+    wait_text(page, "film-head", "DEMO-0002")
+    page.wait_for_function("() => !window.rrgLeaving()")
+    assert key_on_screen(page) == "DEMO-0002"
+    search.fill("DEMO-000")
+    search.press("Enter")
+    wait_until(lambda: len(keys()) == 4, "every row")
+    page.wait_for_timeout(1500)  # (what would open one is the page's own step after the answer)
+    assert key_on_screen(page) == "DEMO-0002"
 
 
 def test_the_worklist_shows_every_row_again_after_a_search_with_no_match(browser, app):

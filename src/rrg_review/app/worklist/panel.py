@@ -51,10 +51,15 @@ LAST_PAGE = 1 << 30  # clamped to the last page by the service
 LOADING = "*Loading worklist…*"
 # after a search: the ids of the rows found (the table's first column) to the page script
 # (an empty search box is no search: Enter in it opened a worklist's only study: a trial)
-SEARCHED_JS = ("(search, table) => { if (!window.rrgSearched || !String(search || '').trim())"
-               " return;"
+# the rows found, or the one whose whole study key is the text (any case): a new-user trial
+# typed "CXR1" and waited, and the search had found CXR1, CXR10 ... CXR199 (the key itself is
+# first of them in the list's natural order)
+SEARCHED_JS = ("(search, table) => { const text = String(search || '').trim().toLowerCase();"
+               " if (!window.rrgSearched || !text) return;"
                " const rows = Array.isArray(table) ? table : ((table && table.data) || []);"
-               " window.rrgSearched(rows.map((r) => Number(r[0])).filter(Number.isInteger)); }")
+               " const exact = rows.filter((r) => String(r[1]).trim().toLowerCase() === text);"
+               " window.rrgSearched((exact.length === 1 ? exact : rows)"
+               ".map((r) => Number(r[0])).filter(Number.isInteger)); }")
 
 
 @dataclass(frozen=True)
