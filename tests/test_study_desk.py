@@ -432,3 +432,30 @@ def test_a_held_case_is_never_the_prior_beside_a_study_in_plain_review(demo_db, 
     eve = desk.bind(other, "eve")
     assert desk.open(other, eve, later.study_id, 0.0).view.prior_ids == (case.study_id,)
     assert other.priors == (case.study_id,)
+
+
+def test_a_reading_without_a_draft_never_asks_for_one(demo_db, settings, tmp_path):
+    """Found in a new-user trial: a reading of an unassisted arm (no template) said "No draft
+    yet: press Draft (Alt+D)" (a reading has no Draft button, and Alt+D does nothing there)
+    and "draft of arm B" over empty boxes. It says there is no draft, and what to do."""
+    db = demo_db
+    accounts = AccountService(db)
+    accounts.add("dee", None)
+    viewer = StudyViewer(db, settings.blobs)
+    with db.read() as s:
+        keys_ = list(s.scalars(select(Study.study_key).where(Study.image_count > 0)))[:1]
+    studies = _service(db)
+    studies.create(_design(tmp_path, name="bare", cases=keys_, readers=["dee"],
+                           arms=["unassisted"], design="parallel", sessions=1))
+    desk = Desk(viewer, ReviewService(db, accounts.audit), accounts=accounts,
+                readings=ReadingDesk(studies, accounts.audit))
+    session = Session()
+    dee = desk.bind(session, "dee")
+    reading = studies.worklist("bare", "dee", T0).readings[0]
+    opened = desk.open_reading(session, dee, reading.reading_id, now=0.0)
+    assert opened.texts == {"findings": "", "impression": ""}
+    assert opened.status.endswith("No draft in this reading: write the report, then Sign "
+                                  "reading."), opened.status
+    assert "Draft (Alt+D)" not in opened.status
+    assert opened.model_note == (f"**Reader study reading**, arm {reading.arm_code}: no draft;"
+                                 " the report is yours to write.")

@@ -391,9 +391,12 @@ def _counted(session: Session, client: Client,
 
 
 def reading_note(opened: OpenedReading) -> str:
-    """What the model line says in a reading: the blinded code only."""
-    return (f"**Reader study reading**: draft of arm {html.escape(opened.reading.arm_code)} "
-            "(blinded; its source is not shown).")
+    """What the model line says in a reading: the blinded code only (an arm that gives no text
+    says so: "draft of arm B" over empty boxes left a trial looking for the draft)."""
+    arm = html.escape(opened.reading.arm_code)
+    if not any(s.draft for s in opened.sections):
+        return f"**Reader study reading**, arm {arm}: no draft; the report is yours to write."
+    return f"**Reader study reading**: draft of arm {arm} (blinded; its source is not shown)."
 
 
 def _picked(score: object) -> int | None:
@@ -883,6 +886,8 @@ class Desk:
                     "nothing to draft or rate.")
         if session.drafts:
             return "Showing the draft; edit and save."
+        if session.reading is not None:  # (its arm gives no text; there is no Draft to press)
+            return "No draft in this reading: write the report, then Sign reading."
         if self.drafting_now(session):
             return "Drafting this study… the draft appears in the boxes when it is ready."
         return "No draft yet: press Draft (Alt+D)."
