@@ -449,6 +449,9 @@ def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE,
                                 min_width=90)
             images = gr.Dropdown(list(IMAGE_FILTERS), value="all", label="Images",
                                  elem_id="images-filter", min_width=90)
+        # above the rows: what a search or Next found is read where the rows are (below them,
+        # at 1366x768 a new-user trial never saw "No key on your list starts with ...")
+        message = gr.Markdown(elem_id="worklist-message")
         table = gr.Dataframe(headers=COLUMNS, interactive=False, label="Worklist",
                              elem_id="worklist", max_height=520, wrap=True,
                              column_widths=COLUMN_WIDTHS)
@@ -461,7 +464,6 @@ def build_worklist_panel(worklists: WorklistService, page_size: int = PAGE_SIZE,
             next_page = gr.Button("›", size="sm", elem_id="worklist-next-page", min_width=32)
             last_page = gr.Button("»", size="sm", elem_id="worklist-last", min_width=32)
         page_text = gr.Markdown(elem_id="worklist-page-label")
-        message = gr.Markdown(elem_id="worklist-message")
         with gr.Row():
             previous_study = gr.Button("◀ Previous", elem_id="prev-study", size="sm")
             next_study = gr.Button("Next ▶", elem_id="next-study", size="sm")
