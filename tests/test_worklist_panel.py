@@ -45,6 +45,22 @@ def test_a_page_of_rows_with_its_label_and_progress(filled):
         "CXR3", *[f"CXR{i}" for i in range(30, 39)]]  # CXR40 is report-only: not assigned
 
 
+def test_a_cleared_search_shows_the_page_of_the_open_study(filled):
+    """Found in a new-user trial: a study opened through a search, then the search cleared,
+    and the list went back to page 1 with the open study pages away. Enter in an empty box
+    shows the page holding the open study; a search shows its first page; a study the
+    filters leave out (or none open) gives page 1."""
+    db, ids, alice = filled
+    logic = WorklistPanelLogic(WorklistService(db), page_size=10)
+    cxr25 = ids[24]
+    cleared = logic.searched(alice, cxr25, "  ")
+    assert cleared.page == 3 and "CXR25" in [r[1] for r in cleared.rows]
+    assert logic.searched(alice, cxr25, "cxr3").page == 1
+    assert logic.searched(alice, None, "").page == 1
+    assert logic.searched(alice, cxr25, "", status="done").rows == []
+    assert logic.searched(alice, cxr25, "", source="rex").page == 1
+
+
 def test_hostile_filter_values_give_a_message_not_a_traceback(filled):
     db, _, alice = filled
     logic = WorklistPanelLogic(WorklistService(db), page_size=10)

@@ -194,6 +194,18 @@ class WorklistPanelLogic:
             return False
         return (order[target] < order[current]) if step > 0 else (order[target] > order[current])
 
+    def searched(self, reader: int, current: int | None, search: str | None = "",
+                 status: str | None = "all", source: str | None = "all",
+                 split: str | None = "all", images: str | None = "all") -> PanelView:
+        """What Enter in the search box shows: the first page of what was found, or, with the
+        box empty (a search cleared), the page holding the open study `current` (a new-user
+        trial cleared a search and was sent to page 1, the open study 7 pages away)."""
+        if current is not None and not (search or "").strip():
+            shown = self.page_showing(reader, current, search, status, source, split, images)
+            if shown is not None:
+                return shown
+        return self.view(reader, search, status, source, split, images)
+
     def page_showing(self, reader: int, study_id: int, search: str | None = "",
                      status: str | None = "all", source: str | None = "all",
                      split: str | None = "all", images: str | None = "all") -> PanelView | None:
@@ -277,8 +289,8 @@ class WorklistPanel:
         # serves concurrent reads)
         light: dict[str, Any] = {"show_progress": "hidden", "queue": False}
         blocks.load(views.on_load, paging, [self.source, self.split, *view_outputs], **light)
-        searched = self.search.submit(views.first, filters, view_outputs,
-                                      api_name="worklist_search", **light)
+        searched = self.search.submit(views.searched(current_of), [state, *filters],
+                                      view_outputs, api_name="worklist_search", **light)
         # the workstation's page script opens a study found alone (`rrgSearched`, page.js;
         # a browser-only step, no request); the panel's own page has no such script. Only
         # after a search that answered: a failed one leaves the rows it did not replace
@@ -350,6 +362,15 @@ class _Views:
               split: str | None, images: str | None,
               request: gr.Request) -> list[Any]:
         return self.refresh(search, status, source, split, images, 1, request)
+
+    def searched(self, current_of: Callable[[Any], int | None]) -> Callable[..., Any]:
+        """Enter in the search box (`WorklistPanelLogic.searched`): the tab's open study is
+        read from its state (`current_of`), not locked: a read-only event."""
+        def handler(state: Any, search: str | None, status: str | None, source: str | None,
+                    split: str | None, images: str | None, request: gr.Request) -> list[Any]:
+            return self.as_view(self.logic.searched(self.reader_of(request), current_of(state),
+                                                    search, status, source, split, images))
+        return handler
 
     def paged(self, delta: int | None) -> Callable[..., Any]:
         def handler(search: str | None, status: str | None, source: str | None,
