@@ -645,6 +645,10 @@ def test_a_refused_step_or_row_holds_nothing_after_its_notice(browser, app):
     page.locator("#film-head").click()  # (out of the boxes: Alt+N from the page)
     page.keyboard.press("Alt+n")
     page.get_by_text("Slow down").first.wait_for()
+    # and Gradio's "Error" over each output is not drawn: it hid the worklist and sat on the
+    # middle of the film (a screenshot)
+    page.locator(".wrap .error").first.wait_for(state="attached")
+    assert not page.locator(".wrap .error").filter(visible=True).count()
     pump_until(page, lambda: not held(), "the page to take keys again", timeout=10)
     type_into(page, "findings", "Typed after the notice.")
     assert box(page, "findings").input_value() == "Typed after the notice."
@@ -2025,10 +2029,21 @@ def test_an_empty_worklist_says_report_only_studies_are_left_off(browser, tmp_pa
         running.stop()
 
 
+# how many unsaved-text entries of this browser's storage hold the words saved first
+STORED_JS = ("Object.entries(localStorage).filter(([k, v]) => k.startsWith('rrg:') && "
+             "v.includes('Saved before')).length")
+# the id of the Log out event (the one page.js `rrgLogout` follows)
+LOGOUT_EVENT_JS = ("window.gradio_config.dependencies.find((d) => (d.js || '')"
+                   ".includes('rrgLogout')).trigger_after")
+
+
 def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path,
                                                           database_templates):
     """Found in a third new-user trial: after Log out in one tab, Save in another tab of the
-    same browser did nothing visible (every request refused with 401, nothing shown)."""
+    same browser did nothing visible (every request refused with 401, nothing shown). And a
+    refusal keeps no copy of text the server already has (a loaded run: a saved patient's
+    words were written back to the browser's storage by a 401 that came while Log out was
+    leaving the page)."""
     import subprocess
     import sys
 
@@ -2046,8 +2061,42 @@ def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path,
         second = context.new_page()
         second.goto(running.url)
         second.locator("#film [data-study]").first.wait_for(timeout=60_000)
+        type_into(second, "findings", "Saved before the other tab logged out.")
+        second.keyboard.press("Control+s")
+        wait_text(second, "save-status", "revision 1")
+        second.wait_for_function(STORED_JS + " === 0")
+        # a Log out refused as a flood's would be ("Slow down") signs out all the same, after
+        # the page's own "Leave site?" (its save did not run): the typing stays in this
+        # browser for the next sign-in (the page stayed signed in, saying nothing of it)
+        gate, dialogs = ApiGate(first), []
+        logout = first.evaluate(LOGOUT_EVENT_JS)
+        message = SLOW_DOWN.format(what="reader", n=24)
+
+        def refuse(route) -> bool:
+            body = route.request.post_data_json if route.request.method == "POST" else None
+            if isinstance(body, dict) and body.get("fn_index") == logout:
+                route.fulfill(status=429, content_type="application/json",
+                              body=json.dumps({"detail": message, "error": message}))
+                return True
+            return False
+
+        gate.rule = refuse
+        first.on("dialog", lambda dialog: (dialogs.append(dialog.type), dialog.accept()))
+        type_into(first, "impression", "Typed in the tab that logs out.")
         first.locator("#logout").click()
         first.get_by_label("username").wait_for()
+        gate.remove()
+        assert dialogs == ["beforeunload"]
+        assert "Typed in the tab that logs out." in first.evaluate(
+            "JSON.stringify(Object.values(localStorage))")
+        # every write to this browser's storage, as another page of it sees them
+        first.evaluate("""() => { window.written = [];
+          addEventListener('storage', (e) => { if (e.newValue) written.push(e.newValue); }); }""")
+        second.keyboard.press("Control+s")  # nothing unsaved: the request is refused all the same
+        wait_text(second, "restore-note", "You are signed out")
+        time.sleep(0.5)  # (a storage event reaches the other page a moment later)
+        assert not [w for w in first.evaluate("written") if "Saved before" in w]
+        assert second.evaluate(STORED_JS) == 0
         type_into(second, "findings", "Typed after the other tab logged out.")
         second.keyboard.press("Control+s")
         wait_text(second, "restore-note", "You are signed out")
@@ -2055,7 +2104,8 @@ def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path,
         # once Gradio had handled the refusal: a new-user trial)
         second.locator("#save-status .wrap .error").wait_for(state="attached")
         assert not second.locator(".wrap .error").filter(visible=True).count()
-        assert running.query("SELECT COUNT(*) FROM revision") == [(0,)]
+        assert running.query("SELECT text FROM revision") == [
+            ("Saved before the other tab logged out.",)]
         # the words wait in this browser: signing in again offers them back
         second.reload()
         second.get_by_label("username").fill("alice")

@@ -192,6 +192,12 @@ window.rrgLogout = () => {
     const value = {findings: f.value, impression: i.value};
     const typed = [...new Set([...(old.typed || []), ...Object.keys(rrg.keys)])]
       .filter((s) => !same(value[s], rrg.shown[s]));
+    // nothing typed is unsaved: no copy is kept (a 401 that came while Log out was leaving
+    // the page wrote a saved patient's words back into a shared browser: a loaded run)
+    if (!typed.length) {
+      try { localStorage.removeItem(storeKey(rrg.study)); } catch (e) {}
+      return;
+    }
     writeEntry(rrg.study, {...value, base: rrg.base, typed, sent: old.sent || {},
                            at: Date.now()});
   };
@@ -344,13 +350,13 @@ window.rrgLogout = () => {
   // 30 s in which typing in a box was swallowed and Next went nowhere, right after a notice
   // that says to try again. A refused navigation ends the hold at once; steps queued behind
   // it are dropped (the reader was told to wait) and a refused row is not chased.
-  let navigations = null;  // fn_index of each navigation event: 'step' or 'row'
+  let navigations = null;  // fn_index of each navigation event: 'step', 'row' or 'logout'
   const navigationOf = (init) => {
     if (!navigations) {
       const found = new Map();
       for (const d of (window.gradio_config || {}).dependencies || []) {
-        const kind = /rrgArrived\("(\w+)"\)/.exec(d.js || '');
-        if (kind && d.trigger_after != null) found.set(d.trigger_after, kind[1]);
+        const kind = /rrgArrived\("(\w+)"\)|rrg(Logout)\(/.exec(d.js || '');
+        if (kind && d.trigger_after != null) found.set(d.trigger_after, kind[1] || 'logout');
       }
       if (!found.size) return null;  // (the page's config is not there yet)
       navigations = found;
@@ -582,7 +588,6 @@ window.rrgLogout = () => {
         remember();
         rrg.offline = true;
         setNote(OFFLINE);
-        document.body.classList.add('rrg-cut-off');
       }
       throw e;
     }
@@ -591,16 +596,20 @@ window.rrgLogout = () => {
       rrg.onlineAt = Date.now();
       if (noteIs(OFFLINE)) setNote('');
     }
-    // signed out or offline, the note says why nothing is saved; Gradio's own red "Error"
-    // over the status line (the refused request's) said nothing more, and covered the line
-    // (a new-user trial saw it flash after Log out in another tab): page.css hides it meanwhile
-    if (ours) document.body.classList.toggle('rrg-cut-off', response.status === 401);
+    // signed out, the note says why nothing is saved (Gradio's own red "Error" over the
+    // refused request's outputs said nothing more, and covered the status line: a new-user
+    // trial saw it flash after Log out in another tab; page.css hides it)
     if (response.status === 401 && ours) {
       remember();
       setNote(SIGNED_OUT);
     }
     if (response.status >= 400 && join) {
       const kind = navigationOf(args[1]);
+      // a refused Log out (429 "Slow down" after a burst of events) signs out all the same:
+      // its save did not run, so what is typed stays in this browser for the next sign-in,
+      // and a reader who walked away was not left signed in (Gradio runs no `.then` after a
+      // refusal: the page stayed as it was)
+      if (kind === 'logout') { setTimeout(window.rrgLogout, 0); return response; }
       if (kind) navigationRefused(kind);
       if (kind && response.status === 429) sayRefused(response);
     }
