@@ -301,6 +301,11 @@ def test_the_page_works_under_its_headers_and_signs_out_by_post(team, chromium):
     # typed, and what came while a study was being drawn was never copied: two loaded runs)
     page.wait_for_function("() => !window.rrg.pending && !window.rrg.stale && !document.body"
                            ".classList.contains('rrg-leaving')", timeout=90_000)
+    # (and once the flood's events queued in bob's name have run: until then his Log out is
+    # refused too, and a refused Log out signs out without saving, keeping the text in this
+    # browser: the page's own test of that is test_review_session's)
+    page.wait_for_function("async () => (await (await fetch('gradio_api/queue/status'))"
+                           ".json()).queue_size === 0", polling=500, timeout=120_000)
     page.locator("#edit-findings textarea").fill("Bob's own words, and his last ones.")
     page.wait_for_function("() => Object.keys(localStorage).some((k) => k.startsWith('rrg:'))",
                            timeout=90_000)
