@@ -661,6 +661,15 @@ def test_a_refused_step_or_row_holds_nothing_after_its_notice(browser, app):
     pump_until(page, lambda: not held(), "the page to take keys after the row", timeout=10)
     page.wait_for_timeout(3000)  # (a refused row is not chased: the reader was told to wait)
     assert key_on_screen(page) == after[0] and refused == [step, select]
+    # a refused Save says so too (with Gradio's "Error" boxes hidden, nothing else did)
+    save = page.evaluate("gradio_config.dependencies.find((d) => d.api_name === 'save').id")
+    refused.clear()
+    select, step = save, None  # (the rule refuses the Save's join once, with this sentence)
+    message = SLOW_DOWN.format(what="tab", n=12)
+    type_into(page, "findings", "Typed, then Save refused.")
+    page.keyboard.press("Control+s")
+    pump_until(page, lambda: save in refused, "the Save's request")
+    wait_text(page, "restore-note", "this tab has 12 requests waiting")
     gate.remove()
 
 

@@ -20,7 +20,7 @@ from rrg_review.app.deps import sync_json
 from rrg_review.app.reader_study.panel import StudyLists
 from rrg_review.app.reader_study.reading import ReadingDesk
 from rrg_review.app.reader_study.service import ReaderStudyError
-from rrg_review.app.review.desk import Client, Desk, Session
+from rrg_review.app.review.desk import Client, Desk, Session, has_draft_actions
 from rrg_review.app.review.service import ReviewService
 from rrg_review.app.viewer.service import StudyViewer
 from rrg_review.app.worklist.panel import WorklistPanelLogic
@@ -99,6 +99,7 @@ def test_a_reading_is_blinded_and_its_work_goes_to_the_reading(desk):
         for secret in ("rrg24", MODEL_ID, "neighbour", "unassisted", "draft:", "retrieval"):
             assert secret not in shown
         assert f"arm {code}" in opened.model_note
+        assert has_draft_actions(session)  # a draft or a template: Revert and Accept apply
         assert json.loads(sync_json("ann", session))["drafts"] in ({}, {"findings": 0},
                                                                     {"findings": 0,
                                                                      "impression": 0})
@@ -459,3 +460,5 @@ def test_a_reading_without_a_draft_never_asks_for_one(demo_db, settings, tmp_pat
     assert "Draft (Alt+D)" not in opened.status
     assert opened.model_note == (f"**Reader study reading**, arm {reading.arm_code}: no draft;"
                                  " the report is yours to write.")
+    # and no "Revert to draft" or "Accept draft" over its empty boxes (they were shown)
+    assert not has_draft_actions(session)

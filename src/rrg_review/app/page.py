@@ -44,7 +44,14 @@ from rrg_review.app.reader_study.panel import (
 )
 from rrg_review.app.reader_study.service import ReaderStudyError
 from rrg_review.app.reader_study.status_panel import StudyAdminPanel, wire_study_admin
-from rrg_review.app.review.desk import Client, Desk, Saved, Session, left_saved
+from rrg_review.app.review.desk import (
+    Client,
+    Desk,
+    Saved,
+    Session,
+    has_draft_actions,
+    left_saved,
+)
 from rrg_review.app.review.panel import (
     Editor,
     ReviewPanel,
@@ -277,8 +284,10 @@ class Navigation:
                  for section, box in (("findings", p.review.findings),
                                       ("impression", p.review.impression))}
         lists = lists if lists is not None else self.study_lists(r)
-        return {**p.studies.shown(lists), **p.sign.state(can_sign=can_sign),
-                **boxes, **{b: gr.update(interactive=editable) for b in self._writes}}
+        writes: Outputs = {b: gr.update(interactive=editable) for b in self._writes}
+        for b in (p.review.revert_button, p.review.accept_button):
+            writes[b] = gr.update(interactive=editable, visible=has_draft_actions(session))
+        return {**p.studies.shown(lists), **p.sign.state(can_sign=can_sign), **boxes, **writes}
 
     def _review_outs(self) -> list[Any]:
         r, tab = self.page.review, self.page.tab

@@ -390,6 +390,13 @@ def _counted(session: Session, client: Client,
             session.keys_sent[section] = client.counts[section]
 
 
+def has_draft_actions(session: Session) -> bool:
+    """Whether "Revert to draft" and "Accept draft" apply to what is open: a plain study (its
+    draft is there or on its way), or a reading whose arm gives text (a draft or a template);
+    a new-user trial met both buttons over a reading's empty boxes, "no draft" above them."""
+    return session.reading is None or bool(session.drafts)
+
+
 def reading_note(opened: OpenedReading) -> str:
     """What the model line says in a reading: the blinded code only (an arm that gives no text
     says so: "draft of arm B" over empty boxes left a trial looking for the draft)."""

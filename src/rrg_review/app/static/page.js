@@ -350,13 +350,16 @@ window.rrgLogout = () => {
   // 30 s in which typing in a box was swallowed and Next went nowhere, right after a notice
   // that says to try again. A refused navigation ends the hold at once; steps queued behind
   // it are dropped (the reader was told to wait) and a refused row is not chased.
-  let navigations = null;  // fn_index of each navigation event: 'step', 'row' or 'logout'
+  // (the kinds the page treats apart: each navigation event, 'step' or 'row', the Log out
+  // event, 'logout', and the heartbeat's, 'tick', which the reader did not ask for)
+  let navigations = null;  // fn_index: kind
   const navigationOf = (init) => {
     if (!navigations) {
       const found = new Map();
       for (const d of (window.gradio_config || {}).dependencies || []) {
         const kind = /rrgArrived\("(\w+)"\)|rrg(Logout)\(/.exec(d.js || '');
         if (kind && d.trigger_after != null) found.set(d.trigger_after, kind[1] || 'logout');
+        if ((d.targets || []).some((t) => t[1] === 'tick')) found.set(d.id, 'tick');
       }
       if (!found.size) return null;  // (the page's config is not there yet)
       navigations = found;
@@ -603,15 +606,18 @@ window.rrgLogout = () => {
       remember();
       setNote(SIGNED_OUT);
     }
-    if (response.status >= 400 && join) {
+    // an event's request refused: a queued one's join, or an unqueued one's own call (Save)
+    if (response.status >= 400 && ours && args[1] && args[1].method === 'POST') {
       const kind = navigationOf(args[1]);
       // a refused Log out (429 "Slow down" after a burst of events) signs out all the same:
       // its save did not run, so what is typed stays in this browser for the next sign-in,
       // and a reader who walked away was not left signed in (Gradio runs no `.then` after a
       // refusal: the page stayed as it was)
       if (kind === 'logout') { setTimeout(window.rrgLogout, 0); return response; }
-      if (kind) navigationRefused(kind);
-      if (kind && response.status === 429) sayRefused(response);
+      if (kind === 'step' || kind === 'row') navigationRefused(kind);
+      // the sentence of any refused event the reader made (a Save refused so showed nothing
+      // else once Gradio's "Error" boxes were hidden, page.css); a heartbeat's is not theirs
+      if (response.status === 429 && kind !== 'tick') sayRefused(response);
     }
     return response;
   };
