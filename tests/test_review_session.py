@@ -2078,12 +2078,15 @@ def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path,
         # the page's own "Leave site?" (its save did not run): the typing stays in this
         # browser for the next sign-in (the page stayed signed in, saying nothing of it)
         gate, dialogs = ApiGate(first), []
-        logout = first.evaluate(LOGOUT_EVENT_JS)
+        # (the heartbeat's autosave refused too: what is typed reaches the server only by the
+        # Log out, whose save must not run; a loaded run's tick stored part of it on the way)
+        refused = (first.evaluate(LOGOUT_EVENT_JS), first.evaluate(
+            "gradio_config.dependencies.find((d) => d.targets.some((t) => t[1] === 'tick')).id"))
         message = SLOW_DOWN.format(what="reader", n=24)
 
         def refuse(route) -> bool:
             body = route.request.post_data_json if route.request.method == "POST" else None
-            if isinstance(body, dict) and body.get("fn_index") == logout:
+            if isinstance(body, dict) and body.get("fn_index") in refused:
                 route.fulfill(status=429, content_type="application/json",
                               body=json.dumps({"detail": message, "error": message}))
                 return True
@@ -2103,7 +2106,9 @@ def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path,
           addEventListener('storage', (e) => { if (e.newValue) written.push(e.newValue); }); }""")
         second.keyboard.press("Control+s")  # nothing unsaved: the request is refused all the same
         wait_text(second, "restore-note", "You are signed out")
-        time.sleep(0.5)  # (a storage event reaches the other page a moment later)
+        # (storage events arrive in order: once this mark has, every earlier write has too)
+        second.evaluate("() => localStorage.setItem('test-mark', String(Date.now()))")
+        first.wait_for_function("written.some((w) => /^\\d+$/.test(w))")
         assert not [w for w in first.evaluate("written") if "Saved before" in w]
         assert second.evaluate(STORED_JS) == 0
         type_into(second, "findings", "Typed after the other tab logged out.")
@@ -2113,8 +2118,10 @@ def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path,
         # once Gradio had handled the refusal: a new-user trial)
         second.locator("#save-status .wrap .error").wait_for(state="attached")
         assert not second.locator(".wrap .error").filter(visible=True).count()
-        assert running.query("SELECT text FROM revision") == [
-            ("Saved before the other tab logged out.",)]
+        stored = running.query("SELECT section, text FROM revision ORDER BY id")
+        assert [t for s, t in stored if s == "findings"] == [
+            "Saved before the other tab logged out."]
+        assert not [t for s, t in stored if s == "impression"]  # (the Log out saved nothing)
         # the words wait in this browser: signing in again offers them back
         second.reload()
         second.get_by_label("username").fill("alice")
