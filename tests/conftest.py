@@ -95,8 +95,12 @@ def postgres_server():
 def database_templates(tmp_path_factory: pytest.TempPathFactory,
                        request: pytest.FixtureRequest) -> Iterator[Templates]:
     """The session's template databases (tests/db_templates.py), built on first use."""
+    # the run's workers share the SQLite templates (pytest-xdist: each worker's base
+    # folder lies in the run's own)
+    shared = (tmp_path_factory.getbasetemp().parent / "db-templates"
+              if os.environ.get("PYTEST_XDIST_WORKER") else None)
     templates = Templates(tmp_path_factory.mktemp("db-templates"),
-                          lambda: request.getfixturevalue("postgres_server"))
+                          lambda: request.getfixturevalue("postgres_server"), shared)
     yield templates
     templates.drop_postgres_templates()
 
@@ -174,7 +178,7 @@ def review_session_db(db: Database, db_backend: str, database_templates: Templat
     reviewed by two readers), copied; with its study ids and the two findings texts
     `build_review_session` returns."""
     ids, texts = database_templates.results[(db_backend, "review_session")]
-    return db, ids, texts
+    return db, list(ids), (texts[0], texts[1])
 
 
 @pytest.fixture

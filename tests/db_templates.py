@@ -20,6 +20,11 @@ Shared read-only: the demo's 16-bit PNG (rendered from pydicom's RG1 once, in th
 template folder, as pydicom's own test files are shared by every test) and, copied into each
 test's data folder, the retrieval drafter's feature cache.
 
+Under pytest-xdist the SQLite templates are built once for all the run's workers, in a folder
+they share, under a file lock (the first worker that wants a kind builds it, the others wait and
+copy it): each worker built the same four (about 11 CPU-s, most of it the review session's
+drafting) before. The PostgreSQL templates live on each worker's own server.
+
 The migration code itself stays exercised for real: test_db.py and test_db_faults.py open and
 upgrade new and old databases themselves, and `tests/test_cli_and_app.py` seeds a new database
 through `prepare`.
@@ -27,6 +32,7 @@ through `prepare`.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from collections.abc import Callable
@@ -35,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock
 from sqlalchemy import select
 
 from rrg_review.app.settings import Settings
@@ -116,11 +123,14 @@ class Templates:
 
     folder: Path
     postgres: Callable[[], Any]  # the postgres_server fixture's value, started on demand
+    # where the SQLite templates are built: a folder the run's workers share, else `folder`
+    sqlite_folder: Path | None = None
     _sqlite: dict[str, Path] = field(default_factory=dict)
     _postgres: dict[str, str] = field(default_factory=dict)  # kind -> template database name
     _data: dict[tuple[str, str], Path] = field(default_factory=dict)  # its data folder
     _server: Any = None  # kept: the server fixture is torn down before this one
-    # what a kind's step returned (the review session's study ids and texts), per backend
+    # what a kind's step returned (the review session's study ids and texts), per backend;
+    # the SQLite ones as JSON has them (lists for tuples), read back from the shared folder
     results: dict[tuple[str, str], object] = field(default_factory=dict)
 
     # -- SQLite ---------------------------------------------------------------------------
@@ -128,11 +138,30 @@ class Templates:
         """The template file of `kind` (its key file, if any, beside it)."""
         if kind in self._sqlite:
             return self._sqlite[kind]
+        base = _STEPS[kind][0]
+        if base is not None:
+            self.sqlite(base)
+        folder = (self.sqlite_folder or self.folder) / "sqlite" / kind
+        path = folder / "template.sqlite"
+        built = folder.with_name(kind + ".built.json")  # written last: what the step returned
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(folder.with_name(kind + ".lock")):
+            if not built.exists():
+                shutil.rmtree(folder, ignore_errors=True)  # a build cut off (a killed worker)
+                self._build_sqlite(kind, path)
+                partial = built.with_suffix(".partial")
+                partial.write_text(json.dumps(self.results.get(("sqlite", kind))))
+                partial.replace(built)
+        self.results[("sqlite", kind)] = json.loads(built.read_text())
+        self._sqlite[kind] = path
+        self._data[("sqlite", kind)] = Settings.from_args(str(path)).data_dir
+        return path
+
+    def _build_sqlite(self, kind: str, path: Path) -> None:
         base, step = _STEPS[kind]
-        path = self.folder / "sqlite" / kind / "template.sqlite"
         path.parent.mkdir(parents=True)
         if base is not None:
-            self._copy_sqlite(self.sqlite(base), path)
+            self._copy_sqlite(self._sqlite[base], path)
             copy_tree(self._data[("sqlite", base)], Settings.from_args(str(path)).data_dir)
         settings = Settings.from_args(str(path))
         db = settings.open_database()
@@ -142,9 +171,6 @@ class Templates:
         finally:
             db.dispose()
         _settle_sqlite(path)
-        self._sqlite[kind] = path
-        self._data[("sqlite", kind)] = settings.data_dir
-        return path
 
     @staticmethod
     def _copy_sqlite(source: Path, target: Path) -> None:

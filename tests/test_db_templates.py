@@ -66,3 +66,35 @@ def test_the_postgresql_template_takes_no_connections(database_templates):
     url = server.admin_url.rsplit("/", 1)[0] + "/" + name
     with pytest.raises(Exception, match="not currently accepting connections"):
         Settings.from_args(url).open_database().dispose()
+
+
+@pytest.mark.sqlite_only
+def test_workers_sharing_a_folder_build_each_sqlite_template_once(tmp_path, monkeypatch):
+    """The run's pytest-xdist workers share the SQLite templates: the first that wants a kind
+    builds it, the next finds it, step result and all; a build cut off before its end (a
+    killed worker) is built again, not taken as done."""
+    from tests import db_templates
+    from tests.db_templates import Templates
+
+    calls: list[str] = []
+
+    def step(db, settings) -> dict[str, list[int]]:
+        calls.append(settings.db_url)
+        return {"ids": [1, 2]}
+
+    monkeypatch.setitem(db_templates._STEPS, "demo", ("migrated", step))
+    shared = tmp_path / "shared"
+
+    def worker(n: int) -> Templates:
+        return Templates(tmp_path / f"gw{n}", lambda: "no server here", shared)
+
+    first, second = worker(0), worker(1)
+    assert first.sqlite("demo") == second.sqlite("demo")
+    assert len(calls) == 1
+    assert first.results[("sqlite", "demo")] == second.results[("sqlite", "demo")] == {
+        "ids": [1, 2]}
+    copy = Settings.from_args(str(tmp_path / "copy.sqlite"))
+    second.copy_sqlite("demo", copy)
+    copy.open_database().dispose()  # a whole database at the latest schema
+    (shared / "sqlite" / "demo.built.json").unlink()  # as if its builder was killed
+    assert worker(2).sqlite("demo").is_file() and len(calls) == 2
