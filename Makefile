@@ -7,10 +7,14 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 ARGS   ?=
 # the 20 slowest tests are listed after the run: where the suite's time goes, on every CI run
 PYTEST_ARGS ?= --durations=20
-# the suite runs on every core (pytest-xdist), a whole test module per worker so each module's
-# browser and app fixtures are made once; modules go out longest first (tests/conftest.py).
-# TEST_WORKERS= runs it in one process.
-TEST_WORKERS ?= -n auto --dist loadfile --no-loadscope-reorder
+# the suite runs on every core and one more (pytest-xdist), a whole test module per worker so
+# each module's browser and app fixtures are made once; modules go out longest first
+# (tests/conftest.py). One worker more than cores: a browser test waits on the page's timers
+# ~13 % of its time, and with a worker a core both cores were idle at once that much (a clean
+# clone, quiet 2-core machine: pytest 630-641 s with 2 workers, 597 s with 3). TEST_WORKERS=
+# runs it in one process.
+CORES  := $(shell nproc 2>/dev/null || echo 1)
+TEST_WORKERS ?= -n $(shell expr $(CORES) + 1) --dist loadfile --no-loadscope-reorder
 
 .PHONY: run test lint bench
 
