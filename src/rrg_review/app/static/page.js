@@ -350,11 +350,12 @@ window.rrgLogout = () => {
   // 30 s in which typing in a box was swallowed and Next went nowhere, right after a notice
   // that says to try again. A refused navigation ends the hold at once; steps queued behind
   // it are dropped (the reader was told to wait) and a refused row is not chased.
-  // (the kinds the page treats apart: each navigation event, 'step' or 'row', the Log out
-  // event, 'logout', and the heartbeat's, 'tick', which the reader did not ask for)
-  let navigations = null;  // fn_index: kind
-  const navigationOf = (init) => {
-    if (!navigations) {
+  // The kinds of event the page treats apart, by the request that sent one: each navigation
+  // event, 'step' or 'row', the Log out event, 'logout', and the heartbeat's, 'tick', which the
+  // reader did not ask for; null for any other.
+  let eventKinds = null;  // fn_index: kind
+  const eventKindOf = (init) => {
+    if (!eventKinds) {
       const found = new Map();
       for (const d of (window.gradio_config || {}).dependencies || []) {
         const kind = /rrgArrived\("(\w+)"\)|rrg(Logout)\(/.exec(d.js || '');
@@ -362,9 +363,9 @@ window.rrgLogout = () => {
         if ((d.targets || []).some((t) => t[1] === 'tick')) found.set(d.id, 'tick');
       }
       if (!found.size) return null;  // (the page's config is not there yet)
-      navigations = found;
+      eventKinds = found;
     }
-    try { return navigations.get(JSON.parse(init.body).fn_index) || null; }
+    try { return eventKinds.get(JSON.parse(init.body).fn_index) || null; }
     catch (e) { return null; }
   };
   // A step whose request never went out: Gradio dropped the click (it drops one while it
@@ -582,7 +583,7 @@ window.rrgLogout = () => {
     const url = String(args[0] && args[0].url ? args[0].url : args[0]);
     const ours = url.includes('/gradio_api/');
     const join = ours && url.includes('/gradio_api/queue/join') && args[1];
-    if (join && navigationOf(args[1]) === 'step') stepsPosted += 1;  // (`watchStepSent`)
+    if (join && eventKindOf(args[1]) === 'step') stepsPosted += 1;  // (`watchStepSent`)
     let response;
     try {
       response = await plainFetch(...args);
@@ -608,7 +609,7 @@ window.rrgLogout = () => {
     }
     // an event's request refused: a queued one's join, or an unqueued one's own call (Save)
     if (response.status >= 400 && ours && args[1] && args[1].method === 'POST') {
-      const kind = navigationOf(args[1]);
+      const kind = eventKindOf(args[1]);
       // a refused Log out (429 "Slow down" after a burst of events) signs out all the same:
       // its save did not run, so what is typed stays in this browser for the next sign-in,
       // and a reader who walked away was not left signed in (Gradio runs no `.then` after a
