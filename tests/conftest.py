@@ -77,30 +77,51 @@ def db_backend(request: pytest.FixtureRequest) -> str:
     return getattr(request, "param", "sqlite")
 
 
-@pytest.fixture(scope="session")
-def postgres_server():
-    """One real PostgreSQL server for the session (or the reason there is none)."""
-    from tests.postgres_server import NoPostgres, start_server
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """The folder a pytest-xdist run's workers share (each worker's base folder lies in it,
+    and it is its controller's), or None in a run of one process."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    return tmp_path_factory.getbasetemp().parent
 
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory):
+    """One real PostgreSQL server for the run (or the reason there is none): a worker's
+    server is the run's, stopped by its controller (`pytest_sessionfinish`)."""
+    from tests.postgres_server import NoPostgres, shared_server, start_server
+
+    shared = run_folder(tmp_path_factory)
     try:
-        server = start_server()
+        server = start_server() if shared is None else shared_server(shared / "postgres")
     except NoPostgres as exc:
         yield f"no PostgreSQL server could be started: {exc}"
         return
     yield server
-    server.stop()
+    if shared is None:
+        server.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controller of a pytest-xdist run stops the PostgreSQL server its workers shared,
+    once every worker is done (their base folders lie in its own, see `run_folder`)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(session.config.option,
+                                                            "numprocesses", None):
+        return
+    from tests.postgres_server import stop_shared_server
+
+    factory = session.config._tmp_path_factory  # (private: xdist itself reads it there)
+    stop_shared_server(factory.getbasetemp() / "postgres")
 
 
 @pytest.fixture(scope="session")
 def database_templates(tmp_path_factory: pytest.TempPathFactory,
                        request: pytest.FixtureRequest) -> Iterator[Templates]:
     """The session's template databases (tests/db_templates.py), built on first use."""
-    # the run's workers share the SQLite templates (pytest-xdist: each worker's base
-    # folder lies in the run's own)
-    shared = (tmp_path_factory.getbasetemp().parent / "db-templates"
-              if os.environ.get("PYTEST_XDIST_WORKER") else None)
+    shared = run_folder(tmp_path_factory)  # the run's workers share the templates
     templates = Templates(tmp_path_factory.mktemp("db-templates"),
-                          lambda: request.getfixturevalue("postgres_server"), shared)
+                          lambda: request.getfixturevalue("postgres_server"),
+                          shared / "db-templates" if shared else None)
     yield templates
     templates.drop_postgres_templates()
 

@@ -20,10 +20,12 @@ Shared read-only: the demo's 16-bit PNG (rendered from pydicom's RG1 once, in th
 template folder, as pydicom's own test files are shared by every test) and, copied into each
 test's data folder, the retrieval drafter's feature cache.
 
-Under pytest-xdist the SQLite templates are built once for all the run's workers, in a folder
-they share, under a file lock (the first worker that wants a kind builds it, the others wait and
-copy it): each worker built the same four (about 11 CPU-s, most of it the review session's
-drafting) before. The PostgreSQL templates live on each worker's own server.
+Under pytest-xdist each template is built once for all the run's workers, under a file lock in
+a folder they share (the first worker that wants a kind builds it, the others wait and copy
+it): the SQLite files in that folder, the PostgreSQL databases on the run's one server
+(tests/postgres_server.py), recorded in that folder. Each worker built the same ones before:
+about 11 CPU-s for the SQLite four, most of it the review session's drafting, and 6 for the
+PostgreSQL ones.
 
 The migration code itself stays exercised for real: test_db.py and test_db_faults.py open and
 upgrade new and old databases themselves, and `tests/test_cli_and_app.py` seeds a new database
@@ -123,8 +125,9 @@ class Templates:
 
     folder: Path
     postgres: Callable[[], Any]  # the postgres_server fixture's value, started on demand
-    # where the SQLite templates are built: a folder the run's workers share, else `folder`
-    sqlite_folder: Path | None = None
+    # a folder the run's workers share: the SQLite templates are built there, and the
+    # PostgreSQL ones (on the run's one server) recorded there; else each is this worker's own
+    shared: Path | None = None
     _sqlite: dict[str, Path] = field(default_factory=dict)
     _postgres: dict[str, str] = field(default_factory=dict)  # kind -> template database name
     _data: dict[tuple[str, str], Path] = field(default_factory=dict)  # its data folder
@@ -141,7 +144,7 @@ class Templates:
         base = _STEPS[kind][0]
         if base is not None:
             self.sqlite(base)
-        folder = (self.sqlite_folder or self.folder) / "sqlite" / kind
+        folder = (self.shared or self.folder) / "sqlite" / kind
         path = folder / "template.sqlite"
         built = folder.with_name(kind + ".built.json")  # written last: what the step returned
         folder.parent.mkdir(parents=True, exist_ok=True)
@@ -193,26 +196,55 @@ class Templates:
             return self._postgres[kind]
         if self._server is None:
             self._server = self.postgres()
+        base = _STEPS[kind][0]
+        if base is not None:
+            self.postgres_template(base)
+        # shared only on the run's own server (one given by RRG_TEST_POSTGRES_URL outlives
+        # the run: each worker makes its own there and drops them at its end)
+        if self.shared is None or self._server.folder is None:
+            name, data, result = self._build_postgres(kind,
+                                                      self.folder / "postgresql" / kind / "data")
+        else:
+            built = self.shared / "postgresql" / (kind + ".built.json")
+            built.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(built.with_name(kind + ".lock")):
+                if not built.exists():
+                    folder = self.shared / "postgresql" / kind
+                    shutil.rmtree(folder, ignore_errors=True)  # a build cut off
+                    name, data, result = self._build_postgres(kind, folder / "data")
+                    partial = built.with_suffix(".partial")
+                    partial.write_text(json.dumps({"name": name, "data": str(data),
+                                                   "result": result}))
+                    partial.replace(built)
+                found = json.loads(built.read_text())
+            name, data, result = found["name"], Path(found["data"]), found["result"]
+        self.results[("postgresql", kind)] = result
+        self._postgres[kind] = name
+        self._data[("postgresql", kind)] = data
+        return name
+
+    def _build_postgres(self, kind: str, data_dir: Path) -> tuple[str, Path, Any]:
+        """Make the template database of `kind` (its data folder `data_dir`): its name, data
+        folder and what its step returned."""
         server = self._server
         base, step = _STEPS[kind]
-        template = self.postgres_template(base) if base is not None else None
+        template = self._postgres[base] if base is not None else None
         url = server.create_database(f"rrg_template_{kind}", template=template)
+        result = None
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("RRG_REVIEW_KEY", POSTGRES_KEY)  # read by Settings, as in the tests
-            settings = Settings.from_args(url, str(self.folder / "postgresql" / kind / "data"))
+            settings = Settings.from_args(url, str(data_dir))
             if base is not None:
                 copy_tree(self._data[("postgresql", base)], settings.data_dir)
             db = settings.open_database()
             try:
                 if step is not None:
-                    self.results[("postgresql", kind)] = step(db, settings)
+                    result = step(db, settings)
             finally:
                 db.dispose()
         name = url.rsplit("/", 1)[1]
         server.mark_template(name)  # nobody may connect to it (or a copy would fail)
-        self._postgres[kind] = name
-        self._data[("postgresql", kind)] = settings.data_dir
-        return name
+        return name, settings.data_dir, result
 
     def postgres_data(self, kind: str) -> Path:
         self.postgres_template(kind)

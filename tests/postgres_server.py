@@ -1,5 +1,8 @@
-"""A real PostgreSQL server for the tests: started once per session in a temporary folder on a
-loopback port, one fresh database per test, stopped at the end.
+"""A real PostgreSQL server for the tests: started once per run in a temporary folder on a
+loopback port, one fresh database per test, stopped at the end. A pytest-xdist run's workers
+share one (`shared_server`: the first that wants it starts it, its controller stops it once
+every worker is done); each worker started its own before, and built the same template
+databases on it (about 8 CPU-s a worker).
 
 It uses the server binaries of the machine (Debian's `postgresql` package, which `make test`
 installs when missing: /usr/lib/postgresql/<version>/bin, or `initdb` on PATH, or
@@ -11,6 +14,7 @@ existing server instead (a role allowed to CREATE DATABASE).
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import socket
@@ -151,3 +155,39 @@ def start_server() -> PostgresServer:
         f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres",
         [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
         folder)
+
+
+def shared_server(folder: Path) -> PostgresServer:
+    """The server of the run whose workers share `folder`: started by the first worker that
+    asks (under a file lock), found by the others (its address and stop command in
+    `server.json`); a start that failed is reported to every worker with its reason, not tried
+    again by each. Not stopped by any worker: `stop_shared_server`, by the run's controller."""
+    from filelock import FileLock
+
+    folder.mkdir(parents=True, exist_ok=True)
+    kept, failed = folder / "server.json", folder / "failed.txt"
+    with FileLock(folder / "server.lock"):
+        if failed.exists():
+            raise NoPostgres(failed.read_text())
+        if not kept.exists():
+            try:
+                server = start_server()
+            except NoPostgres as exc:
+                failed.write_text(str(exc))
+                raise
+            kept.write_text(json.dumps({
+                "admin_url": server.admin_url, "stop_command": server.stop_command,
+                "folder": str(server.folder) if server.folder else None}))
+        found = json.loads(kept.read_text())
+    return PostgresServer(found["admin_url"], found["stop_command"],
+                          Path(found["folder"]) if found["folder"] else None)
+
+
+def stop_shared_server(folder: Path) -> None:
+    """Stop the server `shared_server` started in `folder`, if any (the run is over)."""
+    kept = folder / "server.json"
+    if kept.exists():
+        found = json.loads(kept.read_text())
+        PostgresServer(found["admin_url"], found["stop_command"],
+                       Path(found["folder"]) if found["folder"] else None).stop()
+        kept.unlink()

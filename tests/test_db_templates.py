@@ -98,3 +98,64 @@ def test_workers_sharing_a_folder_build_each_sqlite_template_once(tmp_path, monk
     copy.open_database().dispose()  # a whole database at the latest schema
     (shared / "sqlite" / "demo.built.json").unlink()  # as if its builder was killed
     assert worker(2).sqlite("demo").is_file() and len(calls) == 2
+
+
+@pytest.mark.sqlite_only
+def test_workers_sharing_a_folder_build_each_postgresql_template_once(
+        postgres_server, tmp_path, monkeypatch):
+    """The same on the run's one PostgreSQL server: the first worker makes the template
+    database, the next copies it by the name the first recorded."""
+    from tests import db_templates
+    from tests.db_templates import Templates
+
+    if isinstance(postgres_server, str):
+        pytest.skip(postgres_server)
+    if postgres_server.folder is None:
+        pytest.skip("an RRG_TEST_POSTGRES_URL server: each worker keeps its own templates")
+    calls: list[str] = []
+
+    def step(db, settings) -> list[int]:
+        calls.append(settings.db_url)
+        return [3, 4]
+
+    monkeypatch.setitem(db_templates._STEPS, "demo", ("migrated", step))
+    first, second = (Templates(tmp_path / f"gw{n}", lambda: postgres_server, tmp_path / "shared")
+                     for n in (0, 1))
+    name = first.postgres_template("demo")
+    assert second.postgres_template("demo") == name and len(calls) == 1
+    assert second.results[("postgresql", "demo")] == [3, 4]
+    assert second.postgres_data("demo") == first.postgres_data("demo")
+    url = postgres_server.create_database(template=name)
+    try:
+        Settings.from_args(url).open_database().dispose()  # at the latest schema
+    finally:
+        postgres_server.drop_database(url)
+
+
+def test_the_run_shares_one_postgresql_server_its_controller_stops(tmp_path):
+    """What each pytest-xdist worker gets from `shared_server`: the server the first one
+    started; after `stop_shared_server` (the controller, the run over) it is gone. A start
+    that failed is the same sentence for every worker."""
+    import psycopg
+
+    from tests.postgres_server import NoPostgres, shared_server, stop_shared_server
+
+    folder = tmp_path / "postgres"
+    try:
+        one = shared_server(folder)
+    except NoPostgres as exc:
+        pytest.skip(str(exc))
+    two = shared_server(folder)
+    assert one.admin_url == two.admin_url and one.folder == two.folder
+    url = two.create_database()
+    one.drop_database(url)
+    if one.folder is not None:  # (not one given by RRG_TEST_POSTGRES_URL: never stopped)
+        stop_shared_server(folder)
+        with pytest.raises(psycopg.OperationalError):
+            one._admin()
+        assert not one.folder.exists()
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    (failed / "failed.txt").write_text("initdb failed (exit 1): no space left")
+    with pytest.raises(NoPostgres, match="no space left"):
+        shared_server(failed)
