@@ -10,9 +10,9 @@ PYTEST_ARGS ?= --durations=20
 # the suite runs on every core and one more (pytest-xdist), a whole test module per worker so
 # each module's browser and app fixtures are made once; modules go out longest first
 # (tests/conftest.py). One worker more than cores: a browser test waits on the page's timers
-# ~13 % of its time, and with a worker a core both cores were idle at once that much (a clean
-# clone, quiet 2-core machine: pytest 630-641 s with 2 workers, 597 s with 3). TEST_WORKERS=
-# runs it in one process.
+# ~13 % of its time, and with a worker a core both cores were idle at once that much (clean
+# clones, one quiet 2-core machine: `make test` 11:19-11:46 with 2 workers, 10:59-11:39 with
+# 3; the machine's own spread is ~40 s). TEST_WORKERS= runs it in one process.
 CORES  := $(shell nproc 2>/dev/null || echo 1)
 TEST_WORKERS ?= -n $(shell expr $(CORES) + 1) --dist loadfile --no-loadscope-reorder
 

@@ -47,6 +47,7 @@ from filelock import FileLock
 from sqlalchemy import select
 
 from rrg_review.app.settings import Settings
+from rrg_review.core.files import atomic_write
 from rrg_review.db.engine import Database
 from rrg_review.db.models import Study
 
@@ -105,6 +106,20 @@ _STEPS: dict[str, tuple[str | None, Callable[[Database, Settings], object] | Non
 }
 
 
+def _built_once(folder: Path, build: Callable[[], Any]) -> Any:
+    """What `build` returned when it made what lies in `folder` (JSON: tuples come back as
+    lists): run by the first of the run's workers that asks, under a file lock, and recorded
+    beside the folder once whole; the next workers read the record. A build cut off (a killed
+    worker: its folder but no record) is thrown away and made again."""
+    record = folder.with_name(folder.name + ".built.json")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(folder.with_name(folder.name + ".lock")):
+        if not record.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            atomic_write(record, json.dumps(build()))
+        return json.loads(record.read_text())
+
+
 def _settle_sqlite(path: Path) -> None:
     """Fold the write-ahead log into the file, so that the file alone is the database."""
     with sqlite3.connect(path) as con:
@@ -133,7 +148,7 @@ class Templates:
     _data: dict[tuple[str, str], Path] = field(default_factory=dict)  # its data folder
     _server: Any = None  # kept: the server fixture is torn down before this one
     # what a kind's step returned (the review session's study ids and texts), per backend;
-    # the SQLite ones as JSON has them (lists for tuples), read back from the shared folder
+    # a shared one as JSON has it (lists for tuples), read back from the shared folder
     results: dict[tuple[str, str], object] = field(default_factory=dict)
 
     # -- SQLite ---------------------------------------------------------------------------
@@ -146,16 +161,12 @@ class Templates:
             self.sqlite(base)
         folder = (self.shared or self.folder) / "sqlite" / kind
         path = folder / "template.sqlite"
-        built = folder.with_name(kind + ".built.json")  # written last: what the step returned
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(folder.with_name(kind + ".lock")):
-            if not built.exists():
-                shutil.rmtree(folder, ignore_errors=True)  # a build cut off (a killed worker)
-                self._build_sqlite(kind, path)
-                partial = built.with_suffix(".partial")
-                partial.write_text(json.dumps(self.results.get(("sqlite", kind))))
-                partial.replace(built)
-        self.results[("sqlite", kind)] = json.loads(built.read_text())
+
+        def build() -> object:
+            self._build_sqlite(kind, path)
+            return self.results.get(("sqlite", kind))
+
+        self.results[("sqlite", kind)] = _built_once(folder, build)
         self._sqlite[kind] = path
         self._data[("sqlite", kind)] = Settings.from_args(str(path)).data_dir
         return path
@@ -205,18 +216,13 @@ class Templates:
             name, data, result = self._build_postgres(kind,
                                                       self.folder / "postgresql" / kind / "data")
         else:
-            built = self.shared / "postgresql" / (kind + ".built.json")
-            built.parent.mkdir(parents=True, exist_ok=True)
-            with FileLock(built.with_name(kind + ".lock")):
-                if not built.exists():
-                    folder = self.shared / "postgresql" / kind
-                    shutil.rmtree(folder, ignore_errors=True)  # a build cut off
-                    name, data, result = self._build_postgres(kind, folder / "data")
-                    partial = built.with_suffix(".partial")
-                    partial.write_text(json.dumps({"name": name, "data": str(data),
-                                                   "result": result}))
-                    partial.replace(built)
-                found = json.loads(built.read_text())
+            folder = self.shared / "postgresql" / kind
+
+            def build() -> object:
+                name, data, result = self._build_postgres(kind, folder / "data")
+                return {"name": name, "data": str(data), "result": result}
+
+            found = _built_once(folder, build)
             name, data, result = found["name"], Path(found["data"]), found["result"]
         self.results[("postgresql", kind)] = result
         self._postgres[kind] = name

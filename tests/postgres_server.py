@@ -164,6 +164,8 @@ def shared_server(folder: Path) -> PostgresServer:
     again by each. Not stopped by any worker: `stop_shared_server`, by the run's controller."""
     from filelock import FileLock
 
+    from rrg_review.core.files import atomic_write
+
     folder.mkdir(parents=True, exist_ok=True)
     kept, failed = folder / "server.json", folder / "failed.txt"
     with FileLock(folder / "server.lock"):
@@ -175,7 +177,7 @@ def shared_server(folder: Path) -> PostgresServer:
             except NoPostgres as exc:
                 failed.write_text(str(exc))
                 raise
-            kept.write_text(json.dumps({
+            atomic_write(kept, json.dumps({
                 "admin_url": server.admin_url, "stop_command": server.stop_command,
                 "folder": str(server.folder) if server.folder else None}))
         found = json.loads(kept.read_text())
