@@ -147,7 +147,7 @@ class CheXagent2Adapter:
         self.tokenizer = AutoTokenizer.from_pretrained(self.path, trust_remote_code=True)
         self.model = AutoModelForCausalLM.from_pretrained(
             self.path, dtype=dtype, trust_remote_code=True
-        ).to(device).eval()  # type: ignore[arg-type]  # transformers types `to` wrongly
+        ).to(device).eval()
         self.device = device
         self.generation = {"do_sample": False, "max_new_tokens": 512, **generation}
 
@@ -179,7 +179,7 @@ class Maira2Adapter:
         self.path = _local_path(model_id)
         self.model = AutoModelForCausalLM.from_pretrained(
             self.path, dtype=dtype, trust_remote_code=True
-        ).to(device).eval()  # type: ignore[arg-type]  # transformers types `to` wrongly
+        ).to(device).eval()
         self.processor = AutoProcessor.from_pretrained(self.path, trust_remote_code=True)
         self.device = device
         self.generation = {"max_new_tokens": 300, "do_sample": False, **generation}

@@ -106,8 +106,8 @@ def cluster_set_up_here() -> str | None:
         from ray._private.services import canonicalize_bootstrap_address
     except ImportError:
         return os.environ.get("RAY_ADDRESS") or None
-    # (annotated `str` by Ray, which reads None as "no address given", as ray.init does)
-    address: str | None = canonicalize_bootstrap_address(None)  # type: ignore[arg-type]
+    # (None is "no address given", as ray.init reads it)
+    address: str | None = canonicalize_bootstrap_address(None)
     return address
 
 
@@ -123,7 +123,8 @@ def _ray() -> ModuleType:
     except ImportError as exc:
         raise RayUnavailable("--engine ray needs Ray Data: pip install 'rrg-review[scale]'"
                              ) from exc
-    return ray
+    module: ModuleType = ray  # (what Ray exports is Any to mypy: see pyproject.toml)
+    return module
 
 
 class DraftActor:

@@ -156,7 +156,7 @@ class ChatDrafter(ChatPrompting, InProcessDrafter):
                 resolved = resolve(ref.model_id, ref.revision, self.preset, self.download)
                 model = AutoModelForImageTextToText.from_pretrained(
                     resolved.path, dtype=self.placement.torch_dtype()
-                ).to(self.placement.device).eval()  # type: ignore[arg-type]  # (transformers)
+                ).to(self.placement.device).eval()
                 processor = AutoProcessor.from_pretrained(resolved.path)
                 processor.tokenizer.padding_side = "left"  # decoder-only: pad on the left
                 self._loaded = _Loaded(resolved, model, processor)
