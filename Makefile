@@ -36,7 +36,7 @@ test: $(VENV)/.installed-test
 	@$(HAVE_POSTGRES) || $(MAKE) --no-print-directory postgres
 	@$(HAVE_LME4) || $(MAKE) --no-print-directory lme4
 	$(PY) -m ruff check --quiet .
-	@# mypy (about 50 CPU-s from a cold cache) type-checks beside the tests; its report follows
+	@# mypy (about 35 CPU-s from a cold cache) type-checks beside the tests; its report follows
 	@# theirs. It runs niced, in the time the tests leave the cores idle (13 % of a quiet 2-core
 	@# run: both workers waiting on a page's timers) instead of slowing them down: pytest took
 	@# 680 s beside mypy, 656 s beside a niced one, 630-641 s alone (`make test` 11:46 -> 11:19)
