@@ -37,9 +37,9 @@ test: $(VENV)/.installed-test
 	@$(HAVE_LME4) || $(MAKE) --no-print-directory lme4
 	$(PY) -m ruff check --quiet .
 	@# mypy (about 35 CPU-s from a cold cache) type-checks beside the tests; its report follows
-	@# theirs. It runs niced, in the time the tests leave the cores idle (13 % of a quiet 2-core
-	@# run: both workers waiting on a page's timers) instead of slowing them down: pytest took
-	@# 680 s beside mypy, 656 s beside a niced one, 630-641 s alone (`make test` 11:46 -> 11:19)
+	@# theirs. It runs niced, in what time the tests leave the cores idle, instead of slowing
+	@# them down (measured with one worker a core, when both cores were idle 13 % of a run:
+	@# pytest took 680 s beside mypy, 656 s beside a niced one, 630-641 s alone)
 	@nice -n 19 $(PY) -m mypy > $(VENV)/mypy.log 2>&1 & typing=$$!; \
 	$(PY) -m pytest $(TEST_WORKERS) $(PYTEST_ARGS); tests=$$?; \
 	wait $$typing; typed=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \

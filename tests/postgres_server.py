@@ -180,16 +180,19 @@ def shared_server(folder: Path) -> PostgresServer:
             atomic_write(kept, json.dumps({
                 "admin_url": server.admin_url, "stop_command": server.stop_command,
                 "folder": str(server.folder) if server.folder else None}))
-        found = json.loads(kept.read_text())
-    return PostgresServer(found["admin_url"], found["stop_command"],
-                          Path(found["folder"]) if found["folder"] else None)
+        return _kept_server(kept)
 
 
 def stop_shared_server(folder: Path) -> None:
     """Stop the server `shared_server` started in `folder`, if any (the run is over)."""
     kept = folder / "server.json"
     if kept.exists():
-        found = json.loads(kept.read_text())
-        PostgresServer(found["admin_url"], found["stop_command"],
-                       Path(found["folder"]) if found["folder"] else None).stop()
+        _kept_server(kept).stop()
         kept.unlink()
+
+
+def _kept_server(kept: Path) -> PostgresServer:
+    """The server whose address and stop command `shared_server` wrote to `kept`."""
+    found = json.loads(kept.read_text())
+    return PostgresServer(found["admin_url"], found["stop_command"],
+                          Path(found["folder"]) if found["folder"] else None)
