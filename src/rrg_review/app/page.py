@@ -24,6 +24,7 @@ import gradio as gr
 from rrg_review.app.accounts.panel import TopBar, wire_top_bar
 from rrg_review.app.deps import (
     PRIVATE,
+    QUIET,
     Guard,
     Inputs,
     Outputs,
@@ -235,14 +236,6 @@ class Navigation:
             *self._review_outs(), p.enlarged.data, p.metrics.table,
             p.metrics.notes, wl.table, wl.progress, wl.page, wl.page_text,
             *self.reading_outs]))
-
-    @property
-    def progress_on(self) -> list[Any]:
-        """Where a study on its way shows Gradio's progress overlay: the lists and the film
-        (the edit boxes are dimmed by page.js meanwhile). By default Gradio put one on each of
-        a navigation's 58 outputs, each running its own per-frame timer and overlay: the
-        browser's CPU for 2 page loads and 16 study switches was 12.9 s, 9.1 s without them."""
-        return [self.page.worklist.table, self.page.studies.table, self.page.film.film]
 
     @property
     def reading_outs(self) -> list[Any]:
@@ -572,7 +565,7 @@ class Navigation:
         """The page load opens the study to resume; returns the event (the draft and the
         metrics follow it)."""
         loaded = ui.load(self.guard(self.on_load), self.page.edit_in, self.study_outs,
-                         **PRIVATE, **self.with_client, show_progress_on=self.progress_on)
+                         **PRIVATE, **self.with_client, **QUIET)
         loaded.then(**self.metrics_step)
         return loaded
 
@@ -580,7 +573,7 @@ class Navigation:
         """The open study drawn again when the page asks (`on_redraw`)."""
         redrawn = self.page.tab.redraw.click(self.guard(self.on_redraw), {self.page.tab.state},
                                              self.study_outs, **PRIVATE,
-                                             show_progress_on=self.progress_on)
+                                             **QUIET)
         redrawn.then(**self.metrics_step)
         # every value an answer gives #sync, seen by the page script as it is set (page.js
         # `rrgSyncSet`: an answer overwritten before the page read it is found so)
@@ -599,28 +592,29 @@ class Navigation:
 
     def wire_steps(self) -> None:
         """The row click and Previous/Next. The page script holds keystrokes back from a
-        navigation's click until its answer is on screen (`arrived` tells it). Of row clicks
-        made while one is on its way the last one runs after it (Gradio's default ran a
-        select once at a time and dropped the clicks meanwhile: on a slow link the list then
-        marked another patient's row than the one shown, a new-user trial)."""
+        navigation's click until its answer is on screen (`arrived` tells it), and dims what
+        is about to change meanwhile (page.css `rrg-leaving`; no Gradio overlay: `QUIET`). Of
+        row clicks made while one is on its way the last one runs after it (Gradio's default
+        ran a select once at a time and dropped the clicks meanwhile: on a slow link the list
+        then marked another patient's row than the one shown, a new-user trial)."""
         wl, edit_in = self.page.worklist, self.page.edit_in
         studies = self.page.studies.table
         for kind, navigation in (
                 ("row", studies.select(
                     self.on_select_reading, edit_in | {studies}, self.study_outs, **PRIVATE,
-                    trigger_mode="always_last", show_progress_on=self.progress_on,
+                    trigger_mode="always_last", **QUIET,
                     js=self.page.tab.client_js(
                         edit_in | {studies},
                         (self.page.review.findings, self.page.review.impression)))),
                 ("row", wl.table.select(self.on_select, edit_in | {wl.table}, self.study_outs,
                                         **PRIVATE, trigger_mode="always_last",
-                                        js=self._select_js, show_progress_on=self.progress_on)),
+                                        js=self._select_js, **QUIET)),
                 ("step", wl.next_study.click(self.on_step(1), edit_in, self.study_outs,
                                              api_name="next_study", **self.with_client,
-                                             show_progress_on=self.progress_on)),
+                                             **QUIET)),
                 ("step", wl.previous_study.click(self.on_step(-1), edit_in, self.study_outs,
                                                  api_name="previous_study", **self.with_client,
-                                                 show_progress_on=self.progress_on))):
+                                                 **QUIET))):
             navigation.then(**self.metrics_step)
             navigation.then(**arrived(kind))
 
