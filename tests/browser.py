@@ -232,12 +232,22 @@ def sign_in(http: Any, base: str, name: str, password: str,
                      headers=headers)
 
 
-def launch_browser(playwright: Any, *args: str) -> Any:
-    """The tests' Chromium (CHROMIUM), headless, with these extra command-line `args`."""
+# One renderer process for every page of a test browser, instead of one per page (a test
+# page is a new context on a new app's port: a new site, so a new renderer each time): a page
+# load took 2.5 CPU-s of Chromium, 2.2 in the shared renderer, which also keeps the scripts
+# it compiled (quiet 2-core machine, 6 loads each). What a page does is the same; only the
+# cross-origin attack tests keep Chromium's default isolation (`isolated=True`).
+SHARED_RENDERER = ("--renderer-process-limit=1", "--disable-site-isolation-trials",
+                   "--disable-features=IsolateOrigins,site-per-process")
+
+
+def launch_browser(playwright: Any, *args: str, isolated: bool = False) -> Any:
+    """The tests' Chromium (CHROMIUM), headless, with these extra command-line `args`; its
+    pages share one renderer process unless `isolated` (SHARED_RENDERER)."""
     return playwright.chromium.launch(
         executable_path=CHROMIUM,
         args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-              *args])
+              *(() if isolated else SHARED_RENDERER), *args])
 
 
 # Playwright's own default (30 s) is shorter than what a loaded machine needs for an answer

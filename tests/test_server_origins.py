@@ -114,7 +114,7 @@ def chromium():
 
     rules = ", ".join(f"MAP {h} 127.0.0.1" for h in (APP_HOST, SIBLING, OTHER_SITE))
     with sync_playwright() as p:
-        browser = launch_browser(p, f"--host-resolver-rules={rules}")
+        browser = launch_browser(p, f"--host-resolver-rules={rules}", isolated=True)
         yield browser
         browser.close()
 
