@@ -77,7 +77,8 @@ def wait_on_study(page, key: str, what: str) -> None:
         wait_until(lambda: key_on_screen(page) == key, what)
     except AssertionError as exc:
         raise AssertionError(f"{exc}; on {key_on_screen(page)}, saying "
-                             f"{page.locator('#save-status').inner_text()!r}") from None
+                             f"{page.locator('#save-status').inner_text()!r}; the page's "
+                             f"steps: {page.evaluate('() => window.rrg.stepLog')}") from None
 
 
 def test_typed_text_survives_alt_n_a_worklist_click_and_a_reload_with_no_wait(browser, app):

@@ -314,7 +314,17 @@ window.rrgLogout = () => {
   const STEPS_KEPT = 10;
   const steps = [];
   let stepFrom = null, replaying = false, steppingUntil = 0;
-  const queueStep = (id) => { if (steps.length < STEPS_KEPT) steps.push(id); };
+  // the queue's last moves, for a report of a step that went missing (a CI run once ended
+  // three quick Alt+P one study short, and its failure could say only where the page was)
+  const stepLog = rrg.stepLog = [];
+  const noteStep = (what) => {
+    stepLog.push(`${Math.round(performance.now())} ms ${what}`);
+    if (stepLog.length > 30) stepLog.shift();
+  };
+  const queueStep = (id) => {
+    noteStep(`queued ${id} behind ${steps.length}`);
+    if (steps.length < STEPS_KEPT) steps.push(id);
+  };
   // (the answer may land a moment before it is drawn: a step that seems not to have moved is
   // looked at again for STEP_DRAWN_MS before the rest are dropped; a test run beside another
   // whole suite, load 11-14, lost steps with half a second)
@@ -324,10 +334,11 @@ window.rrgLogout = () => {
     readSync();
     if (rrg.study === stepFrom) {
       if (tries * STEP_LOOK_MS < STEP_DRAWN_MS) setTimeout(() => nextStep(tries + 1), STEP_LOOK_MS);
-      else steps.length = 0;
+      else { noteStep(`dropped ${steps.length}: still on ${stepFrom}`); steps.length = 0; }
       return;
     }
     const id = steps.shift();
+    noteStep(`replayed ${id} from ${rrg.study}`);
     replaying = true;
     try { click(id); } finally { replaying = false; }
   };
@@ -338,6 +349,7 @@ window.rrgLogout = () => {
   // processes went two studies on)
   window.rrgArrived = (kind) => {
     poll();
+    noteStep(`arrived ${kind} on ${rrg.study}`);
     if (kind === 'step' || Date.now() >= steppingUntil) {
       if (kind !== 'row' || !rowOnItsWay()) stopLeaving();
       steppingUntil = 0;
@@ -381,7 +393,11 @@ window.rrgLogout = () => {
     const posted = stepsPosted, from = stepFrom, hold = leaving;
     setTimeout(() => {
       if (stepsPosted !== posted || !leaving || leaving !== hold || rrg.study !== from) return;
-      if (resends >= STEP_RESENDS) return;  // (the hold then ends as before: LEAVING_MAX_MS)
+      if (resends >= STEP_RESENDS) {  // (the hold then ends as before: LEAVING_MAX_MS)
+        noteStep(`${id} never posted`);
+        return;
+      }
+      noteStep(`resent ${id}`);
       stopLeaving();
       steppingUntil = 0;
       replaying = true; resend = resends + 1;  // (the click handler watches it again)
@@ -389,6 +405,7 @@ window.rrgLogout = () => {
     }, STEP_SENT_MS);
   };
   const navigationRefused = (kind) => {
+    noteStep(`${kind} refused, dropped ${steps.length}`);
     steps.length = 0;
     if (kind === 'row') rrg.rowWanted = false;
     window.rrgArrived(kind);
@@ -407,7 +424,10 @@ window.rrgLogout = () => {
   const settled = () => {
     if (!leaving) return;
     // (pending is cleared only once the boxes showed the new study's values)
-    if (Date.now() > leaving.until) steps.length = 0;  // no answer came: nothing more goes out
+    if (Date.now() > leaving.until && steps.length) {  // no answer came: nothing more goes out
+      noteStep(`dropped ${steps.length}: no answer`);
+      steps.length = 0;
+    }
     if ((rrg.study !== leaving.from && !rrg.pending && !rowOnItsWay()) ||
         Date.now() > leaving.until) stopLeaving();
   };
@@ -583,7 +603,10 @@ window.rrgLogout = () => {
     const url = String(args[0] && args[0].url ? args[0].url : args[0]);
     const ours = url.includes('/gradio_api/');
     const join = ours && url.includes('/gradio_api/queue/join') && args[1];
-    if (join && eventKindOf(args[1]) === 'step') stepsPosted += 1;  // (`watchStepSent`)
+    if (join && eventKindOf(args[1]) === 'step') {  // (`watchStepSent`)
+      stepsPosted += 1;
+      noteStep('step posted');
+    }
     let response;
     try {
       response = await plainFetch(...args);
