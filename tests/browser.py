@@ -234,9 +234,9 @@ def sign_in(http: Any, base: str, name: str, password: str,
 
 # One renderer process for every page of a test browser, instead of one per page (a test
 # page is a new context on a new app's port: a new site, so a new renderer each time): a page
-# load took 2.5 CPU-s of Chromium, 2.2 in the shared renderer, which also keeps the scripts
-# it compiled (quiet 2-core machine, 6 loads each). What a page does is the same; only the
-# cross-origin attack tests keep Chromium's default isolation (`isolated=True`).
+# load took 2.5 CPU-s of Chromium, 2.2 in the shared renderer (quiet 2-core machine, 6 loads
+# each). What a page does is the same; only the cross-origin attack tests keep Chromium's
+# default isolation (`isolated=True`).
 SHARED_RENDERER = ("--renderer-process-limit=1", "--disable-site-isolation-trials",
                    "--disable-features=IsolateOrigins,site-per-process")
 
