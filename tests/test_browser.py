@@ -349,6 +349,29 @@ def test_an_open_page_left_alone_draws_a_few_frames_a_second(browser, app):
     assert min(seconds) < 30, f"animation-frame callbacks in each second of an idle page: {seconds}"
 
 
+def test_events_that_show_no_progress_keep_their_status_on_one_hidden_component(app):
+    """Gradio's page updates every loading status it keeps on each change of any event's
+    status; an event keeps one for each of its outputs unless told where its progress shows
+    (`track_quiet_progress_on`). The events that show none (opening a study: 60-odd outputs;
+    the diff, the review aids and the tick on every keystroke) keep theirs on #sync alone."""
+    import urllib.request
+
+    with urllib.request.urlopen(app.url + "config", timeout=60) as answer:
+        config = json.load(answer)
+    sync = next(c["id"] for c in config["components"]
+                if c.get("props", {}).get("elem_id") == "sync")
+    deps = config["dependencies"]
+    quiet = [d for d in deps if d["show_progress"] == "hidden"]
+    names = {d["api_name"] for d in quiet}
+    assert {"on_load", "next_study", "previous_study", "on_select", "on_aids"} <= names, names
+    assert all(d["show_progress_on"] == [sync] for d in quiet), \
+        [(d["api_name"], d["show_progress_on"]) for d in quiet if d["show_progress_on"] != [sync]]
+    # an event that shows its progress still shows it where it did (the metrics panel's own)
+    shown = [d for d in deps if d["api_name"].startswith("on_metrics")]
+    assert shown and all(d["show_progress"] != "hidden" and d["show_progress_on"] is None
+                         for d in shown)
+
+
 def test_two_tabs_on_one_study_never_overwrite_each_other(browser, app):
     tabs = [new_page(browser, app.url) for _ in range(2)]
     for tab in tabs:

@@ -32,6 +32,7 @@ from rrg_review.app.deps import (
     Services,
     Tab,
     arrived,
+    track_quiet_progress_on,
     wait_for_draft,
     with_number,
 )
@@ -182,6 +183,7 @@ def build(services: Services) -> gr.Blocks:
     with gr.Blocks(title="rrg-review", fill_width=True) as ui:
         page = Page.build(s)
         _wire(ui, page, desk, s)
+    track_quiet_progress_on(ui, page.tab.sync)
     return ui
 
 
