@@ -89,9 +89,11 @@ def track_quiet_progress_on(ui: gr.Blocks, anchor: gr.components.Component) -> i
     each status change of any event (sent, answered) updates every status it keeps: after a
     page load, about 70 components, twice or more per request, each a re-render of that
     component's status tracker. Shown nowhere for these events, that was a third of the
-    browser's CPU for each Alt+N and each typed sentence (Chromium's renderer, demo studies,
-    medians of 3: Alt+N 0.73 -> 0.47 CPU-s, typing a sentence 0.52 -> 0.35, page load 3.57 ->
-    3.00, an idle 8 s 0.32 -> 0.27). What the status drives is the overlay these events hide."""
+    browser's CPU for each Alt+N and each typed sentence (Chromium's renderer on the demo's
+    studies, medians of 3, two runs: Alt+N 0.73 -> 0.47-0.51 CPU-s, typing a sentence 0.52 ->
+    0.35-0.36, a page load 3.57 -> 3.0-3.4, idle no different; six review-session tests run
+    one after another: the machine's busy CPU 196 -> 163 s). What the status drives is the
+    overlay these events hide."""
     quiet = [fn for fn in ui.fns.values()
              if fn.show_progress == "hidden" and fn.show_progress_on is None]
     for fn in quiet:
