@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sqlite3
@@ -319,7 +320,10 @@ def test_an_open_page_left_alone_draws_a_few_frames_a_second(browser, app):
     to 4 frames a second; one-off frames are untouched."""
     page = new_page(browser, app.url)
     times = page.evaluate(LOOP_FRAMES, 2)
-    assert len([t for t in times if t < 1000]) > 6, times[:20]  # (at first, every frame)
+    # at first, every frame: the first 120 come at the page's own rate (a busy page's long
+    # tasks delay a few of them, so the typical gap is what is checked, not the first second's)
+    first_gaps = sorted(b - a for a, b in itertools.pairwise(times[:121]))
+    assert first_gaps and first_gaps[len(first_gaps) // 2] < 100, times[:20]
     assert len(times) > 121, f"{len(times)} frames in 60 s"
     # the second second after its 121st frame
     last_second = [round(t) for t in times if t > times[-1] - 1000]

@@ -183,7 +183,8 @@ def build(services: Services) -> gr.Blocks:
     with gr.Blocks(title="rrg-review", fill_width=True) as ui:
         page = Page.build(s)
         _wire(ui, page, desk, s)
-    track_quiet_progress_on(ui, page.tab.sync)
+    quiet = track_quiet_progress_on(ui, page.tab.sync)
+    log.debug("%d events that show no progress keep their status on #sync", quiet)
     return ui
 
 
