@@ -835,6 +835,13 @@ def _click_row_of(page, key: str) -> str:
     return page.locator("#save-status").inner_text()
 
 
+# whether the page took the answer of a save of `text` in `section` (its #sync)
+SHOWS_SAVED = """([section, text]) => {
+  try { return JSON.parse(document.querySelector('#sync textarea').value).shown[section] === text;
+  } catch (e) { return false; }
+}"""
+
+
 def test_after_a_restoring_reload_another_tabs_save_of_an_untouched_section_holds_nothing(
         browser, app):
     """Found in a new-user trial: tab one typed findings and reloaded at once (restored and
@@ -870,6 +877,10 @@ def test_after_a_restoring_reload_another_tabs_save_of_an_untouched_section_hold
             saved = box(page, section).input_value()
             wait_until(lambda: latest_text(app, "DEMO-0004", section) == saved,
                        f"the {section} saved with {words!r}")
+            # ...and the page told so: what follows is about a section the tab knows it
+            # saved (a CI run beside heavy load reloaded tab one before its Save's answer
+            # came; not knowing, the page rightly asked whether to restore that text)
+            page.wait_for_function(SHOWS_SAVED, arg=[section, saved])
             return saved
 
         def tab_two_adds(words: str) -> str:
