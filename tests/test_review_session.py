@@ -878,8 +878,9 @@ def test_after_a_restoring_reload_another_tabs_save_of_an_untouched_section_hold
             wait_until(lambda: latest_text(app, "DEMO-0004", section) == saved,
                        f"the {section} saved with {words!r}")
             # ...and the page told so: what follows is about a section the tab knows it
-            # saved (a CI run beside heavy load reloaded tab one before its Save's answer
-            # came; not knowing, the page rightly asked whether to restore that text)
+            # saved (in a CI run under heavy load, tab one reloaded before it had taken its
+            # Save's answer: its stored copy was edited from the revision before, and the
+            # page, not knowing the text was stored, rightly asked whether to restore it)
             page.wait_for_function(SHOWS_SAVED, arg=[section, saved])
             return saved
 
