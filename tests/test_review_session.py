@@ -2087,14 +2087,14 @@ def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path,
         type_into(second, "findings", saved)
         second.keyboard.press("Control+s")
 
-        def findings_stored() -> list[str]:
-            return [t for s, t in running.query("SELECT section, text FROM revision ORDER BY id")
-                    if s == "findings"]
+        def stored(section: str) -> list[str]:  # (one study is edited here)
+            return [t for (t,) in running.query(
+                "SELECT text FROM revision WHERE section = ? ORDER BY id", section)]
 
         # (the autosave tick may store part of the typing first: beside two busy processes
         # the Save's answer said "revision 2")
         wait_text(second, "save-status", "saved as revision")
-        wait_until(lambda: findings_stored()[-1:] == [saved], "the findings to be saved")
+        wait_until(lambda: stored("findings")[-1:] == [saved], "the findings to be saved")
         second.wait_for_function(STORED_JS + " === 0")
         # a Log out refused as a flood's would be ("Slow down") signs out all the same, after
         # the page's own "Leave site?" (its save did not run): the typing stays in this
@@ -2140,10 +2140,9 @@ def test_a_tab_signed_out_elsewhere_says_so_when_it_saves(browser, tmp_path,
         # once Gradio had handled the refusal: a new-user trial)
         second.locator("#save-status .wrap .error").wait_for(state="attached")
         assert not second.locator(".wrap .error").filter(visible=True).count()
-        stored = running.query("SELECT section, text FROM revision ORDER BY id")
-        findings = [t for s, t in stored if s == "findings"]
+        findings = stored("findings")
         assert findings[-1] == saved and all(saved.startswith(t) for t in findings), findings
-        assert not [t for s, t in stored if s == "impression"]  # (the Log out saved nothing)
+        assert not stored("impression")  # (the Log out saved nothing)
         # the words wait in this browser: signing in again offers them back
         second.reload()
         second.get_by_label("username").fill("alice")
