@@ -27,6 +27,7 @@ from rrg_review.db.engine import DatabaseProblem, backup, open_database
 from rrg_review.db.models import Meta, Patient
 from rrg_review.db.store import ENV_KEY, PseudonymKeyError, add_study, pseudonym
 from rrg_review.studies.records import ReportSections, StudyRecord
+from tests.app_process import start_app
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,11 +60,26 @@ def both_fail(db: Path, *phrases: str, env: dict | None = None, user: int | None
 
 
 def made_db(tmp_path: Path, name: str = "r.sqlite") -> Path:
+    """A new database made and seeded here, as a first start makes it (its files' modes)."""
     path = tmp_path / name
     db = open_database(path)
     seed_demo(db, Settings.from_args(str(path)))
     db.dispose()
     return path
+
+
+@pytest.fixture
+def demo_db(database_templates):
+    """`demo_db(folder)`: a copy of the session's seeded demo database in `folder`, opened once
+    as the app leaves it (write-ahead log on): what `made_db` makes, without the migrations and
+    seeding (1.2 CPU-s each) for the tests that only need such a database to exist."""
+    def copy(folder: Path, name: str = "r.sqlite") -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / name
+        database_templates.copy_sqlite("demo", Settings.from_args(str(path)))
+        open_database(path).dispose()
+        return path
+    return copy
 
 
 def test_pragmas_busy_timeout_first_and_durable_commits(db):
@@ -103,25 +119,25 @@ def test_someone_elses_database_is_refused(tmp_path):
         assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["invoices"]
 
 
-def test_a_newer_schema_is_refused_not_downgraded(tmp_path):
-    path = made_db(tmp_path)
+def test_a_newer_schema_is_refused_not_downgraded(demo_db, tmp_path):
+    path = demo_db(tmp_path)
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE alembic_version SET version_num = '9999'")
     both_fail(path, "newer than this version", "9999")
 
 
-def test_a_file_at_the_right_revision_but_another_builds_schema_is_refused(tmp_path):
+def test_a_file_at_the_right_revision_but_another_builds_schema_is_refused(demo_db, tmp_path):
     """Found by a new-user trial: a database written by a development build carried the
     current revision number without a column (`reader.role`); it opened, then every panel of
     the page showed a raw "no such column" error."""
-    path = made_db(tmp_path)
+    path = demo_db(tmp_path)
     with sqlite3.connect(path) as conn:
         conn.execute("ALTER TABLE study DROP COLUMN split_raw")
     both_fail(path, "lacks study.split_raw", "different build")
 
 
-def test_a_corrupted_file_fails_the_start_up_check(tmp_path):
-    path = made_db(tmp_path)
+def test_a_corrupted_file_fails_the_start_up_check(demo_db, tmp_path):
+    path = demo_db(tmp_path)
     conn = sqlite3.connect(path)  # enough rows for several pages of one table
     conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
                      [(f"k{i}", "x" * 500) for i in range(400)])
@@ -141,8 +157,8 @@ def test_a_corrupted_file_fails_the_start_up_check(tmp_path):
     assert "problem" in check.stderr or "error:" in check.stderr
 
 
-def test_a_lock_held_longer_than_the_wait_is_a_retryable_message(tmp_path):
-    path = made_db(tmp_path)
+def test_a_lock_held_longer_than_the_wait_is_a_retryable_message(demo_db, tmp_path):
+    path = demo_db(tmp_path)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
@@ -154,8 +170,8 @@ def test_a_lock_held_longer_than_the_wait_is_a_retryable_message(tmp_path):
     assert run("-m", "rrg_review.app.cli", "studies", "--db", str(path)).returncode == 0
 
 
-def test_a_writer_waits_for_the_lock_instead_of_failing(tmp_path):
-    path = made_db(tmp_path)
+def test_a_writer_waits_for_the_lock_instead_of_failing(demo_db, tmp_path):
+    path = demo_db(tmp_path)
     holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
     release = threading.Timer(1.0, lambda: holder.execute("ROLLBACK"))
@@ -171,8 +187,8 @@ def _can(*command: str) -> bool:
     return subprocess.run(list(command), capture_output=True).returncode == 0
 
 
-def test_a_read_only_file_is_refused_unless_read_only_mode(tmp_path):
-    path = made_db(tmp_path)
+def test_a_read_only_file_is_refused_unless_read_only_mode(demo_db, tmp_path):
+    path = demo_db(tmp_path)
     db = open_database(path)
     AccountService(db).local_reader()
     db.dispose()
@@ -202,10 +218,10 @@ def _serves_read_only(path: Path, tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    log = (tmp_path / "ro-app.log").open("w")
-    proc = subprocess.Popen([sys.executable, "launch.py", "--db", str(path), "--read-only",
-                             "--port", str(port), "--no-demo"], cwd=ROOT, stdout=log,
-                            stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    log = tmp_path / "ro-app.log"
+    # (a fork of the tests' app server: `launch.py` in a new interpreter imported Gradio again)
+    proc = start_app(["--db", str(path), "--read-only", "--port", str(port), "--no-demo"], log,
+                     {**os.environ, "HF_HUB_OFFLINE": "1"}, ROOT)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -220,11 +236,10 @@ def _serves_read_only(path: Path, tmp_path: Path) -> None:
         assert "(read-only)" in (tmp_path / "ro-app.log").read_text()
     finally:
         stop_process(proc)
-        log.close()
 
 
-def test_a_read_only_file_system_is_refused_unless_read_only_mode(tmp_path):
-    path = made_db(tmp_path / "ro")
+def test_a_read_only_file_system_is_refused_unless_read_only_mode(demo_db, tmp_path):
+    path = demo_db(tmp_path / "ro")
     folder = str(path.parent)
     wrap = ["unshare", "-m", "sh", "-c", 'mount --bind -o ro "$0" "$0" && exec "$@"', folder]
     if not _can(*wrap, "true"):
@@ -243,8 +258,8 @@ def test_a_read_only_file_system_is_refused_unless_read_only_mode(tmp_path):
     assert check.returncode == 0 and "ok" in check.stdout, check.stderr
 
 
-def test_read_only_mode_refuses_writes_with_a_sentence(tmp_path):
-    path = made_db(tmp_path)
+def test_read_only_mode_refuses_writes_with_a_sentence(demo_db, tmp_path):
+    path = demo_db(tmp_path)
     db = open_database(path, read_only=True)
     with db.read() as s:
         assert s.scalar(select(Patient.id).limit(1)) is not None
@@ -255,8 +270,8 @@ def test_read_only_mode_refuses_writes_with_a_sentence(tmp_path):
         open_database(tmp_path / "missing.sqlite", read_only=True)
 
 
-def test_backup_is_online_consistent_and_checked(tmp_path):
-    path = made_db(tmp_path)
+def test_backup_is_online_consistent_and_checked(demo_db, tmp_path):
+    path = demo_db(tmp_path)
     db = open_database(path)
     writer = sqlite3.connect(path, isolation_level=None, timeout=10)
     writer.execute("BEGIN IMMEDIATE")  # a writer mid-transaction: the copy has its before state
@@ -344,10 +359,11 @@ def test_a_key_kept_in_the_database_by_an_older_version_is_moved_out(tmp_path, m
     db.dispose()
 
 
-def test_patient_keys_stored_raw_by_an_older_version_are_pseudonymised_at_start(tmp_path):
+def test_patient_keys_stored_raw_by_an_older_version_are_pseudonymised_at_start(demo_db,
+                                                                               tmp_path):
     from rrg_review.app.setup import prepare
 
-    path = made_db(tmp_path)
+    path = demo_db(tmp_path)
     key = bytes.fromhex(path.with_name(path.name + ".key").read_text().strip())
     same = "anon-" + hmac.new(key, b"MRN-5550001", hashlib.sha256).hexdigest()[:16]
     with sqlite3.connect(path) as conn:  # as an older version stored them: raw, and one of
@@ -368,12 +384,12 @@ def test_patient_keys_stored_raw_by_an_older_version_are_pseudonymised_at_start(
     db.dispose()
 
 
-def test_importing_into_a_copy_without_its_key_is_one_sentence(tmp_path):
+def test_importing_into_a_copy_without_its_key_is_one_sentence(demo_db, tmp_path):
     import shutil
 
     from tests.conftest import rg1
 
-    path = made_db(tmp_path)
+    path = demo_db(tmp_path)
     copy = tmp_path / "elsewhere" / "copy.sqlite"
     copy.parent.mkdir()
     shutil.copy(path, copy)
@@ -405,11 +421,11 @@ def test_a_mistyped_database_path_is_refused_not_made(tmp_path, capsys, command)
     assert not (tmp_path / "typo").exists() and not (tmp_path / "e.csv").exists()
 
 
-def test_an_export_to_a_folder_is_one_sentence(tmp_path, capsys):
+def test_an_export_to_a_folder_is_one_sentence(demo_db, tmp_path, capsys):
     """A trial's `export --format csv --out ex/` ended in IsADirectoryError's traceback."""
     from rrg_review.app.cli import main
 
-    path = made_db(tmp_path)
+    path = demo_db(tmp_path)
     (tmp_path / "ex").mkdir()
     assert main(["export", "--format", "csv", "--out", str(tmp_path / "ex"), "--db",
                  str(path)]) == 2
@@ -418,10 +434,10 @@ def test_an_export_to_a_folder_is_one_sentence(tmp_path, capsys):
     assert err.count("\n") == 1 and list((tmp_path / "ex").iterdir()) == []
 
 
-def test_a_password_asked_with_no_terminal_is_one_sentence(tmp_path):
+def test_a_password_asked_with_no_terminal_is_one_sentence(demo_db, tmp_path):
     """`readers add NAME` with no terminal (a script, `</dev/null`): getpass's termios.error and
     EOFError came out as tracebacks."""
-    path = made_db(tmp_path)
+    path = demo_db(tmp_path)
     added = subprocess.run([sys.executable, "-m", "rrg_review.app.cli", "readers", "add", "zed",
                             "--db", str(path)], stdin=subprocess.DEVNULL, capture_output=True,
                            text=True, cwd=ROOT, timeout=120,
