@@ -190,15 +190,15 @@ def _readings(db: Database, settings: Settings, presets: Collection[str],
 
 
 def _server_options(args: argparse.Namespace, runtime: Path, login: bool,
-                    pixel_dir: Path | None) -> ServerOptions:
+                    pixel_dir: Path | None, asset_dir: Path) -> ServerOptions:
     """The web server's options from the command line (Gradio's private cache in `runtime`;
-    the viewer's pixel files in `pixel_dir`)."""
+    the viewer's pixel files in `pixel_dir`; the compressed front-end files in `asset_dir`)."""
     from rrg_review.app.server import ServerOptions
 
     return ServerOptions(host=args.host, port=args.port, login=login,
                          ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
                          gradio_cache=runtime / "gradio", pixel_dir=pixel_dir,
-                         trusted_proxies=tuple(args.trusted_proxy))
+                         asset_dir=asset_dir, trusted_proxies=tuple(args.trusted_proxy))
 
 
 def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts: AccountService,
@@ -243,7 +243,8 @@ def _serve(args: argparse.Namespace, settings: Settings, db: Database, accounts:
     warm_up(viewer, panel.metrics, None if login else worklists.resume(accounts.local_reader()))
     sessions = SessionStore(db, idle_s=args.session_idle_minutes * 60,
                             absolute_s=args.session_max_hours * 3600)
-    options = _server_options(args, runtime, login, viewer.preview_dir)
+    options = _server_options(args, runtime, login, viewer.preview_dir,
+                              settings.cache_dir / "front-end")
     app = build_app(ui, accounts, sessions, options, launch_kwargs={
         "allowed_paths": [str(viewer.preview_dir)], "show_error": True,
         **launch_options(options.nonce_placeholder)},

@@ -124,6 +124,9 @@ class ServerOptions:
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     gradio_cache: Path | None = None  # Gradio's private temp folder (GRADIO_TEMP_DIR)
+    # where the compressed front-end files are kept for the next start (AssetCache; None: in
+    # this process's memory only)
+    asset_dir: Path | None = None
     # the viewer's folder of previews and pixel files: a pixel file goes gzipped where the
     # browser accepts it (`_packed_pixels`)
     pixel_dir: Path | None = None
@@ -273,7 +276,8 @@ def build_app(blocks: Any, accounts: AccountService, sessions: SessionStore,
 
     check = RequestCheck(accounts, readers, options, TabOwners(), blocks, FairQueue(blocks))
     app.state.streams = StreamsEnd()  # ended by `serve` at shutdown (stream_end)
-    app.add_middleware(AssetCache)  # inside the Guard (Starlette: the last added is outermost)
+    # inside the Guard (Starlette: the last added is outermost)
+    app.add_middleware(AssetCache, folder=options.asset_dir, version=gr.__version__)
     app.add_middleware(Guard, check=check, options=options, streams=app.state.streams,
                        on_export_download=on_export_download)
     gr.mount_gradio_app(app, blocks, path="/",

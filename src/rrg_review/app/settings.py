@@ -220,6 +220,14 @@ class Settings:
     def blobs(self) -> BlobStore:
         return BlobStore(self.data_dir / "blobs")
 
+    @property
+    def cache_dir(self) -> Path:
+        """This user's folder for what is the same for every database and can be made again
+        (~/.cache/rrg-review, beside the score cache and the metric workers): the front-end
+        files the server keeps compressed."""
+        home = self.environ.get("HOME", "").strip()
+        return (Path(home) if home else Path.home()) / ".cache" / "rrg-review"
+
     def log_file(self) -> Path:
         """`<db name>.log` beside a SQLite database (a server database: in the data folder),
         so the log of a review session sits where its data is."""

@@ -14,7 +14,8 @@ from pathlib import Path
 Writer = Callable[[Path], None]  # writes the whole file at the path it is given
 
 
-def atomic_write(path: Path | str, data: bytes | str | Writer, *, mode: int = 0o600) -> Path:
+def atomic_write(path: Path | str, data: bytes | str | Writer, *, mode: int = 0o600,
+                 durable: bool = True) -> Path:
     """Replace `path` with `data` atomically and durably.
 
     Args:
@@ -23,6 +24,8 @@ def atomic_write(path: Path | str, data: bytes | str | Writer, *, mode: int = 0o
             writes the file at the temporary path it is given (an image encoder, a database
             copy).
         mode: the permissions of the new file (private by default).
+        durable: sync the file and the rename to disk; False for what can be made again (a
+            cache): still never half-written, but a power cut may lose the last writes.
     Returns:
         `path`.
     Raises:
@@ -41,7 +44,8 @@ def atomic_write(path: Path | str, data: bytes | str | Writer, *, mode: int = 0o
             view = memoryview(payload)
             while view:
                 view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
         os.close(fd)
         fd = -1
         os.chmod(tmp, mode)
@@ -52,7 +56,8 @@ def atomic_write(path: Path | str, data: bytes | str | Writer, *, mode: int = 0o
                 os.close(fd)
         tmp.unlink(missing_ok=True)
         raise
-    _sync_folder(path.parent)
+    if durable:
+        _sync_folder(path.parent)
     return path
 
 
