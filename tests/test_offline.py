@@ -31,9 +31,16 @@ ROOT = Path(__file__).resolve().parents[1]
 BOUND_S = 90
 
 
+class Endpoint(str):
+    """An http://127.0.0.1:PORT address, with the first bytes of each connection it accepted."""
+
+    accepted: list[bytes]
+
+
 @pytest.fixture
-def silent_hub() -> Iterator[str]:
-    """http://127.0.0.1:PORT that accepts connections and never says a word (closed after)."""
+def silent_hub() -> Iterator[Endpoint]:
+    """http://127.0.0.1:PORT that accepts connections and never says a word (closed after);
+    `.accepted`: what each connection sent first."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(64)
@@ -41,18 +48,27 @@ def silent_hub() -> Iterator[str]:
     held: list[socket.socket] = []
     stop = threading.Event()
 
+    endpoint = Endpoint(f"http://127.0.0.1:{server.getsockname()[1]}")
+    endpoint.accepted = []
+
     def accept() -> None:
         while not stop.is_set():
             try:
-                held.append(server.accept()[0])
+                conn = server.accept()[0]
             except TimeoutError:
                 continue
             except OSError:
                 return
+            held.append(conn)
+            conn.settimeout(1)
+            try:
+                endpoint.accepted.append(conn.recv(200))
+            except OSError:
+                endpoint.accepted.append(b"")
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    yield endpoint
     stop.set()
     thread.join(timeout=5)
     for conn in held:
@@ -167,3 +183,28 @@ def test_settings_decide_once_and_tell_the_libraries(tmp_path, silent_hub, monke
     # a command's own --offline is kept as it is, without asking the hub
     assert Settings.from_args(str(tmp_path / "x.sqlite"), environ={
         "HF_ENDPOINT": silent_hub}).metric_config(download=False).download is False
+
+
+def test_the_workstation_asks_no_outside_server_anything_when_it_starts(
+        silent_hub, tmp_path, database_templates, monkeypatch):
+    """Gradio's analytics, on by default, had every start ask api.gradio.app for Gradio's latest
+    version (from a thread: nothing waited, but a request left the reading room's machine). The
+    app is started with every HTTP(S) request sent through a proxy that counts them: none
+    comes, while the page is served."""
+    import urllib.request
+
+    from tests.browser import App, demo_copy
+
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.setenv(name, silent_hub)
+    for name in ("NO_PROXY", "no_proxy"):  # (the test's own requests to the app go direct)
+        monkeypatch.setenv(name, "127.0.0.1,localhost")
+    app = App(demo_copy(database_templates, tmp_path / "app.sqlite"), "--no-demo",
+              "--no-predraft")
+    try:
+        with urllib.request.urlopen(app.url + "config", timeout=60) as answer:
+            assert b'"analytics_enabled":false' in answer.read().replace(b" ", b"")
+        time.sleep(2)  # (Gradio's check starts with the page's Blocks, before the port opens)
+    finally:
+        app.stop()
+    assert silent_hub.accepted == [], silent_hub.accepted

@@ -180,7 +180,9 @@ def build(services: Services) -> gr.Blocks:
         # the one local reader's first study is drafted before the first page asks for it
         desk.predraft_first(s.accounts.local_reader())
     ui: gr.Blocks  # (Gradio leaves Blocks.__enter__ unannotated)
-    with gr.Blocks(title="rrg-review", fill_width=True) as ui:
+    # analytics off: Gradio otherwise asks api.gradio.app for its latest version at every start
+    # (a request leaving a reading room's machine, from a thread, for nothing the reader needs)
+    with gr.Blocks(title="rrg-review", fill_width=True, analytics_enabled=False) as ui:
         page = Page.build(s)
         _wire(ui, page, desk, s)
     quiet = track_quiet_progress_on(ui, page.tab.sync)
