@@ -28,6 +28,7 @@ from rrg_review.db.models import Meta, Patient
 from rrg_review.db.store import ENV_KEY, PseudonymKeyError, add_study, pseudonym
 from rrg_review.studies.records import ReportSections, StudyRecord
 from tests.app_process import start_app
+from tests.browser import demo_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,8 +76,7 @@ def demo_db(database_templates):
     seeding (1.2 CPU-s each) for the tests that only need such a database to exist."""
     def copy(folder: Path, name: str = "r.sqlite") -> Path:
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / name
-        database_templates.copy_sqlite("demo", Settings.from_args(str(path)))
+        path = demo_copy(database_templates, folder / name)
         open_database(path).dispose()
         return path
     return copy
