@@ -300,6 +300,10 @@ def _looking_tab_after_signing(page):
     # every session signed: the cases are back on the plain worklist, and nothing says
     # otherwise
     wait_text(page, "worklist", "EXTRA-2")
+    # with the line under them: the page script refits the table when that line changes
+    # (the heartbeat's refresh left it out, and a table of two rows that became six kept
+    # drawing two, under "1-2 of 2")
+    wait_text(page, "worklist-page-label", "1-6 of 6")
     for line in ("progress", "study-head"):
         text = page.locator(f"#{line}").inner_text()
         assert "blinded" not in text and "left off" not in text, text

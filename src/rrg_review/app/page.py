@@ -196,7 +196,8 @@ def _wire(ui: gr.Blocks, page: Page, desk: Desk, services: Services) -> None:
     nav = Navigation(page, desk, services, guard, metrics_step)
     wiring = Wiring(services, desk, guard, nav.editor, nav.rows, page.worklist.follow,
                     metrics_step, page.edit_in, nav.with_client,
-                    [page.worklist.table, page.worklist.progress],
+                    [page.worklist.table, page.worklist.progress, page.worklist.page,
+                     page.worklist.page_text],
                     lambda r: page.studies.shown(nav.study_lists(r)),
                     [page.studies.head, page.studies.table])
     loaded = nav.wire_load(ui)
@@ -304,11 +305,19 @@ class Navigation:
         return search, status, source, split, images
 
     def rows(self, reader: int, d: Inputs) -> Outputs:
-        """The worklist page on screen, refreshed (statuses change on save, rate and accept)."""
+        """The worklist page on screen, refreshed (statuses change on save, rate and accept),
+        with its "1-6 of 6" line: rows come and go too (a blinded study's cases come back
+        when its last reading is signed), and the page script refits the table when that line
+        changes (Gradio's table kept the old rows' height: two of six rows were drawn). The
+        page number only where it changed (one being typed in is left alone)."""
         wl = self.page.worklist
-        v = wl.logic.view(reader, *self.filters_of(d), d.get(wl.page) or 1)
+        asked = d.get(wl.page) or 1
+        v = wl.logic.view(reader, *self.filters_of(d), asked)
         progress = v.progress or wl.logic.progress_text(reader)
-        return {wl.table: v.rows, wl.progress: progress}
+        out: Outputs = {wl.table: v.rows, wl.progress: progress, wl.page_text: v.label}
+        if v.page != asked:
+            out[wl.page] = v.page
+        return out
 
     def empty_worklist_note(self, reader: int) -> str:
         """Why no study opened: every study is done (a new-user trial read "Your worklist is

@@ -402,9 +402,10 @@ class Wiring:
     save, rate and accept); follow(event): the worklist's refresh chained to a save, in its own
     request; metrics_step: the metrics panel's follow-up (`event.then(**metrics_step)`);
     edit_in: the inputs of every text-carrying event; with_client: its page-script
-    preprocessor; rows_out: the worklist's table and progress line; lists(reader), lists_out:
-    the reader's study worklists and their outputs, refreshed with the rows by the heartbeat
-    (a second tab went on saying "opened" and "to read" of readings signed in the first)."""
+    preprocessor; rows_out: the worklist's table, progress line, page and page line;
+    lists(reader), lists_out: the reader's study worklists and their outputs, refreshed with
+    the rows by the heartbeat (a second tab went on saying "opened" and "to read" of readings
+    signed in the first)."""
 
     services: Services
     desk: Desk
