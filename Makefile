@@ -30,11 +30,11 @@ export PYTHONDONTWRITEBYTECODE :=
 run: $(VENV)/.installed-run
 	$(PY) launch.py $(ARGS)
 
-test: $(VENV)/.installed-test
-	@command -v chromium >/dev/null 2>&1 && command -v chromium-headless-shell >/dev/null 2>&1 \
-		|| $(MAKE) --no-print-directory chromium
-	@$(HAVE_POSTGRES) || $(MAKE) --no-print-directory postgres
-	@$(HAVE_LME4) || $(MAKE) --no-print-directory lme4
+# the Python packages and the Debian ones the tests need are installed side by side (`-j2`): on
+# a fresh machine uv's work and dpkg's (Chromium, PostgreSQL, R: tens of seconds) overlap
+# instead of adding up. g++ comes before both (uv builds fast-bleu with it; dpkg runs once)
+test:
+	@$(MAKE) --no-print-directory -j2 $(VENV)/.installed-test test-packages
 	$(PY) -m ruff check --quiet .
 	@# mypy (about 35 CPU-s from a cold cache) type-checks beside the tests; its report follows
 	@# theirs. It runs niced, in what time the tests leave the cores idle, instead of slowing
@@ -64,25 +64,40 @@ bench: $(VENV)/.installed-test
 $(PY):
 	python3 -m venv $(VENV)
 
-# torch first, with pip, as the CPU wheel (pip's configuration may name where it lies): the
-# pyproject range is then satisfied and nothing pulls CUDA. The rest with uv where it installs
-# (resolving ~130 packages took pip 25 s of the suite's 42 s of install; uv resolved and
-# fetched the same versions in 17 s, none cached), else with pip. Neither byte-compiles up
-# front (pip's --no-compile; uv's default): half of pip's install CPU was compiling torch's
-# thousands of modules; Python compiles the few that are imported when they are.
+# Everything with uv where it installs (resolving ~130 packages took pip 25 s of the suite's
+# 42 s of install; uv resolved and fetched the same versions in 17 s, none cached), else with
+# pip. torch pinned, as the CPU wheel where pip's configuration names a folder it lies in
+# (find-links, which uv is given here: uv reads no pip setting); the pyproject range is then
+# satisfied and nothing pulls CUDA. uv installed torch's wheel in 2 CPU-s where pip took 10,
+# before the tests could start. Neither byte-compiles up front (pip's --no-compile; uv's
+# default): half of pip's install CPU was compiling torch's thousands of modules; Python
+# compiles the few that are imported when they are.
 UV     := $(VENV)/bin/uv pip install --python $(PY) -q
+FIND_LINKS = $$({ $(PY) -m pip config get global.find-links 2>/dev/null; \
+	echo "$${PIP_FIND_LINKS:-}"; } | tr ' ' '\n' | sort -u | sed '/^$$/d; s/^/--find-links /')
 $(VENV)/.installed-run: pyproject.toml | $(PY)
-	$(PIP) install --no-compile torch==2.13.0 uv
-	$(UV) -e . || $(PIP) install --no-compile -e .
+	$(PIP) install uv
+	$(UV) $(FIND_LINKS) torch==2.13.0 -e . \
+		|| $(PIP) install --no-compile torch==2.13.0 -e .
 	@touch $@
 
 # the Ray engine's tests need the optional [scale] extra (Ray Data, local mode on CPU). One
 # resolution for everything (not the app's first, then the tests'); the app's is then done too.
-$(VENV)/.installed-test: pyproject.toml | $(PY)
-	@command -v g++ >/dev/null 2>&1 || $(MAKE) --no-print-directory gxx
-	$(PIP) install --no-compile torch==2.13.0 uv
-	$(UV) -e '.[test,scale]' || $(PIP) install --no-compile -e '.[test,scale]'
+$(VENV)/.installed-test: pyproject.toml | $(PY) have-gxx
+	$(PIP) install uv
+	$(UV) $(FIND_LINKS) torch==2.13.0 -e '.[test,scale]' \
+		|| $(PIP) install --no-compile torch==2.13.0 -e '.[test,scale]'
 	@touch $@ $(VENV)/.installed-run
+
+# what `make test` installs beside the Python packages (Debian's, when missing)
+.PHONY: have-gxx test-packages
+have-gxx:
+	@command -v g++ >/dev/null 2>&1 || $(MAKE) --no-print-directory gxx
+test-packages: have-gxx
+	@command -v chromium >/dev/null 2>&1 && command -v chromium-headless-shell >/dev/null 2>&1 \
+		|| $(MAKE) --no-print-directory chromium
+	@$(HAVE_POSTGRES) || $(MAKE) --no-print-directory postgres
+	@$(HAVE_LME4) || $(MAKE) --no-print-directory lme4
 
 # Debian packages the tests need, installed when missing and we may (root with apt-get); else
 # the reason is printed and the tests that need the package skip with it.
