@@ -40,8 +40,13 @@ test:
 	@# theirs. It runs niced, in what time the tests leave the cores idle, instead of slowing
 	@# them down (measured with one worker a core, when both cores were idle 13 % of a run:
 	@# pytest took 680 s beside mypy, 656 s beside a niced one, 630-641 s alone)
-	@nice -n 19 $(PY) -m mypy > $(VENV)/mypy.log 2>&1 & typing=$$!; \
+	@# (each one's end is printed: a mypy that ends after the tests adds to the wall time)
+	@began=$$(date +%s); \
+	{ nice -n 19 $(PY) -m mypy > $(VENV)/mypy.log 2>&1; typed=$$?; \
+	  echo "mypy ended $$(( $$(date +%s) - began )) s after it began" >> $(VENV)/mypy.log; \
+	  exit $$typed; } & typing=$$!; \
 	$(PY) -m pytest $(TEST_WORKERS) $(PYTEST_ARGS); tests=$$?; \
+	echo "tests ended $$(( $$(date +%s) - began )) s after mypy began"; \
 	wait $$typing; typed=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
