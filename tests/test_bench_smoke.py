@@ -100,11 +100,24 @@ def test_every_bench_script_is_checked_here():
     assert scripts - set(SCRIPTS) == set()
 
 
-@pytest.mark.parametrize("script", list(SCRIPTS))
+# run in tests/test_ray_engine.py on the cluster that module starts anyway, which bench.scale
+# joins as any command does (a local cluster of its own cost about 6 CPU-s more)
+ON_RAY_CLUSTER = {"scale"}
+
+
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if s not in ON_RAY_CLUSTER])
 def test_bench_script_runs_and_prints_its_figures(script, tmp_path):
+    check_bench_script(script, tmp_path)
+
+
+def check_bench_script(script: str, tmp_path: Path, environ: dict[str, str] | None = None
+                       ) -> None:
+    """Run `python -m bench.SCRIPT` with its quick-check arguments (in `environ`, default
+    this process's) and check it exits 0, prints its figure lines and no traceback."""
     arguments, expected = SCRIPTS[script]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT))
+    environ = os.environ if environ is None else environ
+    env = {**environ, "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (environ.get("PYTHONPATH"), str(ROOT))
                                          if p)}
     argv = [a.replace("{tmp}", str(tmp_path)) for a in arguments]
     if script in NEW_INTERPRETER:

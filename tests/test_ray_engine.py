@@ -5,7 +5,7 @@ while the rest go on, and a run whose driver is SIGKILLed resumes with no duplic
 Two kinds of cluster, as users meet them: the one a command starts for itself (the killed
 run), and one started beforehand with `ray start --head`, as on a team's GPU node, which a
 command joins by `--address` or finds by itself (`ray_head`, one for the module: starting a
-cluster costs about 7 CPU-s)."""
+cluster costs about 7 CPU-s; `python -m bench.scale`'s smoke run joins it too)."""
 
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ class RayHead:
 def ray_head() -> Iterator[RayHead]:
     """A cluster started with `ray start --head` before any command, in a temporary folder of
     its own (RAY_TMPDIR, short: Ray's socket paths live in it): only a command given that
-    folder finds it, so the suite's other clusters (the killed run's, bench.scale's) are
-    started as usual. Its workers run at niceness 0, as a cluster started for the suite must
+    folder finds it (bench.scale's smoke run is), so the killed run's cluster is started as
+    usual. Its workers run at niceness 0, as a cluster started for the suite must
     (Ray's default of 15 starved them beside the other tests). It uses token authentication,
     as `ray start` does wherever ~/.ray/auth_token exists, with a token of its own given in
     the environment (RAY_AUTH_TOKEN: nothing is written to the home folder, and a fresh
@@ -235,6 +235,14 @@ def test_a_killed_ray_run_resumes_with_no_duplicate_and_no_gap(tmp_path, rg1_sma
     drafts = drafts_by_key(settings)
     assert len(drafts) == 2 * n and all(len(v) == 1 for v in drafts.values())  # no dup, no gap
     db.dispose()
+
+
+def test_bench_scale_runs_on_a_running_cluster(tmp_path, ray_head):
+    """`python -m bench.scale`, its quick check (tests/test_bench_smoke.py), joining the
+    module's cluster as `ray start`'s cluster on a GPU node is joined."""
+    from tests.test_bench_smoke import check_bench_script
+
+    check_bench_script("scale", tmp_path, ray_head.env)
 
 
 def test_ray_drafts_equal_local_drafts_and_a_failing_study_is_recorded(
