@@ -5,8 +5,10 @@ tabs end with the client gone, sometimes before the first byte, sometimes while 
 is still on its way. The app used to log "Exception in ASGI application" with a traceback for
 these (Starlette's BaseHTTPMiddleware raising `RuntimeError: No response returned.`, and
 Gradio's event stream of a tab it had already dropped raising its 404 after the stream had
-started). Here the real app runs as a subprocess (`rrg-review serve`, with logins) and is
-treated the way browsers and networks treat it; its log must hold no traceback.
+started). Here the real app runs as a process of its own (what `rrg-review serve` runs, with
+logins; forked from the tests' app server, tests/app_process.py, instead of importing Gradio
+and the rest again: 5 CPU-s a start) and is treated the way browsers and networks treat it;
+its log must hold no traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import httpx
 import pytest
 
 from bench.processes import stop_process
+from tests.app_process import start_app
 from tests.browser import CHROMIUM, launch_browser, sign_in
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,11 +54,9 @@ def served(tmp_path_factory):
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
     log = folder / "app.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rrg_review.app.cli", "serve", "--no-demo", "--no-predraft",
-             "--login", "--port", str(port), "--db", str(db)],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    log.write_text("")  # (the app appends to it once it runs)
+    proc = start_app(["--no-demo", "--no-predraft", "--login", "--port", str(port), "--db",
+                      str(db)], log, env, ROOT)
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -159,12 +160,10 @@ def test_a_shutdown_ends_open_tabs_streams_at_once(tmp_path):
     timeout graceful shutdown exceeded")."""
     port = free_port()
     log = tmp_path / "app.log"
+    log.write_text("")  # (the app appends to it once it runs)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rrg_review.app.cli", "serve", "--no-demo", "--no-predraft",
-             "--port", str(port), "--db", str(tmp_path / "app.sqlite")],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    proc = start_app(["--no-demo", "--no-predraft", "--port", str(port), "--db",
+                      str(tmp_path / "app.sqlite")], log, env, ROOT)
     tabs = []
     try:
         deadline = time.monotonic() + 180
