@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rrg_review.app.accounts.service import SCRYPT, password_cost
+from rrg_review.core.user_cache import user_cache_dir
 from rrg_review.db.blobs import BlobStore
 from rrg_review.db.engine import (
     DEFAULT_BUSY_TIMEOUT_S,
@@ -225,8 +226,7 @@ class Settings:
         """This user's folder for what is the same for every database and can be made again
         (~/.cache/rrg-review, beside the score cache and the metric workers): the front-end
         files the server keeps compressed."""
-        home = self.environ.get("HOME", "").strip()
-        return (Path(home) if home else Path.home()) / ".cache" / "rrg-review"
+        return user_cache_dir(self.environ.get("HOME"))
 
     def log_file(self) -> Path:
         """`<db name>.log` beside a SQLite database (a server database: in the data folder),

@@ -23,6 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rrg_review.core.user_cache import user_cache_dir
 from rrg_review.core.worker_client import WorkerClient, WorkerError, WorkerStartFailed
 from rrg_review.metrics.base import Metric, MetricUnavailable, Payload
 from rrg_review.metrics.store import METRICS, MetricDef
@@ -72,7 +73,7 @@ def workers_root(configured: Path | None = None) -> Path:
     Returns:
         The folder (it may not exist yet); one sub-folder per worker metric.
     """
-    return configured or Path.home() / ".cache" / "rrg-review" / "metric-workers"
+    return configured or user_cache_dir() / "metric-workers"
 
 
 def venv_python(folder: Path) -> Path:

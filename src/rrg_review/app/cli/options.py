@@ -4,10 +4,10 @@ CheXbert weights, a progress bar and the metric score cache."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rrg_review.core.progress import Progress
+from rrg_review.core.user_cache import user_cache_dir
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -93,5 +93,5 @@ def metric_cache(args: argparse.Namespace) -> Any:
         return DatabaseScoreCache(Settings.from_args(args.db).open_database())
     from rrg_review.metrics.cache import FileCache
 
-    path = args.cache or Path.home() / ".cache" / "rrg-review" / "scores.sqlite"
+    path = args.cache or user_cache_dir() / "scores.sqlite"
     return FileCache(path)
